@@ -1,0 +1,55 @@
+#pragma once
+// LIBSVM / SVMlight text reader.
+//
+// Format, one example per line: `<label> [qid:<n>] <index>:<value> ... [# comment]`.
+// Indices are 1-based on disk and 0-based in memory; a line may hold its
+// indices in any order (sorted on load), but not the same index twice.
+// Blank lines, comment lines, CRLF and trailing spaces are accepted. Files
+// ending in .gz, .bz2 or .xz are decompressed when libdml was built with the
+// matching library.
+//
+// Errors: every malformed input yields InvalidArgument (NotFound for a
+// missing file) whose message starts with `file:line:column: ` (1-based, the
+// column of the offending token) and says what was expected. Thread-safety:
+// the functions are reentrant; they start and join their own threads.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "dml/data/sparse.hpp"
+
+namespace dml {
+
+struct LibsvmOptions {
+  /// Classification maps two distinct label values to -1/+1 (the smaller to
+  /// -1); a third distinct value is an error unless `binarize_threshold` is
+  /// set. Regression keeps labels as read.
+  Task task = Task::kClassification;
+  /// Classification only: label > threshold becomes +1, else -1 (e.g. 10.5
+  /// to split news20's classes 1-10 vs 11-20).
+  std::optional<double> binarize_threshold;
+  /// Declared feature count: widens the matrix; data with a larger index is
+  /// an error. 0 = as many columns as the largest index.
+  int64_t num_features = 0;
+  /// Parser threads; 0 = hardware concurrency.
+  int threads = 0;
+};
+
+/// Parses an in-memory buffer; `name` is used in error positions.
+absl::StatusOr<Dataset> ParseLibsvm(std::string_view text, const LibsvmOptions& options,
+                                    std::string_view name = "<memory>");
+
+/// Reads and parses a file (decompressing .gz/.bz2/.xz).
+absl::StatusOr<Dataset> ReadLibsvm(const std::string& path, const LibsvmOptions& options = {});
+
+/// Reads a whole file into memory, decompressing by extension.
+absl::StatusOr<std::string> ReadFileContents(const std::string& path);
+
+/// Writes a dataset in LIBSVM format (1-based indices, shortest round-trip
+/// float text), so that ReadLibsvm gives back the same matrix and labels.
+absl::Status WriteLibsvm(const Dataset& data, const std::string& path);
+
+}  // namespace dml
