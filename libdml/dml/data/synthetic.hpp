@@ -2,6 +2,15 @@
 // Synthetic data with a planted model, for tests, samples and benchmarks.
 // Deterministic for a given seed on every platform (own RNG, no std::
 // distributions whose output is implementation-defined).
+//
+// Random streams: w* comes from one xoshiro256** stream and every row from
+// its own stream, both seeded from (seed, stream id) through splitmix64, so
+// the output does not depend on the number of threads, a row does not depend
+// on the rows before it, and X does not depend on `noise` or `task`.
+// Normals come from Leva's ratio-of-uniforms method: a sample is v/u for two
+// uniforms, with a log evaluated only near the acceptance boundary, so the
+// values are bit-identical wherever IEEE double arithmetic is (up to a
+// last-bit difference of a label where a compiler fuses multiply-adds).
 
 #include <cstdint>
 #include <vector>
@@ -23,6 +32,8 @@ struct SyntheticOptions {
   double noise = 0.0;
   Task task = Task::kRegression;
   uint64_t seed = 1;
+  /// Generator threads; 0 = hardware concurrency. Does not change the output.
+  int threads = 0;
 };
 
 struct SyntheticData {
@@ -30,8 +41,16 @@ struct SyntheticData {
   std::vector<double> planted;  ///< w*, length cols
 };
 
-/// Errors: non-positive sizes, nnz_per_row < 1, density outside (0, 1],
-/// negative noise.
+/// Draws rows x cols data: each row has min(nnz_per_row, cols) distinct
+/// columns, uniformly chosen and sorted, with values N(0, 1) / sqrt(that
+/// count), so x.w* has variance about |w*|^2 / cols. w*[j] is N(0, 1) with
+/// probability model_density, else 0; at least one is nonzero. Classification
+/// labels are +1 where x.w* + noise * N(0, 1) >= 0, else -1 (a row whose
+/// columns all have w*[j] == 0 thus gets +1 when noise is 0).
+///
+/// Errors: InvalidArgument naming the field for non-positive sizes, cols
+/// above 2^32, nnz_per_row < 1, density outside (0, 1], negative or
+/// non-finite noise, negative threads, or a matrix too large to index.
 absl::StatusOr<SyntheticData> GenerateSynthetic(const SyntheticOptions& options);
 
 }  // namespace dml

@@ -1,8 +1,17 @@
 #pragma once
 // Status helpers for Abseil 20220623, which ships no status macros.
 
+#include <string_view>
+
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace dml {
+/// Debian's Abseil 20220623 has its own absl::string_view (not an alias of
+/// std::string_view), so absl::StrCat rejects std::string_view: convert.
+inline absl::string_view AsAbsl(std::string_view s) { return {s.data(), s.size()}; }
+}  // namespace dml
 
 #define DML_STATUS_CONCAT_INNER(a, b) a##b
 #define DML_STATUS_CONCAT(a, b) DML_STATUS_CONCAT_INNER(a, b)
