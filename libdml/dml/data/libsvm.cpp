@@ -1,11 +1,15 @@
 // LIBSVM / SVMlight reader and writer.
 //
-// Reading is two passes over memory: the whole (decompressed) file is split
-// into one chunk per thread at line boundaries; every thread parses its chunk
-// into local arrays (row ends, indices, values, labels) with a hand-written
-// integer parser for indices and std::from_chars for floats (fast_float in
-// libstdc++ 12); the chunks are then copied, again in parallel, into the
-// final CSR arrays. Nothing is allocated per token or per line.
+// Reading: the whole (decompressed) file is in memory and is split into one
+// chunk per thread at line boundaries. Pass 1 counts each chunk's lines and
+// ':' bytes, upper bounds on its rows and pairs, which lay the chunks out in
+// the final CSR arrays. Pass 2 has every thread parse its chunk straight into
+// its slot: a hand-written integer parser for indices, Clinger's exact fast
+// path for plain decimals and std::from_chars (fast_float in libstdc++ 12)
+// for the rest. The merge closes the gaps between slots (none unless there
+// are blank, comment or qid lines) and rebases the row offsets. Nothing is
+// allocated per token or per line; the big arrays ask for huge pages, since
+// first touches of fresh 4 KiB pages cost more than the parse itself on a VM.
 //
 // Each chunk counts its lines, so an error found by thread k gets its global
 // line number from the line counts of chunks 0..k-1 (which finished, since
@@ -25,9 +29,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
-#include <limits>
 #include <memory>
 #include <system_error>
 #include <thread>
