@@ -1,0 +1,165 @@
+// Prediction and evaluation metrics. AUC is the Mann-Whitney statistic:
+//   AUC = (sum of the positives' ranks - P(P+1)/2) / (P N)
+// with ranks 1..n in ascending score order and every run of tied scores given
+// the average of its ranks, which counts a tied (positive, negative) pair as
+// one half (Hanley & McNeil, Radiology 1982; Fawcett, Pattern Recognition
+// Letters 2006, Sec. 7).
+
+#include "dml/metrics/metrics.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <numeric>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "dml/objective/losses.hpp"
+
+namespace dml {
+namespace {
+
+absl::Status CheckSizes(std::size_t labels, std::size_t values, const char* what) {
+  if (labels != values) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(labels, " labels but ", values, " ", what));
+  }
+  if (labels == 0) return absl::InvalidArgumentError("no examples to evaluate");
+  return absl::OkStatus();
+}
+
+absl::Status CheckSignLabels(absl::Span<const float> y) {
+  for (std::size_t i = 0; i < y.size(); ++i) {
+    if (y[i] != 1.0f && y[i] != -1.0f) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("label of example ", i, " is ", y[i], "; expected -1 or +1"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckFinite(absl::Span<const float> y, const char* what) {
+  for (std::size_t i = 0; i < y.size(); ++i) {
+    if (!std::isfinite(y[i])) {
+      return absl::InvalidArgumentError(absl::StrCat(what, " of example ", i, " is not finite"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckFinite(absl::Span<const double> v, const char* what) {
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    if (!std::isfinite(v[i])) {
+      return absl::InvalidArgumentError(absl::StrCat(what, " of example ", i, " is not finite"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Labels and predictions for a regression metric: equal non-zero sizes, all finite.
+absl::Status CheckRegression(absl::Span<const float> y, absl::Span<const double> pred) {
+  if (auto s = CheckSizes(y.size(), pred.size(), "predictions"); !s.ok()) return s;
+  if (auto s = CheckFinite(y, "label"); !s.ok()) return s;
+  return CheckFinite(pred, "prediction");
+}
+
+absl::Status CheckClassification(absl::Span<const float> y, absl::Span<const double> scores,
+                                 const char* what) {
+  if (auto s = CheckSizes(y.size(), scores.size(), what); !s.ok()) return s;
+  if (auto s = CheckSignLabels(y); !s.ok()) return s;
+  return CheckFinite(scores, "score");
+}
+
+}  // namespace
+
+std::vector<double> Predict(const CsrMatrix& x, const std::vector<double>& w) {
+  std::vector<double> z(static_cast<std::size_t>(x.rows()), 0.0);
+  const std::size_t d = w.size();
+  for (int64_t i = 0; i < x.rows(); ++i) {
+    const SparseView r = x.outer(i);
+    double s = 0.0;
+    // Inner indices are sorted, so the first one at or past d ends the row.
+    for (std::size_t k = 0; k < r.size && r.index[k] < d; ++k) s += r.value[k] * w[r.index[k]];
+    z[i] = s;
+  }
+  return z;
+}
+
+absl::StatusOr<double> Accuracy(absl::Span<const float> y, absl::Span<const double> margins) {
+  if (auto s = CheckClassification(y, margins, "margins"); !s.ok()) return s;
+  int64_t correct = 0;
+  for (std::size_t i = 0; i < y.size(); ++i) {
+    const float predicted = margins[i] >= 0.0 ? 1.0f : -1.0f;
+    correct += predicted == y[i];
+  }
+  return static_cast<double>(correct) / static_cast<double>(y.size());
+}
+
+absl::StatusOr<double> Auc(absl::Span<const float> y, absl::Span<const double> scores) {
+  if (auto s = CheckClassification(y, scores, "scores"); !s.ok()) return s;
+  const std::size_t n = y.size();
+  std::vector<std::size_t> order(n);
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  std::sort(order.begin(), order.end(),
+            [&](std::size_t a, std::size_t b) { return scores[a] < scores[b]; });
+  double positives = 0.0;
+  double positive_rank_sum = 0.0;
+  for (std::size_t begin = 0; begin < n;) {
+    std::size_t end = begin + 1;
+    while (end < n && scores[order[end]] == scores[order[begin]]) ++end;
+    // Ranks begin+1 .. end (1-based) share their average.
+    const double rank = 0.5 * (static_cast<double>(begin + 1) + static_cast<double>(end));
+    for (std::size_t k = begin; k < end; ++k) {
+      if (y[order[k]] > 0) {
+        positives += 1.0;
+        positive_rank_sum += rank;
+      }
+    }
+    begin = end;
+  }
+  const double negatives = static_cast<double>(n) - positives;
+  if (positives == 0.0 || negatives == 0.0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "AUC needs both classes; the ", n, " labels are all ", positives > 0 ? "+1" : "-1"));
+  }
+  return (positive_rank_sum - 0.5 * positives * (positives + 1.0)) / (positives * negatives);
+}
+
+absl::StatusOr<double> LogLoss(absl::Span<const float> y, absl::Span<const double> margins) {
+  if (auto s = CheckClassification(y, margins, "margins"); !s.ok()) return s;
+  double sum = 0.0;
+  for (std::size_t i = 0; i < y.size(); ++i) sum += loss::Logistic::Value(y[i], margins[i]);
+  return sum / static_cast<double>(y.size());
+}
+
+absl::StatusOr<double> Rmse(absl::Span<const float> y, absl::Span<const double> pred) {
+  if (auto s = CheckRegression(y, pred); !s.ok()) return s;
+  double sum = 0.0;
+  for (std::size_t i = 0; i < y.size(); ++i) {
+    const double r = static_cast<double>(y[i]) - pred[i];
+    sum += r * r;
+  }
+  return std::sqrt(sum / static_cast<double>(y.size()));
+}
+
+absl::StatusOr<double> R2(absl::Span<const float> y, absl::Span<const double> pred) {
+  if (auto s = CheckRegression(y, pred); !s.ok()) return s;
+  double mean = 0.0;
+  for (float v : y) mean += v;
+  mean /= static_cast<double>(y.size());
+  double ss_tot = 0.0;
+  double ss_res = 0.0;
+  for (std::size_t i = 0; i < y.size(); ++i) {
+    const double c = static_cast<double>(y[i]) - mean;
+    const double r = static_cast<double>(y[i]) - pred[i];
+    ss_tot += c * c;
+    ss_res += r * r;
+  }
+  if (ss_tot == 0.0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("R^2 is undefined: all ", y.size(), " labels equal ", mean));
+  }
+  return 1.0 - ss_res / ss_tot;
+}
+
+}  // namespace dml

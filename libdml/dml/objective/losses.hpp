@@ -1,0 +1,53 @@
+#pragma once
+// The four losses of the model family as functions of the label y in
+// {-1,+1} (real for squared) and the margin input z = x.w: value, derivative
+// in z (a subgradient for hinge) and second derivative (0 where undefined).
+// Header-only so solvers inline them. Numerically stable for |z| large.
+
+#include <algorithm>
+#include <cmath>
+
+namespace dml::loss {
+
+struct Squared {  // (y - z)^2 / 2
+  static double Value(double y, double z) { return 0.5 * (y - z) * (y - z); }
+  static double Derivative(double y, double z) { return z - y; }
+  static double Second(double, double) { return 1.0; }
+};
+
+struct Logistic {  // log(1 + exp(-y z))
+  static double Value(double y, double z) {
+    const double m = y * z;
+    return m > 0 ? std::log1p(std::exp(-m)) : -m + std::log1p(std::exp(m));
+  }
+  /// -y * sigmoid(-y z)
+  static double Derivative(double y, double z) {
+    const double m = y * z;
+    const double s = m > 0 ? std::exp(-m) / (1.0 + std::exp(-m)) : 1.0 / (1.0 + std::exp(m));
+    return -y * s;
+  }
+  static double Second(double y, double z) {
+    const double m = y * z;
+    const double e = std::exp(-std::abs(m));
+    return e / ((1.0 + e) * (1.0 + e));
+  }
+};
+
+struct Hinge {  // max(0, 1 - y z)
+  static double Value(double y, double z) { return std::max(0.0, 1.0 - y * z); }
+  static double Derivative(double y, double z) { return y * z < 1.0 ? -y : 0.0; }
+  static double Second(double, double) { return 0.0; }
+};
+
+struct SquaredHinge {  // max(0, 1 - y z)^2
+  static double Value(double y, double z) {
+    const double t = std::max(0.0, 1.0 - y * z);
+    return t * t;
+  }
+  static double Derivative(double y, double z) {
+    return -2.0 * y * std::max(0.0, 1.0 - y * z);
+  }
+  static double Second(double y, double z) { return y * z < 1.0 ? 2.0 : 0.0; }
+};
+
+}  // namespace dml::loss

@@ -1,0 +1,138 @@
+#include "dml/objective/model_io.hpp"
+
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "dml/util/status.hpp"
+
+namespace dml {
+namespace {
+
+std::string ShortestDouble(double v) {
+  char buf[64];
+  auto r = std::to_chars(buf, buf + sizeof(buf), v);
+  return std::string(buf, r.ptr);
+}
+
+bool ParseDouble(absl::string_view s, double& out) {
+  auto r = std::from_chars(s.data(), s.data() + s.size(), out);
+  return r.ec == std::errc() && r.ptr == s.data() + s.size() && std::isfinite(out);
+}
+
+bool ParseInt(absl::string_view s, int64_t& out) {
+  auto r = std::from_chars(s.data(), s.data() + s.size(), out);
+  return r.ec == std::errc() && r.ptr == s.data() + s.size();
+}
+
+}  // namespace
+
+absl::Status WriteModelText(const LinearModel& model, const std::string& path) {
+  std::string out;
+  int64_t nnz = 0;
+  for (double v : model.w) nnz += v != 0.0;
+  absl::StrAppend(&out, "dml-model 1\nmodel ", AsAbsl(ModelName(model.spec.kind)), "\nlambda ",
+                  ShortestDouble(model.spec.lambda), "\nl1_ratio ",
+                  ShortestDouble(model.spec.l1_ratio), "\nfeatures ", model.w.size(),
+                  "\nweights ", nnz, "\n");
+  for (std::size_t j = 0; j < model.w.size(); ++j) {
+    if (model.w[j] != 0.0) absl::StrAppend(&out, j + 1, " ", ShortestDouble(model.w[j]), "\n");
+  }
+  std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "wb"), &std::fclose);
+  if (!f) return absl::UnavailableError(absl::StrCat(path, ": cannot open for writing"));
+  if (std::fwrite(out.data(), 1, out.size(), f.get()) != out.size() || std::fflush(f.get()) != 0) {
+    return absl::UnavailableError(absl::StrCat(path, ": write failed"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<LinearModel> ReadModelText(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string text = ss.str();
+
+  LinearModel m;
+  int line_no = 0;
+  int64_t features = -1, weights = -1, read_weights = 0, last_index = 0;
+  int stage = 0;  // 0 header, 1 model, 2 lambda, 3 l1_ratio, 4 features, 5 weights, 6 body
+  auto err = [&](absl::string_view what) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ":", line_no, ": ", what));
+  };
+  for (absl::string_view raw : absl::StrSplit(text, '\n')) {
+    ++line_no;
+    absl::string_view line = absl::StripAsciiWhitespace(raw);
+    if (line.empty() || line[0] == '#') continue;
+    std::vector<absl::string_view> tok = absl::StrSplit(line, ' ', absl::SkipEmpty());
+    if (tok.size() != 2) return err(absl::StrCat("expected two fields, got \"", line, "\""));
+    static constexpr const char* kKeys[] = {"dml-model", "model", "lambda", "l1_ratio",
+                                           "features", "weights"};
+    if (stage < 6 && tok[0] != kKeys[stage]) {
+      return err(absl::StrCat("expected \"", kKeys[stage], "\", got \"", tok[0], "\""));
+    }
+    switch (stage) {
+      case 0:
+        if (tok[1] != "1") return err(absl::StrCat("unsupported format version ", tok[1]));
+        break;
+      case 1: {
+        auto kind = ParseModelKind(std::string_view(tok[1].data(), tok[1].size()));
+        if (!kind.ok()) return err(kind.status().message());
+        m.spec.kind = *kind;
+        break;
+      }
+      case 2:
+        if (!ParseDouble(tok[1], m.spec.lambda)) return err("lambda: expected a finite number");
+        if (!(m.spec.lambda > 0)) {
+          return err(absl::StrCat("lambda must be positive and finite, got ", m.spec.lambda));
+        }
+        break;
+      case 3:
+        if (!ParseDouble(tok[1], m.spec.l1_ratio)) return err("l1_ratio: expected a finite number");
+        if (auto st = Validate(m.spec); !st.ok()) return err(st.message());
+        break;
+      case 4:
+        if (!ParseInt(tok[1], features) || features < 0 || features > (int64_t{1} << 32)) {
+          return err("features: expected a count in [0, 2^32]");
+        }
+        m.w.assign(static_cast<std::size_t>(features), 0.0);
+        break;
+      case 5:
+        if (!ParseInt(tok[1], weights) || weights < 0 || weights > features) {
+          return err("weights: expected a count in [0, features]");
+        }
+        break;
+      default: {
+        int64_t index;
+        double value;
+        if (!ParseInt(tok[0], index) || index < 1 || index > features) {
+          return err(absl::StrCat("weight index must be in [1, ", features, "], got \"", tok[0], "\""));
+        }
+        if (index <= last_index) return err("weight indices must increase");
+        if (!ParseDouble(tok[1], value)) return err("weight value: expected a finite number");
+        if (read_weights == weights) return err("more weights than declared");
+        m.w[index - 1] = value;
+        last_index = index;
+        ++read_weights;
+      }
+    }
+    if (stage < 6) ++stage;
+  }
+  if (stage < 6) {
+    static constexpr const char* kKeys[] = {"dml-model", "model", "lambda", "l1_ratio",
+                                           "features", "weights"};
+    return err(absl::StrCat("unexpected end of file: missing \"", kKeys[stage], "\""));
+  }
+  if (read_weights != weights) {
+    return err(absl::StrCat("declared ", weights, " weights, found ", read_weights));
+  }
+  return m;
+}
+
+}  // namespace dml

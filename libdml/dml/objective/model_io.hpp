@@ -1,0 +1,33 @@
+#pragma once
+// A trained linear model and its text file format.
+//
+// Format (UTF-8 text, one item per line, '#' starts a comment line):
+//   dml-model 1                 format name and version
+//   model <name>                ModelName(), e.g. logistic
+//   lambda <float>
+//   l1_ratio <float>            elastic net's eta (written for every model)
+//   features <d>                length of w
+//   weights <k>                 number of nonzero weights that follow
+//   <index> <value>             k lines, 1-based feature index (as in LIBSVM), increasing
+// Values use the shortest text that reads back to the same double.
+//
+// Errors: ReadModelText returns InvalidArgument "path:line: ..." naming the
+// field that is wrong. Thread-safety: reentrant.
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "dml/objective/model.hpp"
+
+namespace dml {
+
+struct LinearModel {
+  ModelSpec spec;
+  std::vector<double> w;
+};
+
+absl::Status WriteModelText(const LinearModel& model, const std::string& path);
+absl::StatusOr<LinearModel> ReadModelText(const std::string& path);
+
+}  // namespace dml

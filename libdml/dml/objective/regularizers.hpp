@@ -1,0 +1,35 @@
+#pragma once
+// Separable regularisers lambda * R(w), per coordinate: value, a
+// (sub)gradient, and the proximal step used by coordinate descent.
+// Header-only so solvers inline them.
+
+#include <algorithm>
+#include <cmath>
+
+namespace dml::reg {
+
+inline double SoftThreshold(double x, double t) {
+  return x > t ? x - t : (x < -t ? x + t : 0.0);
+}
+
+/// eta*|w| + (1-eta)/2*w^2, scaled by lambda. eta = 0: L2 (R = w^2/2);
+/// eta = 1: L1 (R = |w|).
+struct ElasticNet {
+  double lambda;
+  double eta;
+  double Value(double w) const {
+    return lambda * (eta * std::abs(w) + 0.5 * (1.0 - eta) * w * w);
+  }
+  /// The minimum-norm subgradient direction's representative at 0 is 0.
+  double Subgradient(double w) const {
+    const double s = w > 0 ? 1.0 : (w < 0 ? -1.0 : 0.0);
+    return lambda * (eta * s + (1.0 - eta) * w);
+  }
+  /// argmin_u  a/2 (u - c)^2 + lambda R(u): the coordinate step given the
+  /// quadratic model of the loss (curvature a > 0, unconstrained minimiser c).
+  double Prox(double c, double a) const {
+    return SoftThreshold(a * c, lambda * eta) / (a + lambda * (1.0 - eta));
+  }
+};
+
+}  // namespace dml::reg

@@ -1,0 +1,539 @@
+#pragma once
+// The inner loop shared by the dual SCD solvers (sequential, asynchronous):
+// one epoch of stochastic dual coordinate ascent over a block of examples,
+// with LIBLINEAR-style shrinking, cheap running estimates of the primal and
+// dual values, and the exact certificate pass. Templated on the objective
+// (dml/objective/{ridge,logistic_l2,hinge_svm,squared_hinge_svm}.hpp) so that
+// every step inlines, and on whether the shared w is updated atomically.
+//
+// Conventions (dml/objective/model.hpp): w = A^T alpha / (lambda n); the step
+// for coordinate i maximises
+//   NegConj(a') - (a' - a) z - (a' - a)^2 q / 2,  z = x_i.w, q = ||x_i||^2/(lambda n),
+// which is n times the change of D(alpha) when only alpha_i moves.
+//
+// Internal: included by solver/*.cpp only.
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <utility>
+#include <vector>
+
+#include "dml/data/sparse.hpp"
+#include "dml/objective/hinge_svm.hpp"
+#include "dml/objective/logistic_l2.hpp"
+#include "dml/objective/model.hpp"
+#include "dml/objective/ridge.hpp"
+#include "dml/objective/squared_hinge_svm.hpp"
+#include "dml/solver/internal/stopping.hpp"
+#include "dml/solver/solver.hpp"
+#include "dml/util/rng.hpp"
+
+namespace dml::internal {
+
+/// Calls f(Obj{}) with the objective struct of a dual model. The caller has
+/// checked FormulationOf(kind) == kDual.
+template <typename F>
+decltype(auto) VisitDualObjective(ModelKind kind, F&& f) {
+  switch (kind) {
+    case ModelKind::kRidge: return f(RidgeObjective{});
+    case ModelKind::kLogisticL2: return f(LogisticL2Objective{});
+    case ModelKind::kHingeSvm: return f(HingeSvmObjective{});
+    default: return f(SquaredHingeSvmObjective{});
+  }
+}
+
+/// Everything one step needs about example i, in one cache line: a step in
+/// random order then costs this line plus the row itself.
+struct alignas(64) DualCoord {
+  double alpha;
+  double q;        ///< ||x_i||^2 / (lambda n)
+  int64_t begin;   ///< offset of row i in the CSR arrays
+  uint32_t len;    ///< nonzeros of row i
+  float y;
+  double nc;       ///< NegConj(y, alpha), kept with alpha
+  double aux;      ///< objective's cache: logit(alpha y) for logistic
+};
+static_assert(sizeof(DualCoord) == 64, "DualCoord should fill one cache line");
+
+/// One coordinate step on a DualCoord: the maximiser (Obj::Step; for
+/// logistic the cached-logit variant, see below), the change of NegConj, and
+/// the coordinate's gap just before the step (for the stopping trigger; >= 0).
+struct DualStepOut {
+  double delta;     ///< alpha' - alpha
+  double nc_delta;  ///< NegConj(alpha') - NegConj(alpha)
+  double gap;
+};
+
+template <typename Obj>
+struct DualStepper {
+  static void Init(DualCoord& c) { c.nc = Obj::NegConj(c.y, c.alpha); }
+  static DualStepOut Step(DualCoord& c, double z) {
+    const double y = c.y;
+    const double a = c.alpha;
+    DualStepOut out;
+    // loss(z) + loss*(-a) + a z, reusing NegConj(a): an estimate, so the
+    // cancellation-free Obj::CoordinateGap is not needed here.
+    out.gap = std::max(0.0, Obj::Loss(y, z) - c.nc + a * z);
+    const double an = Obj::Step(y, a, z, c.q);
+    out.delta = an - a;
+    out.nc_delta = 0.0;
+    if (out.delta != 0.0) {
+      const double nc = Obj::NegConj(y, an);
+      out.nc_delta = nc - c.nc;
+      c.alpha = an;
+      c.nc = nc;
+    }
+    return out;
+  }
+};
+
+/// Logistic: the step runs in the logit t = logit(alpha y), cached in aux
+/// with H = NegConj in nc, so that a coordinate near its optimum costs no
+/// exp or log (LogisticL2Objective::StepFromAnchor, with its relative
+/// tolerance kRel for long steps), and the gap estimate KL(b || sigmoid(-m))
+/// uses its Taylor expansion in the logits (relative error < 1e-3) when they
+/// are within 1. The cache is exact up to the step's Taylor truncation
+/// (~1e-10 b(1-b)); alpha itself is what the certificates use.
+template <>
+struct DualStepper<LogisticL2Objective> {
+  using Obj = LogisticL2Objective;
+  static void Init(DualCoord& c) {
+    const double b = c.alpha * c.y;
+    c.aux = std::log(b / (1.0 - b));
+    c.nc = Obj::NegConj(c.y, c.alpha);
+  }
+  static DualStepOut Step(DualCoord& c, double z) {
+    const double y = c.y;
+    const double m = y * z;
+    const double b = c.alpha * y;
+    const double t = c.aux;
+    DualStepOut out;
+    const Obj::Anchor anchor(t, b, c.nc);
+    const double delta = -m - t;  // logit of the optimal b minus logit of b
+    if (std::abs(delta) <= 0.05) {  // to third order: relative error < 1e-3
+      out.gap = delta * delta * (0.5 * anchor.c1 + delta * (1.0 / 3.0) * anchor.p2);
+    } else if (std::abs(delta) <= 1.0) {
+      out.gap = anchor.Bregman(delta);
+    } else {
+      const double sp = std::max(-m, 0.0) + Obj::Log1pUnit(std::exp(-std::abs(m)));  // loss
+      out.gap = std::max(0.0, sp - c.nc + b * m);
+    }
+    const Obj::LogitPoint p = Obj::StepFromAnchor(m, c.q, anchor);
+    const double an = p.b * y;
+    out.delta = an - c.alpha;
+    out.nc_delta = p.h - c.nc;
+    c.alpha = an;
+    c.aux = p.t;
+    c.nc = p.h;
+    return out;
+  }
+};
+
+/// Reads and adds on the shared w: plain (one thread) or atomic (several;
+/// relaxed loads and a relaxed compare-exchange loop for the add, so there is
+/// no data race on w, only the lost-update-free "wild" reads of PASSCoDe).
+template <bool kAtomic>
+struct SharedW {
+  static double Load(const double* p) {
+    if constexpr (kAtomic) {
+      double v;
+      __atomic_load(p, &v, __ATOMIC_RELAXED);
+      return v;
+    } else {
+      return *p;
+    }
+  }
+  static void Add(double* p, double v) {
+    if constexpr (kAtomic) {
+      double cur;
+      __atomic_load(p, &cur, __ATOMIC_RELAXED);
+      double next = cur + v;
+      while (!__atomic_compare_exchange(p, &cur, &next, /*weak=*/true, __ATOMIC_RELAXED,
+                                        __ATOMIC_RELAXED)) {
+        next = cur + v;
+      }
+    } else {
+      *p += v;
+    }
+  }
+};
+
+/// x_i.w with four independent accumulators (the sum's latency chain is the
+/// bottleneck for short rows).
+template <bool kAtomic>
+inline double SparseDot(const uint32_t* ix, const float* vx, uint32_t len, const double* w) {
+  using W = SharedW<kAtomic>;
+  double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+  uint32_t k = 0;
+  for (; k + 4 <= len; k += 4) {
+    s0 += static_cast<double>(vx[k]) * W::Load(w + ix[k]);
+    s1 += static_cast<double>(vx[k + 1]) * W::Load(w + ix[k + 1]);
+    s2 += static_cast<double>(vx[k + 2]) * W::Load(w + ix[k + 2]);
+    s3 += static_cast<double>(vx[k + 3]) * W::Load(w + ix[k + 3]);
+  }
+  for (; k < len; ++k) s0 += static_cast<double>(vx[k]) * W::Load(w + ix[k]);
+  return (s0 + s1) + (s2 + s3);
+}
+
+template <bool kAtomic>
+inline void SparseAxpy(const uint32_t* ix, const float* vx, uint32_t len, double c, double* w) {
+  for (uint32_t k = 0; k < len; ++k) SharedW<kAtomic>::Add(w + ix[k], c * static_cast<double>(vx[k]));
+}
+
+/// One block of coordinates (all of them for the sequential solver, one
+/// thread's share for the asynchronous one) and its shrinking state
+/// (Hsieh et al. 2008, Sec. 3.2; LIBLINEAR's solve_l2r_l1l2_svc).
+struct DualBlock {
+  std::vector<int64_t> order;  ///< this block's examples; [0, active) are not shrunk
+  int64_t active = 0;
+  double pg_max_old = std::numeric_limits<double>::infinity();
+  double pg_min_old = -std::numeric_limits<double>::infinity();
+  /// The active set is unshrunk when its projected-gradient range falls
+  /// below this; it tightens (x0.1) whenever the full set gets there.
+  double eps_pg = 0.1;
+  Rng rng{1};
+
+  int64_t size() const { return static_cast<int64_t>(order.size()); }
+  void Unshrink() {
+    active = size();
+    pg_max_old = std::numeric_limits<double>::infinity();
+    pg_min_old = -std::numeric_limits<double>::infinity();
+  }
+};
+
+/// What an epoch over a block adds to the running estimates.
+struct DualEpochSums {
+  /// Sum over the visited i of the coordinate gap just before its step
+  /// (each >= 0); shrunk coordinates sit at a bound with gap 0.
+  double gap_sum = 0.0;
+  double negconj_delta = 0.0;  ///< change of sum_i NegConj(alpha_i)
+  double wsq_delta = 0.0;      ///< change of ||w||^2 (exact for one thread)
+  int64_t nnz = 0;             ///< nonzeros read
+  void Merge(const DualEpochSums& o) {
+    gap_sum += o.gap_sum;
+    negconj_delta += o.negconj_delta;
+    wsq_delta += o.wsq_delta;
+    nnz += o.nnz;
+  }
+};
+
+/// One epoch over `blk`: a fresh random permutation of the active
+/// coordinates, one coordinate step each (DualStepper). With kShrink (hinge and
+/// squared hinge only), a coordinate at a bound whose gradient points out of
+/// the box by more than last epoch's projected-gradient extremes is shrunk,
+/// exactly as LIBLINEAR does.
+template <typename Obj, bool kAtomic, bool kShrink>
+DualEpochSums RunDualEpoch(const uint32_t* idx, const float* val, DualCoord* coords, double* w,
+                           double inv_ln, DualBlock& blk) {
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  DualEpochSums s;
+  int64_t* order = blk.order.data();
+  int64_t active = blk.active;
+  for (int64_t k = active; k > 1; --k) {
+    std::swap(order[k - 1], order[blk.rng.Below(static_cast<uint64_t>(k))]);
+  }
+  double pg_max = -kInf, pg_min = kInf;
+  double gap_sum = 0.0, nc_delta = 0.0, wsq_delta = 0.0;
+  int64_t nnz = 0;
+  for (int64_t t = 0; t < active; ++t) {
+    // The rows come in random order: fetch the row two steps ahead and the
+    // coordinate record three steps ahead, so the misses overlap this step.
+    if (t + 3 < active) __builtin_prefetch(coords + order[t + 3]);
+    if (t + 2 < active) {
+      const DualCoord& c2 = coords[order[t + 2]];
+      __builtin_prefetch(idx + c2.begin);
+      __builtin_prefetch(val + c2.begin);
+    }
+    DualCoord& c = coords[order[t]];
+    const uint32_t* ix = idx + c.begin;
+    const float* vx = val + c.begin;
+    const double z = SparseDot<kAtomic>(ix, vx, c.len, w);
+    nnz += c.len;
+    if constexpr (kShrink) {
+      const double y = c.y;
+      const double a = c.alpha;
+      const double b = a * y;
+      const double g = Obj::Gradient(y, a, z);
+      double pg = 0.0;
+      if (b == 0.0) {
+        if (g > blk.pg_max_old) {
+          std::swap(order[t], order[--active]);
+          --t;
+          continue;
+        }
+        if (g < 0.0) pg = g;
+      } else if (b == Obj::kUpper) {
+        if (g < blk.pg_min_old) {
+          std::swap(order[t], order[--active]);
+          --t;
+          continue;
+        }
+        if (g > 0.0) pg = g;
+      } else {
+        pg = g;
+      }
+      pg_max = std::max(pg_max, pg);
+      pg_min = std::min(pg_min, pg);
+      // At a bound, pushed outwards: the coordinate's gap and step are 0.
+      if (pg == 0.0) continue;
+    }
+    const double q = c.q;
+    const DualStepOut st = DualStepper<Obj>::Step(c, z);
+    gap_sum += st.gap;
+    if (st.delta != 0.0) {
+      nc_delta += st.nc_delta;
+      const double dd = st.delta * inv_ln;
+      // ||w + dd x||^2 - ||w||^2 = dd (2 x.w + dd ||x||^2), dd ||x||^2 = delta q.
+      wsq_delta += dd * (2.0 * z + st.delta * q);
+      SparseAxpy<kAtomic>(ix, vx, c.len, dd, w);
+    }
+  }
+  blk.active = active;
+  if constexpr (kShrink) {
+    // LIBLINEAR's rule: once the active set's projected gradients lie within
+    // eps_pg, bring every shrunk coordinate back (the thresholds reset).
+    bool unshrunk = false;
+    if (pg_max - pg_min <= blk.eps_pg) {
+      if (active < blk.size()) {
+        blk.Unshrink();
+        unshrunk = true;
+      } else {
+        blk.eps_pg *= 0.1;
+      }
+    }
+    if (!unshrunk) {
+      blk.pg_max_old = pg_max <= 0.0 ? kInf : pg_max;
+      blk.pg_min_old = pg_min >= 0.0 ? -kInf : pg_min;
+    }
+  }
+  s.gap_sum = gap_sum;
+  s.negconj_delta = nc_delta;
+  s.wsq_delta = wsq_delta;
+  s.nnz = nnz;
+  return s;
+}
+
+/// RunDualEpoch with shrinking where the objective has bounds and it is asked for.
+template <typename Obj, bool kAtomic>
+DualEpochSums RunDualEpochMaybeShrink(bool shrink, const uint32_t* idx, const float* val,
+                                      DualCoord* coords, double* w, double inv_ln,
+                                      DualBlock& blk) {
+  if constexpr (Obj::kShrinkable) {
+    if (shrink) return RunDualEpoch<Obj, kAtomic, true>(idx, val, coords, w, inv_ln, blk);
+  }
+  return RunDualEpoch<Obj, kAtomic, false>(idx, val, coords, w, inv_ln, blk);
+}
+
+/// Exact values from alpha alone: w is rebuilt as A^T alpha / (lambda n) in
+/// the same order as PrimalFromDual (so it is bitwise that vector), then the
+/// margins give P, the per-coordinate gaps and sum NegConj.
+struct DualExact {
+  double primal = 0.0;
+  double dual = 0.0;
+  double gap = 0.0;
+  double negconj_sum = 0.0;  ///< sum_i NegConj(alpha_i), to restart the running estimate
+  double wsq = 0.0;          ///< ||w||^2
+};
+
+/// w = A^T alpha / (lambda n) rebuilt from the coordinates in the order of
+/// PrimalFromDual (so bitwise that vector); returns ||w||^2.
+inline double RebuildDualW(const CsrMatrix& x, const DualCoord* coords, double lambda, double* w) {
+  const int64_t n = x.rows();
+  const int64_t d = x.cols();
+  const uint32_t* idx = x.indices().data();
+  const float* val = x.values().data();
+  std::fill(w, w + d, 0.0);
+  for (int64_t i = 0; i < n; ++i) {
+    const DualCoord& c = coords[i];
+    const double a = c.alpha;
+    if (a == 0.0) continue;
+    for (uint32_t k = 0; k < c.len; ++k) {
+      w[idx[c.begin + k]] += a * static_cast<double>(val[c.begin + k]);
+    }
+  }
+  const double scale = 1.0 / (lambda * static_cast<double>(n));
+  double wsq = 0.0;
+  for (int64_t j = 0; j < d; ++j) {
+    w[j] *= scale;
+    wsq += w[j] * w[j];
+  }
+  return wsq;
+}
+
+/// The running estimates' starting values: w rebuilt, ||w||^2 and
+/// sum NegConj (from the values kept with alpha). No margins: cheap.
+inline DualExact DualStartState(const CsrMatrix& x, const DualCoord* coords, double lambda,
+                                double* w) {
+  DualExact e;
+  e.wsq = RebuildDualW(x, coords, lambda, w);
+  for (int64_t i = 0; i < x.rows(); ++i) e.negconj_sum += coords[i].nc;
+  return e;
+}
+
+template <typename Obj>
+DualExact CertifyDualCoords(const CsrMatrix& x, const DualCoord* coords, double lambda,
+                            double* w) {
+  const int64_t n = x.rows();
+  const uint32_t* idx = x.indices().data();
+  const float* val = x.values().data();
+  const double wsq = RebuildDualW(x, coords, lambda, w);
+  double loss = 0.0, gap = 0.0, nc = 0.0;
+  for (int64_t i = 0; i < n; ++i) {
+    const DualCoord& c = coords[i];
+    const double z = SparseDot<false>(idx + c.begin, val + c.begin, c.len, w);
+    double li, gi;
+    Obj::LossAndGap(c.y, c.alpha, z, &li, &gi);
+    loss += li;
+    gap += gi;
+    nc += c.nc;  // kept with alpha by every step (DualStepper)
+  }
+  DualExact e;
+  const double inv_n = 1.0 / static_cast<double>(n);
+  e.primal = loss * inv_n + 0.5 * lambda * wsq;
+  e.gap = gap * inv_n;
+  e.dual = e.primal - e.gap;
+  e.negconj_sum = nc;
+  e.wsq = wsq;
+  return e;
+}
+
+/// Per-example data for a dataset: alpha at the objective's starting point.
+template <typename Obj>
+std::vector<DualCoord> MakeDualCoords(const Dataset& data, double lambda) {
+  const int64_t n = data.x.rows();
+  const double lambda_n = lambda * static_cast<double>(n);
+  const std::vector<double> xx = data.x.OuterSquaredNorms();
+  const std::vector<int64_t>& off = data.x.offsets();
+  std::vector<DualCoord> coords(static_cast<std::size_t>(n));
+  DualCoord prev{};  // the starting point depends on y only: reuse it (logs for logistic)
+  bool have_prev = false;
+  for (int64_t i = 0; i < n; ++i) {
+    DualCoord& c = coords[i];
+    c.y = data.y[i];
+    if (have_prev && c.y == prev.y) {
+      c.alpha = prev.alpha;
+      c.nc = prev.nc;
+      c.aux = prev.aux;
+    } else {
+      c.alpha = Obj::Initial(c.y, lambda_n);
+      c.aux = 0.0;
+      DualStepper<Obj>::Init(c);
+      prev = c;
+      have_prev = true;
+    }
+    c.q = xx[i] / lambda_n;
+    c.begin = off[i];
+    c.len = static_cast<uint32_t>(off[i + 1] - off[i]);
+  }
+  return coords;
+}
+
+/// The epoch loop shared by the sequential and asynchronous dual solvers.
+/// `checker` was made before the engine, so that times include the setup.
+/// Engine provides:
+///   DualEpochSums RunEpoch();      one epoch over every block
+///   DualExact Certify();           rebuild w from alpha, exact values
+///   double NegConjSum(), WSq();    exact tracked values at the start
+///   int64_t Nnz();                 nonzeros of the data (a pass's work)
+///   void Unshrink();               bring every shrunk coordinate back
+///   std::vector<double> Alpha();   the current alpha
+///   std::vector<double> W();       the current w (after Certify: w(alpha))
+///
+/// Running estimates (O(1) per step): D exactly (up to rounding; up to the
+/// races for several threads) from sum NegConj and ||w||^2 tracked through
+/// every step; the gap as (1/n) sum_i of each coordinate's gap just before
+/// its step (>= 0 term by term; the loss at pre-step margins alone is a
+/// noisy, often low estimate of P), and P as D + that gap. They only decide when an exact certificate is worth a pass: every eval_every
+/// epochs, and whenever the estimates satisfy the gap or target rule. A gap or
+/// target stop needs the exact certificate, which covers every coordinate,
+/// shrunk or not; when the estimate was satisfied but the certificate is not,
+/// shrunk coordinates are the usual suspects and are brought back.
+template <typename Obj, typename Engine>
+TrainResult DriveDualScd(const SolverOptions& opt, double lambda, int64_t n, Engine& eng,
+                         StopChecker& checker) {
+  const double inv_n = 1.0 / static_cast<double>(n);
+  double negconj_sum = eng.NegConjSum();
+  double wsq = eng.WSq();
+  StopReason reason = StopReason::kMaxEpochs;
+  bool certified = false;  // `exact` describes the current iterate
+  DualExact exact;
+  int epoch = 0;
+  int64_t last_nnz = 0;
+  // The pre-step gaps overestimate the end-of-epoch gap (a coordinate's gap
+  // grows with the steps of the others since its own step: a full epoch
+  // before its step, half an epoch on average after it), typically 1.5-2x.
+  // kappa scales the estimate. Every certificate recalibrates it (to 1.1x
+  // the ratio it saw, so an estimate that was too low does not trigger again
+  // at once), and it then relaxes back to kKappa0 with a half-life of
+  // 4 passes' worth of work, so that no early, unrepresentative certificate
+  // can keep the trigger off for long (nor keep it firing).
+  constexpr double kKappa0 = 0.6;
+  const double half_life = 4.0 * static_cast<double>(std::max<int64_t>(1, eng.Nnz()));
+  double kappa_cal = kKappa0;
+  double work_since_cert = 0.0;
+  for (;;) {
+    if (auto r = checker.BeforeEpoch(epoch + 1)) {
+      reason = *r;
+      break;
+    }
+    ++epoch;
+    const DualEpochSums s = eng.RunEpoch();
+    certified = false;
+    last_nnz = s.nnz;
+    negconj_sum += s.negconj_delta;
+    wsq += s.wsq_delta;
+    const double d_est = negconj_sum * inv_n - 0.5 * lambda * wsq;
+    const double gap_est = s.gap_sum * inv_n;
+    work_since_cert += static_cast<double>(s.nnz);
+    const double kappa =
+        kKappa0 + (kappa_cal - kKappa0) * std::exp2(-work_since_cert / half_life);
+    const double p_est = d_est + kappa * gap_est;
+    const bool est_ok = checker.Satisfied(p_est, kappa * gap_est).has_value();
+    const bool periodic = opt.eval_every > 0 && epoch % opt.eval_every == 0;
+    if (!periodic && !est_ok) continue;
+    exact = eng.Certify();
+    certified = true;
+    if (gap_est > 0.0) kappa_cal = std::min(4.0, std::max(0.25, 1.1 * exact.gap / gap_est));
+    work_since_cert = 0.0;
+    negconj_sum = exact.negconj_sum;
+    wsq = exact.wsq;
+    EpochReport rep;
+    rep.epoch = epoch;
+    rep.primal = exact.primal;
+    rep.dual = exact.dual;
+    rep.gap = exact.gap;
+    rep.nnz_touched = s.nnz;
+    if (auto r = checker.AfterEpoch(rep)) {
+      reason = *r;
+      break;
+    }
+    if (est_ok) eng.Unshrink();
+  }
+  if (!certified) {
+    exact = eng.Certify();
+    if (epoch > 0) {
+      EpochReport rep;
+      rep.epoch = epoch;
+      rep.primal = exact.primal;
+      rep.dual = exact.dual;
+      rep.gap = exact.gap;
+      rep.nnz_touched = last_nnz;
+      checker.AfterEpoch(rep);
+    }
+  }
+  TrainResult result;
+  result.w = eng.W();
+  result.alpha = eng.Alpha();
+  result.primal = exact.primal;
+  result.dual = exact.dual;
+  result.gap = exact.gap;
+  result.epochs = epoch;
+  result.reason = reason;
+  result.seconds = checker.Elapsed();
+  result.history = checker.TakeHistory();
+  return result;
+}
+
+}  // namespace dml::internal

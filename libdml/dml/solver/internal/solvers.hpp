@@ -1,0 +1,32 @@
+#pragma once
+// The solvers behind Train() and MakeLocalSolver(); one per file. Train()
+// (solver/train.cpp) validates the inputs and dispatches here, so these may
+// assume a valid model, options and labels.
+
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "dml/solver/cocoa_local.hpp"
+#include "dml/solver/solver.hpp"
+
+namespace dml::internal {
+
+absl::StatusOr<TrainResult> TrainScdDual(const Dataset& data, const ModelSpec& model,
+                                         const SolverOptions& options);
+absl::StatusOr<TrainResult> TrainAsyncScdDual(const Dataset& data, const ModelSpec& model,
+                                              const SolverOptions& options);
+absl::StatusOr<TrainResult> TrainScdPrimal(const Dataset& data, const ModelSpec& model,
+                                           const SolverOptions& options);
+absl::StatusOr<TrainResult> TrainAsyncScdPrimal(const Dataset& data, const ModelSpec& model,
+                                                const SolverOptions& options);
+absl::StatusOr<TrainResult> TrainSgd(const Dataset& data, const ModelSpec& model,
+                                     const SolverOptions& options);
+
+absl::StatusOr<std::unique_ptr<LocalSolver>> MakeDualLocalSolver(LocalBlock block,
+                                                                 const ModelSpec& model,
+                                                                 uint64_t seed);
+absl::StatusOr<std::unique_ptr<LocalSolver>> MakePrimalLocalSolver(LocalBlock block,
+                                                                   const ModelSpec& model,
+                                                                   uint64_t seed);
+
+}  // namespace dml::internal

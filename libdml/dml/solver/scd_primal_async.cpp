@@ -1,0 +1,388 @@
+// Asynchronous parallel coordinate descent for the primal models
+// (PASSCoDe-wild / Hogwild-style: Hsieh, Yu, Dhillon, "PASSCoDe: parallel
+// asynchronous stochastic dual co-ordinate descent", ICML 2015; Niu, Recht,
+// Re, Wright, "Hogwild!", NIPS 2011), on the primal side.
+//
+// Problem:   min_w f(A w) + sum_j lambda R_j(w_j) (lasso, elastic net,
+//            L1-logistic), as in scd_primal.cpp.
+// Variables: w, one coordinate per feature. The features are split once
+//            across T threads (balanced by nonzeros); w_j is written only by
+//            its owner. The shared vector (residual r = A w - y, or
+//            e = exp(A w) for the logistic loss) is updated lock-free: each
+//            thread adds to it (multiplies, for e) with a relaxed
+//            compare-and-swap loop on the double, and reads it with relaxed
+//            atomic loads, possibly stale. Increments commute, so no update
+//            is lost.
+// Epochs:    each thread takes its own active features in a fresh random
+//            order; a barrier ends the epoch. Between epochs the calling
+//            thread (the coordinator) alone does what scd_primal.cpp does:
+//            the running estimate, LIBLINEAR-style shrinking bookkeeping and
+//            the exact certificate.
+// Stopping:  StopChecker, as in scd_primal.cpp: an exact certificate every
+//            options.eval_every epochs or when the running estimate says the
+//            gap or target rule holds; those rules stop only on an exact
+//            certificate. The certificate (EvaluatePrimal) is computed from w
+//            alone, recomputing v = A w from scratch, never from the shared
+//            vector; the shared vector is then rebuilt from that exact v
+//            while every worker waits at the barrier. threads = 1 runs the
+//            same code on the calling thread only.
+
+#include <algorithm>
+#include <cmath>
+#include <condition_variable>
+#include <cstdint>
+#include <limits>
+#include <mutex>
+#include <numeric>
+#include <optional>
+#include <system_error>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "dml/objective/elastic_net.hpp"
+#include "dml/objective/evaluate.hpp"
+#include "dml/objective/lasso.hpp"
+#include "dml/objective/logistic_l1.hpp"
+#include "dml/solver/internal/solvers.hpp"
+#include "dml/solver/internal/stopping.hpp"
+#include "dml/util/rng.hpp"
+#include "dml/util/status.hpp"
+
+namespace dml::internal {
+namespace {
+
+/// The shared vector under concurrent writers: relaxed atomic loads and
+/// compare-and-swap read-modify-writes on doubles (GCC/Clang builtins, which
+/// are lock-free for 8-byte types on every 64-bit target we build for).
+struct AtomicAccess {
+  static constexpr bool kPlain = false;
+  static double Load(const double* p) {
+    double v;
+    __atomic_load(p, &v, __ATOMIC_RELAXED);
+    return v;
+  }
+  static void Add(double* p, double x) {
+    double old = Load(p);
+    double next = old + x;
+    while (!__atomic_compare_exchange(p, &old, &next, /*weak=*/true, __ATOMIC_RELAXED,
+                                      __ATOMIC_RELAXED)) {
+      next = old + x;
+    }
+  }
+  static void Mul(double* p, double x) {
+    double old = Load(p);
+    double next = old * x;
+    while (!__atomic_compare_exchange(p, &old, &next, /*weak=*/true, __ATOMIC_RELAXED,
+                                      __ATOMIC_RELAXED)) {
+      next = old * x;
+    }
+  }
+};
+
+/// A reusable barrier for a fixed number of threads (C++17 has none).
+class Barrier {
+ public:
+  explicit Barrier(int count) : count_(count) {}
+  void Wait() {
+    std::unique_lock<std::mutex> lock(mu_);
+    const uint64_t generation = generation_;
+    if (++arrived_ == count_) {
+      arrived_ = 0;
+      ++generation_;
+      cv_.notify_all();
+      return;
+    }
+    cv_.wait(lock, [&] { return generation_ != generation; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  const int count_;
+  int arrived_ = 0;
+  uint64_t generation_ = 0;
+};
+
+/// v = A w from the columns, skipping w_j == 0.
+std::vector<double> ColumnTimes(const CscMatrix& a, const std::vector<double>& w) {
+  std::vector<double> v(static_cast<std::size_t>(a.rows()), 0.0);
+  for (int64_t j = 0; j < a.cols(); ++j) {
+    if (w[j] == 0.0) continue;
+    const SparseView col = a.outer(j);
+    for (std::size_t k = 0; k < col.size; ++k) v[col.index[k]] += w[j] * col.value[k];
+  }
+  return v;
+}
+
+void ShufflePrefix(std::vector<uint32_t>& v, std::size_t size, Rng& rng) {
+  for (std::size_t i = size; i > 1; --i) std::swap(v[i - 1], v[rng.Below(i)]);
+}
+
+/// One thread's share of the features and its per-epoch results.
+struct Worker {
+  std::vector<uint32_t> features;  // active ones first
+  std::size_t active_size = 0;
+  std::vector<double> scratch;
+  Rng rng{0};
+  double max_violation = 0.0;
+  int64_t nnz = 0;
+};
+
+template <typename Obj>
+class AsyncRun {
+ public:
+  AsyncRun(const Dataset& data, const ModelSpec& model, const SolverOptions& options)
+      : data_(data), model_(model), options_(options), stop_(options.stop, options.on_epoch) {}
+
+  absl::StatusOr<TrainResult> Run();
+
+ private:
+  // Runs worker t's epoch: its active features in a fresh random order.
+  void Epoch(Worker& wk);
+  // The body of threads 1..T-1.
+  void ThreadMain(int t);
+
+  const Dataset& data_;
+  const ModelSpec& model_;
+  const SolverOptions& options_;
+  StopChecker stop_;
+
+  CscMatrix a_;
+  std::optional<Obj> obj_;
+  std::vector<typename Obj::Column> cols_;
+  std::vector<double> w_;
+  std::vector<double> state_;
+  std::vector<double> gap_est_;
+  std::vector<Worker> workers_;
+  double margin_ = std::numeric_limits<double>::infinity();
+  bool done_ = false;  // written by the coordinator before a barrier
+  std::optional<Barrier> barrier_;
+};
+
+template <typename Obj>
+void AsyncRun<Obj>::Epoch(Worker& wk) {
+  const Obj& obj = *obj_;
+  ShufflePrefix(wk.features, wk.active_size, wk.rng);
+  wk.max_violation = 0.0;
+  wk.nnz = 0;
+  const double l1 = obj.L1();
+  for (std::size_t s = 0; s < wk.active_size; ++s) {
+    const uint32_t j = wk.features[s];
+    const double wj = w_[j];
+    const auto step = obj.template Step<AtomicAccess>(a_.outer(j), cols_[j], state_.data(),
+                                                      wk.scratch.data(), wj, 1.0);
+    wk.nnz += step.nnz;
+    w_[j] = step.w;
+    gap_est_[j] = obj.CoordinateGap(wj, step.grad);
+    wk.max_violation = std::max(wk.max_violation, obj.Violation(wj, step.grad));
+    if (options_.shrinking && wj == 0.0 && step.w == 0.0 && std::abs(step.grad) < l1 - margin_) {
+      std::swap(wk.features[s], wk.features[--wk.active_size]);
+      --s;
+    }
+  }
+}
+
+template <typename Obj>
+void AsyncRun<Obj>::ThreadMain(int t) {
+  for (;;) {
+    barrier_->Wait();  // start of an epoch, or the end
+    if (done_) return;
+    Epoch(workers_[t]);
+    barrier_->Wait();  // end of the epoch
+  }
+}
+
+template <typename Obj>
+absl::StatusOr<TrainResult> AsyncRun<Obj>::Run() {
+  a_ = data_.x.Convert();
+  const int64_t n = a_.rows();
+  const std::size_t d = static_cast<std::size_t>(a_.cols());
+  obj_ = Obj::Make(model_, data_.y);
+  const Obj& obj = *obj_;
+  cols_ = Obj::PrepareColumns(a_, data_.y);
+  w_.assign(d, 0.0);
+  state_.resize(static_cast<std::size_t>(n));
+  Obj::InitState(std::vector<double>(state_.size(), 0.0), data_.y, state_.data());
+  gap_est_.assign(d, 0.0);
+  const double inv_n = 1.0 / static_cast<double>(n);
+
+  // Split the features: largest first onto the least loaded thread.
+  const int threads = static_cast<int>(
+      std::max<std::size_t>(1, std::min<std::size_t>(options_.threads, std::max<std::size_t>(d, 1))));
+  workers_.resize(threads);
+  {
+    std::vector<uint32_t> order(d);
+    std::iota(order.begin(), order.end(), 0u);
+    std::stable_sort(order.begin(), order.end(), [&](uint32_t x, uint32_t y) {
+      return a_.outer_nnz(x) > a_.outer_nnz(y);
+    });
+    std::vector<int64_t> load(threads, 0);
+    for (uint32_t j : order) {
+      const int t = static_cast<int>(std::min_element(load.begin(), load.end()) - load.begin());
+      workers_[t].features.push_back(j);
+      load[t] += a_.outer_nnz(j) + 1;
+    }
+    for (int t = 0; t < threads; ++t) {
+      Worker& wk = workers_[t];
+      wk.active_size = wk.features.size();
+      std::size_t max_col = 1;
+      for (uint32_t j : wk.features) max_col = std::max(max_col, a_.outer(j).size);
+      wk.scratch.resize(max_col);
+      wk.rng = Rng(options_.seed + 0x9e3779b97f4a7c15ULL * static_cast<uint64_t>(t));
+    }
+  }
+  auto unshrink = [&] {
+    for (Worker& wk : workers_) wk.active_size = wk.features.size();
+    margin_ = std::numeric_limits<double>::infinity();
+  };
+
+  barrier_.emplace(threads);
+  std::vector<std::thread> pool;
+  // A thread that cannot be started leaves the barrier one short: start
+  // them all first, behind a gate, and give up cleanly if one fails.
+  std::mutex gate_mu;
+  std::condition_variable gate_cv;
+  enum class Gate { kWait, kGo, kAbort } gate = Gate::kWait;
+  try {
+    for (int t = 1; t < threads; ++t) {
+      pool.emplace_back([this, t, &gate_mu, &gate_cv, &gate] {
+        {
+          std::unique_lock<std::mutex> lock(gate_mu);
+          gate_cv.wait(lock, [&] { return gate != Gate::kWait; });
+          if (gate == Gate::kAbort) return;
+        }
+        ThreadMain(t);
+      });
+    }
+  } catch (const std::system_error& e) {
+    {
+      std::lock_guard<std::mutex> lock(gate_mu);
+      gate = Gate::kAbort;
+    }
+    gate_cv.notify_all();
+    for (std::thread& th : pool) th.join();
+    return absl::ResourceExhaustedError(
+        absl::StrCat("async primal SCD: cannot start ", threads, " threads: ", e.what()));
+  }
+  {
+    std::lock_guard<std::mutex> lock(gate_mu);
+    gate = Gate::kGo;
+  }
+  gate_cv.notify_all();
+
+  std::optional<Certificate> cert;
+  StopReason reason = StopReason::kMaxEpochs;
+  int epoch = 0;
+  int refuted = 0;
+  int next_estimate = 0;
+  absl::Status error;
+  for (;;) {
+    if (auto r = stop_.BeforeEpoch(epoch + 1)) {
+      reason = *r;
+      break;
+    }
+    ++epoch;
+    cert.reset();
+    barrier_->Wait();
+    Epoch(workers_[0]);
+    barrier_->Wait();
+
+    // Coordinator: every worker is parked at the next barrier.
+    double max_violation = 0.0;
+    int64_t nnz = 0;
+    std::size_t active = 0;
+    for (const Worker& wk : workers_) {
+      max_violation = std::max(max_violation, wk.max_violation);
+      nnz += wk.nnz;
+      active += wk.active_size;
+    }
+    margin_ = max_violation * inv_n;
+
+    bool check = options_.eval_every > 0 && epoch % options_.eval_every == 0;
+    bool estimated = false;
+    if (!check) {
+      double gap_sum = 0.0;
+      double penalty = 0.0;
+      for (std::size_t j = 0; j < d; ++j) {
+        gap_sum += gap_est_[j];
+        penalty += obj.Regularizer(w_[j]);
+      }
+      const double primal_est = obj.LossFromState(state_.data(), n, cols_, w_) + penalty;
+      std::optional<StopReason> est = stop_.Satisfied(primal_est, gap_sum);
+      if (est == StopReason::kConverged && active < d) {
+        unshrink();
+        est.reset();
+      }
+      if (est && epoch >= next_estimate) check = estimated = true;
+    }
+    if (!check) continue;
+
+    auto c = EvaluatePrimal(data_, model_, w_, /*per_coordinate=*/true);
+    if (!c.ok()) {
+      error = c.status();
+      break;
+    }
+    for (std::size_t j = 0; j < d; ++j) gap_est_[j] = c->coordinate_gaps[j];
+    for (Worker& wk : workers_) {
+      for (std::size_t s = wk.active_size; s < wk.features.size(); ++s) {
+        if (c->coordinate_gaps[wk.features[s]] > 0.0) {
+          std::swap(wk.features[s], wk.features[wk.active_size++]);
+        }
+      }
+    }
+    c->coordinate_gaps.clear();
+    EpochReport report;
+    report.epoch = epoch;
+    report.primal = c->primal;
+    report.dual = c->dual;
+    report.gap = c->gap;
+    report.nnz_touched = nnz;
+    cert = std::move(*c);
+    if (auto r = stop_.AfterEpoch(report)) {
+      reason = *r;
+      break;
+    }
+    if (estimated) {
+      ++refuted;
+      next_estimate = epoch + (1 << std::min(refuted, 4));
+    }
+    // The shared vector drifts (rounding in a different order on every
+    // thread); rebuild it from the exact v = A w.
+    Obj::InitState(ColumnTimes(a_, w_), data_.y, state_.data());
+  }
+  done_ = true;
+  barrier_->Wait();  // releases the workers, which see done_
+  for (std::thread& th : pool) th.join();
+  DML_RETURN_IF_ERROR(error);
+
+  TrainResult result;
+  if (!cert) {
+    DML_ASSIGN_OR_RETURN(cert, EvaluatePrimal(data_, model_, w_));
+  }
+  result.w = std::move(w_);
+  result.primal = cert->primal;
+  result.dual = cert->dual;
+  result.gap = cert->gap;
+  result.epochs = epoch;
+  result.seconds = stop_.Elapsed();
+  result.reason = reason;
+  result.history = stop_.TakeHistory();
+  return result;
+}
+
+}  // namespace
+
+absl::StatusOr<TrainResult> TrainAsyncScdPrimal(const Dataset& data, const ModelSpec& model,
+                                                const SolverOptions& options) {
+  switch (model.kind) {
+    case ModelKind::kLasso: return AsyncRun<LassoObjective>(data, model, options).Run();
+    case ModelKind::kElasticNet: return AsyncRun<ElasticNetObjective>(data, model, options).Run();
+    case ModelKind::kLogisticL1: return AsyncRun<LogisticL1Objective>(data, model, options).Run();
+    default: break;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "async primal SCD: model ", AsAbsl(ModelName(model.kind)), " is solved in the dual"));
+}
+
+}  // namespace dml::internal

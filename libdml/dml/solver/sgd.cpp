@@ -1,0 +1,443 @@
+// Minibatch proximal stochastic gradient descent on the primal, for all seven
+// models.
+//
+// Problem: min_w P(w) = (1/n) sum_i loss(y_i, x_i.w) + lambda * R(w),
+//   R(w) = eta ||w||_1 + (1-eta)/2 ||w||^2, with eta = 0 (L2) for ridge,
+//   logistic, svm and svm-squared, eta = 1 (L1) for lasso and logistic-l1,
+//   eta = l1_ratio for the elastic net. Variables: w in R^d only; SGD keeps
+//   no dual, so TrainResult::alpha stays empty.
+//
+// Update (forward-backward / proximal SGD: FOBOS, Duchi & Singer, JMLR 2009;
+// step schedule and the sparse tricks after Bottou, "Large-scale machine
+// learning with stochastic gradient descent", COMPSTAT 2010, and "Stochastic
+// gradient descent tricks", Neural Networks: Tricks of the Trade, 2012):
+//   B_t  = the next batch_size examples of this epoch's random permutation
+//          (Rng(seed); a Fisher-Yates shuffle of the previous epoch's order;
+//          the last batch of an epoch may be smaller)
+//   g_t  = (1/|B_t|) sum_{i in B_t} loss'(y_i, x_i.w_t) x_i  (hinge: the
+//          subgradient -y x where y z < 1, else 0), all at the same w_t
+//   w_{t+1} = prox_{gamma_t lambda R}(w_t - gamma_t g_t),
+//   prox(u)_j = SoftThreshold(u_j, gamma lambda eta) / (1 + gamma lambda (1-eta)),
+//   gamma_t = step0 / (1 + step_decay * t), t = minibatches since the start.
+// The whole regulariser goes through its proximal operator. For the L1 part
+// that is the soft-threshold after the gradient step (exact zeros, no
+// oscillation about 0 as with a subgradient), chosen over the cumulative
+// penalty of Tsuruoka, Tsujii & Ananiadou (ACL 2009) because it is the exact
+// prox and its lazy form below is exact too. For the L2 part it is the
+// implicit shrink 1/(1 + gamma lambda), which unlike the explicit
+// (1 - gamma lambda) never changes sign for gamma lambda >= 1.
+//
+// Sparse updates: a minibatch costs O(nnz(B_t)), not O(d). w = a * v with a
+// scalar a (the scaled-vector trick of Pegasos, Shalev-Shwartz et al., ICML
+// 2007, and Bottou's svmsgd), and the soft-thresholds a coordinate missed
+// while no batch touched it are applied just in time, when it is next read.
+// In v's units the prox of step t is
+//   v <- SoftThreshold(v, tau_t / a_t),  a_{t+1} = a_t / (1 + gamma_t lambda (1-eta)),
+// with tau_t = gamma_t lambda eta, and soft-thresholds compose additively,
+// S(S(v, s), r) = S(v, s + r), so with the running sum U_t = sum_{s<t}
+// tau_s / a_s and u_j = U when coordinate j was last brought up to date,
+// reading v_j first applies v_j <- S(v_j, U - u_j): exactly the dense update.
+// When a drops below 1e-6 every coordinate is brought up to date and a is
+// folded into v (O(d), once every ~14 / (gamma lambda (1-eta)) minibatches).
+//
+// Momentum (heavy ball, Polyak 1964, in the proximal form of iPiano, Ochs et
+// al., SIAM J. Imaging Sci. 2014):
+//   w_{t+1} = prox_{gamma_t lambda R}(w_t - gamma_t g_t + momentum (w_t - w_{t-1})).
+// The velocity is dense, so this mode drops the lazy representation and
+// costs O(nnz(B_t) + d) per minibatch: use it for small d or large batches.
+// It shares its dense step with the public SgdStep (momentum 0).
+//
+// Stopping: after every eval_every-th epoch (every epoch when eval_every is 0
+// or 1), and after the last allowed one, the exact P(w) by a full pass
+// (PrimalValue). Reports carry dual = -inf and gap = +inf: SGD has no dual
+// certificate, so the gap rule never holds and SGD stops on target_primal,
+// max_epochs, max_seconds or cancel; the last two are also polled every 64
+// minibatches, so a cancelled or timed-out run may end mid-epoch (`epochs`
+// then counts the completed ones). A non-finite P (step0 too large for the
+// data) is an InvalidArgument error rather than a model.
+
+#include "dml/solver/sgd.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <limits>
+#include <numeric>
+#include <optional>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "dml/objective/evaluate.hpp"
+#include "dml/objective/losses.hpp"
+#include "dml/objective/regularizers.hpp"
+#include "dml/solver/internal/solvers.hpp"
+#include "dml/solver/internal/stopping.hpp"
+#include "dml/util/rng.hpp"
+#include "dml/util/status.hpp"
+
+namespace dml {
+namespace {
+
+reg::ElasticNet RegularizerOf(const ModelSpec& m) {
+  switch (m.kind) {
+    case ModelKind::kLasso:
+    case ModelKind::kLogisticL1: return {m.lambda, 1.0};
+    case ModelKind::kElasticNet: return {m.lambda, m.l1_ratio};
+    case ModelKind::kRidge:
+    case ModelKind::kLogisticL2:
+    case ModelKind::kHingeSvm:
+    case ModelKind::kSquaredHingeSvm: return {m.lambda, 0.0};
+  }
+  return {m.lambda, 0.0};
+}
+
+/// Calls f with a value of the model's (stateless) loss type.
+template <typename F>
+auto WithLoss(ModelKind kind, F&& f) {
+  switch (kind) {
+    case ModelKind::kRidge:
+    case ModelKind::kLasso:
+    case ModelKind::kElasticNet: return f(loss::Squared{});
+    case ModelKind::kLogisticL2:
+    case ModelKind::kLogisticL1: return f(loss::Logistic{});
+    case ModelKind::kHingeSvm: return f(loss::Hinge{});
+    case ModelKind::kSquaredHingeSvm: return f(loss::SquaredHinge{});
+  }
+  return f(loss::Squared{});
+}
+
+/// prox_{step lambda R}(u)_j = shrink * SoftThreshold(u_j, threshold).
+struct Prox {
+  double threshold;
+  double shrink;
+};
+Prox ProxOf(const reg::ElasticNet& r, double step) {
+  return {step * r.lambda * r.eta, 1.0 / (1.0 + step * r.lambda * (1.0 - r.eta))};
+}
+
+/// deriv[k] = loss'(y, x.w) for row rows[k], all at the same iterate;
+/// weight(j) reads w_j.
+template <typename Loss, typename Weight>
+void BatchDerivatives(const Dataset& data, const int64_t* rows, std::size_t b, Weight&& weight,
+                      double* deriv) {
+  for (std::size_t k = 0; k < b; ++k) {
+    const SparseView r = data.x.outer(rows[k]);
+    double z = 0.0;
+    for (std::size_t p = 0; p < r.size; ++p) z += r.value[p] * weight(r.index[p]);
+    deriv[k] = Loss::Derivative(data.y[rows[k]], z);
+  }
+}
+
+/// add(j, coef[k] * x_kj) for every nonzero of every batch row.
+template <typename Add>
+void AddRows(const CsrMatrix& x, const int64_t* rows, std::size_t b, const double* coef,
+             Add&& add) {
+  for (std::size_t k = 0; k < b; ++k) {
+    if (coef[k] == 0.0) continue;  // e.g. hinge outside the margin
+    const SparseView r = x.outer(rows[k]);
+    for (std::size_t p = 0; p < r.size; ++p) add(r.index[p], coef[k] * r.value[p]);
+  }
+}
+
+/// The dense step shared by SgdStep and the momentum mode:
+///   w <- prox(w - step g + momentum (w - w_prev)),  w_prev <- the old w.
+/// w_prev may be null when momentum is 0. deriv has room for b entries.
+template <typename Loss>
+void DenseStep(const Dataset& data, const reg::ElasticNet& r, const int64_t* rows, std::size_t b,
+               double step, double momentum, std::vector<double>& w, std::vector<double>* w_prev,
+               double* deriv) {
+  BatchDerivatives<Loss>(data, rows, b, [&w](uint32_t j) { return w[j]; }, deriv);
+  const double scale = -step / static_cast<double>(b);
+  for (std::size_t k = 0; k < b; ++k) deriv[k] *= scale;
+  if (w_prev != nullptr) {
+    for (std::size_t j = 0; j < w.size(); ++j) {
+      const double old = w[j];
+      w[j] += momentum * (old - (*w_prev)[j]);
+      (*w_prev)[j] = old;
+    }
+  }
+  AddRows(data.x, rows, b, deriv, [&w](uint32_t j, double delta) { w[j] += delta; });
+  const Prox p = ProxOf(r, step);
+  for (double& wj : w) wj = p.shrink * reg::SoftThreshold(wj, p.threshold);
+}
+
+/// Plain proximal SGD with w = a * v and just-in-time soft-thresholds (see
+/// the file comment): O(nnz(batch)) per step.
+template <typename Loss>
+class LazyStepper {
+ public:
+  LazyStepper(const Dataset& data, const reg::ElasticNet& r, std::size_t max_batch)
+      : data_(data),
+        reg_(r),
+        v_(static_cast<std::size_t>(data.x.cols()), 0.0),
+        u_(v_.size(), 0.0),
+        deriv_(max_batch) {}
+
+  void Step(const int64_t* rows, std::size_t b, double step) {
+    BatchDerivatives<Loss>(
+        data_, rows, b,
+        [this](uint32_t j) {
+          Sync(j);
+          return a_ * v_[j];
+        },
+        deriv_.data());
+    // Every coordinate of the batch is now up to date (u_j == U), so the
+    // gradient step may go straight into v.
+    const double scale = -step / (static_cast<double>(b) * a_);
+    for (std::size_t k = 0; k < b; ++k) deriv_[k] *= scale;
+    AddRows(data_.x, rows, b, deriv_.data(), [this](uint32_t j, double dv) { v_[j] += dv; });
+    const Prox p = ProxOf(reg_, step);
+    big_u_ += p.threshold / a_;
+    a_ *= p.shrink;
+    if (a_ < kMinScale) Normalize();
+  }
+
+  std::vector<double> Weights() const {
+    std::vector<double> w(v_.size());
+    for (std::size_t j = 0; j < v_.size(); ++j) {
+      w[j] = a_ * reg::SoftThreshold(v_[j], big_u_ - u_[j]);
+    }
+    return w;
+  }
+
+ private:
+  static constexpr double kMinScale = 1e-6;
+
+  void Sync(uint32_t j) {
+    v_[j] = reg::SoftThreshold(v_[j], big_u_ - u_[j]);
+    u_[j] = big_u_;
+  }
+  void Normalize() {
+    for (std::size_t j = 0; j < v_.size(); ++j) {
+      v_[j] = a_ * reg::SoftThreshold(v_[j], big_u_ - u_[j]);
+      u_[j] = 0.0;
+    }
+    a_ = 1.0;
+    big_u_ = 0.0;
+  }
+
+  const Dataset& data_;
+  reg::ElasticNet reg_;
+  double a_ = 1.0;      // w = a * v after the pending soft-thresholds
+  double big_u_ = 0.0;  // U: sum of tau_s / a_s over the steps so far
+  std::vector<double> v_;
+  std::vector<double> u_;  // U when each coordinate was last brought up to date
+  std::vector<double> deriv_;
+};
+
+/// Proximal heavy ball on a dense w: O(nnz(batch) + d) per step.
+template <typename Loss>
+class MomentumStepper {
+ public:
+  MomentumStepper(const Dataset& data, const reg::ElasticNet& r, double momentum,
+                  std::size_t max_batch)
+      : data_(data),
+        reg_(r),
+        momentum_(momentum),
+        w_(static_cast<std::size_t>(data.x.cols()), 0.0),
+        w_prev_(w_.size(), 0.0),
+        deriv_(max_batch) {}
+
+  void Step(const int64_t* rows, std::size_t b, double step) {
+    DenseStep<Loss>(data_, reg_, rows, b, step, momentum_, w_, &w_prev_, deriv_.data());
+  }
+  std::vector<double> Weights() const { return w_; }
+
+ private:
+  const Dataset& data_;
+  reg::ElasticNet reg_;
+  double momentum_;
+  std::vector<double> w_;
+  std::vector<double> w_prev_;
+  std::vector<double> deriv_;
+};
+
+absl::StatusOr<double> ExactPrimal(const Dataset& data, const ModelSpec& model,
+                                   const std::vector<double>& w, double step0, int epoch) {
+  DML_ASSIGN_OR_RETURN(const double p, PrimalValue(data, model, w));
+  if (!std::isfinite(p)) {
+    return absl::InvalidArgumentError(absl::StrCat("sgd diverged: the primal is ", p,
+                                                   " after epoch ", epoch, "; sgd step0 = ",
+                                                   step0, " is too large for this data"));
+  }
+  return p;
+}
+
+template <typename Stepper>
+absl::StatusOr<TrainResult> RunEpochs(const Dataset& data, const ModelSpec& model,
+                                      const SolverOptions& options, Stepper& stepper) {
+  internal::StopChecker checker(options.stop, options.on_epoch);
+  const int64_t n = data.x.rows();
+  const int64_t batch = std::min<int64_t>(std::max(options.sgd.batch_size, 1), n);
+  const int every = std::max(1, options.eval_every);
+  const double step0 = options.sgd.step0;
+  const double decay = options.sgd.step_decay;
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+
+  std::vector<int64_t> order(static_cast<std::size_t>(n));
+  std::iota(order.begin(), order.end(), int64_t{0});
+  Rng rng(options.seed);
+  int64_t t = 0;  // minibatches so far
+  int completed = 0;
+  StopReason reason = StopReason::kMaxEpochs;
+  for (int epoch = 1;; ++epoch) {
+    if (auto r = checker.BeforeEpoch(epoch)) {
+      reason = *r;
+      break;
+    }
+    rng.Shuffle(order);
+    int64_t nnz = 0;
+    std::optional<StopReason> interrupted;
+    for (int64_t begin = 0; begin < n; begin += batch) {
+      const int64_t b = std::min(batch, n - begin);
+      const int64_t* rows = order.data() + begin;
+      for (int64_t k = 0; k < b; ++k) nnz += data.x.outer_nnz(rows[k]);
+      stepper.Step(rows, static_cast<std::size_t>(b), step0 / (1.0 + decay * static_cast<double>(t)));
+      ++t;
+      if (t % 64 == 0 && begin + b < n) {
+        if (checker.Cancelled()) {
+          interrupted = StopReason::kCancelled;
+        } else if (checker.Elapsed() >= options.stop.max_seconds) {
+          interrupted = StopReason::kTimeBudget;
+        }
+        if (interrupted) break;
+      }
+    }
+    if (interrupted) {
+      reason = *interrupted;
+      break;
+    }
+    completed = epoch;
+    if (epoch % every == 0 || epoch == options.stop.max_epochs) {
+      DML_ASSIGN_OR_RETURN(const double p,
+                           ExactPrimal(data, model, stepper.Weights(), step0, epoch));
+      EpochReport report;
+      report.epoch = epoch;
+      report.primal = p;
+      report.dual = -kInf;
+      report.gap = kInf;
+      report.nnz_touched = nnz;
+      if (auto r = checker.AfterEpoch(report)) {
+        reason = *r;
+        break;
+      }
+    }
+  }
+
+  TrainResult result;
+  result.w = stepper.Weights();
+  DML_ASSIGN_OR_RETURN(result.primal, ExactPrimal(data, model, result.w, step0, completed));
+  result.dual = -kInf;
+  result.gap = kInf;
+  result.epochs = completed;
+  result.reason = reason;
+  result.seconds = checker.Elapsed();
+  result.history = checker.TakeHistory();
+  return result;
+}
+
+absl::Status CheckStep(double step) {
+  if (!(step > 0) || !std::isfinite(step)) {
+    return absl::InvalidArgumentError(absl::StrCat("sgd step must be positive and finite, got ", step));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckBatch(const Dataset& data, const ModelSpec& model,
+                        const std::vector<int64_t>& rows, const std::vector<double>& w) {
+  DML_RETURN_IF_ERROR(Validate(model));
+  if (static_cast<int64_t>(w.size()) != data.x.cols()) {
+    return absl::InvalidArgumentError(absl::StrCat("model has ", w.size(),
+                                                   " weights but the data has ", data.x.cols(),
+                                                   " features"));
+  }
+  if (static_cast<int64_t>(data.y.size()) != data.x.rows()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("data has ", data.x.rows(), " rows but ", data.y.size(), " labels"));
+  }
+  if (rows.empty()) return absl::InvalidArgumentError("empty minibatch");
+  const bool classification = TaskOf(model.kind) == Task::kClassification;
+  for (std::size_t k = 0; k < rows.size(); ++k) {
+    const int64_t i = rows[k];
+    if (i < 0 || i >= data.x.rows()) {
+      return absl::InvalidArgumentError(absl::StrCat("minibatch entry ", k, " is row ", i,
+                                                     ", outside [0, ", data.x.rows(), ")"));
+    }
+    if (classification && data.y[i] != 1.0f && data.y[i] != -1.0f) {
+      return absl::InvalidArgumentError(absl::StrCat("model ", AsAbsl(ModelName(model.kind)),
+                                                     " needs labels in {-1,+1}; row ", i,
+                                                     " has label ", data.y[i]));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<double>> MinibatchGradient(const Dataset& data, const ModelSpec& model,
+                                                      const std::vector<int64_t>& rows,
+                                                      const std::vector<double>& w,
+                                                      bool include_regularizer) {
+  DML_RETURN_IF_ERROR(CheckBatch(data, model, rows, w));
+  std::vector<double> deriv(rows.size());
+  WithLoss(model.kind, [&](auto loss) {
+    using Loss = decltype(loss);
+    BatchDerivatives<Loss>(data, rows.data(), rows.size(), [&w](uint32_t j) { return w[j]; },
+                           deriv.data());
+  });
+  const double inv_b = 1.0 / static_cast<double>(rows.size());
+  for (double& dk : deriv) dk *= inv_b;
+  std::vector<double> g(w.size(), 0.0);
+  AddRows(data.x, rows.data(), rows.size(), deriv.data(),
+          [&g](uint32_t j, double delta) { g[j] += delta; });
+  if (include_regularizer) {
+    const reg::ElasticNet r = RegularizerOf(model);
+    for (std::size_t j = 0; j < w.size(); ++j) g[j] += r.Subgradient(w[j]);
+  }
+  return g;
+}
+
+absl::Status SgdStep(const Dataset& data, const ModelSpec& model,
+                     const std::vector<int64_t>& batch_rows, double step,
+                     std::vector<double>& w) {
+  DML_RETURN_IF_ERROR(CheckStep(step));
+  DML_RETURN_IF_ERROR(CheckBatch(data, model, batch_rows, w));
+  std::vector<double> deriv(batch_rows.size());
+  const reg::ElasticNet r = RegularizerOf(model);
+  WithLoss(model.kind, [&](auto loss) {
+    using Loss = decltype(loss);
+    DenseStep<Loss>(data, r, batch_rows.data(), batch_rows.size(), step, 0.0, w, nullptr,
+                    deriv.data());
+  });
+  return absl::OkStatus();
+}
+
+absl::Status ProximalRegularizerStep(const ModelSpec& model, double step, std::vector<double>& w) {
+  DML_RETURN_IF_ERROR(Validate(model));
+  DML_RETURN_IF_ERROR(CheckStep(step));
+  const Prox p = ProxOf(RegularizerOf(model), step);
+  for (double& wj : w) wj = p.shrink * reg::SoftThreshold(wj, p.threshold);
+  return absl::OkStatus();
+}
+
+namespace internal {
+
+absl::StatusOr<TrainResult> TrainSgd(const Dataset& data, const ModelSpec& model,
+                                     const SolverOptions& options) {
+  const reg::ElasticNet r = RegularizerOf(model);
+  const auto max_batch = static_cast<std::size_t>(
+      std::min<int64_t>(std::max(options.sgd.batch_size, 1), std::max<int64_t>(data.x.rows(), 1)));
+  return WithLoss(model.kind, [&](auto loss) -> absl::StatusOr<TrainResult> {
+    using Loss = decltype(loss);
+    if (options.sgd.momentum > 0.0) {
+      MomentumStepper<Loss> stepper(data, r, options.sgd.momentum, max_batch);
+      return RunEpochs(data, model, options, stepper);
+    }
+    LazyStepper<Loss> stepper(data, r, max_batch);
+    return RunEpochs(data, model, options, stepper);
+  });
+}
+
+}  // namespace internal
+}  // namespace dml

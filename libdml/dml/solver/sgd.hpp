@@ -1,0 +1,57 @@
+#pragma once
+// Minibatch building blocks of proximal SGD on the primal
+//   P(w) = (1/n) sum_i loss(y_i, x_i.w) + lambda * R(w)
+// for the parameter-server modes, whose workers own a dense w (or a copy of
+// the server's) and process one minibatch of row indices at a time. They are
+// the same update as Train() with SolverKind::kSgd (solver/sgd.cpp), which
+// applies it lazily on a scaled sparse representation instead of densely.
+//
+// All functions cost O(nnz of the batch + d) and are pure apart from the
+// caller-owned `w` of SgdStep / ProximalRegularizerStep. Thread-safety: the
+// dataset is only read, so any number of threads may call them concurrently
+// on distinct `w`.
+//
+// Errors (InvalidArgument): invalid model (see Validate), w's length not the
+// data's column count, labels and rows disagreeing in number, an empty batch,
+// a row index outside [0, rows) (named by its position in the batch), a
+// classification model with a batch label not in {-1,+1}, or a step that is
+// not positive and finite.
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "dml/data/sparse.hpp"
+#include "dml/objective/model.hpp"
+
+namespace dml {
+
+/// (1/|rows|) sum_{i in rows} loss'(y_i, x_i.w) x_i, plus lambda times a
+/// subgradient of R at w when `include_regularizer` (the minimum-norm one for
+/// the L1 part: 0 where w_j = 0; hinge uses the subgradient -y where
+/// y z < 1, else 0). Length d. A row listed twice counts twice. Servers that
+/// apply the regulariser themselves, by its proximal step, pass false and
+/// then call ProximalRegularizerStep.
+absl::StatusOr<std::vector<double>> MinibatchGradient(const Dataset& data,
+                                                      const ModelSpec& model,
+                                                      const std::vector<int64_t>& rows,
+                                                      const std::vector<double>& w,
+                                                      bool include_regularizer = true);
+
+/// One proximal SGD step on the minibatch `batch_rows` with step size `step`:
+///   w <- prox_{step * lambda * R}(w - step * (1/|B|) sum_{i in B} loss'(y_i, x_i.w) x_i),
+/// the loss gradient taken at the incoming w for every row (a true minibatch,
+/// not a sequence of single-example steps). The prox of the elastic net is
+///   prox(u)_j = SoftThreshold(u_j, step*lambda*eta) / (1 + step*lambda*(1-eta)),
+/// so L2 models shrink w implicitly (stable for any step) and L1 models
+/// soft-threshold (exact zeros). On error w is left unchanged.
+absl::Status SgdStep(const Dataset& data, const ModelSpec& model,
+                     const std::vector<int64_t>& batch_rows, double step,
+                     std::vector<double>& w);
+
+/// w <- prox_{step * lambda * R}(w), the regulariser half of SgdStep, for a
+/// server that applies aggregated loss gradients itself. Errors: invalid
+/// model, a step that is not positive and finite.
+absl::Status ProximalRegularizerStep(const ModelSpec& model, double step, std::vector<double>& w);
+
+}  // namespace dml

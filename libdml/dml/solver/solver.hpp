@@ -1,0 +1,97 @@
+#pragma once
+// Training entry point and the options every solver shares.
+//
+// Thread-safety: Train is reentrant; the data is only read. The callback runs
+// on the calling thread (sequential solvers) or on the thread that finished
+// the epoch (the async solver's coordinator thread), never concurrently.
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "dml/data/sparse.hpp"
+#include "dml/objective/model.hpp"
+
+namespace dml {
+
+enum class SolverKind {
+  kScd,       ///< sequential stochastic coordinate descent (dual or primal by model)
+  kAsyncScd,  ///< T threads, lock-free shared vector (PASSCoDe-wild)
+  kSgd,       ///< minibatch SGD on the primal (subgradient for hinge)
+};
+std::string_view SolverName(SolverKind kind);
+absl::StatusOr<SolverKind> ParseSolverKind(std::string_view name);
+
+/// When to stop. The first rule that holds wins; the result says which.
+struct StopRule {
+  /// Stop when gap <= max(gap_abs, gap_rel * |primal|).
+  double gap_rel = 1e-6;
+  double gap_abs = 0.0;
+  int max_epochs = 1000;
+  double max_seconds = std::numeric_limits<double>::infinity();
+  /// Benchmarks: stop once the exact primal is <= this.
+  std::optional<double> target_primal;
+  /// Polled at least once per epoch; set by another thread to cancel.
+  const std::atomic<bool>* cancel = nullptr;
+};
+
+enum class StopReason { kConverged, kTargetReached, kMaxEpochs, kTimeBudget, kCancelled };
+std::string_view StopReasonName(StopReason r);
+
+struct EpochReport {
+  int epoch = 0;
+  double seconds = 0.0;  ///< since the start of Train
+  double primal = 0.0;
+  double dual = 0.0;  ///< -inf where no dual is tracked (SGD)
+  double gap = 0.0;   ///< primal - dual; +inf for SGD
+  int64_t nnz_touched = 0;  ///< nonzeros processed in this epoch
+};
+
+struct SgdOptions {
+  int batch_size = 256;
+  /// step_t = step0 / (1 + step_decay * t), t counted in minibatches.
+  double step0 = 0.1;
+  double step_decay = 1e-3;
+  double momentum = 0.0;
+};
+
+struct SolverOptions {
+  SolverKind kind = SolverKind::kScd;
+  int threads = 1;  ///< for kAsyncScd
+  uint64_t seed = 1;
+  bool shrinking = true;  ///< SCD: skip coordinates at a bound (LIBLINEAR-style)
+  /// An exact certificate (full pass) every N epochs, and always before
+  /// stopping on the gap or target rule. 0 = only when the solver's running
+  /// estimate says the rule holds (fastest; the callback then sees only the
+  /// certified epochs).
+  int eval_every = 1;
+  StopRule stop;
+  SgdOptions sgd;
+  /// Called after every epoch whose objective was computed.
+  std::function<void(const EpochReport&)> on_epoch;
+};
+
+struct TrainResult {
+  std::vector<double> w;      ///< the model, length d
+  std::vector<double> alpha;  ///< dual variables (dual formulation), length n
+  double primal = 0.0;        ///< recomputed exactly from the final iterate
+  double dual = 0.0;
+  double gap = 0.0;
+  int epochs = 0;
+  double seconds = 0.0;
+  StopReason reason = StopReason::kMaxEpochs;
+  std::vector<EpochReport> history;
+};
+
+/// Trains `model` on `data` with the chosen solver. Errors: invalid model or
+/// options (InvalidArgument naming the field), labels not in {-1,+1} for a
+/// classification model, SGD asked for a dual-only quantity, etc.
+absl::StatusOr<TrainResult> Train(const Dataset& data, const ModelSpec& model,
+                                  const SolverOptions& options);
+
+}  // namespace dml

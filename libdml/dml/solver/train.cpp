@@ -1,0 +1,111 @@
+// The single explicit solver factory: a new solver is one file plus one case here.
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "dml/solver/internal/solvers.hpp"
+#include "dml/solver/solver.hpp"
+#include "dml/util/status.hpp"
+
+namespace dml {
+
+std::string_view SolverName(SolverKind kind) {
+  switch (kind) {
+    case SolverKind::kScd: return "scd";
+    case SolverKind::kAsyncScd: return "async-scd";
+    case SolverKind::kSgd: return "sgd";
+  }
+  return "unknown";
+}
+
+absl::StatusOr<SolverKind> ParseSolverKind(std::string_view name) {
+  if (name == "scd") return SolverKind::kScd;
+  if (name == "async-scd" || name == "async") return SolverKind::kAsyncScd;
+  if (name == "sgd") return SolverKind::kSgd;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown solver \"", AsAbsl(name), "\"; expected one of scd, async-scd, sgd"));
+}
+
+std::string_view StopReasonName(StopReason r) {
+  switch (r) {
+    case StopReason::kConverged: return "converged";
+    case StopReason::kTargetReached: return "target reached";
+    case StopReason::kMaxEpochs: return "max epochs";
+    case StopReason::kTimeBudget: return "time budget";
+    case StopReason::kCancelled: return "cancelled";
+  }
+  return "unknown";
+}
+
+namespace {
+
+absl::Status ValidateOptions(const SolverOptions& o) {
+  if (o.threads < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("threads must be >= 1, got ", o.threads));
+  }
+  if (o.stop.max_epochs < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_epochs must be >= 0, got ", o.stop.max_epochs));
+  }
+  if (!(o.stop.gap_rel >= 0) || !(o.stop.gap_abs >= 0)) {
+    return absl::InvalidArgumentError("gap tolerances must be >= 0");
+  }
+  if (o.eval_every < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("eval_every must be >= 0, got ", o.eval_every));
+  }
+  if (o.kind == SolverKind::kSgd) {
+    if (o.sgd.batch_size < 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("sgd batch_size must be >= 1, got ", o.sgd.batch_size));
+    }
+    if (!(o.sgd.step0 > 0) || !(o.sgd.step_decay >= 0) ||
+        !(o.sgd.momentum >= 0 && o.sgd.momentum < 1)) {
+      return absl::InvalidArgumentError(
+          "sgd needs step0 > 0, step_decay >= 0 and 0 <= momentum < 1");
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateData(const Dataset& data, const ModelSpec& model) {
+  if (static_cast<int64_t>(data.y.size()) != data.x.rows()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("data has ", data.x.rows(), " rows but ", data.y.size(), " labels"));
+  }
+  if (data.x.rows() == 0) return absl::InvalidArgumentError("data has no examples");
+  for (std::size_t i = 0; i < data.y.size(); ++i) {
+    const float y = data.y[i];
+    if (!std::isfinite(y)) {
+      return absl::InvalidArgumentError(absl::StrCat("label of example ", i, " is not finite"));
+    }
+    if (TaskOf(model.kind) == Task::kClassification && y != 1.0f && y != -1.0f) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "model ", AsAbsl(ModelName(model.kind)), " needs labels in {-1,+1}; example ", i,
+          " has label ", y, " (load the data as classification)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<TrainResult> Train(const Dataset& data, const ModelSpec& model,
+                                  const SolverOptions& options) {
+  DML_RETURN_IF_ERROR(Validate(model));
+  DML_RETURN_IF_ERROR(ValidateOptions(options));
+  DML_RETURN_IF_ERROR(ValidateData(data, model));
+  const bool dual = FormulationOf(model.kind) == Formulation::kDual;
+  switch (options.kind) {
+    case SolverKind::kScd:
+      return dual ? internal::TrainScdDual(data, model, options)
+                  : internal::TrainScdPrimal(data, model, options);
+    case SolverKind::kAsyncScd:
+      return dual ? internal::TrainAsyncScdDual(data, model, options)
+                  : internal::TrainAsyncScdPrimal(data, model, options);
+    case SolverKind::kSgd:
+      return internal::TrainSgd(data, model, options);
+  }
+  return absl::InvalidArgumentError("unknown solver kind");
+}
+
+}  // namespace dml

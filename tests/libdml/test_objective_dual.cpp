@@ -1,0 +1,800 @@
+#define BOOST_TEST_MODULE objective_dual
+#include <boost/test/unit_test.hpp>
+
+// The dual (SDCA) objectives, their certificates and the dual solvers:
+// closed forms, independent reference solvers, KKT conditions, stop rules,
+// the asynchronous solver and the CoCoA+ local solver.
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "dml/data/sparse.hpp"
+#include "dml/data/synthetic.hpp"
+#include "dml/objective/evaluate.hpp"
+#include "dml/objective/hinge_svm.hpp"
+#include "dml/objective/logistic_l2.hpp"
+#include "dml/objective/model.hpp"
+#include "dml/objective/ridge.hpp"
+#include "dml/objective/squared_hinge_svm.hpp"
+#include "dml/solver/cocoa_local.hpp"
+#include "dml/solver/solver.hpp"
+#include "dml/util/rng.hpp"
+
+namespace {
+
+using dml::ModelKind;
+
+constexpr ModelKind kDualKinds[] = {ModelKind::kRidge, ModelKind::kLogisticL2,
+                                    ModelKind::kHingeSvm, ModelKind::kSquaredHingeSvm};
+
+double RelDiff(double a, double b) { return std::abs(a - b) / std::max(1e-300, std::abs(b)); }
+
+// ---------------------------------------------------------------- data
+
+/// A dense n x d matrix with N(0,1)-ish entries (sum of uniforms), built by hand.
+dml::Dataset DenseRegression(int64_t n, int64_t d, uint64_t seed) {
+  dml::Rng rng(seed);
+  std::vector<int64_t> off{0};
+  std::vector<uint32_t> idx;
+  std::vector<float> val;
+  std::vector<float> y;
+  std::vector<double> truth(d);
+  for (auto& t : truth) t = rng.Uniform() * 2 - 1;
+  for (int64_t i = 0; i < n; ++i) {
+    double z = 0;
+    for (int64_t j = 0; j < d; ++j) {
+      const float v = static_cast<float>(rng.Uniform() + rng.Uniform() + rng.Uniform() - 1.5);
+      idx.push_back(static_cast<uint32_t>(j));
+      val.push_back(v);
+      z += v * truth[j];
+    }
+    off.push_back(static_cast<int64_t>(idx.size()));
+    y.push_back(static_cast<float>(z + 0.3 * (rng.Uniform() - 0.5)));
+  }
+  auto x = dml::CsrMatrix::FromArrays(n, d, off, idx, val);
+  BOOST_REQUIRE(x.ok());
+  return dml::Dataset{std::move(*x), std::move(y), dml::Task::kRegression};
+}
+
+dml::Dataset Synthetic(ModelKind kind, int64_t rows = 300, int64_t cols = 40, uint64_t seed = 7) {
+  dml::SyntheticOptions o;
+  o.rows = rows;
+  o.cols = cols;
+  o.nnz_per_row = 10;
+  o.noise = 0.3;
+  o.task = dml::TaskOf(kind);
+  o.seed = seed;
+  auto s = dml::GenerateSynthetic(o);
+  BOOST_REQUIRE_MESSAGE(s.ok(), s.status().ToString());
+  return std::move(s->data);
+}
+
+dml::ModelSpec Spec(ModelKind kind, double lambda = 1e-2) {
+  dml::ModelSpec m;
+  m.kind = kind;
+  m.lambda = lambda;
+  return m;
+}
+
+// ------------------------------------------- independent objective formulas
+// Written from the definitions, not from the library's objective structs.
+
+double LossDirect(ModelKind kind, double y, double z) {
+  const double m = y * z;
+  switch (kind) {
+    case ModelKind::kRidge: return 0.5 * (y - z) * (y - z);
+    case ModelKind::kLogisticL2: return std::log1p(std::exp(-m));
+    case ModelKind::kHingeSvm: return std::max(0.0, 1 - m);
+    default: return std::pow(std::max(0.0, 1 - m), 2);
+  }
+}
+
+/// -loss*(-a), from the conjugates worked out by hand.
+double NegConjDirect(ModelKind kind, double y, double a) {
+  const double b = a * y;
+  switch (kind) {
+    case ModelKind::kRidge: return a * y - a * a / 2;
+    case ModelKind::kLogisticL2:
+      return (b > 0 ? -b * std::log(b) : 0.0) - (b < 1 ? (1 - b) * std::log(1 - b) : 0.0);
+    case ModelKind::kHingeSvm: return b;
+    default: return b - b * b / 4;
+  }
+}
+
+std::vector<double> Margins(const dml::Dataset& data, const std::vector<double>& w) {
+  std::vector<double> z(data.x.rows(), 0.0);
+  for (int64_t i = 0; i < data.x.rows(); ++i) {
+    const auto r = data.x.outer(i);
+    for (std::size_t k = 0; k < r.size; ++k) z[i] += r.value[k] * w[r.index[k]];
+  }
+  return z;
+}
+
+double PrimalDirect(const dml::Dataset& data, const dml::ModelSpec& m, const std::vector<double>& w) {
+  const auto z = Margins(data, w);
+  double s = 0;
+  for (int64_t i = 0; i < data.x.rows(); ++i) s += LossDirect(m.kind, data.y[i], z[i]);
+  double wsq = 0;
+  for (double v : w) wsq += v * v;
+  return s / data.x.rows() + m.lambda / 2 * wsq;
+}
+
+std::vector<double> WFromAlpha(const dml::Dataset& data, double lambda, const std::vector<double>& a) {
+  std::vector<double> w(data.x.cols(), 0.0);
+  const double n = static_cast<double>(data.x.rows());
+  for (int64_t i = 0; i < data.x.rows(); ++i) {
+    const auto r = data.x.outer(i);
+    for (std::size_t k = 0; k < r.size; ++k) w[r.index[k]] += a[i] * r.value[k] / (lambda * n);
+  }
+  return w;
+}
+
+double DualDirect(const dml::Dataset& data, const dml::ModelSpec& m, const std::vector<double>& a) {
+  const auto w = WFromAlpha(data, m.lambda, a);
+  double s = 0;
+  for (int64_t i = 0; i < data.x.rows(); ++i) s += NegConjDirect(m.kind, data.y[i], a[i]);
+  double wsq = 0;
+  for (double v : w) wsq += v * v;
+  return s / data.x.rows() - m.lambda / 2 * wsq;
+}
+
+// ------------------------------------------------------------ references
+
+/// Largest eigenvalue of X^T X by power iteration (with a 2% safety margin).
+double SpectralNormSq(const dml::CsrMatrix& x) {
+  std::vector<double> v(x.cols(), 1.0), u(x.cols());
+  double lam = 0;
+  for (int it = 0; it < 300; ++it) {
+    std::fill(u.begin(), u.end(), 0.0);
+    for (int64_t i = 0; i < x.rows(); ++i) {
+      const auto r = x.outer(i);
+      double z = 0;
+      for (std::size_t k = 0; k < r.size; ++k) z += r.value[k] * v[r.index[k]];
+      for (std::size_t k = 0; k < r.size; ++k) u[r.index[k]] += r.value[k] * z;
+    }
+    double nrm = 0;
+    for (double t : u) nrm += t * t;
+    nrm = std::sqrt(nrm);
+    double vn = 0;
+    for (double t : v) vn += t * t;
+    lam = nrm / std::sqrt(vn);
+    for (std::size_t j = 0; j < v.size(); ++j) v[j] = u[j] / nrm;
+  }
+  return 1.02 * lam;
+}
+
+/// Accelerated gradient descent on the smooth primal (ridge, logistic,
+/// squared hinge) with step 1/L and the strongly convex momentum, run to
+/// stagnation. Independent of every library solver.
+std::vector<double> PrimalAgd(const dml::Dataset& data, const dml::ModelSpec& m) {
+  const double n = static_cast<double>(data.x.rows());
+  const double curv = m.kind == ModelKind::kRidge ? 1.0
+                      : m.kind == ModelKind::kLogisticL2 ? 0.25
+                                                          : 2.0;
+  const double L = curv * SpectralNormSq(data.x) / n + m.lambda;
+  const double kappa = L / m.lambda;
+  const double beta = (std::sqrt(kappa) - 1) / (std::sqrt(kappa) + 1);
+  const int64_t d = data.x.cols();
+  std::vector<double> w(d, 0.0), prev(d, 0.0), v(d, 0.0), g(d);
+  for (int it = 0; it < 20000; ++it) {
+    for (int64_t j = 0; j < d; ++j) v[j] = w[j] + beta * (w[j] - prev[j]);
+    const auto z = Margins(data, v);
+    for (int64_t j = 0; j < d; ++j) g[j] = m.lambda * v[j];
+    for (int64_t i = 0; i < data.x.rows(); ++i) {
+      const double y = data.y[i];
+      double dl;
+      switch (m.kind) {
+        case ModelKind::kRidge: dl = z[i] - y; break;
+        case ModelKind::kLogisticL2: dl = -y / (1 + std::exp(y * z[i])); break;
+        default: dl = -2 * y * std::max(0.0, 1 - y * z[i]); break;
+      }
+      const auto r = data.x.outer(i);
+      for (std::size_t k = 0; k < r.size; ++k) g[r.index[k]] += dl * r.value[k] / n;
+    }
+    double gn = 0;
+    for (double t : g) gn += t * t;
+    prev = w;
+    for (int64_t j = 0; j < d; ++j) w[j] = v[j] - g[j] / L;
+    if (gn < 1e-26) break;
+  }
+  return w;
+}
+
+/// FISTA (with adaptive restart) on the hinge-SVM dual over the box
+/// 0 <= b <= 1: returns the best dual value reached. Independent of the
+/// library's step and certificate.
+double HingeDualFista(const dml::Dataset& data, double lambda) {
+  const int64_t n = data.x.rows();
+  const double nn = static_cast<double>(n);
+  const double L = SpectralNormSq(data.x) / (lambda * nn * nn);
+  std::vector<double> b(n, 0.0), prev(n, 0.0), v(n, 0.0), a(n);
+  auto dual = [&](const std::vector<double>& bb) {
+    for (int64_t i = 0; i < n; ++i) a[i] = bb[i] * data.y[i];
+    const auto w = WFromAlpha(data, lambda, a);
+    double s = 0, wsq = 0;
+    for (double t : bb) s += t;
+    for (double t : w) wsq += t * t;
+    return s / nn - lambda / 2 * wsq;
+  };
+  double t = 1, best = dual(b), last = best;
+  for (int it = 0; it < 6000; ++it) {
+    for (int64_t i = 0; i < n; ++i) a[i] = v[i] * data.y[i];
+    const auto z = Margins(data, WFromAlpha(data, lambda, a));
+    prev = b;
+    for (int64_t i = 0; i < n; ++i) {
+      const double grad = (1 - data.y[i] * z[i]) / nn;
+      b[i] = std::min(1.0, std::max(0.0, v[i] + grad / L));
+    }
+    const double val = dual(b);
+    best = std::max(best, val);
+    if (val < last) {  // restart the momentum
+      t = 1;
+      v = b;
+    } else {
+      const double tn = (1 + std::sqrt(1 + 4 * t * t)) / 2;
+      for (int64_t i = 0; i < n; ++i) v[i] = b[i] + (t - 1) / tn * (b[i] - prev[i]);
+      t = tn;
+    }
+    last = val;
+  }
+  return best;
+}
+
+dml::TrainResult TrainOrDie(const dml::Dataset& data, const dml::ModelSpec& m,
+                            const dml::SolverOptions& o) {
+  auto r = dml::Train(data, m, o);
+  BOOST_REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+  return std::move(*r);
+}
+
+dml::SolverOptions Tight(double gap_rel = 1e-12) {
+  dml::SolverOptions o;
+  o.stop.gap_rel = gap_rel;
+  o.stop.max_epochs = 5000;
+  return o;
+}
+
+/// The certificate of a result is the exact one of its alpha.
+void CheckCertified(const dml::Dataset& data, const dml::ModelSpec& m, const dml::TrainResult& r) {
+  auto c = dml::EvaluateDual(data, m, r.alpha);
+  BOOST_REQUIRE(c.ok());
+  BOOST_TEST(RelDiff(r.primal, c->primal) < 1e-12);
+  BOOST_TEST(std::abs(r.gap - c->gap) <= 1e-12 * std::abs(c->primal) + 1e-15);
+  BOOST_TEST(r.gap >= 0.0);
+  // dual is reported as primal - gap: the identity holds to the rounding of P.
+  BOOST_TEST(std::abs(r.gap - (r.primal - r.dual)) <= 4e-16 * std::abs(r.primal));
+  const auto w = dml::PrimalFromDual(data.x, r.alpha, m.lambda);
+  BOOST_TEST((r.w == w));
+}
+
+}  // namespace
+
+// ======================================================================
+BOOST_AUTO_TEST_SUITE(objectives)
+
+// Step is the exact maximiser of NegConj(a') - (a'-a) z - (a'-a)^2 q / 2 over
+// the domain: no nearby feasible point and no point of a fine grid beats it.
+template <typename Obj>
+void CheckStep(ModelKind kind, double lo_b, double hi_b) {
+  dml::Rng rng(3);
+  auto f = [&](double y, double a, double z, double q, double an) {
+    return NegConjDirect(kind, y, an) - (an - a) * z - (an - a) * (an - a) * q / 2;
+  };
+  for (int trial = 0; trial < 400; ++trial) {
+    const double y = kind == ModelKind::kRidge ? 4 * rng.Uniform() - 2 : (rng.Uniform() < 0.5 ? -1.0 : 1.0);
+    const double scale = std::pow(10.0, 6 * rng.Uniform() - 4);  // q, z over many magnitudes
+    const double q = trial % 17 == 0 ? 0.0 : scale * rng.Uniform();
+    const double z = (trial % 5 == 0 ? 60.0 : 4.0) * (2 * rng.Uniform() - 1);
+    double b0 = lo_b + (std::min(hi_b, 3.0) - lo_b) * rng.Uniform();
+    if (kind == ModelKind::kRidge) b0 = 6 * rng.Uniform() - 3;
+    if (trial % 7 == 0 && kind != ModelKind::kRidge) b0 = trial % 2 ? lo_b : std::min(hi_b, 1.0);
+    const double a = kind == ModelKind::kRidge ? b0 : b0 * y;
+    const double an = Obj::Step(y, a, z, q);
+    BOOST_REQUIRE(Obj::InDomain(y, an));
+    const double best = f(y, a, z, q, an);
+    const double tol = 1e-12 * (1 + std::abs(best));
+    for (double h : {1e-3, 1e-6}) {
+      for (double s : {-1.0, 1.0}) {
+        double bn = (kind == ModelKind::kRidge ? an : an * y) + s * h;
+        if (kind != ModelKind::kRidge && (bn < lo_b || bn > hi_b)) continue;
+        const double cand = kind == ModelKind::kRidge ? bn : bn * y;
+        BOOST_TEST(f(y, a, z, q, cand) <= best + tol, "trial " << trial << " h " << h);
+      }
+    }
+    if (kind != ModelKind::kRidge) {
+      for (int g = 0; g <= 200; ++g) {
+        const double bn = lo_b + (std::min(hi_b, 50.0) - lo_b) * g / 200.0;
+        BOOST_TEST(f(y, a, z, q, bn * y) <= best + tol, "trial " << trial << " grid " << g);
+      }
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(steps_are_exact_maximisers) {
+  CheckStep<dml::RidgeObjective>(ModelKind::kRidge, 0, 0);
+  CheckStep<dml::HingeSvmObjective>(ModelKind::kHingeSvm, 0.0, 1.0);
+  CheckStep<dml::SquaredHingeSvmObjective>(ModelKind::kSquaredHingeSvm, 0.0,
+                                           std::numeric_limits<double>::infinity());
+  CheckStep<dml::LogisticL2Objective>(ModelKind::kLogisticL2, 0x1.0p-53, 1 - 0x1.0p-53);
+}
+
+// The solvers' logistic step works on the cached logit and entropy: its
+// result must be a consistent point (b = sigmoid(t), h = H(b)), at the
+// maximiser up to the documented tolerance (kTol, or kRel of the step).
+BOOST_AUTO_TEST_CASE(logistic_step_from_logit_is_consistent) {
+  using L = dml::LogisticL2Objective;
+  dml::Rng rng(17);
+  auto sigmoid = [](double t) { return 1 / (1 + std::exp(-t)); };
+  for (int trial = 0; trial < 20000; ++trial) {
+    const double t0 = 60 * rng.Uniform() - 30;
+    const double b0 = sigmoid(t0);
+    const double h0 = NegConjDirect(ModelKind::kLogisticL2, 1.0, b0);
+    // Margins near the optimum (short steps, the Taylor paths) and far.
+    const double spread = trial % 3 == 0 ? 20.0 : (trial % 3 == 1 ? 0.5 : 1e-3);
+    const double m = -t0 + spread * (2 * rng.Uniform() - 1);
+    const double q = std::pow(10.0, 7 * rng.Uniform() - 3);
+    const L::LogitPoint p = L::StepFromLogit(m, q, t0, b0, h0);
+    const L::LogitPoint exact = L::StepFromLogit(m, q, t0, b0, h0, /*rel_tol=*/0.0);
+    const double v = p.b * (1 - p.b);
+    BOOST_TEST(std::abs(p.b - sigmoid(p.t)) <= 1e-9 * v + 1e-15, "trial " << trial);
+    BOOST_TEST(std::abs(p.h - NegConjDirect(ModelKind::kLogisticL2, 1.0, p.b)) <= 1e-9,
+               "trial " << trial);
+    BOOST_TEST(std::abs(p.t - exact.t) <=
+                   1e-7 * (1 + std::abs(exact.t)) + 0.11 * std::abs(exact.t - t0),
+               "trial " << trial);
+    // The exact one solves -t - m - q (sigmoid(t) - b0) = 0 (slope <= -1).
+    const double g = -exact.t - m - q * (sigmoid(exact.t) - b0);
+    const bool root = std::abs(g) <= 1e-7 * (1 + std::abs(exact.t)) * (1 + q * v);
+    BOOST_TEST((root || std::abs(exact.t) >= L::kMaxLogit), "trial " << trial << " g " << g);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(logistic_fast_log1p) {
+  double worst = 0;
+  for (int i = 0; i <= 100000; ++i) {
+    const double e = i % 2 ? i / 1e5 : std::exp(-i / 1e3);
+    const double ref = std::log1p(e);
+    if (ref > 0) worst = std::max(worst, std::abs(dml::LogisticL2Objective::Log1pUnit(e) - ref) / ref);
+  }
+  BOOST_TEST(worst < 2e-14);
+}
+
+// CoordinateGap = loss(z) + loss*(-a) + a z, and it is >= 0 on the domain.
+template <typename Obj>
+void CheckCoordinateGap(ModelKind kind, double hi_b) {
+  dml::Rng rng(5);
+  for (int trial = 0; trial < 2000; ++trial) {
+    const double y = kind == ModelKind::kRidge ? 4 * rng.Uniform() - 2 : (rng.Uniform() < 0.5 ? -1.0 : 1.0);
+    const double z = 6 * rng.Uniform() - 3;
+    const double b = std::min(hi_b, 3.0) * rng.Uniform();
+    const double a = kind == ModelKind::kRidge ? 6 * rng.Uniform() - 3 : b * y;
+    const double direct = LossDirect(kind, y, z) - NegConjDirect(kind, y, a) + a * z;
+    const double g = Obj::CoordinateGap(y, a, z);
+    BOOST_TEST(g >= 0.0);
+    BOOST_TEST(std::abs(g - direct) <= 1e-12 * (1 + std::abs(LossDirect(kind, y, z))));
+    BOOST_TEST(Obj::Loss(y, z) == LossDirect(kind, y, z), boost::test_tools::tolerance(1e-14));
+    BOOST_TEST(Obj::NegConj(y, a) == NegConjDirect(kind, y, a), boost::test_tools::tolerance(1e-14));
+  }
+}
+
+BOOST_AUTO_TEST_CASE(coordinate_gap_is_fenchel_young) {
+  CheckCoordinateGap<dml::RidgeObjective>(ModelKind::kRidge, 0);
+  CheckCoordinateGap<dml::HingeSvmObjective>(ModelKind::kHingeSvm, 1.0);
+  CheckCoordinateGap<dml::SquaredHingeSvmObjective>(ModelKind::kSquaredHingeSvm, 10.0);
+  CheckCoordinateGap<dml::LogisticL2Objective>(ModelKind::kLogisticL2, 1.0);
+  // Logistic at extreme margins: no overflow, still >= 0.
+  BOOST_TEST(std::isfinite(dml::LogisticL2Objective::CoordinateGap(1, 1e-300, 800)));
+  BOOST_TEST(dml::LogisticL2Objective::CoordinateGap(1, 1 - 0x1.0p-53, -800) >= 0.0);
+}
+
+BOOST_AUTO_TEST_CASE(evaluate_dual_errors_and_identity) {
+  const auto data = Synthetic(ModelKind::kHingeSvm, 50, 10);
+  const auto m = Spec(ModelKind::kHingeSvm);
+  std::vector<double> a(50, 0.0);
+  auto lasso = dml::EvaluateDual(data, Spec(ModelKind::kLasso), a);
+  BOOST_TEST((lasso.status().code() == absl::StatusCode::kInvalidArgument));
+  auto short_alpha = dml::EvaluateDual(data, m, std::vector<double>(49, 0.0));
+  BOOST_TEST((short_alpha.status().code() == absl::StatusCode::kInvalidArgument));
+  a[3] = 2.0 * data.y[3];  // b = 2 > 1
+  auto outside = dml::EvaluateDual(data, m, a);
+  BOOST_TEST((outside.status().code() == absl::StatusCode::kInvalidArgument));
+  BOOST_TEST(std::string(outside.status().message()).find("alpha[3]") != std::string::npos);
+
+  // Random feasible alpha, every model: P and D from the definitions, the
+  // gap is P - D and the per-coordinate gaps add up to it.
+  dml::Rng rng(11);
+  for (ModelKind kind : kDualKinds) {
+    const auto d = Synthetic(kind, 80, 15);
+    const auto mk = Spec(kind, 0.05);
+    std::vector<double> alpha(80);
+    for (int i = 0; i < 80; ++i) {
+      const double b = kind == ModelKind::kRidge ? 2 * rng.Uniform() - 1 : 0.02 + 0.96 * rng.Uniform();
+      alpha[i] = kind == ModelKind::kRidge ? b : b * d.y[i];
+    }
+    auto c = dml::EvaluateDual(d, mk, alpha, /*per_coordinate=*/true);
+    BOOST_REQUIRE(c.ok());
+    const double p = PrimalDirect(d, mk, WFromAlpha(d, mk.lambda, alpha));
+    const double dd = DualDirect(d, mk, alpha);
+    BOOST_TEST(RelDiff(c->primal, p) < 1e-12);
+    BOOST_TEST(RelDiff(c->dual, dd) < 1e-10);
+    BOOST_TEST(RelDiff(c->gap, p - dd) < 1e-10);
+    double sum = 0;
+    for (double g : c->coordinate_gaps) sum += g;
+    BOOST_TEST(c->coordinate_gaps.size() == 80u);
+    BOOST_TEST(RelDiff(sum, c->gap) < 1e-10);
+  }
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// ======================================================================
+BOOST_AUTO_TEST_SUITE(scd_dual)
+
+BOOST_AUTO_TEST_CASE(ridge_matches_the_normal_equations) {
+  const int64_t n = 30, d = 5;
+  const auto data = DenseRegression(n, d, 1);
+  const double lambda = 0.05;
+  // (X^T X / n + lambda I) w = X^T y / n by Gaussian elimination with partial pivoting.
+  std::vector<std::vector<double>> M(d, std::vector<double>(d + 1, 0.0));
+  for (int64_t i = 0; i < n; ++i) {
+    const auto r = data.x.outer(i);
+    for (std::size_t p = 0; p < r.size; ++p) {
+      for (std::size_t q = 0; q < r.size; ++q) M[r.index[p]][r.index[q]] += double(r.value[p]) * r.value[q] / n;
+      M[r.index[p]][d] += double(r.value[p]) * data.y[i] / n;
+    }
+  }
+  for (int64_t j = 0; j < d; ++j) M[j][j] += lambda;
+  for (int64_t c = 0; c < d; ++c) {
+    int64_t piv = c;
+    for (int64_t r = c + 1; r < d; ++r) if (std::abs(M[r][c]) > std::abs(M[piv][c])) piv = r;
+    std::swap(M[c], M[piv]);
+    for (int64_t r = c + 1; r < d; ++r) {
+      const double f = M[r][c] / M[c][c];
+      for (int64_t k = c; k <= d; ++k) M[r][k] -= f * M[c][k];
+    }
+  }
+  std::vector<double> w_star(d);
+  for (int64_t c = d - 1; c >= 0; --c) {
+    double s = M[c][d];
+    for (int64_t k = c + 1; k < d; ++k) s -= M[c][k] * w_star[k];
+    w_star[c] = s / M[c][c];
+  }
+
+  dml::SolverOptions o;
+  o.stop.gap_rel = 0;
+  o.stop.gap_abs = 1e-24;
+  o.stop.max_epochs = 5000;
+  const auto m = Spec(ModelKind::kRidge, lambda);
+  const auto r = TrainOrDie(data, m, o);
+  BOOST_TEST((r.reason == dml::StopReason::kConverged));
+  double err = 0, nrm = 0;
+  for (int64_t j = 0; j < d; ++j) {
+    err += (r.w[j] - w_star[j]) * (r.w[j] - w_star[j]);
+    nrm += w_star[j] * w_star[j];
+  }
+  BOOST_TEST(std::sqrt(err / nrm) <= 1e-8);
+  BOOST_TEST(RelDiff(r.primal, PrimalDirect(data, m, w_star)) <= 1e-12);
+  CheckCertified(data, m, r);
+}
+
+BOOST_AUTO_TEST_CASE(certificates_and_kkt_for_every_model) {
+  for (ModelKind kind : kDualKinds) {
+    BOOST_TEST_CONTEXT("model " << dml::ModelName(kind)) {
+      const auto data = Synthetic(kind);
+      const auto m = Spec(kind, 1e-3);
+      const int64_t n = data.x.rows();
+
+      // A few epochs: the identity P - D = (1/n) sum gap_i, with P and D from
+      // the definitions, away from the optimum (where the gap is large).
+      dml::SolverOptions early;
+      early.stop.max_epochs = 2;
+      early.stop.gap_rel = 0;
+      const auto r0 = TrainOrDie(data, m, early);
+      BOOST_TEST((r0.reason == dml::StopReason::kMaxEpochs));
+      const double p0 = PrimalDirect(data, m, r0.w), d0 = DualDirect(data, m, r0.alpha);
+      BOOST_TEST(RelDiff(r0.gap, p0 - d0) < 1e-10);
+      BOOST_TEST(r0.gap > 1e-8);
+      auto c0 = dml::EvaluateDual(data, m, r0.alpha, true);
+      BOOST_REQUIRE(c0.ok());
+      double sum0 = 0;
+      for (double g : c0->coordinate_gaps) sum0 += g;
+      BOOST_TEST(RelDiff(sum0, c0->gap) < 1e-10);
+
+      const auto o = Tight(1e-11);
+      const auto r = TrainOrDie(data, m, o);
+      BOOST_TEST((r.reason == dml::StopReason::kConverged));
+      BOOST_TEST(r.gap <= 1e-11 * std::abs(r.primal));
+      BOOST_TEST(!r.history.empty());
+      BOOST_TEST(r.history.back().epoch == r.epochs);
+      for (const auto& e : r.history) {
+        BOOST_TEST(e.gap >= 0.0, "epoch " << e.epoch);
+        BOOST_TEST(std::abs(e.gap - (e.primal - e.dual)) <= 4e-16 * std::abs(e.primal));
+        BOOST_TEST(e.nnz_touched > 0);
+      }
+      CheckCertified(data, m, r);
+      auto c = dml::EvaluateDual(data, m, r.alpha, true);
+      BOOST_REQUIRE(c.ok());
+      double sum = 0;
+      for (double g : c->coordinate_gaps) sum += g;
+      BOOST_TEST(std::abs(sum - c->gap) <= 1e-10 * std::max(c->gap, 1e-6 * std::abs(c->primal)));
+
+      // KKT at the optimum. Each coordinate gap is <= n * gap, which bounds
+      // how far alpha_i can be from its optimality condition.
+      const auto z = Margins(data, r.w);
+      const double ng = n * r.gap;
+      for (int64_t i = 0; i < n; ++i) {
+        const double y = data.y[i], a = r.alpha[i], b = a * y, mi = y * z[i];
+        switch (kind) {
+          case ModelKind::kRidge:
+            BOOST_TEST(std::abs(a - (y - z[i])) <= std::sqrt(2 * ng) + 1e-9);
+            break;
+          case ModelKind::kLogisticL2:
+            BOOST_TEST((b > 0 && b < 1));
+            // Pinsker: KL(b || p) >= 2 (b - p)^2.
+            BOOST_TEST(std::abs(b - 1 / (1 + std::exp(mi))) <= std::sqrt(ng / 2) + 1e-9);
+            break;
+          case ModelKind::kHingeSvm: {
+            BOOST_TEST((b >= 0 && b <= 1));
+            const double eps = 1e-3;
+            if (mi > 1 + eps) BOOST_TEST(b <= ng / eps + 1e-12, "i " << i << " margin " << mi);
+            if (mi < 1 - eps) BOOST_TEST(1 - b <= ng / eps + 1e-12, "i " << i << " margin " << mi);
+            break;
+          }
+          default:
+            BOOST_TEST(b >= 0);
+            BOOST_TEST(std::abs(b - 2 * std::max(0.0, 1 - mi)) <= 2 * std::sqrt(ng) + 1e-9);
+            break;
+        }
+      }
+
+      // An independent reference solver.
+      if (kind == ModelKind::kHingeSvm) {
+        const double d_ref = HingeDualFista(data, m.lambda);
+        BOOST_TEST(d_ref <= r.primal + 1e-12);  // weak duality across solvers
+        BOOST_TEST(RelDiff(r.dual, d_ref) < 1e-6);
+      } else {
+        const auto w_ref = PrimalAgd(data, m);
+        const double p_ref = PrimalDirect(data, m, w_ref);
+        BOOST_TEST(RelDiff(r.primal, p_ref) < 1e-6);
+        BOOST_TEST(r.dual <= p_ref + 1e-12);
+        double err = 0, nrm = 0;
+        for (std::size_t j = 0; j < w_ref.size(); ++j) {
+          err += (r.w[j] - w_ref[j]) * (r.w[j] - w_ref[j]);
+          nrm += w_ref[j] * w_ref[j];
+        }
+        BOOST_TEST(std::sqrt(err / nrm) < 1e-4);
+      }
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(shrinking_gives_the_same_optimum) {
+  for (ModelKind kind : {ModelKind::kHingeSvm, ModelKind::kSquaredHingeSvm}) {
+    const auto data = Synthetic(kind, 600, 50);
+    // C = 1/(lambda n) = 1.7. (The hinge gap is O(sqrt(dual error)): with
+    // large C or tight tolerances it stalls near sqrt(machine eps).)
+    const auto m = Spec(kind, 1e-3);
+    auto o = Tight(1e-8);
+    o.eval_every = 0;
+    o.shrinking = true;
+    const auto with = TrainOrDie(data, m, o);
+    o.shrinking = false;
+    const auto without = TrainOrDie(data, m, o);
+    BOOST_TEST((with.reason == dml::StopReason::kConverged));
+    BOOST_TEST((without.reason == dml::StopReason::kConverged));
+    BOOST_TEST(RelDiff(with.primal, without.primal) < 1e-7);
+    CheckCertified(data, m, with);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(stop_rules) {
+  const auto data = Synthetic(ModelKind::kLogisticL2);
+  const auto m = Spec(ModelKind::kLogisticL2, 1e-3);
+
+  dml::SolverOptions o;
+  o.stop.gap_rel = 0;
+  o.stop.max_epochs = 3;
+  auto r = TrainOrDie(data, m, o);
+  BOOST_TEST((r.reason == dml::StopReason::kMaxEpochs));
+  BOOST_TEST(r.epochs == 3);
+  BOOST_TEST(r.history.size() == 3u);
+  CheckCertified(data, m, r);
+
+  o.eval_every = 0;  // the last epoch is still certified and reported
+  r = TrainOrDie(data, m, o);
+  BOOST_TEST((r.reason == dml::StopReason::kMaxEpochs));
+  BOOST_TEST(r.history.size() == 1u);
+  BOOST_TEST(r.history.back().epoch == 3);
+  CheckCertified(data, m, r);
+
+  std::atomic<bool> cancel{true};
+  o = dml::SolverOptions{};
+  o.stop.cancel = &cancel;
+  r = TrainOrDie(data, m, o);
+  BOOST_TEST((r.reason == dml::StopReason::kCancelled));
+  BOOST_TEST(r.epochs <= 1);
+  CheckCertified(data, m, r);
+
+  // Cancelling from the callback stops after that epoch.
+  std::atomic<bool> cancel2{false};
+  o.stop.cancel = &cancel2;
+  o.stop.gap_rel = 0;
+  o.on_epoch = [&](const dml::EpochReport& e) {
+    if (e.epoch == 2) cancel2 = true;
+  };
+  r = TrainOrDie(data, m, o);
+  BOOST_TEST((r.reason == dml::StopReason::kCancelled));
+  BOOST_TEST(r.epochs == 2);
+
+  // Target: stops on the exact primal.
+  const auto opt = TrainOrDie(data, m, Tight(1e-12));
+  o = dml::SolverOptions{};
+  o.stop.gap_rel = 0;
+  o.stop.target_primal = opt.primal * (1 + 1e-4);
+  o.eval_every = 0;
+  r = TrainOrDie(data, m, o);
+  BOOST_TEST((r.reason == dml::StopReason::kTargetReached));
+  BOOST_TEST(r.primal <= *o.stop.target_primal);
+  BOOST_TEST(r.epochs < opt.epochs);
+  CheckCertified(data, m, r);
+
+  // eval_every = 0 still certifies the gap it stops on; only certified
+  // epochs are reported.
+  o = Tight(1e-9);
+  o.eval_every = 0;
+  int calls = 0;
+  o.on_epoch = [&](const dml::EpochReport&) { ++calls; };
+  r = TrainOrDie(data, m, o);
+  BOOST_TEST((r.reason == dml::StopReason::kConverged));
+  BOOST_TEST(r.gap <= 1e-9 * r.primal);
+  BOOST_TEST(calls == static_cast<int>(r.history.size()));
+  BOOST_TEST(r.history.size() < static_cast<std::size_t>(r.epochs));
+  BOOST_TEST(r.history.back().gap == r.gap);
+  CheckCertified(data, m, r);
+
+  o = dml::SolverOptions{};
+  o.stop.max_seconds = 0;
+  r = TrainOrDie(data, m, o);
+  BOOST_TEST((r.reason == dml::StopReason::kTimeBudget));
+  BOOST_TEST(r.epochs == 0);
+  CheckCertified(data, m, r);
+}
+
+BOOST_AUTO_TEST_CASE(async_reaches_the_sequential_optimum) {
+  for (ModelKind kind : kDualKinds) {
+    BOOST_TEST_CONTEXT("model " << dml::ModelName(kind)) {
+      const auto data = Synthetic(kind, 400, 60);
+      const auto m = Spec(kind, 1e-3);
+      const auto seq = TrainOrDie(data, m, Tight(1e-10));
+      for (int threads : {1, 2, 3}) {
+        auto o = Tight(1e-10);
+        o.kind = dml::SolverKind::kAsyncScd;
+        o.threads = threads;
+        o.eval_every = threads == 3 ? 0 : 1;
+        const auto r = TrainOrDie(data, m, o);
+        BOOST_TEST((r.reason == dml::StopReason::kConverged),
+                   "threads " << threads << " reason " << dml::StopReasonName(r.reason) << " epochs " << r.epochs);
+        BOOST_TEST(RelDiff(r.primal, seq.primal) < 1e-6, "threads " << threads);
+        BOOST_TEST(r.gap <= 1e-10 * r.primal);
+        CheckCertified(data, m, r);
+        if (threads == 1) {  // the same iterates as the sequential solver
+          BOOST_TEST(r.epochs == seq.epochs);
+          BOOST_TEST(r.primal == seq.primal);
+        }
+      }
+    }
+  }
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// ======================================================================
+BOOST_AUTO_TEST_SUITE(cocoa_local_dual)
+
+std::vector<double> Concat(const std::vector<std::unique_ptr<dml::LocalSolver>>& s) {
+  std::vector<double> a;
+  for (const auto& p : s) a.insert(a.end(), p->coordinates().begin(), p->coordinates().end());
+  return a;
+}
+
+/// K blocks of consecutive rows; CoCoA+ rounds w += gamma * sum_k delta_k until
+/// the exact gap of the combined alpha is below tol. Returns the rounds used.
+int RunCocoa(const dml::Dataset& data, const dml::ModelSpec& m, int K, double sigma,
+             double gamma, double tol, int max_rounds, std::vector<double>* alpha_out) {
+  const int64_t n = data.x.rows();
+  std::vector<std::unique_ptr<dml::LocalSolver>> solvers;
+  for (int k = 0; k < K; ++k) {
+    const int64_t b = n * k / K, e = n * (k + 1) / K;
+    dml::LocalBlock blk;
+    blk.rows = data.x.SliceOuter(b, e);
+    blk.y.assign(data.y.begin() + b, data.y.begin() + e);
+    blk.n_global = n;
+    auto s = dml::MakeLocalSolver(std::move(blk), m, 100 + k);
+    BOOST_REQUIRE_MESSAGE(s.ok(), s.status().ToString());
+    solvers.push_back(std::move(*s));
+  }
+  std::vector<double> w(data.x.cols(), 0.0);
+  for (int round = 1; round <= max_rounds; ++round) {
+    std::vector<std::vector<double>> deltas;
+    for (int k = 0; k < K; ++k) {
+      const int64_t nk = n * (k + 1) / K - n * k / K;
+      auto up = solvers[k]->Solve(w, sigma, gamma, nk);
+      BOOST_REQUIRE(up.ok());
+      BOOST_TEST(up->steps == nk);
+      deltas.push_back(std::move(up->delta_shared));
+    }
+    for (const auto& dlt : deltas) {
+      for (std::size_t j = 0; j < w.size(); ++j) w[j] += gamma * dlt[j];
+    }
+    const auto alpha = Concat(solvers);
+    auto c = dml::EvaluateDual(data, m, alpha);
+    BOOST_REQUIRE(c.ok());
+    // The coordinator's w stays w(alpha).
+    const auto w_exact = dml::PrimalFromDual(data.x, alpha, m.lambda);
+    for (std::size_t j = 0; j < w.size(); ++j) BOOST_TEST(std::abs(w[j] - w_exact[j]) <= 1e-10 * (1 + std::abs(w_exact[j])));
+    BOOST_TEST(c->gap >= 0.0);
+    if (c->gap <= tol * std::abs(c->primal)) {
+      *alpha_out = alpha;
+      return round;
+    }
+  }
+  *alpha_out = Concat(solvers);
+  return max_rounds + 1;
+}
+
+BOOST_AUTO_TEST_CASE(one_block_is_sdca_and_two_blocks_converge) {
+  for (ModelKind kind : kDualKinds) {
+    BOOST_TEST_CONTEXT("model " << dml::ModelName(kind)) {
+      const auto data = Synthetic(kind, 300, 40);
+      const auto m = Spec(kind, 1e-2);
+      const auto ref = TrainOrDie(data, m, Tight(1e-12));
+      std::vector<double> alpha;
+      const int r1 = RunCocoa(data, m, 1, 1.0, 1.0, 1e-8, 400, &alpha);
+      BOOST_TEST(r1 <= 400);
+      auto c1 = dml::EvaluateDual(data, m, alpha);
+      BOOST_REQUIRE(c1.ok());
+      BOOST_TEST(RelDiff(c1->primal, ref.primal) < 1e-6);
+      const int r2 = RunCocoa(data, m, 2, 2.0, 1.0, 1e-6, 800, &alpha);
+      BOOST_TEST(r2 <= 800);
+      auto c2 = dml::EvaluateDual(data, m, alpha);
+      BOOST_REQUIRE(c2.ok());
+      BOOST_TEST(c2->gap < 1e-6 * std::abs(c2->primal));
+      BOOST_TEST(RelDiff(c2->primal, ref.primal) < 1e-5);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(local_solver_validates) {
+  const auto data = Synthetic(ModelKind::kHingeSvm, 20, 5);
+  dml::LocalBlock blk;
+  blk.rows = data.x;
+  blk.y = data.y;
+  blk.y[4] = 0.5f;
+  blk.n_global = 20;
+  auto bad = dml::MakeLocalSolver(blk, Spec(ModelKind::kHingeSvm), 1);
+  BOOST_TEST((bad.status().code() == absl::StatusCode::kInvalidArgument));
+  BOOST_TEST(std::string(bad.status().message()).find("row 4") != std::string::npos);
+  blk.y = data.y;
+  auto ok = dml::MakeLocalSolver(blk, Spec(ModelKind::kHingeSvm), 1);
+  BOOST_REQUIRE(ok.ok());
+  auto& s = **ok;
+  BOOST_TEST((s.Solve(std::vector<double>(4, 0.0), 1, 1, 5).status().code() ==
+              absl::StatusCode::kInvalidArgument));
+  BOOST_TEST((s.Solve(std::vector<double>(5, 0.0), 0, 1, 5).status().code() ==
+              absl::StatusCode::kInvalidArgument));
+  std::vector<double> c(20, 0.0);
+  c[2] = 3 * data.y[2];
+  BOOST_TEST((s.set_coordinates(c).code() == absl::StatusCode::kInvalidArgument));
+  c[2] = 0.5 * data.y[2];
+  BOOST_TEST(s.set_coordinates(c).ok());
+  BOOST_TEST(s.coordinates()[2] == c[2]);
+  dml::LocalBlock empty;
+  empty.n_global = 10;
+  BOOST_TEST(!dml::MakeLocalSolver(std::move(empty), Spec(ModelKind::kHingeSvm), 1).ok());
+}
+
+BOOST_AUTO_TEST_SUITE_END()

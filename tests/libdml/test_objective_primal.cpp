@@ -1,0 +1,743 @@
+#define BOOST_TEST_MODULE objective_primal
+#include <boost/test/unit_test.hpp>
+
+// The primal objectives (lasso, elastic net, L1-logistic), their certificates
+// and the primal solvers: the gap against its definition and an independent
+// dual value, KKT conditions, a closed form (orthogonal design), an
+// independent proximal-gradient reference, the asynchronous solver, the stop
+// rules and the CoCoA+ local solver.
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "dml/data/sparse.hpp"
+#include "dml/data/synthetic.hpp"
+#include "dml/objective/elastic_net.hpp"
+#include "dml/objective/evaluate.hpp"
+#include "dml/objective/lasso.hpp"
+#include "dml/objective/logistic_l1.hpp"
+#include "dml/objective/model.hpp"
+#include "dml/solver/cocoa_local.hpp"
+#include "dml/solver/solver.hpp"
+
+namespace {
+
+using dml::ModelKind;
+
+double RelDiff(double a, double b) {
+  return std::abs(a - b) / std::max({std::abs(a), std::abs(b), 1e-300});
+}
+
+/// gap == primal - dual up to the rounding of the subtraction.
+bool GapIsPrimalMinusDual(double primal, double dual, double gap) {
+  return std::abs(gap - (primal - dual)) <= 1e-14 * std::max(1.0, std::abs(primal));
+}
+
+double XLogX(double x) { return x > 0 ? x * std::log(x) : 0.0; }
+
+// ---------------------------------------------------------------- data
+
+dml::Dataset Synthetic(int64_t rows, int64_t cols, dml::Task task, double noise, uint64_t seed) {
+  dml::SyntheticOptions o;
+  o.rows = rows;
+  o.cols = cols;
+  o.nnz_per_row = 12;
+  o.model_density = 0.2;
+  o.noise = noise;
+  o.task = task;
+  o.seed = seed;
+  o.threads = 1;
+  auto s = dml::GenerateSynthetic(o);
+  BOOST_REQUIRE_MESSAGE(s.ok(), s.status().ToString());
+  return std::move(s->data);
+}
+
+dml::Dataset Regression(uint64_t seed = 7) {
+  return Synthetic(400, 60, dml::Task::kRegression, 0.1, seed);
+}
+dml::Dataset Classification(uint64_t seed = 11) {
+  return Synthetic(400, 60, dml::Task::kClassification, 0.5, seed);
+}
+
+/// The derivative of the mean loss at v for one example, written out here.
+double LossDerivative(ModelKind kind, double y, double v) {
+  if (kind == ModelKind::kLogisticL1) return -y / (1.0 + std::exp(y * v));
+  return v - y;
+}
+double LossValue(ModelKind kind, double y, double v) {
+  if (kind == ModelKind::kLogisticL1) {
+    const double m = y * v;
+    return m > 0 ? std::log1p(std::exp(-m)) : -m + std::log1p(std::exp(m));
+  }
+  return 0.5 * (v - y) * (v - y);
+}
+
+/// v = A w and s = A^T u, u_i = loss'(y_i, v_i) / n, in plain loops.
+struct Margins {
+  std::vector<double> v;
+  std::vector<double> s;
+};
+Margins ComputeMargins(const dml::Dataset& data, ModelKind kind, const std::vector<double>& w) {
+  const int64_t n = data.x.rows();
+  Margins m{std::vector<double>(n, 0.0), std::vector<double>(data.x.cols(), 0.0)};
+  for (int64_t i = 0; i < n; ++i) {
+    const dml::SparseView r = data.x.outer(i);
+    for (std::size_t k = 0; k < r.size; ++k) m.v[i] += r.value[k] * w[r.index[k]];
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    const double u = LossDerivative(kind, data.y[i], m.v[i]) / n;
+    const dml::SparseView r = data.x.outer(i);
+    for (std::size_t k = 0; k < r.size; ++k) m.s[r.index[k]] += r.value[k] * u;
+  }
+  return m;
+}
+
+double Eta(const dml::ModelSpec& spec) {
+  return spec.kind == ModelKind::kElasticNet ? spec.l1_ratio : 1.0;
+}
+
+/// lambda_max = max_j |a_j^T grad f(0)|: the smallest lambda with w* = 0 (L1 part).
+double LambdaMax(const dml::Dataset& data, ModelKind kind) {
+  const Margins m = ComputeMargins(data, kind, std::vector<double>(data.x.cols(), 0.0));
+  double mx = 0;
+  for (double s : m.s) mx = std::max(mx, std::abs(s));
+  return mx;
+}
+
+dml::ModelSpec Spec(const dml::Dataset& data, ModelKind kind, double fraction, double eta = 0.5) {
+  dml::ModelSpec spec;
+  spec.kind = kind;
+  spec.l1_ratio = eta;
+  spec.lambda = fraction * LambdaMax(data, kind) / (kind == ModelKind::kElasticNet ? eta : 1.0);
+  return spec;
+}
+
+/// The dual value the other way round: D = -f*(u) - sum_j g_j*(-a_j^T u),
+/// with f* and g* written out here.
+double IndependentDual(const dml::Dataset& data, const dml::ModelSpec& spec,
+                       const std::vector<double>& w) {
+  const int64_t n = data.x.rows();
+  const Margins m = ComputeMargins(data, spec.kind, w);
+  double fstar = 0.0;
+  for (int64_t i = 0; i < n; ++i) {
+    const double y = data.y[i];
+    const double u = LossDerivative(spec.kind, y, m.v[i]) / n;
+    if (spec.kind == ModelKind::kLogisticL1) {
+      // f_i(v) = log(1 + exp(-y v)) / n: f_i*(u) = (b log b + (1-b) log(1-b)) / n, b = -n u y.
+      const double b = -n * u * y;
+      fstar += (XLogX(b) + XLogX(1 - b)) / n;
+    } else {
+      // f_i(v) = (v - y)^2 / (2n): f_i*(u) = n u^2 / 2 + y u.
+      fstar += n * u * u / 2 + y * u;
+    }
+  }
+  const double lambda = spec.lambda;
+  const double eta = Eta(spec);
+  double p0 = 0.0;
+  for (int64_t i = 0; i < n; ++i) p0 += LossValue(spec.kind, data.y[i], 0.0);
+  p0 /= n;
+  double wmax = 0;
+  for (double x : w) wmax = std::max(wmax, std::abs(x));
+  const double bound = std::max(p0 / lambda, wmax);
+  double gstar = 0.0;
+  for (double s : m.s) {
+    const double excess = std::max(0.0, std::abs(s) - lambda * eta);
+    gstar += eta < 1.0 ? excess * excess / (2 * lambda * (1 - eta)) : bound * excess;
+  }
+  return -fstar - gstar;
+}
+
+/// Max KKT violation at w: |a_j^T u| <= lambda eta where w_j == 0, and
+/// a_j^T u = -lambda (eta sign(w_j) + (1 - eta) w_j) where w_j != 0.
+double KktViolation(const dml::Dataset& data, const dml::ModelSpec& spec,
+                    const std::vector<double>& w) {
+  const Margins m = ComputeMargins(data, spec.kind, w);
+  const double l1 = spec.lambda * Eta(spec);
+  const double l2 = spec.lambda * (1 - Eta(spec));
+  double worst = 0.0;
+  for (std::size_t j = 0; j < w.size(); ++j) {
+    if (w[j] == 0.0) {
+      worst = std::max(worst, std::abs(m.s[j]) - l1);
+    } else {
+      worst = std::max(worst, std::abs(m.s[j] + l1 * (w[j] > 0 ? 1 : -1) + l2 * w[j]));
+    }
+  }
+  return worst;
+}
+
+dml::SolverOptions Options(double gap_rel = 1e-10) {
+  dml::SolverOptions o;
+  o.stop.gap_rel = gap_rel;
+  o.stop.max_epochs = 20000;
+  return o;
+}
+
+dml::TrainResult MustTrain(const dml::Dataset& data, const dml::ModelSpec& spec,
+                           const dml::SolverOptions& o) {
+  auto r = dml::Train(data, spec, o);
+  BOOST_REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+  return std::move(r).value();
+}
+
+dml::Certificate MustEvaluate(const dml::Dataset& data, const dml::ModelSpec& spec,
+                              const std::vector<double>& w, bool per_coordinate = false) {
+  auto c = dml::EvaluatePrimal(data, spec, w, per_coordinate);
+  BOOST_REQUIRE_MESSAGE(c.ok(), c.status().ToString());
+  return std::move(c).value();
+}
+
+struct Problem {
+  std::string name;
+  dml::Dataset data;
+  dml::ModelSpec spec;
+};
+
+std::vector<Problem> Problems() {
+  std::vector<Problem> p;
+  dml::Dataset reg = Regression();
+  dml::Dataset cls = Classification();
+  p.push_back({"lasso", reg, Spec(reg, ModelKind::kLasso, 0.1)});
+  p.push_back({"elastic-net", reg, Spec(reg, ModelKind::kElasticNet, 0.1, 0.5)});
+  p.push_back({"logistic-l1", cls, Spec(cls, ModelKind::kLogisticL1, 0.05)});
+  return p;
+}
+
+// ------------------------------------------------------ the certificate
+
+BOOST_AUTO_TEST_CASE(certificate_matches_its_definition) {
+  for (const Problem& p : Problems()) {
+    BOOST_TEST_CONTEXT(p.name) {
+      // An arbitrary point, one far outside the ball ||w||_1 <= P(0)/lambda,
+      // and zero.
+      std::vector<double> w(p.data.x.cols());
+      for (std::size_t j = 0; j < w.size(); ++j) w[j] = (j % 3 == 0) ? 0.0 : 0.05 * std::sin(j + 1.0);
+      std::vector<double> far = w;
+      far[1] = 1e4;
+      for (const auto& point : {w, far, std::vector<double>(w.size(), 0.0)}) {
+        const dml::Certificate c = MustEvaluate(p.data, p.spec, point, true);
+        BOOST_TEST(std::isfinite(c.gap));
+        BOOST_TEST(c.gap >= 0.0);
+        BOOST_TEST(GapIsPrimalMinusDual(c.primal, c.dual, c.gap));
+        // Per-coordinate gaps are non-negative and sum to the gap exactly.
+        double sum = 0.0;
+        for (double g : c.coordinate_gaps) {
+          BOOST_TEST(g >= 0.0);
+          sum += g;
+        }
+        BOOST_TEST(sum == c.gap);
+        // The primal against evaluate.cpp's PrimalValue (losses.hpp).
+        auto pv = dml::PrimalValue(p.data, p.spec, point);
+        BOOST_REQUIRE(pv.ok());
+        BOOST_TEST(RelDiff(c.primal, *pv) < 1e-12);
+        // The dual computed from the conjugates directly.
+        BOOST_TEST(RelDiff(c.dual, IndependentDual(p.data, p.spec, point)) < 1e-9,
+                   "dual " << c.dual << " vs " << IndependentDual(p.data, p.spec, point));
+      }
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(certificate_elastic_net_with_eta_one_is_lasso) {
+  const dml::Dataset data = Regression();
+  dml::ModelSpec lasso = Spec(data, ModelKind::kLasso, 0.2);
+  dml::ModelSpec enet = lasso;
+  enet.kind = ModelKind::kElasticNet;
+  enet.l1_ratio = 1.0;
+  std::vector<double> w(data.x.cols(), 0.01);
+  const dml::Certificate a = MustEvaluate(data, lasso, w);
+  const dml::Certificate b = MustEvaluate(data, enet, w);
+  BOOST_TEST(a.primal == b.primal, boost::test_tools::tolerance(1e-14));
+  BOOST_TEST(a.gap == b.gap, boost::test_tools::tolerance(1e-14));
+}
+
+BOOST_AUTO_TEST_CASE(certificate_errors) {
+  const dml::Dataset data = Regression();
+  const dml::ModelSpec spec = Spec(data, ModelKind::kLasso, 0.1);
+  std::vector<double> w(data.x.cols(), 0.0);
+  {
+    dml::ModelSpec ridge = spec;
+    ridge.kind = ModelKind::kRidge;
+    auto c = dml::EvaluatePrimal(data, ridge, w);
+    BOOST_TEST(c.status().code() == absl::StatusCode::kInvalidArgument);
+  }
+  {
+    auto c = dml::EvaluatePrimal(data, spec, std::vector<double>(3, 0.0));
+    BOOST_TEST(c.status().code() == absl::StatusCode::kInvalidArgument);
+    BOOST_TEST(std::string(c.status().message()).find("3 weights") != std::string::npos);
+  }
+  {
+    std::vector<double> bad = w;
+    bad[5] = std::nan("");
+    auto c = dml::EvaluatePrimal(data, spec, bad);
+    BOOST_TEST(c.status().code() == absl::StatusCode::kInvalidArgument);
+    BOOST_TEST(std::string(c.status().message()).find("feature 5") != std::string::npos);
+  }
+  {
+    dml::ModelSpec l1 = spec;
+    l1.kind = ModelKind::kLogisticL1;
+    auto c = dml::EvaluatePrimal(data, l1, w);  // real-valued labels
+    BOOST_TEST(c.status().code() == absl::StatusCode::kInvalidArgument);
+    BOOST_TEST(std::string(c.status().message()).find("{-1,+1}") != std::string::npos);
+  }
+  {
+    dml::ModelSpec neg = spec;
+    neg.lambda = -1;
+    BOOST_TEST(!dml::EvaluatePrimal(data, neg, w).ok());
+  }
+}
+
+// ------------------------------------------------- the coordinate steps
+
+struct PlainAccess {
+  static constexpr bool kPlain = true;
+  static double Load(const double* p) { return *p; }
+  static void Add(double* p, double x) { *p += x; }
+  static void Mul(double* p, double x) { *p *= x; }
+};
+
+/// The CDN step's gradient and Hessian pass, its loss-from-state shortcut
+/// and its SIMD paths against direct formulas; every accepted step
+/// decreases the objective; binary (constant) and real-valued columns.
+BOOST_AUTO_TEST_CASE(logistic_step_matches_direct_computation) {
+  dml::Dataset data = Classification(3);
+  // Make every third column binary so both column kinds are exercised.
+  {
+    const dml::CsrMatrix& x = data.x;
+    std::vector<float> values = x.values();
+    for (std::size_t k = 0; k < values.size(); ++k) {
+      if (x.indices()[k] % 3 == 0) values[k] = 1.0f;
+    }
+    data.x = dml::CsrMatrix::FromArraysUnchecked(x.rows(), x.cols(), x.offsets(), x.indices(),
+                                                 std::move(values));
+  }
+  const dml::ModelSpec spec = Spec(data, ModelKind::kLogisticL1, 0.05);
+  const int64_t n = data.x.rows(), d = data.x.cols();
+  const dml::CscMatrix a = data.x.Convert();
+  const auto cols = dml::LogisticL1Objective::PrepareColumns(a, data.y);
+  int constant = 0;
+  for (const auto& c : cols) constant += c.constant;
+  BOOST_TEST(constant >= d / 3);
+
+  std::vector<double> w(d);
+  for (int64_t j = 0; j < d; ++j) w[j] = (j % 4 == 0) ? 0.0 : 0.3 * std::cos(2.0 * j);
+  std::vector<double> scratch(n);
+  for (bool avx2 : {false, true}) {
+    dml::LogisticL1Objective obj = dml::LogisticL1Objective::Make(spec, data.y);
+    if (avx2 && !obj.avx2) continue;  // no AVX2 on this CPU
+    obj.avx2 = avx2;
+    BOOST_TEST_CONTEXT("avx2 " << avx2) {
+      std::vector<double> x = w;
+      Margins m = ComputeMargins(data, spec.kind, x);
+      std::vector<double> e(n);
+      dml::LogisticL1Objective::InitState(m.v, data.y, e.data());
+      // The loss from the state.
+      double loss = 0;
+      for (int64_t i = 0; i < n; ++i) loss += LossValue(spec.kind, data.y[i], m.v[i]);
+      BOOST_TEST(RelDiff(obj.LossFromState(e.data(), n, cols, x), loss / n) < 1e-13);
+      double previous = MustEvaluate(data, spec, x).primal;
+      for (int64_t j = 0; j < d; ++j) {
+        m = ComputeMargins(data, spec.kind, x);
+        const auto step = obj.Step<PlainAccess>(a.outer(j), cols[j], e.data(), scratch.data(), x[j], 1.0);
+        BOOST_TEST(std::abs(step.grad - m.s[j]) <= 1e-14 + 1e-12 * std::abs(m.s[j]));
+        x[j] = step.w;
+        const double now = MustEvaluate(data, spec, x).primal;
+        BOOST_TEST(now <= previous + 1e-15);
+        previous = now;
+      }
+      // e still is exp(A x).
+      m = ComputeMargins(data, spec.kind, x);
+      for (int64_t i = 0; i < n; ++i) BOOST_TEST(RelDiff(e[i], std::exp(m.v[i])) < 1e-12);
+    }
+  }
+}
+
+// ------------------------------------------------------------ the solvers
+
+BOOST_AUTO_TEST_CASE(sequential_solver_certifies_the_optimum) {
+  for (const Problem& p : Problems()) {
+    BOOST_TEST_CONTEXT(p.name) {
+      dml::SolverOptions o = Options();
+      const dml::TrainResult r = MustTrain(p.data, p.spec, o);
+      BOOST_TEST(static_cast<int>(r.reason) == static_cast<int>(dml::StopReason::kConverged));
+      BOOST_TEST(r.alpha.empty());
+      BOOST_REQUIRE(r.w.size() == static_cast<std::size_t>(p.data.x.cols()));
+      BOOST_TEST(r.gap <= 1e-10 * std::abs(r.primal));
+      BOOST_TEST(r.gap >= 0.0);
+      BOOST_TEST(GapIsPrimalMinusDual(r.primal, r.dual, r.gap));
+      BOOST_REQUIRE(!r.history.empty());
+      BOOST_TEST(static_cast<int>(r.history.size()) == r.epochs);  // eval_every = 1
+      for (const dml::EpochReport& e : r.history) {
+        BOOST_TEST(e.gap >= 0.0);
+        BOOST_TEST(GapIsPrimalMinusDual(e.primal, e.dual, e.gap));
+        BOOST_TEST(e.nnz_touched > 0);
+      }
+      // The result is the exact certificate of the returned w.
+      const dml::Certificate c = MustEvaluate(p.data, p.spec, r.w, true);
+      BOOST_TEST(c.primal == r.primal, boost::test_tools::tolerance(1e-14));
+      BOOST_TEST(c.gap == r.gap, boost::test_tools::tolerance(1e-9));
+      BOOST_TEST(RelDiff(r.dual, IndependentDual(p.data, p.spec, r.w)) < 1e-9);
+      // KKT at the optimum.
+      const double kkt = KktViolation(p.data, p.spec, r.w);
+      BOOST_TEST(kkt <= 1e-4 * p.spec.lambda, "KKT violation " << kkt);
+      // A sparse solution, not all zero.
+      const auto nonzero = std::count_if(r.w.begin(), r.w.end(), [](double x) { return x != 0; });
+      BOOST_TEST(nonzero > 0);
+      BOOST_TEST(nonzero < static_cast<long>(r.w.size()));
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(shrinking_does_not_change_the_optimum) {
+  for (const Problem& p : Problems()) {
+    BOOST_TEST_CONTEXT(p.name) {
+      dml::SolverOptions o = Options();
+      o.shrinking = true;
+      o.eval_every = 0;
+      const dml::TrainResult a = MustTrain(p.data, p.spec, o);
+      o.shrinking = false;
+      const dml::TrainResult b = MustTrain(p.data, p.spec, o);
+      BOOST_TEST(a.gap <= 1e-10 * std::abs(a.primal));
+      BOOST_TEST(b.gap <= 1e-10 * std::abs(b.primal));
+      BOOST_TEST(RelDiff(a.primal, b.primal) < 1e-9);
+      // eval_every = 0: only certified epochs are reported, the last one
+      // being the one that satisfied the rule.
+      BOOST_REQUIRE(!a.history.empty());
+      BOOST_TEST(static_cast<int>(a.history.size()) < a.epochs);
+      BOOST_TEST(a.history.back().gap <= 1e-10 * std::abs(a.history.back().primal));
+    }
+  }
+}
+
+/// Lasso with orthogonal columns separates into d scalar problems:
+/// w_j = SoftThreshold(a_j^T y / n, lambda) / (||a_j||^2 / n).
+BOOST_AUTO_TEST_CASE(lasso_orthogonal_design_closed_form) {
+  const int64_t d = 6, n = 3 * d;
+  std::vector<int64_t> off{0};
+  std::vector<uint32_t> idx;
+  std::vector<float> val;
+  std::vector<float> y;
+  // Row i has one nonzero, in column i / 3: the columns have disjoint support.
+  for (int64_t i = 0; i < n; ++i) {
+    idx.push_back(static_cast<uint32_t>(i / 3));
+    val.push_back(static_cast<float>(0.5 + 0.25 * (i % 3) + 0.1 * (i / 3)));
+    off.push_back(static_cast<int64_t>(idx.size()));
+    y.push_back(static_cast<float>(std::sin(1.7 * i) * (1 + i / 3)));
+  }
+  auto x = dml::CsrMatrix::FromArrays(n, d, off, idx, val);
+  BOOST_REQUIRE(x.ok());
+  const dml::Dataset data{std::move(*x), y, dml::Task::kRegression};
+  dml::ModelSpec spec;
+  spec.kind = ModelKind::kLasso;
+  spec.lambda = 0.15;
+  std::vector<double> expected(d);
+  int zeros = 0;
+  for (int64_t j = 0; j < d; ++j) {
+    double ay = 0, aa = 0;
+    for (int64_t i = 3 * j; i < 3 * j + 3; ++i) {
+      ay += static_cast<double>(val[i]) * y[i];
+      aa += static_cast<double>(val[i]) * val[i];
+    }
+    const double c = ay / n;
+    const double t = c > spec.lambda ? c - spec.lambda : (c < -spec.lambda ? c + spec.lambda : 0.0);
+    expected[j] = t / (aa / n);
+    zeros += expected[j] == 0.0;
+  }
+  BOOST_REQUIRE(zeros > 0);
+  BOOST_REQUIRE(zeros < d);
+  for (dml::SolverKind kind : {dml::SolverKind::kScd, dml::SolverKind::kAsyncScd}) {
+    dml::SolverOptions o = Options(1e-14);
+    o.kind = kind;
+    const dml::TrainResult r = MustTrain(data, spec, o);
+    for (int64_t j = 0; j < d; ++j) {
+      BOOST_TEST(r.w[j] == expected[j], boost::test_tools::tolerance(1e-12));
+      if (expected[j] == 0.0) BOOST_TEST(r.w[j] == 0.0);
+    }
+    // One exact step per coordinate is the optimum: a zero gap (up to rounding).
+    BOOST_TEST(r.gap <= 1e-14 * r.primal);
+  }
+}
+
+/// ISTA (proximal gradient with step 1/L), in plain loops, run to
+/// convergence: an independent solver for all three objectives.
+std::vector<double> Ista(const dml::Dataset& data, const dml::ModelSpec& spec, int iterations) {
+  const int64_t n = data.x.rows(), d = data.x.cols();
+  // L = largest eigenvalue of A^T A / n (times 1/4 for the logistic loss),
+  // by power iteration.
+  std::vector<double> q(d, 1.0), z(n);
+  double eig = 0.0;
+  for (int it = 0; it < 300; ++it) {
+    std::fill(z.begin(), z.end(), 0.0);
+    for (int64_t i = 0; i < n; ++i) {
+      const dml::SparseView r = data.x.outer(i);
+      for (std::size_t k = 0; k < r.size; ++k) z[i] += r.value[k] * q[r.index[k]];
+    }
+    std::vector<double> next(d, 0.0);
+    for (int64_t i = 0; i < n; ++i) {
+      const dml::SparseView r = data.x.outer(i);
+      for (std::size_t k = 0; k < r.size; ++k) next[r.index[k]] += r.value[k] * z[i];
+    }
+    double norm = 0;
+    for (double x : next) norm += x * x;
+    norm = std::sqrt(norm);
+    eig = norm;  // ||A^T A q|| with ||q|| = 1
+    for (int64_t j = 0; j < d; ++j) q[j] = next[j] / norm;
+  }
+  const double lip = 1.0001 * eig / n * (spec.kind == ModelKind::kLogisticL1 ? 0.25 : 1.0);
+  const double l1 = spec.lambda * Eta(spec) / lip;
+  const double shrink = 1.0 + spec.lambda * (1 - Eta(spec)) / lip;
+  std::vector<double> w(d, 0.0);
+  for (int it = 0; it < iterations; ++it) {
+    const Margins m = ComputeMargins(data, spec.kind, w);
+    for (int64_t j = 0; j < d; ++j) {
+      const double c = w[j] - m.s[j] / lip;
+      const double t = c > l1 ? c - l1 : (c < -l1 ? c + l1 : 0.0);
+      w[j] = t / shrink;
+    }
+  }
+  return w;
+}
+
+BOOST_AUTO_TEST_CASE(agrees_with_an_independent_proximal_gradient_solver) {
+  for (const Problem& p : Problems()) {
+    BOOST_TEST_CONTEXT(p.name) {
+      const std::vector<double> ref = Ista(p.data, p.spec, 6000);
+      const dml::Certificate ref_cert = MustEvaluate(p.data, p.spec, ref);
+      const dml::TrainResult r = MustTrain(p.data, p.spec, Options());
+      BOOST_TEST(RelDiff(r.primal, ref_cert.primal) < 1e-6,
+                 "ours " << r.primal << " ISTA " << ref_cert.primal);
+      // Weak duality both ways: our certified dual bounds ISTA's primal.
+      BOOST_TEST(r.dual <= ref_cert.primal + 1e-12);
+      BOOST_TEST(ref_cert.dual <= r.primal + 1e-12);
+      double diff = 0, norm = 0;
+      for (std::size_t j = 0; j < ref.size(); ++j) {
+        diff = std::max(diff, std::abs(ref[j] - r.w[j]));
+        norm = std::max(norm, std::abs(r.w[j]));
+      }
+      BOOST_TEST(diff <= 1e-3 * norm, "max |w - w_ista| = " << diff);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(async_solver_reaches_the_same_optimum) {
+  for (const Problem& p : Problems()) {
+    BOOST_TEST_CONTEXT(p.name) {
+      const dml::TrainResult seq = MustTrain(p.data, p.spec, Options());
+      for (int threads : {1, 2}) {
+        for (int eval_every : {1, 0}) {
+          BOOST_TEST_CONTEXT("threads " << threads << " eval_every " << eval_every) {
+            dml::SolverOptions o = Options();
+            o.kind = dml::SolverKind::kAsyncScd;
+            o.threads = threads;
+            o.eval_every = eval_every;
+            const dml::TrainResult r = MustTrain(p.data, p.spec, o);
+            BOOST_TEST(static_cast<int>(r.reason) == static_cast<int>(dml::StopReason::kConverged));
+            BOOST_TEST(r.gap >= 0.0);
+            BOOST_TEST(r.gap <= 1e-10 * std::abs(r.primal));
+            BOOST_TEST(RelDiff(r.primal, seq.primal) < 1e-6);
+            for (const dml::EpochReport& e : r.history) {
+              BOOST_TEST(e.gap >= 0.0);
+              BOOST_TEST(GapIsPrimalMinusDual(e.primal, e.dual, e.gap));
+            }
+            const dml::Certificate c = MustEvaluate(p.data, p.spec, r.w);
+            BOOST_TEST(c.gap == r.gap, boost::test_tools::tolerance(1e-9));
+          }
+        }
+      }
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(async_solver_with_more_threads_than_features) {
+  const dml::Dataset data = Synthetic(200, 3, dml::Task::kRegression, 0.1, 5);
+  const dml::ModelSpec spec = Spec(data, ModelKind::kLasso, 0.1);
+  dml::SolverOptions o = Options();
+  o.kind = dml::SolverKind::kAsyncScd;
+  o.threads = 8;
+  const dml::TrainResult r = MustTrain(data, spec, o);
+  BOOST_TEST(r.gap <= 1e-10 * std::abs(r.primal));
+}
+
+// ------------------------------------------------------------ stop rules
+
+BOOST_AUTO_TEST_CASE(stop_rules) {
+  for (const Problem& p : Problems()) {
+    for (dml::SolverKind kind : {dml::SolverKind::kScd, dml::SolverKind::kAsyncScd}) {
+      BOOST_TEST_CONTEXT(p.name << " " << dml::SolverName(kind)) {
+        dml::SolverOptions base = Options();
+        base.kind = kind;
+        base.threads = kind == dml::SolverKind::kAsyncScd ? 2 : 1;
+        const dml::Certificate at_zero =
+            MustEvaluate(p.data, p.spec, std::vector<double>(p.data.x.cols(), 0.0));
+        {  // max_epochs
+          dml::SolverOptions o = base;
+          o.stop.max_epochs = 3;
+          const dml::TrainResult r = MustTrain(p.data, p.spec, o);
+          BOOST_TEST(static_cast<int>(r.reason) == static_cast<int>(dml::StopReason::kMaxEpochs));
+          BOOST_TEST(r.epochs == 3);
+          BOOST_TEST(r.history.size() == 3u);
+          BOOST_TEST(r.primal < at_zero.primal);
+          const dml::Certificate c = MustEvaluate(p.data, p.spec, r.w);
+          BOOST_TEST(c.primal == r.primal, boost::test_tools::tolerance(1e-14));
+          BOOST_TEST(c.gap == r.gap, boost::test_tools::tolerance(1e-9));
+        }
+        {  // a cancel flag set before the start
+          std::atomic<bool> cancel{true};
+          dml::SolverOptions o = base;
+          o.stop.cancel = &cancel;
+          const dml::TrainResult r = MustTrain(p.data, p.spec, o);
+          BOOST_TEST(static_cast<int>(r.reason) == static_cast<int>(dml::StopReason::kCancelled));
+          BOOST_TEST(r.epochs == 0);
+          BOOST_TEST(r.history.empty());
+          BOOST_TEST(std::all_of(r.w.begin(), r.w.end(), [](double x) { return x == 0.0; }));
+          BOOST_TEST(r.primal == at_zero.primal, boost::test_tools::tolerance(1e-14));
+          BOOST_TEST(r.gap == at_zero.gap, boost::test_tools::tolerance(1e-12));
+        }
+        {  // cancelled from the callback after two epochs
+          std::atomic<bool> cancel{false};
+          dml::SolverOptions o = base;
+          o.stop.cancel = &cancel;
+          o.on_epoch = [&](const dml::EpochReport& e) {
+            if (e.epoch == 2) cancel = true;
+          };
+          const dml::TrainResult r = MustTrain(p.data, p.spec, o);
+          BOOST_TEST(static_cast<int>(r.reason) == static_cast<int>(dml::StopReason::kCancelled));
+          BOOST_TEST(r.epochs == 2);
+        }
+        for (int eval_every : {1, 0}) {  // target primal
+          const dml::TrainResult opt = MustTrain(p.data, p.spec, base);
+          dml::SolverOptions o = base;
+          o.eval_every = eval_every;
+          o.stop.gap_rel = 0.0;
+          o.stop.target_primal = opt.primal + 1e-3 * (at_zero.primal - opt.primal);
+          const dml::TrainResult r = MustTrain(p.data, p.spec, o);
+          BOOST_TEST(static_cast<int>(r.reason) ==
+                     static_cast<int>(dml::StopReason::kTargetReached));
+          BOOST_TEST(r.primal <= *o.stop.target_primal);
+          BOOST_REQUIRE(!r.history.empty());
+          BOOST_TEST(r.history.back().primal <= *o.stop.target_primal);
+          BOOST_TEST(r.epochs < opt.epochs);
+          const dml::Certificate c = MustEvaluate(p.data, p.spec, r.w);
+          BOOST_TEST(c.primal == r.primal, boost::test_tools::tolerance(1e-14));
+        }
+        {  // eval_every = 3: certificates on epochs 3, 6, ...
+          dml::SolverOptions o = base;
+          o.eval_every = 3;
+          o.stop.max_epochs = 7;
+          o.stop.gap_rel = 0.0;
+          const dml::TrainResult r = MustTrain(p.data, p.spec, o);
+          BOOST_TEST(r.epochs == 7);
+          BOOST_REQUIRE(r.history.size() == 2u);
+          BOOST_TEST(r.history[0].epoch == 3);
+          BOOST_TEST(r.history[1].epoch == 6);
+        }
+      }
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(max_epochs_zero_returns_the_zero_model) {
+  const Problem p = Problems()[2];
+  dml::SolverOptions o = Options();
+  o.stop.max_epochs = 0;
+  const dml::TrainResult r = MustTrain(p.data, p.spec, o);
+  BOOST_TEST(r.epochs == 0);
+  BOOST_TEST(r.primal == std::log(2.0), boost::test_tools::tolerance(1e-14));
+  BOOST_TEST(r.gap >= 0.0);
+}
+
+// ---------------------------------------------------- CoCoA+ local solver
+
+BOOST_AUTO_TEST_CASE(cocoa_local_solver_two_column_blocks) {
+  for (const Problem& p : Problems()) {
+    BOOST_TEST_CONTEXT(p.name) {
+      const int64_t n = p.data.x.rows(), d = p.data.x.cols();
+      const dml::CscMatrix a = p.data.x.Convert();
+      const int64_t split[] = {0, d / 2, d};
+      std::vector<std::unique_ptr<dml::LocalSolver>> workers;
+      for (int k = 0; k < 2; ++k) {
+        dml::LocalBlock block;
+        block.cols = a.SliceOuter(split[k], split[k + 1]);
+        block.y = p.data.y;
+        block.n_global = n;
+        auto s = dml::MakeLocalSolver(std::move(block), p.spec, 100 + k);
+        BOOST_REQUIRE_MESSAGE(s.ok(), s.status().ToString());
+        workers.push_back(std::move(*s));
+      }
+      const double gamma = 1.0, sigma_prime = 2.0;  // sigma' = gamma K
+      std::vector<double> v(n, 0.0);
+      double previous = std::numeric_limits<double>::infinity();
+      std::vector<double> w(d);
+      for (int round = 0; round < 3000; ++round) {
+        std::vector<dml::LocalUpdate> updates;
+        for (int k = 0; k < 2; ++k) {
+          auto u = workers[k]->Solve(v, sigma_prime, gamma, split[k + 1] - split[k]);
+          BOOST_REQUIRE_MESSAGE(u.ok(), u.status().ToString());
+          BOOST_REQUIRE(u->delta_shared.size() == static_cast<std::size_t>(n));
+          updates.push_back(std::move(*u));
+        }
+        for (int k = 0; k < 2; ++k) {
+          for (int64_t i = 0; i < n; ++i) v[i] += gamma * updates[k].delta_shared[i];
+          const std::vector<double>& c = workers[k]->coordinates();
+          std::copy(c.begin(), c.end(), w.begin() + split[k]);
+        }
+        if (round % 50 == 49) {
+          const dml::Certificate c = MustEvaluate(p.data, p.spec, w);
+          BOOST_TEST(c.primal <= previous + 1e-12);  // monotone: sigma' = gamma K is safe
+          previous = c.primal;
+          if (c.gap <= 1e-9 * std::abs(c.primal)) break;
+        }
+      }
+      // v is still A w.
+      const Margins m = ComputeMargins(p.data, p.spec.kind, w);
+      for (int64_t i = 0; i < n; ++i) BOOST_TEST(std::abs(v[i] - m.v[i]) < 1e-9);
+      const dml::Certificate c = MustEvaluate(p.data, p.spec, w);
+      BOOST_TEST(c.gap <= 1e-9 * std::abs(c.primal));
+      const dml::TrainResult seq = MustTrain(p.data, p.spec, Options());
+      BOOST_TEST(RelDiff(c.primal, seq.primal) < 1e-6);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(cocoa_local_solver_errors) {
+  const Problem p = Problems()[0];
+  const dml::CscMatrix a = p.data.x.Convert();
+  {
+    dml::LocalBlock block;
+    block.cols = a.SliceOuter(0, 0);
+    block.y = p.data.y;
+    BOOST_TEST(!dml::MakeLocalSolver(std::move(block), p.spec, 1).ok());
+  }
+  {
+    dml::LocalBlock block;
+    block.cols = a.SliceOuter(0, 5);
+    block.y = std::vector<float>(3, 1.0f);
+    BOOST_TEST(!dml::MakeLocalSolver(std::move(block), p.spec, 1).ok());
+  }
+  {
+    dml::LocalBlock block;
+    block.cols = a.SliceOuter(0, 5);
+    block.y = p.data.y;  // real-valued
+    dml::ModelSpec l1 = p.spec;
+    l1.kind = ModelKind::kLogisticL1;
+    auto s = dml::MakeLocalSolver(std::move(block), l1, 1);
+    BOOST_TEST(s.status().code() == absl::StatusCode::kInvalidArgument);
+  }
+  dml::LocalBlock block;
+  block.cols = a.SliceOuter(0, 5);
+  block.y = p.data.y;
+  auto s = dml::MakeLocalSolver(std::move(block), p.spec, 1);
+  BOOST_REQUIRE(s.ok());
+  BOOST_TEST(!(*s)->Solve(std::vector<double>(3, 0.0), 2.0, 1.0, 5).ok());
+  BOOST_TEST(!(*s)->Solve(std::vector<double>(p.data.x.rows(), 0.0), 0.0, 1.0, 5).ok());
+  BOOST_TEST(!(*s)->set_coordinates(std::vector<double>(4, 0.0)).ok());
+  BOOST_TEST((*s)->set_coordinates(std::vector<double>(5, 0.5)).ok());
+  BOOST_TEST((*s)->coordinates()[4] == 0.5);
+}
+
+}  // namespace

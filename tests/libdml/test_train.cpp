@@ -1,0 +1,176 @@
+#define BOOST_TEST_MODULE train
+#include <boost/test/unit_test.hpp>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "dml/data/synthetic.hpp"
+#include "dml/objective/evaluate.hpp"
+#include "dml/objective/model.hpp"
+#include "dml/objective/model_io.hpp"
+#include "dml/solver/solver.hpp"
+
+namespace {
+
+std::string TmpPath(const std::string& name) { return std::string(DML_TEST_TMP) + "/" + name; }
+
+void WriteFile(const std::string& path, const std::string& text) {
+  std::ofstream(path, std::ios::binary) << text;
+}
+
+dml::Dataset Small(dml::Task task) {
+  dml::SyntheticOptions o;
+  o.rows = 200;
+  o.cols = 20;
+  o.nnz_per_row = 5;
+  o.task = task;
+  o.noise = 0.1;
+  auto s = dml::GenerateSynthetic(o);
+  BOOST_REQUIRE(s.ok());
+  return std::move(s->data);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(names)
+
+BOOST_AUTO_TEST_CASE(model_and_solver_names_round_trip) {
+  for (auto k : {dml::ModelKind::kRidge, dml::ModelKind::kLasso, dml::ModelKind::kElasticNet,
+                 dml::ModelKind::kLogisticL2, dml::ModelKind::kLogisticL1,
+                 dml::ModelKind::kHingeSvm, dml::ModelKind::kSquaredHingeSvm}) {
+    auto parsed = dml::ParseModelKind(dml::ModelName(k));
+    BOOST_REQUIRE(parsed.ok());
+    BOOST_TEST((*parsed == k));
+  }
+  BOOST_TEST(dml::ParseModelKind("svr").status().message() ==
+             "unknown model \"svr\"; expected one of ridge, lasso, elastic-net, logistic, "
+             "logistic-l1, svm, svm-squared");
+  BOOST_TEST(dml::ParseSolverKind("lbfgs").status().message() ==
+             "unknown solver \"lbfgs\"; expected one of scd, async-scd, sgd");
+  BOOST_TEST((dml::FormulationOf(dml::ModelKind::kLasso) == dml::Formulation::kPrimal));
+  BOOST_TEST((dml::FormulationOf(dml::ModelKind::kHingeSvm) == dml::Formulation::kDual));
+  BOOST_TEST(dml::LambdaFromC(2.0, 100) == 0.005);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(train_validation)
+
+BOOST_AUTO_TEST_CASE(rejects_bad_model_options_and_labels) {
+  const dml::Dataset cls = Small(dml::Task::kClassification);
+  const dml::Dataset reg = Small(dml::Task::kRegression);
+  dml::SolverOptions opt;
+  dml::ModelSpec spec;
+
+  spec.lambda = -1;
+  BOOST_TEST(dml::Train(cls, spec, opt).status().message() ==
+             "lambda must be positive and finite, got -1");
+  spec.lambda = 1e-3;
+  spec.kind = dml::ModelKind::kElasticNet;
+  spec.l1_ratio = 1.5;
+  BOOST_TEST(dml::Train(reg, spec, opt).status().message() == "l1_ratio must be in (0, 1], got 1.5");
+
+  spec = dml::ModelSpec{};
+  opt.threads = 0;
+  BOOST_TEST(dml::Train(cls, spec, opt).status().message() == "threads must be >= 1, got 0");
+  opt = dml::SolverOptions{};
+  opt.kind = dml::SolverKind::kSgd;
+  opt.sgd.batch_size = 0;
+  BOOST_TEST(dml::Train(cls, spec, opt).status().message() == "sgd batch_size must be >= 1, got 0");
+
+  // Regression labels are not {-1,+1}: a classification model says which example.
+  opt = dml::SolverOptions{};
+  auto st = dml::Train(reg, spec, opt).status();
+  BOOST_TEST(st.code() == absl::StatusCode::kInvalidArgument);
+  BOOST_TEST(std::string(st.message()).find("model logistic needs labels in {-1,+1}; example 0") == 0);
+
+  dml::Dataset broken = cls;
+  broken.y.pop_back();
+  BOOST_TEST(dml::Train(broken, spec, opt).status().message() == "data has 200 rows but 199 labels");
+}
+
+BOOST_AUTO_TEST_CASE(every_model_and_solver_trains_through_the_factory) {
+  // The factory must reach a real solver for every (model, solver) pair and
+  // the result must carry an exact certificate consistent with Evaluate.
+  for (auto k : {dml::ModelKind::kRidge, dml::ModelKind::kLasso, dml::ModelKind::kElasticNet,
+                 dml::ModelKind::kLogisticL2, dml::ModelKind::kLogisticL1,
+                 dml::ModelKind::kHingeSvm, dml::ModelKind::kSquaredHingeSvm}) {
+    const dml::Dataset& d = dml::TaskOf(k) == dml::Task::kClassification
+                                ? Small(dml::Task::kClassification)
+                                : Small(dml::Task::kRegression);
+    dml::ModelSpec spec{k, 1e-2, 0.5};
+    for (auto s : {dml::SolverKind::kScd, dml::SolverKind::kAsyncScd}) {
+      dml::SolverOptions opt;
+      opt.kind = s;
+      opt.threads = 2;
+      opt.stop.gap_rel = 1e-8;
+      auto r = dml::Train(d, spec, opt);
+      BOOST_REQUIRE_MESSAGE(r.ok(), dml::ModelName(k) << "/" << dml::SolverName(s) << ": "
+                                                      << r.status().message());
+      BOOST_TEST((r->reason == dml::StopReason::kConverged));
+      auto cert = dml::Evaluate(d, spec, r->w, r->alpha);
+      BOOST_REQUIRE(cert.ok());
+      BOOST_TEST(cert->gap >= 0.0);
+      BOOST_TEST(cert->gap <= 1e-8 * std::abs(cert->primal) + 1e-12);
+      BOOST_TEST(r->primal == cert->primal, boost::test_tools::tolerance(1e-9));
+      auto p = dml::PrimalValue(d, spec, r->w);
+      BOOST_REQUIRE(p.ok());
+      BOOST_TEST(*p == cert->primal, boost::test_tools::tolerance(1e-9));
+    }
+  }
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(model_file)
+
+BOOST_AUTO_TEST_CASE(round_trip_is_exact) {
+  dml::LinearModel m;
+  m.spec = {dml::ModelKind::kElasticNet, 3.0e-5, 0.25};
+  m.w = {0.0, 1.0 / 3.0, 0.0, -2.5e-17, 12345.678901234567, 0.0};
+  const std::string path = TmpPath("model_rt.txt");
+  BOOST_REQUIRE(dml::WriteModelText(m, path).ok());
+  auto back = dml::ReadModelText(path);
+  BOOST_REQUIRE(back.ok());
+  BOOST_TEST((back->spec.kind == m.spec.kind));
+  BOOST_TEST(back->spec.lambda == m.spec.lambda);
+  BOOST_TEST(back->spec.l1_ratio == m.spec.l1_ratio);
+  BOOST_TEST(back->w == m.w, boost::test_tools::per_element());
+  std::ifstream in(path);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  BOOST_TEST(text ==
+             "dml-model 1\nmodel elastic-net\nlambda 3e-05\nl1_ratio 0.25\nfeatures 6\nweights 3\n"
+             "2 0.3333333333333333\n4 -2.5e-17\n5 12345.678901234567\n");
+}
+
+BOOST_AUTO_TEST_CASE(malformed_files_name_line_and_field) {
+  const std::string path = TmpPath("model_bad.txt");
+  const std::string head = "dml-model 1\nmodel svm\nlambda 0.1\nl1_ratio 0.5\nfeatures 3\n";
+  struct Case {
+    std::string text;
+    std::string message;
+  } cases[] = {
+      {"dml-model 2\n", ":1: unsupported format version 2"},
+      {"dml-model 1\nmodel svr\n", ":2: unknown model \"svr\"; expected one of ridge, lasso, "
+                                   "elastic-net, logistic, logistic-l1, svm, svm-squared"},
+      {"dml-model 1\nmodel svm\nlambda x\n", ":3: lambda: expected a finite number"},
+      {"dml-model 1\nmodel svm\nlambda 0\nl1_ratio 0.5\nfeatures 0\nweights 0\n",
+       ":3: lambda must be positive and finite, got 0"},
+      {head + "weights 1\n4 1.0\n", ":7: weight index must be in [1, 3], got \"4\""},
+      {head + "weights 2\n2 1.0\n2 1.0\n", ":8: weight indices must increase"},
+      {head + "weights 2\n1 1.0\n", ":8: declared 2 weights, found 1"},
+      {head + "weights 1\n1 nan\n", ":7: weight value: expected a finite number"},
+      {head, ":6: unexpected end of file: missing \"weights\""},
+      {"# comment\nmodel svm\n", ":2: expected \"dml-model\", got \"model\""},
+  };
+  for (const Case& c : cases) {
+    WriteFile(path, c.text);
+    auto r = dml::ReadModelText(path);
+    BOOST_TEST(r.status().message() == path + c.message);
+  }
+  BOOST_TEST(dml::ReadModelText(TmpPath("missing-model.txt")).status().code() ==
+             absl::StatusCode::kNotFound);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
