@@ -1,0 +1,106 @@
+#!/usr/bin/python3
+"""Solver benchmark against LIBLINEAR, same machine, same run.
+
+For each case LIBLINEAR (Debian's python3-liblinear, the same C library as
+liblinear-train) trains with its default tolerance; only its train() call is
+timed (median of 3), not file reading. Its weights go to our solver_bench,
+which computes LIBLINEAR's primal objective with our objective code and times
+our sequential SCD (1 thread) and async SCD (2 threads) until they reach that
+primal or better. Prints time(ours)/time(LIBLINEAR).
+
+Usage: bench/solver_bench.py [build-dir]
+"""
+import os, re, statistics, subprocess, sys, time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BUILD = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "build"))
+DATA = os.path.join(BUILD, "bench-data")
+SHARED = os.path.join(ROOT, "..", "shared", "data")
+os.makedirs(DATA, exist_ok=True)
+
+try:
+    from liblinearutil import problem, parameter, train, svm_read_problem
+except ImportError:
+    subprocess.check_call("apt-get install -y -qq python3-liblinear >/dev/null", shell=True)
+    from liblinearutil import problem, parameter, train, svm_read_problem
+
+
+def prepare():
+    files = {}
+    a9a = os.path.join(DATA, "a9a.svm")
+    if not os.path.exists(a9a):
+        subprocess.check_call(f"xz -dc {SHARED}/a9a.xz > {a9a}", shell=True)
+    files["a9a"] = a9a
+    w8a = os.path.join(DATA, "w8a.svm")
+    if not os.path.exists(w8a):
+        subprocess.check_call(f"xz -dc {SHARED}/w8a.xz > {w8a}", shell=True)
+    files["w8a"] = w8a
+    news = os.path.join(DATA, "news20.binary.svm")
+    if not os.path.exists(news):
+        # classes 1-10 -> -1, 11-20 -> +1
+        with subprocess.Popen(["bzip2", "-dc", f"{SHARED}/news20.bz2"], stdout=subprocess.PIPE,
+                              text=True) as p, open(news, "w") as out:
+            for line in p.stdout:
+                lab, _, rest = line.partition(" ")
+                out.write(("+1" if float(lab) > 10.5 else "-1") + " " + rest)
+    files["news20"] = news
+    rs = os.path.join(DATA, "realsim_like.svm")
+    if not os.path.exists(rs):
+        # real-sim's shape: 72,309 x 20,958, ~51 nonzeros a row.
+        subprocess.check_call([os.path.join(BUILD, "samples", "dml-gen"), "--rows", "72309",
+                               "--cols", "20958", "--nnz-per-row", "51", "--noise", "0.3",
+                               "--task", "classification", "--seed", "7", "--out", rs])
+    files["realsim-like"] = rs
+    return files
+
+
+CASES = [  # (our model, LIBLINEAR -s)
+    ("logistic", 7),     # L2-regularised LR, dual CD
+    ("svm", 3),          # L2-reg. L1-loss (hinge) SVC, dual CD
+    ("svm-squared", 1),  # L2-reg. L2-loss SVC, dual CD
+    ("logistic-l1", 6),  # L1-regularised LR, primal CD (newGLMNET)
+]
+
+
+def main():
+    files = prepare()
+    c = 1.0
+    rows = []
+    for name, path in files.items():
+        y, x = svm_read_problem(path)
+        prob = problem(y, x)
+        for model, s in CASES:
+            times = []
+            for _ in range(3):
+                t0 = time.perf_counter()
+                m = train(prob, parameter(f"-s {s} -c {c} -q"))
+                times.append(time.perf_counter() - t0)
+            w, _ = m.get_decfun()
+            # Decision value > 0 predicts labels[0]; our +1 is the larger label.
+            if m.get_labels()[0] < m.get_labels()[1]:
+                w = [-v for v in w]
+            wfile = os.path.join(DATA, f"w_{name}_{model}.txt")
+            with open(wfile, "w") as f:
+                f.write("\n".join(repr(v) for v in w))
+            out = subprocess.run([os.path.join(BUILD, "bench", "solver_bench"), f"--data={path}",
+                                  f"--model={model}", f"--c={c}", f"--w_ref={wfile}"],
+                                 capture_output=True, text=True)
+            if out.returncode != 0:
+                print(f"{name} {model}: solver_bench failed: {out.stderr.strip()}")
+                continue
+            kv = dict(re.findall(r"(\w+)=(\S+)", out.stdout))
+            ll = statistics.median(times)
+            t1, t2 = float(kv["t1"]), float(kv["t2"])
+            rows.append((name, model, s, ll, t1, t2, t1 / ll, t2 / ll, kv["ref_primal"],
+                         kv["primal1"], kv["primal2"], out.stderr.strip()))
+    print(f"C={c}; times are medians of 3; ratio = time(ours)/time(LIBLINEAR train())")
+    print(f"{'data':<13}{'model':<13}{'-s':>3}{'liblinear_s':>12}{'ours1_s':>10}{'ours2_s':>10}"
+          f"{'ratio1':>8}{'ratio2':>8}  {'P_liblinear':>14}{'P_ours1':>14}{'P_ours2':>14}")
+    for r in rows:
+        print(f"{r[0]:<13}{r[1]:<13}{r[2]:>3}{r[3]:>12.4f}{r[4]:>10.4f}{r[5]:>10.4f}"
+              f"{r[6]:>8.2f}{r[7]:>8.2f}  {float(r[8]):>14.8g}{float(r[9]):>14.8g}{float(r[10]):>14.8g}"
+              + (f"  [{r[11]}]" if r[11] else ""))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,278 @@
+// dml-train: trains a linear model on a LIBSVM file or generated data and prints per-epoch progress.
+//
+//   dml-train [options] [data.libsvm]
+//   -c C / --lambda L     regularisation (LIBLINEAR's C, lambda = 1/(C n)); default lambda 1e-4
+//   -e TOL / --tol TOL    relative duality-gap tolerance (default 1e-6)
+//   --model NAME          ridge | lasso | elastic-net | logistic | logistic-l1 | svm | svm-squared
+//   --l1-ratio ETA        elastic net's eta (default 0.5)
+//   --solver NAME         scd | async-scd | sgd (default scd)
+//   --threads T           threads for async-scd (default 2)
+//   --epochs N            max epochs (default 1000)
+//   --time-budget S       wall-clock budget in seconds
+//   --generate RxC        train on generated data with a planted model instead of a file
+//   --nnz-per-row K --noise S --seed N   generator settings
+//   --test FILE           evaluate the model on a held-out LIBSVM file
+//   --binarize T          classification: label > T is +1 (multi-class files)
+//   --cache PATH          load the data through a binary cache
+//   -o / --output PATH    write the model (text format of dml/objective/model_io.hpp)
+//   --quiet               only the final summary
+// Exit status: 0 on success, 2 on a bad flag or bad data, 1 if training failed.
+#include <unistd.h>
+
+#include <atomic>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "dml/data/cache.hpp"
+#include "dml/data/libsvm.hpp"
+#include "dml/data/synthetic.hpp"
+#include "dml/metrics/metrics.hpp"
+#include "dml/objective/model.hpp"
+#include "dml/objective/model_io.hpp"
+#include "dml/solver/solver.hpp"
+
+namespace {
+
+struct Args {
+  std::map<std::string, std::string> values;
+  std::vector<std::string> positional;
+};
+
+// Flags that take a value; --quiet is the only boolean.
+const char* const kValueFlags[] = {"-c", "-e", "-o", "--lambda", "--tol", "--model", "--l1-ratio",
+                                   "--solver", "--threads", "--epochs", "--time-budget",
+                                   "--generate", "--nnz-per-row", "--noise", "--seed", "--test",
+                                   "--binarize", "--cache", "--output", "--eval-every"};
+
+int Fail(const std::string& msg) {
+  std::fprintf(stderr, "dml-train: %s\n", msg.c_str());
+  return 2;
+}
+
+bool ParseArgs(int argc, char** argv, Args& args, std::string& error) {
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--quiet" || a == "-q") {
+      args.values["--quiet"] = "1";
+      continue;
+    }
+    if (a == "-h" || a == "--help") {
+      args.values["--help"] = "1";
+      continue;
+    }
+    if (a.size() > 1 && a[0] == '-') {
+      std::string value;
+      bool inline_value = false;
+      if (auto eq = a.find('='); eq != std::string::npos && a.rfind("--", 0) == 0) {
+        value = a.substr(eq + 1);
+        a = a.substr(0, eq);
+        inline_value = true;
+      }
+      bool known = false;
+      for (const char* f : kValueFlags) known |= a == f;
+      if (!known) {
+        error = "unknown option " + a + " (see --help)";
+        return false;
+      }
+      if (!inline_value) {
+        if (i + 1 >= argc) {
+          error = "option " + a + " needs a value";
+          return false;
+        }
+        value = argv[++i];
+      }
+      args.values[a] = value;
+    } else {
+      args.positional.push_back(a);
+    }
+  }
+  return true;
+}
+
+template <typename T>
+bool ParseNumber(const std::string& s, T& out) {
+  auto r = std::from_chars(s.data(), s.data() + s.size(), out);
+  if constexpr (std::is_floating_point_v<T>) {
+    if (!std::isfinite(out)) return false;
+  }
+  return r.ec == std::errc() && r.ptr == s.data() + s.size();
+}
+
+// Looks up a numeric flag (any of `names`); false + error if it does not parse.
+template <typename T>
+bool Number(const Args& args, std::initializer_list<const char*> names, T& out, std::string& error) {
+  for (const char* n : names) {
+    auto it = args.values.find(n);
+    if (it == args.values.end()) continue;
+    if (!ParseNumber(it->second, out)) {
+      error = std::string(n) + ": expected a number, got \"" + it->second + "\"";
+      return false;
+    }
+  }
+  return true;
+}
+
+std::string Get(const Args& args, const char* name, const std::string& def = "") {
+  auto it = args.values.find(name);
+  return it == args.values.end() ? def : it->second;
+}
+
+void PrintUsage() {
+  std::printf(
+      "usage: dml-train [options] [data.libsvm]\n"
+      "  --model ridge|lasso|elastic-net|logistic|logistic-l1|svm|svm-squared\n"
+      "  -c C | --lambda L, -e TOL | --tol TOL, --solver scd|async-scd|sgd, --threads T\n"
+      "  --epochs N, --time-budget S, --l1-ratio ETA, --eval-every N\n"
+      "  --generate RxC [--nnz-per-row K] [--noise S] [--seed N]\n"
+      "  --test FILE, --binarize T, --cache PATH, -o|--output PATH, --quiet\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args args;
+  std::string error;
+  if (!ParseArgs(argc, argv, args, error)) return Fail(error);
+  if (args.values.count("--help")) {
+    PrintUsage();
+    return 0;
+  }
+  const bool quiet = args.values.count("--quiet") > 0;
+
+  auto kind = dml::ParseModelKind(Get(args, "--model", "logistic"));
+  if (!kind.ok()) return Fail(std::string(kind.status().message()));
+  dml::ModelSpec spec;
+  spec.kind = *kind;
+  const dml::Task task = dml::TaskOf(spec.kind);
+
+  dml::SolverOptions opt;
+  opt.threads = 2;
+  auto solver = dml::ParseSolverKind(Get(args, "--solver", "scd"));
+  if (!solver.ok()) return Fail(std::string(solver.status().message()));
+  opt.kind = *solver;
+  if (!Number(args, {"--threads"}, opt.threads, error) ||
+      !Number(args, {"--epochs"}, opt.stop.max_epochs, error) ||
+      !Number(args, {"-e", "--tol"}, opt.stop.gap_rel, error) ||
+      !Number(args, {"--time-budget"}, opt.stop.max_seconds, error) ||
+      !Number(args, {"--seed"}, opt.seed, error) ||
+      !Number(args, {"--eval-every"}, opt.eval_every, error) ||
+      !Number(args, {"--l1-ratio"}, spec.l1_ratio, error)) {
+    return Fail(error);
+  }
+
+  // Parsed once: the training and the --test file must agree on label mapping.
+  dml::LibsvmOptions load_opts;
+  load_opts.task = task;
+  if (args.values.count("--binarize")) {
+    double threshold = 0;
+    if (!Number(args, {"--binarize"}, threshold, error)) return Fail(error);
+    load_opts.binarize_threshold = threshold;
+  }
+
+  // Data: a file, or generated with a planted model.
+  dml::Dataset data;
+  std::string source;
+  if (args.values.count("--generate")) {
+    dml::SyntheticOptions g;
+    g.task = task;
+    g.noise = 0.1;
+    g.seed = opt.seed;
+    const std::string shape = Get(args, "--generate");
+    const auto x = shape.find('x');
+    if (x == std::string::npos || !ParseNumber(shape.substr(0, x), g.rows) ||
+        !ParseNumber(shape.substr(x + 1), g.cols)) {
+      return Fail("--generate: expected ROWSxCOLS, e.g. 10000x500, got \"" + shape + "\"");
+    }
+    if (!Number(args, {"--nnz-per-row"}, g.nnz_per_row, error) ||
+        !Number(args, {"--noise"}, g.noise, error)) {
+      return Fail(error);
+    }
+    auto s = dml::GenerateSynthetic(g);
+    if (!s.ok()) return Fail(std::string(s.status().message()));
+    data = std::move(s->data);
+    source = "generated " + shape;
+  } else {
+    if (args.positional.size() != 1) {
+      return Fail("expected one data file or --generate RxC (see --help)");
+    }
+    source = args.positional[0];
+    auto d = args.values.count("--cache")
+                 ? dml::LoadWithCache(source, Get(args, "--cache"), load_opts)
+                 : dml::ReadLibsvm(source, load_opts);
+    if (!d.ok()) return Fail(std::string(d.status().message()));
+    data = *std::move(d);
+  }
+  const int64_t n = data.x.rows();
+  double c = 0;
+  if (!Number(args, {"-c"}, c, error) || !Number(args, {"--lambda"}, spec.lambda, error)) {
+    return Fail(error);
+  }
+  if (args.values.count("-c")) {
+    if (!(c > 0)) return Fail("-c: expected a positive number");
+    spec.lambda = dml::LambdaFromC(c, n);
+  }
+  if (!quiet) {
+    std::printf("data: %s: %lld examples, %lld features, %lld nonzeros\n", source.c_str(),
+                static_cast<long long>(n), static_cast<long long>(data.x.cols()),
+                static_cast<long long>(data.x.nnz()));
+    std::printf("model: %s, lambda %.6g; solver %s%s\n",
+                std::string(dml::ModelName(spec.kind)).c_str(), spec.lambda,
+                std::string(dml::SolverName(opt.kind)).c_str(),
+                opt.kind == dml::SolverKind::kAsyncScd
+                    ? (", " + std::to_string(opt.threads) + " threads").c_str()
+                    : "");
+  }
+  const bool tty = isatty(fileno(stdout));
+  if (!quiet) {
+    opt.on_epoch = [tty](const dml::EpochReport& r) {
+      std::printf("%sepoch %4d  %8.3fs  primal %.10g  dual %.10g  gap %.3e  nnz %lld%s",
+                  tty ? "\r" : "", r.epoch, r.seconds, r.primal, r.dual, r.gap,
+                  static_cast<long long>(r.nnz_touched), tty ? "   " : "\n");
+      std::fflush(stdout);
+    };
+  }
+  auto result = dml::Train(data, spec, opt);
+  if (tty && !quiet) std::printf("\n");
+  if (!result.ok()) {
+    std::fprintf(stderr, "dml-train: %s\n", std::string(result.status().message()).c_str());
+    return result.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+  }
+  std::printf("done: %s after %d epochs in %.3fs: primal %.10g dual %.10g duality gap %.3e\n",
+              std::string(dml::StopReasonName(result->reason)).c_str(), result->epochs,
+              result->seconds, result->primal, result->dual, result->gap);
+
+  auto report = [&](const char* name, const dml::Dataset& d) {
+    const auto margins = dml::Predict(d.x, result->w);
+    auto show = [](const absl::StatusOr<double>& v) {
+      return v.ok() ? std::to_string(*v) : std::string("n/a (") + std::string(v.status().message()) + ")";
+    };
+    if (task == dml::Task::kClassification) {
+      std::printf("%s: accuracy %s  auc %s  log-loss %s\n", name,
+                  show(dml::Accuracy(d.y, margins)).c_str(), show(dml::Auc(d.y, margins)).c_str(),
+                  show(dml::LogLoss(d.y, margins)).c_str());
+    } else {
+      std::printf("%s: rmse %s  r2 %s\n", name, show(dml::Rmse(d.y, margins)).c_str(),
+                  show(dml::R2(d.y, margins)).c_str());
+    }
+  };
+  report("train", data);
+  if (args.values.count("--test")) {
+    auto t = dml::ReadLibsvm(Get(args, "--test"), load_opts);
+    if (!t.ok()) return Fail(std::string(t.status().message()));
+    report("test", *t);
+  }
+  const std::string out = args.values.count("-o") ? Get(args, "-o") : Get(args, "--output");
+  if (!out.empty()) {
+    if (auto st = dml::WriteModelText({spec, result->w}, out); !st.ok()) {
+      return Fail(std::string(st.message()));
+    }
+    if (!quiet) std::printf("model written to %s\n", out.c_str());
+  }
+  return 0;
+}
