@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "dml/data/libsvm.hpp"
+#include "shared_data.hpp"
 
 namespace {
 
@@ -392,7 +393,7 @@ BOOST_AUTO_TEST_CASE(missing_files_are_not_found) {
   BOOST_TEST(!dml::ReadLibsvm(kTmp).ok());
 }
 
-BOOST_AUTO_TEST_CASE(loads_heart_scale) {
+BOOST_AUTO_TEST_CASE(loads_heart_scale, *boost::unit_test::precondition(dml::testing::SharedDataPresent)) {
   // Reference numbers from awk over the file: 270 rows, largest index 13,
   // 3378 index:value pairs, 120 lines labelled +1, values summing to
   // -666.4008603 (column 13 alone: -41).
@@ -426,7 +427,7 @@ BOOST_AUTO_TEST_CASE(loads_heart_scale) {
   BOOST_TEST(d->y[269] == 1.0f);
 }
 
-BOOST_AUTO_TEST_CASE(loads_a9a_and_news20) {
+BOOST_AUTO_TEST_CASE(loads_a9a_and_news20, *boost::unit_test::precondition(dml::testing::SharedDataPresent)) {
   // awk: a9a has 32561 rows, largest index 123, 451592 pairs, 7841 of +1.
   auto a9a = dml::ReadLibsvm(kShared + "/data/a9a.xz");
   BOOST_REQUIRE_MESSAGE(a9a.ok(), a9a.status().ToString());
