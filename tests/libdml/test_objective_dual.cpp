@@ -737,6 +737,19 @@ int RunCocoa(const dml::Dataset& data, const dml::ModelSpec& m, int K, double si
     const auto w_exact = dml::PrimalFromDual(data.x, alpha, m.lambda);
     for (std::size_t j = 0; j < w.size(); ++j) BOOST_TEST(std::abs(w[j] - w_exact[j]) <= 1e-10 * (1 + std::abs(w_exact[j])));
     BOOST_TEST(c->gap >= 0.0);
+    // The blocks' certificate shares add up to the exact certificate.
+    dml::BlockCertificate sum;
+    for (const auto& s : solvers) {
+      auto b = s->Certify(w);
+      BOOST_REQUIRE(b.ok());
+      sum.loss_sum += b->loss_sum;
+      sum.gap_sum += b->gap_sum;
+    }
+    double wsq = 0.0;
+    for (double wj : w) wsq += wj * wj;
+    const double p_blocks = sum.loss_sum / n + 0.5 * m.lambda * wsq;
+    BOOST_TEST(std::abs(p_blocks - c->primal) <= 1e-10 * std::abs(c->primal));
+    BOOST_TEST(std::abs(sum.gap_sum / n - c->gap) <= 1e-10 * std::abs(c->primal) + 1e-14);
     if (c->gap <= tol * std::abs(c->primal)) {
       *alpha_out = alpha;
       return round;

@@ -665,6 +665,8 @@ BOOST_AUTO_TEST_CASE(cocoa_local_solver_two_column_blocks) {
         block.cols = a.SliceOuter(split[k], split[k + 1]);
         block.y = p.data.y;
         block.n_global = n;
+        block.loss_row_begin = n * k / 2;
+        block.loss_row_end = n * (k + 1) / 2;
         auto s = dml::MakeLocalSolver(std::move(block), p.spec, 100 + k);
         BOOST_REQUIRE_MESSAGE(s.ok(), s.status().ToString());
         workers.push_back(std::move(*s));
@@ -689,6 +691,17 @@ BOOST_AUTO_TEST_CASE(cocoa_local_solver_two_column_blocks) {
         if (round % 50 == 49) {
           const dml::Certificate c = MustEvaluate(p.data, p.spec, w);
           BOOST_TEST(c.primal <= previous + 1e-12);  // monotone: sigma' = gamma K is safe
+          // The blocks' certificate shares add up to the exact certificate.
+          dml::BlockCertificate sum;
+          for (const auto& wk : workers) {
+            auto b = wk->Certify(v);
+            BOOST_REQUIRE(b.ok());
+            sum.loss_sum += b->loss_sum;
+            sum.gap_sum += b->gap_sum;
+            sum.reg_sum += b->reg_sum;
+          }
+          BOOST_TEST(std::abs(sum.loss_sum / n + sum.reg_sum - c.primal) <= 1e-9 * std::abs(c.primal));
+          BOOST_TEST(std::abs(sum.gap_sum - c.gap) <= 1e-9 * std::abs(c.primal) + 1e-12);
           previous = c.primal;
           if (c.gap <= 1e-9 * std::abs(c.primal)) break;
         }

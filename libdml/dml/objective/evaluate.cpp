@@ -8,7 +8,7 @@ namespace dml {
 namespace {
 
 template <typename Loss>
-double MeanLoss(const Dataset& data, const std::vector<double>& w) {
+double SumLoss(const Dataset& data, const std::vector<double>& w) {
   double sum = 0.0;
   for (int64_t i = 0; i < data.x.rows(); ++i) {
     const SparseView r = data.x.outer(i);
@@ -16,13 +16,22 @@ double MeanLoss(const Dataset& data, const std::vector<double>& w) {
     for (std::size_t k = 0; k < r.size; ++k) z += r.value[k] * w[r.index[k]];
     sum += Loss::Value(data.y[i], z);
   }
-  return data.x.rows() > 0 ? sum / static_cast<double>(data.x.rows()) : 0.0;
+  return sum;
+}
+
+double L1Ratio(const ModelSpec& model) {
+  switch (model.kind) {
+    case ModelKind::kLasso:
+    case ModelKind::kLogisticL1: return 1.0;
+    case ModelKind::kElasticNet: return model.l1_ratio;
+    default: return 0.0;  // L2
+  }
 }
 
 }  // namespace
 
-absl::StatusOr<double> PrimalValue(const Dataset& data, const ModelSpec& model,
-                                   const std::vector<double>& w) {
+absl::StatusOr<double> LossSum(const Dataset& data, const ModelSpec& model,
+                               const std::vector<double>& w) {
   if (static_cast<int64_t>(w.size()) != data.x.cols()) {
     return absl::InvalidArgumentError(
         absl::StrCat("model has ", w.size(), " weights but the data has ", data.x.cols(),
@@ -32,24 +41,31 @@ absl::StatusOr<double> PrimalValue(const Dataset& data, const ModelSpec& model,
     return absl::InvalidArgumentError(
         absl::StrCat("data has ", data.x.rows(), " rows but ", data.y.size(), " labels"));
   }
-  double loss = 0.0;
-  double eta = 0.0;  // L2
   switch (model.kind) {
-    case ModelKind::kRidge: loss = MeanLoss<loss::Squared>(data, w); break;
-    case ModelKind::kLasso: loss = MeanLoss<loss::Squared>(data, w); eta = 1.0; break;
-    case ModelKind::kElasticNet:
-      loss = MeanLoss<loss::Squared>(data, w);
-      eta = model.l1_ratio;
-      break;
-    case ModelKind::kLogisticL2: loss = MeanLoss<loss::Logistic>(data, w); break;
-    case ModelKind::kLogisticL1: loss = MeanLoss<loss::Logistic>(data, w); eta = 1.0; break;
-    case ModelKind::kHingeSvm: loss = MeanLoss<loss::Hinge>(data, w); break;
-    case ModelKind::kSquaredHingeSvm: loss = MeanLoss<loss::SquaredHinge>(data, w); break;
+    case ModelKind::kRidge:
+    case ModelKind::kLasso:
+    case ModelKind::kElasticNet: return SumLoss<loss::Squared>(data, w);
+    case ModelKind::kLogisticL2:
+    case ModelKind::kLogisticL1: return SumLoss<loss::Logistic>(data, w);
+    case ModelKind::kHingeSvm: return SumLoss<loss::Hinge>(data, w);
+    case ModelKind::kSquaredHingeSvm: return SumLoss<loss::SquaredHinge>(data, w);
   }
-  const reg::ElasticNet r{model.lambda, eta};
+  return absl::InvalidArgumentError("LossSum: unknown model");
+}
+
+double RegularizerValue(const ModelSpec& model, const std::vector<double>& w) {
+  const reg::ElasticNet r{model.lambda, L1Ratio(model)};
   double penalty = 0.0;
   for (double wj : w) penalty += r.Value(wj);
-  return loss + penalty;
+  return penalty;
+}
+
+absl::StatusOr<double> PrimalValue(const Dataset& data, const ModelSpec& model,
+                                   const std::vector<double>& w) {
+  absl::StatusOr<double> loss = LossSum(data, model, w);
+  if (!loss.ok()) return loss.status();
+  const double n = static_cast<double>(data.x.rows());
+  return (data.x.rows() > 0 ? *loss / n : 0.0) + RegularizerValue(model, w);
 }
 
 absl::StatusOr<Certificate> Evaluate(const Dataset& data, const ModelSpec& model,

@@ -44,6 +44,15 @@ absl::StatusOr<Certificate> Evaluate(const Dataset& data, const ModelSpec& model
                                      const std::vector<double>& w,
                                      const std::vector<double>& alpha, bool per_coordinate = false);
 
+/// sum_i loss(y_i, x_i.w) over the rows of `data` (not divided by n): a
+/// partition's share of P(w), so K workers can add theirs. Errors: size
+/// mismatch.
+absl::StatusOr<double> LossSum(const Dataset& data, const ModelSpec& model,
+                               const std::vector<double>& w);
+
+/// lambda * R(w) for the model's regulariser.
+double RegularizerValue(const ModelSpec& model, const std::vector<double>& w);
+
 /// P(w) for any model (SGD reports this). Errors: size mismatch.
 absl::StatusOr<double> PrimalValue(const Dataset& data, const ModelSpec& model,
                                    const std::vector<double>& w);

@@ -31,6 +31,27 @@ struct LocalBlock {
   CscMatrix cols;
   std::vector<float> y;
   int64_t n_global = 0;  ///< total examples across all workers
+  /// Primal models: the rows [loss_row_begin, loss_row_end) whose loss this
+  /// block reports in Certify, so that K blocks holding all n labels count
+  /// each example once. Ignored by dual blocks (they report their own rows).
+  int64_t loss_row_begin = 0;
+  int64_t loss_row_end = 0;
+};
+
+/// A block's share of the global certificate at the shared vector, so a
+/// coordinator can certify the whole model from K small replies without
+/// seeing any data. With n examples and the blocks' sums added up:
+///   dual models:   P = loss_sum / n + lambda/2 ||w||^2,  gap = gap_sum / n
+///   primal models: P = loss_sum / n + reg_sum,           gap = gap_sum
+/// and D = P - gap in both. Dual gaps are the cancellation-free
+/// per-example gaps (exact when w = A^T alpha / (lambda n), which the shared
+/// w is up to the rounding of its accumulated deltas); primal gaps use the
+/// bounded-support conjugate with B = max(P(0)/lambda, max_j in block |w_j|),
+/// valid per block because every feasible box gives a valid dual.
+struct BlockCertificate {
+  double loss_sum = 0.0;
+  double gap_sum = 0.0;
+  double reg_sum = 0.0;
 };
 
 struct LocalUpdate {
@@ -49,6 +70,10 @@ class LocalSolver {
   virtual absl::StatusOr<LocalUpdate> Solve(const std::vector<double>& shared,
                                             double sigma_prime, double gamma,
                                             int64_t steps) = 0;
+  /// This block's share of the certificate at `shared` (w for dual models,
+  /// v = A w for primal ones), for the block's current coordinates. Errors:
+  /// `shared` of the wrong length.
+  virtual absl::StatusOr<BlockCertificate> Certify(const std::vector<double>& shared) const = 0;
   /// This block's coordinates: alpha of its rows, or w of its columns.
   virtual const std::vector<double>& coordinates() const = 0;
   /// Replaces them (checkpoint restore, re-partition).

@@ -107,6 +107,24 @@ class DualLocalSolver final : public LocalSolver {
     return up;
   }
 
+  absl::StatusOr<BlockCertificate> Certify(const std::vector<double>& shared) const override {
+    const CsrMatrix& x = block_.rows;
+    if (static_cast<int64_t>(shared.size()) != x.cols()) {
+      return absl::InvalidArgumentError(absl::StrCat("certify: shared w has ", shared.size(),
+                                                     " entries but the block has ", x.cols(),
+                                                     " features"));
+    }
+    BlockCertificate c;
+    for (int64_t i = 0; i < x.rows(); ++i) {
+      const SparseView r = x.outer(i);
+      double z = 0.0;
+      for (std::size_t k = 0; k < r.size; ++k) z += static_cast<double>(r.value[k]) * shared[r.index[k]];
+      c.loss_sum += Obj::Loss(y(i), z);
+      c.gap_sum += Obj::CoordinateGap(y(i), alpha_[i], z);
+    }
+    return c;
+  }
+
   const std::vector<double>& coordinates() const override { return alpha_; }
 
   absl::Status set_coordinates(std::vector<double> c) override {

@@ -55,7 +55,10 @@ template <typename Obj>
 class PrimalLocalSolver final : public LocalSolver {
  public:
   PrimalLocalSolver(LocalBlock block, const ModelSpec& model, uint64_t seed)
-      : cols_(std::move(block.cols)),
+      : model_(model),
+        loss_begin_(block.loss_row_begin),
+        loss_end_(block.loss_row_end),
+        cols_(std::move(block.cols)),
         y_(std::move(block.y)),
         obj_(Obj::Make(model, y_)),
         stats_(Obj::PrepareColumns(cols_, y_)),
@@ -147,7 +150,40 @@ class PrimalLocalSolver final : public LocalSolver {
     return absl::OkStatus();
   }
 
+  absl::StatusOr<BlockCertificate> Certify(const std::vector<double>& shared) const override {
+    const int64_t n = cols_.rows();
+    if (static_cast<int64_t>(shared.size()) != n) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("certify: shared v has ", shared.size(), " entries, expected ", n));
+    }
+    double w_max = 0.0;
+    for (double wj : w_) w_max = std::max(w_max, std::abs(wj));
+    const Obj obj = Obj::Make(model_, y_, w_max);
+    const double inv_n = 1.0 / static_cast<double>(n);
+    BlockCertificate c;
+    // u = grad f(v) over all rows (each block needs all of it for its own
+    // columns); the loss only over this block's share of the rows.
+    std::vector<double> u(static_cast<std::size_t>(n));
+    for (int64_t i = 0; i < n; ++i) {
+      double value, derivative;
+      Obj::ValueAndDerivative(y_[i], shared[i], &value, &derivative);
+      if (i >= loss_begin_ && i < loss_end_) c.loss_sum += value;
+      u[i] = derivative * inv_n;
+    }
+    for (int64_t j = 0; j < cols_.cols(); ++j) {
+      const SparseView col = cols_.outer(j);
+      double s = 0.0;
+      for (std::size_t k = 0; k < col.size; ++k) s += static_cast<double>(col.value[k]) * u[col.index[k]];
+      c.reg_sum += obj.Regularizer(w_[j]);
+      c.gap_sum += obj.CoordinateGap(w_[j], s);
+    }
+    return c;
+  }
+
  private:
+  ModelSpec model_;
+  int64_t loss_begin_;
+  int64_t loss_end_;
   CscMatrix cols_;
   std::vector<float> y_;
   Obj obj_;  // after y_: keeps a pointer to its labels
@@ -184,6 +220,12 @@ absl::StatusOr<std::unique_ptr<LocalSolver>> MakePrimalLocalSolver(LocalBlock bl
     return absl::InvalidArgumentError(absl::StrCat("primal local solver: n_global is ",
                                                    block.n_global, " but the block has ",
                                                    block.cols.rows(), " rows"));
+  }
+  if (block.loss_row_begin < 0 || block.loss_row_begin > block.loss_row_end ||
+      block.loss_row_end > block.cols.rows()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "primal local solver: loss rows [", block.loss_row_begin, ", ", block.loss_row_end,
+        ") are not a range inside [0, ", block.cols.rows(), ")"));
   }
   const bool classification = TaskOf(model.kind) == Task::kClassification;
   for (std::size_t i = 0; i < block.y.size(); ++i) {
