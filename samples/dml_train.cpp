@@ -15,6 +15,10 @@
 //   --binarize T          classification: label > T is +1 (multi-class files)
 //   --cache PATH          load the data through a binary cache
 //   -o / --output PATH    write the model (text format of dml/objective/model_io.hpp)
+//   --mode M              train as an actor topology in-process: sync | async | ssp | easgd |
+//                         hogwild | model-averaging | cocoa (default: no runtime, plain solver)
+//   --workers K --shards S  the topology's size (default 2 and 1)
+//   --batch B --step S0 --staleness s --tau T --local-epochs H --gamma G   mode parameters
 //   --quiet               only the final summary
 // Exit status: 0 on success, 2 on a bad flag or bad data, 1 if training failed.
 #include <unistd.h>
@@ -29,6 +33,7 @@
 #include <string_view>
 #include <vector>
 
+#include "dml/actors/runtime.hpp"
 #include "dml/data/cache.hpp"
 #include "dml/data/libsvm.hpp"
 #include "dml/data/synthetic.hpp"
@@ -48,7 +53,9 @@ struct Args {
 const char* const kValueFlags[] = {"-c", "-e", "-o", "--lambda", "--tol", "--model", "--l1-ratio",
                                    "--solver", "--threads", "--epochs", "--time-budget",
                                    "--generate", "--nnz-per-row", "--noise", "--seed", "--test",
-                                   "--binarize", "--cache", "--output", "--eval-every"};
+                                   "--binarize", "--cache", "--output", "--eval-every", "--mode",
+                                   "--workers", "--shards", "--batch", "--step", "--staleness",
+                                   "--tau", "--local-epochs", "--gamma"};
 
 int Fail(const std::string& msg) {
   std::fprintf(stderr, "dml-train: %s\n", msg.c_str());
@@ -130,7 +137,9 @@ void PrintUsage() {
       "  -c C | --lambda L, -e TOL | --tol TOL, --solver scd|async-scd|sgd, --threads T\n"
       "  --epochs N, --time-budget S, --l1-ratio ETA, --eval-every N\n"
       "  --generate RxC [--nnz-per-row K] [--noise S] [--seed N]\n"
-      "  --test FILE, --binarize T, --cache PATH, -o|--output PATH, --quiet\n");
+      "  --test FILE, --binarize T, --cache PATH, -o|--output PATH, --quiet\n"
+      "  --mode sync|async|ssp|easgd|hogwild|model-averaging|cocoa --workers K --shards S\n"
+      "  --batch B, --step S0, --staleness s, --tau T, --local-epochs H, --gamma G\n");
 }
 
 }  // namespace
@@ -237,8 +246,62 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
     };
   }
-  auto result = dml::Train(data, spec, opt);
-  if (tty && !quiet) std::printf("\n");
+  absl::StatusOr<dml::TrainResult> result;
+  if (args.values.count("--mode")) {
+    auto mode = dml::ParseMode(Get(args, "--mode"));
+    if (!mode.ok()) return Fail(std::string(mode.status().message()));
+    dml::job_spec job;
+    job.mode = *mode;
+    job.model = spec;
+    job.seed = opt.seed;
+    job.stop = opt.stop;
+    job.step_decay = -1;
+    if (!Number(args, {"--workers"}, job.workers, error) ||
+        !Number(args, {"--shards"}, job.shards, error) ||
+        !Number(args, {"--batch"}, job.batch_size, error) ||
+        !Number(args, {"--step"}, job.step0, error) ||
+        !Number(args, {"--staleness"}, job.staleness, error) ||
+        !Number(args, {"--tau"}, job.tau, error) ||
+        !Number(args, {"--local-epochs"}, job.local_epochs, error) ||
+        !Number(args, {"--gamma"}, job.gamma, error)) {
+      return Fail(error);
+    }
+    // 1/(lambda (t + t0)), the rate for a lambda-strongly convex objective.
+    job.step_decay = spec.lambda * job.step0;
+    job.data = std::make_shared<const dml::Dataset>(std::move(data));
+    std::shared_ptr<const dml::Dataset> keep = job.data;
+    if (!quiet) {
+      std::printf("runtime: mode %s, %d workers, %d shards\n",
+                  std::string(dml::ModeName(job.mode)).c_str(), job.workers, job.shards);
+    }
+    dml::runtime rt;
+    auto handle = rt.submit(job, [quiet](const dml::job_progress& p) {
+      if (quiet) return;
+      std::printf("round %4d  %8.3fs  epochs %7.2f  primal %.10g  dual %.10g  gap %.3e  bytes %lld\n",
+                  p.round, p.seconds, p.epochs, p.primal, p.dual, p.gap,
+                  static_cast<long long>(p.bytes_exchanged));
+      std::fflush(stdout);
+    });
+    if (!handle.ok()) return Fail(std::string(handle.status().message()));
+    auto r = handle->wait();
+    if (!r.ok()) {
+      result = r.status();
+    } else {
+      dml::TrainResult t;
+      t.w = std::move(r->w);
+      t.primal = r->primal;
+      t.dual = r->dual;
+      t.gap = r->gap;
+      t.epochs = static_cast<int>(std::ceil(r->epochs));
+      t.seconds = r->seconds;
+      t.reason = r->reason;
+      result = std::move(t);
+    }
+    data = *keep;  // metrics below
+  } else {
+    result = dml::Train(data, spec, opt);
+  }
+  if (tty && !quiet && !args.values.count("--mode")) std::printf("\n");
   if (!result.ok()) {
     std::fprintf(stderr, "dml-train: %s\n", std::string(result.status().message()).c_str());
     return result.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;

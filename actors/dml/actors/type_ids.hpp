@@ -7,15 +7,40 @@
 #include <caf/atom.hpp>
 #include <caf/type_id.hpp>
 
+#include <cstdint>
+#include <vector>
+
 #include "dml/actors/dense_block.hpp"
+#include "dml/actors/messages.hpp"
 
 CAF_BEGIN_TYPE_ID_BLOCK(dml_actors, caf::first_custom_type_id)
 
   // Atoms (caf::atom_constant; at most 10 characters).
   CAF_ADD_ATOM(dml_actors, dml::actors, stats_atom, "stats")
   CAF_ADD_ATOM(dml_actors, dml::actors, matvec_atom, "matvec")
+  CAF_ADD_ATOM(dml_actors, dml::actors, push_atom, "push")
+  CAF_ADD_ATOM(dml_actors, dml::actors, pull_atom, "pull")
+  CAF_ADD_ATOM(dml_actors, dml::actors, elastic_atom, "elastic")
+  CAF_ADD_ATOM(dml_actors, dml::actors, read_atom, "read")
+  CAF_ADD_ATOM(dml_actors, dml::actors, init_atom, "init")
+  CAF_ADD_ATOM(dml_actors, dml::actors, run_atom, "run")
+  CAF_ADD_ATOM(dml_actors, dml::actors, step_atom, "step")
+  CAF_ADD_ATOM(dml_actors, dml::actors, halt_atom, "halt")
+  CAF_ADD_ATOM(dml_actors, dml::actors, round_atom, "round")
+  CAF_ADD_ATOM(dml_actors, dml::actors, certify_atom, "certify")
+  CAF_ADD_ATOM(dml_actors, dml::actors, coords_atom, "coords")
+  CAF_ADD_ATOM(dml_actors, dml::actors, start_atom, "start")
+  CAF_ADD_ATOM(dml_actors, dml::actors, cancel_atom, "cancel")
+  CAF_ADD_ATOM(dml_actors, dml::actors, tick_atom, "tick")
+  CAF_ADD_ATOM(dml_actors, dml::actors, connect_atom, "connect")
 
   // Payload types.
   CAF_ADD_TYPE_ID(dml_actors, (dml::actors::dense_block))
+  CAF_ADD_TYPE_ID(dml_actors, (dml::actors::dvec))
+  CAF_ADD_TYPE_ID(dml_actors, (dml::actors::sparse_dvec))
+  CAF_ADD_TYPE_ID(dml_actors, (dml::actors::block_sums))
+  CAF_ADD_TYPE_ID(dml_actors, (dml::actors::worker_report))
+  CAF_ADD_TYPE_ID(dml_actors, (dml::actors::shard_stats))
+  CAF_ADD_TYPE_ID(dml_actors, (std::vector<int64_t>))
 
 CAF_END_TYPE_ID_BLOCK(dml_actors)

@@ -1,0 +1,45 @@
+#pragma once
+// The state a job handle shares with its coordinator actor. No CAF types:
+// a handle may outlive the runtime (and its actor system) that ran the job.
+
+#include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "dml/actors/runtime.hpp"
+
+namespace dml::detail {
+
+struct job_state {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool finished = false;
+  absl::StatusOr<job_result> result{absl::UnknownError("job still running")};
+  std::vector<job_progress> unpolled;
+  std::function<void(const job_progress&)> on_progress;
+  /// Set by job::cancel() and by ~runtime; the coordinator polls it.
+  std::atomic<bool> cancel{false};
+
+  void publish(const job_progress& p) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      unpolled.push_back(p);
+    }
+    if (on_progress) on_progress(p);
+  }
+
+  void finish(absl::StatusOr<job_result> r) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (finished) return;
+    result = std::move(r);
+    finished = true;
+    cv.notify_all();
+  }
+};
+
+}  // namespace dml::detail

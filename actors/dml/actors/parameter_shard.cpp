@@ -1,0 +1,268 @@
+#include "dml/actors/parameter_shard.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <caf/actor_system.hpp>
+#include <caf/result.hpp>
+#include <caf/sec.hpp>
+#include <caf/stateful_actor.hpp>
+#include <caf/typed_event_based_actor.hpp>
+#include <caf/typed_response_promise.hpp>
+
+#include "dml/solver/sgd.hpp"
+
+namespace dml::actors {
+namespace {
+
+caf::error bad(std::string what) {
+  return caf::make_error(caf::sec::invalid_argument, "parameter shard: " + std::move(what));
+}
+
+struct pending_pull {
+  int64_t clock;
+  int32_t worker;
+  caf::typed_response_promise<dvec> promise;
+};
+
+struct shard_state {
+  shard_config cfg;
+  std::vector<double> w;
+  int64_t round = 0;    // sync / model-averaging: clocks completed
+  int64_t applied = 0;  // gradients or deltas applied
+  std::vector<std::vector<double>> gathered;  // sync / model-averaging: per worker
+  std::vector<bool> arrived;
+  int32_t arrivals = 0;
+  std::vector<int64_t> clocks;  // pushes seen per worker
+  std::vector<pending_pull> waiting;
+  shard_stats stats;
+  static inline const char* name = "dml.parameter_shard";
+
+  int64_t size() const { return cfg.end - cfg.begin; }
+  bool gathers() const { return cfg.mode == Mode::kSync || cfg.mode == Mode::kModelAveraging; }
+
+  double step_at(double t) const { return cfg.step0 / (1.0 + cfg.step_decay * t); }
+
+  // w <- prox(w - step * g) on this range.
+  caf::error sgd_step(const std::vector<double>& g, double t) {
+    const double step = step_at(t);
+    for (std::size_t j = 0; j < w.size(); ++j) w[j] -= step * g[j];
+    absl::Status st = ProximalRegularizerStep(cfg.model, step, w);
+    if (!st.ok()) return bad(std::string(st.message()));
+    return caf::none;
+  }
+
+  int64_t min_clock() const {
+    return clocks.empty() ? 0 : *std::min_element(clocks.begin(), clocks.end());
+  }
+
+  bool pull_ready(int64_t clock) const {
+    if (gathers()) return clock <= round;
+    if (cfg.mode == Mode::kSsp) return min_clock() >= clock - cfg.staleness;
+    return true;
+  }
+
+  dvec snapshot() { return dvec(w); }
+
+  void count_pull(int64_t clock) {
+    if (cfg.mode == Mode::kSsp) {
+      stats.max_granted_staleness = std::max(stats.max_granted_staleness, clock - min_clock());
+    }
+    ++stats.pulls;
+    stats.bytes_out += static_cast<int64_t>(w.size() * sizeof(double));
+  }
+
+  void answer(pending_pull& p) {
+    count_pull(p.clock);
+    p.promise.deliver(snapshot());
+  }
+
+  void flush_waiting() {
+    if (waiting.empty()) return;
+    std::vector<pending_pull> still;
+    for (auto& p : waiting) {
+      if (pull_ready(p.clock)) {
+        answer(p);
+      } else {
+        still.push_back(std::move(p));
+      }
+    }
+    waiting = std::move(still);
+  }
+
+  caf::error check_worker(int32_t worker) const {
+    if (worker < 0 || worker >= cfg.workers) {
+      return bad("worker index " + std::to_string(worker) + " outside [0, " +
+                 std::to_string(cfg.workers) + ")");
+    }
+    return caf::none;
+  }
+
+  // Applies one update already expanded to a dense range.
+  caf::error apply(int32_t worker, int64_t clock, const std::vector<double>& x) {
+    clocks[worker] = std::max(clocks[worker], clock + 1);
+    ++stats.updates;
+    switch (cfg.mode) {
+      case Mode::kSync:
+      case Mode::kModelAveraging: {
+        if (clock != round) {
+          return bad("worker " + std::to_string(worker) + " pushed clock " +
+                     std::to_string(clock) + " but the shard is at clock " + std::to_string(round));
+        }
+        if (arrived[worker]) {
+          return bad("worker " + std::to_string(worker) + " pushed clock " +
+                     std::to_string(clock) + " twice");
+        }
+        arrived[worker] = true;
+        gathered[worker] = x;
+        if (++arrivals < cfg.workers) return caf::none;
+        // All K are in: their mean, summed in worker order (deterministic).
+        std::vector<double> mean(w.size(), 0.0);
+        for (const auto& g : gathered) {
+          for (std::size_t j = 0; j < mean.size(); ++j) mean[j] += g[j];
+        }
+        const double inv_k = 1.0 / cfg.workers;
+        for (double& v : mean) v *= inv_k;
+        caf::error err;
+        if (cfg.mode == Mode::kSync) {
+          err = sgd_step(mean, static_cast<double>(round));
+        } else {
+          w = std::move(mean);
+        }
+        std::fill(arrived.begin(), arrived.end(), false);
+        arrivals = 0;
+        ++round;
+        ++applied;
+        flush_waiting();
+        return err;
+      }
+      case Mode::kAsync:
+      case Mode::kSsp: {
+        auto err = sgd_step(x, static_cast<double>(applied) / cfg.workers);
+        ++applied;
+        flush_waiting();
+        return err;
+      }
+      case Mode::kCocoa:
+        for (std::size_t j = 0; j < w.size(); ++j) w[j] += cfg.gamma * x[j];
+        ++applied;
+        return caf::none;
+      default:
+        return bad(std::string("push is not part of mode ") + std::string(ModeName(cfg.mode)));
+    }
+  }
+};
+
+parameter_shard::behavior_type shard_impl(parameter_shard::stateful_pointer<shard_state> self,
+                                          shard_config cfg) {
+  auto& st = self->state;
+  st.cfg = cfg;
+  st.w.assign(static_cast<std::size_t>(st.size()), 0.0);
+  st.clocks.assign(cfg.workers, 0);
+  st.stats.clocks.assign(cfg.workers, 0);
+  if (st.gathers()) {
+    st.gathered.assign(cfg.workers, {});
+    st.arrived.assign(cfg.workers, false);
+  }
+  return {
+      [self](push_atom, int32_t worker, int64_t clock, const dvec& x) -> caf::result<int64_t> {
+        auto& st = self->state;
+        if (auto err = st.check_worker(worker)) return err;
+        if (static_cast<int64_t>(x.size()) != st.size()) {
+          return bad("dense push of " + std::to_string(x.size()) + " values to a range of " +
+                     std::to_string(st.size()));
+        }
+        for (std::size_t j = 0; j < x.size(); ++j) {
+          if (!std::isfinite((*x.data)[j])) {
+            return bad("push from worker " + std::to_string(worker) + ": value at key " +
+                       std::to_string(st.cfg.begin + static_cast<int64_t>(j)) + " is not finite");
+          }
+        }
+        st.stats.bytes_in += x.bytes();
+        if (auto err = st.apply(worker, clock, *x.data)) return err;
+        st.stats.clocks[worker] = st.clocks[worker];
+        return st.gathers() ? st.round : st.applied;
+      },
+      [self](push_atom, int32_t worker, int64_t clock, const sparse_dvec& x) -> caf::result<int64_t> {
+        auto& st = self->state;
+        if (auto err = st.check_worker(worker)) return err;
+        if (!x.index || !x.value || x.index->size() != x.value->size()) {
+          return bad("sparse push with mismatched index and value lengths");
+        }
+        std::vector<double> dense(static_cast<std::size_t>(st.size()), 0.0);
+        int64_t previous = -1;
+        for (std::size_t k = 0; k < x.size(); ++k) {
+          const int64_t j = (*x.index)[k];
+          const double v = (*x.value)[k];
+          if (j <= previous || j >= st.size()) {
+            return bad("sparse push from worker " + std::to_string(worker) + ": entry " +
+                       std::to_string(k) + " has offset " + std::to_string(j) +
+                       (j >= st.size() ? " outside the range of " + std::to_string(st.size())
+                                       : std::string(" not above the previous one")));
+          }
+          if (!std::isfinite(v)) {
+            return bad("sparse push from worker " + std::to_string(worker) + ": value at key " +
+                       std::to_string(st.cfg.begin + j) + " is not finite");
+          }
+          dense[j] = v;
+          previous = j;
+        }
+        st.stats.bytes_in += x.bytes();
+        if (auto err = st.apply(worker, clock, dense)) return err;
+        st.stats.clocks[worker] = st.clocks[worker];
+        return st.gathers() ? st.round : st.applied;
+      },
+      [self](pull_atom, int32_t worker, int64_t clock) -> caf::result<dvec> {
+        auto& st = self->state;
+        if (auto err = st.check_worker(worker)) return err;
+        if (st.pull_ready(clock)) {
+          st.count_pull(clock);
+          return st.snapshot();
+        }
+        auto promise = self->make_response_promise<dvec>();
+        st.waiting.push_back(pending_pull{clock, worker, promise});
+        return promise;
+      },
+      [self](elastic_atom, int32_t worker, const dvec& x) -> caf::result<dvec> {
+        auto& st = self->state;
+        if (auto err = st.check_worker(worker)) return err;
+        if (st.cfg.mode != Mode::kEasgd) return bad("elastic exchange outside easgd mode");
+        if (static_cast<int64_t>(x.size()) != st.size()) {
+          return bad("elastic exchange of " + std::to_string(x.size()) +
+                     " values with a range of " + std::to_string(st.size()));
+        }
+        std::vector<double> e(x.size());
+        for (std::size_t j = 0; j < e.size(); ++j) {
+          const double xj = (*x.data)[j];
+          if (!std::isfinite(xj)) {
+            return bad("elastic exchange from worker " + std::to_string(worker) +
+                       ": value at key " + std::to_string(st.cfg.begin + static_cast<int64_t>(j)) +
+                       " is not finite");
+          }
+          e[j] = st.cfg.easgd_alpha * (xj - st.w[j]);
+          st.w[j] += e[j];
+        }
+        ++st.stats.updates;
+        ++st.applied;
+        st.clocks[worker] += 1;
+        st.stats.clocks[worker] = st.clocks[worker];
+        st.stats.bytes_in += x.bytes();
+        st.stats.bytes_out += x.bytes();
+        return dvec(std::move(e));
+      },
+      [self](read_atom) -> caf::result<dvec> { return self->state.snapshot(); },
+      [self](stats_atom) -> caf::result<shard_stats> { return self->state.stats; },
+  };
+}
+
+}  // namespace
+
+parameter_shard spawn_parameter_shard(caf::actor_system& sys, shard_config config) {
+  return sys.spawn(shard_impl, std::move(config));
+}
+
+}  // namespace dml::actors

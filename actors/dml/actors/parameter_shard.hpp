@@ -1,0 +1,68 @@
+#pragma once
+// parameter_shard: owns one key range [begin, end) of the shared vector (the
+// model w, or v = A w for primal CoCoA) and applies what workers push by the
+// rule of the job's mode:
+//   sync            gather the K loss gradients of a clock, average them (in
+//                   worker order: deterministic), one proximal step; pulls
+//                   for the next clock wait for it (the BSP barrier)
+//   async           one proximal step per gradient, on arrival
+//   ssp             as async, but a pull at clock c waits until every worker
+//                   has pushed c - s clocks (s = staleness)
+//   model-averaging gather the K local models of a round, keep their mean
+//   cocoa           add gamma * delta on arrival
+//   easgd           elastic exchange: e = alpha (x - center), center += e,
+//                   reply e (the worker subtracts it)
+// Steps use step_t = step0 / (1 + decay * t), t the clock (sync) or the
+// number of gradients applied / K (async, ssp), then the regulariser's prox.
+//
+// Errors (caf::error, sec::invalid_argument, text naming the field): a
+// worker index outside [0, K), a payload of the wrong length, a sparse index
+// outside the range or not increasing, a non-finite value, a sync push for a
+// clock other than the current one or twice from one worker.
+
+#include <cstdint>
+
+#include <caf/fwd.hpp>
+#include <caf/replies_to.hpp>
+#include <caf/typed_actor.hpp>
+
+#include "dml/actors/messages.hpp"
+#include "dml/actors/runtime.hpp"
+#include "dml/actors/type_ids.hpp"
+#include "dml/objective/model.hpp"
+
+namespace dml::actors {
+
+/// Message interface of a parameter shard.
+///  - push(worker, clock, delta): apply by the mode's rule; replies the
+///    shard's clock (rounds completed, or updates applied).
+///  - pull(worker, clock): the range, once the mode allows that clock.
+///  - elastic(worker, x): EASGD exchange; replies e.
+///  - read: the range now, no clock (coordinator, final model).
+///  - stats: counters.
+using parameter_shard = caf::typed_actor<
+    caf::replies_to<push_atom, int32_t, int64_t, dvec>::with<int64_t>,
+    caf::replies_to<push_atom, int32_t, int64_t, sparse_dvec>::with<int64_t>,
+    caf::replies_to<pull_atom, int32_t, int64_t>::with<dvec>,
+    caf::replies_to<elastic_atom, int32_t, dvec>::with<dvec>,
+    caf::replies_to<read_atom>::with<dvec>,
+    caf::replies_to<stats_atom>::with<shard_stats>>;
+
+struct shard_config {
+  Mode mode = Mode::kSync;
+  int32_t workers = 1;
+  int64_t begin = 0;
+  int64_t end = 0;
+  ModelSpec model;
+  double step0 = 0.5;
+  double step_decay = 0.0;
+  double gamma = 1.0;
+  double easgd_alpha = 0.1;
+  int32_t staleness = 0;
+};
+
+/// Spawns a shard with a zero range. It lives until it gets an exit message
+/// (the coordinator sends one when the job ends).
+parameter_shard spawn_parameter_shard(caf::actor_system& sys, shard_config config);
+
+}  // namespace dml::actors

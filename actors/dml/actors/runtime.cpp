@@ -1,0 +1,204 @@
+#include "dml/actors/runtime.hpp"
+
+#include <chrono>
+#include <cmath>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <caf/send.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "dml/actors/coordinator.hpp"
+#include "dml/actors/internal/job_state.hpp"
+#include "dml/actors/register_types.hpp"
+#include "dml/util/status.hpp"
+
+namespace dml {
+
+std::string_view ModeName(Mode mode) {
+  switch (mode) {
+    case Mode::kSync: return "sync";
+    case Mode::kAsync: return "async";
+    case Mode::kSsp: return "ssp";
+    case Mode::kEasgd: return "easgd";
+    case Mode::kHogwild: return "hogwild";
+    case Mode::kModelAveraging: return "model-averaging";
+    case Mode::kCocoa: return "cocoa";
+  }
+  return "unknown";
+}
+
+absl::StatusOr<Mode> ParseMode(std::string_view name) {
+  if (name == "sync" || name == "bsp") return Mode::kSync;
+  if (name == "async" || name == "downpour") return Mode::kAsync;
+  if (name == "ssp") return Mode::kSsp;
+  if (name == "easgd") return Mode::kEasgd;
+  if (name == "hogwild") return Mode::kHogwild;
+  if (name == "model-averaging" || name == "mavg") return Mode::kModelAveraging;
+  if (name == "cocoa") return Mode::kCocoa;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown mode \"", AsAbsl(name),
+                   "\"; expected sync, async, ssp, easgd, hogwild, model-averaging or cocoa"));
+}
+
+bool IsSgdMode(Mode mode) { return mode != Mode::kCocoa; }
+
+// ------------------------------------------------------------------ job
+
+void job::cancel() {
+  if (state_) state_->cancel.store(true);
+}
+
+absl::StatusOr<job_result> job::wait() {
+  if (!state_) return absl::FailedPreconditionError("job handle is empty");
+  std::unique_lock<std::mutex> lock(state_->mu);
+  state_->cv.wait(lock, [this] { return state_->finished; });
+  return state_->result;
+}
+
+bool job::done() const {
+  if (!state_) return true;
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->finished;
+}
+
+std::vector<job_progress> job::poll() {
+  if (!state_) return {};
+  std::lock_guard<std::mutex> lock(state_->mu);
+  std::vector<job_progress> out;
+  out.swap(state_->unpolled);
+  return out;
+}
+
+// -------------------------------------------------------------- runtime
+
+namespace {
+
+struct runtime_config : caf::actor_system_config {
+  explicit runtime_config(const runtime_options& o) {
+    actors::register_types(*this);
+    const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
+    set("scheduler.max-threads", static_cast<size_t>(o.threads > 0 ? o.threads : hw));
+    // CAF's default lets an actor run until its mailbox is empty. A worker
+    // of an SGD mode keeps its mailbox non-empty by design (each step sends
+    // the next), so without a bound it would own a scheduler thread forever:
+    // its peers would starve (async modes then train on one partition) and
+    // the coordinator's timer would never fire.
+    set("scheduler.max-throughput", static_cast<size_t>(4));
+    // With CAF 0.17's work-stealing policy, two such self-scheduling actors
+    // still starved every other actor of a 2-thread system (reproduced:
+    // coordinators stopped receiving their timer and reports, and jobs could
+    // not be cancelled); one shared FIFO queue keeps all actors moving.
+    set("scheduler.policy", caf::atom("sharing"));
+  }
+};
+
+absl::Status Invalid(std::string_view field, std::string what) {
+  return absl::InvalidArgumentError(absl::StrCat("job_spec.", AsAbsl(field), ": ", what));
+}
+
+absl::Status ValidateSpec(const job_spec& s) {
+  if ((s.data != nullptr) == !s.data_path.empty()) {
+    return Invalid("data", "give either an in-memory dataset or data_path (exactly one)");
+  }
+  if (auto st = Validate(s.model); !st.ok()) {
+    return Invalid("model", std::string(st.message()));
+  }
+  if (s.workers < 1) return Invalid("workers", absl::StrCat("must be >= 1, got ", s.workers));
+  if (s.shards < 1) return Invalid("shards", absl::StrCat("must be >= 1, got ", s.shards));
+  if (s.batch_size < 1) return Invalid("batch_size", absl::StrCat("must be >= 1, got ", s.batch_size));
+  if (!(s.step0 > 0) || !std::isfinite(s.step0)) {
+    return Invalid("step0", absl::StrCat("must be positive and finite, got ", s.step0));
+  }
+  if (!(s.step_decay >= 0) || !std::isfinite(s.step_decay)) {
+    return Invalid("step_decay", absl::StrCat("must be >= 0 and finite, got ", s.step_decay));
+  }
+  if (s.staleness < 0) return Invalid("staleness", absl::StrCat("must be >= 0, got ", s.staleness));
+  if (s.tau < 1) return Invalid("tau", absl::StrCat("must be >= 1, got ", s.tau));
+  if (!(s.easgd_alpha >= 0 && s.easgd_alpha < 1)) {
+    return Invalid("easgd_alpha", absl::StrCat("must be in [0, 1), got ", s.easgd_alpha));
+  }
+  if (!(s.local_epochs > 0) || !std::isfinite(s.local_epochs)) {
+    return Invalid("local_epochs", absl::StrCat("must be positive, got ", s.local_epochs));
+  }
+  if (!(s.gamma > 0 && s.gamma <= 1)) {
+    return Invalid("gamma", absl::StrCat("must be in (0, 1], got ", s.gamma));
+  }
+  if (!(s.sigma_prime >= 0) || !std::isfinite(s.sigma_prime)) {
+    return Invalid("sigma_prime", absl::StrCat("must be >= 0 (0 = gamma K), got ", s.sigma_prime));
+  }
+  if (!(s.eval_every_epochs > 0)) {
+    return Invalid("eval_every_epochs", absl::StrCat("must be positive, got ", s.eval_every_epochs));
+  }
+  if (s.stop.max_epochs < 1) {
+    return Invalid("stop.max_epochs", absl::StrCat("must be >= 1, got ", s.stop.max_epochs));
+  }
+  if (s.data) {
+    if (s.data->x.rows() < s.workers) {
+      return Invalid("workers", absl::StrCat(s.workers, " workers for ", s.data->x.rows(),
+                                             " examples"));
+    }
+    if (static_cast<int64_t>(s.data->y.size()) != s.data->x.rows()) {
+      return Invalid("data", absl::StrCat(s.data->x.rows(), " rows but ", s.data->y.size(),
+                                          " labels"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+struct runtime::impl {
+  explicit impl(const runtime_options& o) : cfg(o), sys(cfg) {}
+  runtime_config cfg;
+  caf::actor_system sys;
+  std::mutex mu;
+  std::vector<std::weak_ptr<detail::job_state>> jobs;
+};
+
+runtime::runtime(runtime_options options) : impl_(std::make_unique<impl>(options)) {}
+
+runtime::~runtime() {
+  std::vector<std::shared_ptr<detail::job_state>> live;
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    for (auto& w : impl_->jobs) {
+      if (auto s = w.lock()) live.push_back(std::move(s));
+    }
+  }
+  for (auto& s : live) s->cancel.store(true);
+  // Coordinators see the flag within a tick and stop their actors; the
+  // actor system's destructor then waits for the last of them.
+  for (auto& s : live) {
+    std::unique_lock<std::mutex> lock(s->mu);
+    s->cv.wait(lock, [&] { return s->finished; });
+  }
+}
+
+absl::StatusOr<job> runtime::submit(job_spec spec,
+                                    std::function<void(const job_progress&)> on_progress) {
+  if (auto st = ValidateSpec(spec); !st.ok()) return st;
+  auto state = std::make_shared<detail::job_state>();
+  state->on_progress = std::move(on_progress);
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    // Forget finished jobs so a long-lived runtime does not accumulate them.
+    std::vector<std::weak_ptr<detail::job_state>> keep;
+    for (auto& w : impl_->jobs) {
+      if (!w.expired()) keep.push_back(std::move(w));
+    }
+    keep.push_back(state);
+    impl_->jobs = std::move(keep);
+  }
+  auto coord = actors::spawn_coordinator(impl_->sys, std::move(spec), state);
+  caf::anon_send(coord, actors::start_atom_v);
+  return job(state);
+}
+
+}  // namespace dml

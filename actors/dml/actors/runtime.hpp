@@ -1,0 +1,164 @@
+#pragma once
+// The embedding API: a host service creates a dml::runtime, describes a
+// training job in code (data, model, mode = actor topology, K workers, S
+// shards, stopping rule), submits it and gets a dml::job handle for progress,
+// cancellation and the result. No CAF type appears here, so hosts include
+// this header without CAF's compile cost.
+//
+// Ownership: a runtime owns its actor system and threads; nothing is global,
+// so several runtimes can live in one process. A job handle shares the job's
+// state with the runtime; it stays valid (and its result readable) after the
+// runtime is gone. Destroying a runtime cancels its running jobs and waits
+// for their actors to stop.
+//
+// Errors are values (absl::Status); nothing here throws across the API,
+// aborts, exits or prints.
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "dml/data/libsvm.hpp"
+#include "dml/data/sparse.hpp"
+#include "dml/objective/model.hpp"
+#include "dml/solver/solver.hpp"
+
+namespace dml {
+
+/// Training modes; each is a topology of workers, parameter shards and a
+/// coordinator (see ARCHITECTURE.md).
+enum class Mode {
+  kSync,            ///< BSP: every clock, shards average all K gradients, then all pull
+  kAsync,           ///< Downpour: push/pull whenever, shards apply on arrival
+  kSsp,             ///< async with a staleness bound s (s = 0 behaves like BSP)
+  kEasgd,           ///< elastic averaging with the center on the shards
+  kHogwild,         ///< workers share one in-process model, lock-free
+  kModelAveraging,  ///< local SGD, models averaged every tau steps
+  kCocoa,           ///< CoCoA+: H local SCD steps, shared-vector deltas added with gamma
+};
+std::string_view ModeName(Mode mode);
+/// "sync"|"bsp", "async", "ssp", "easgd", "hogwild", "model-averaging"|"mavg", "cocoa".
+absl::StatusOr<Mode> ParseMode(std::string_view name);
+/// Whether the mode trains by minibatch SGD (reports primal only, no gap).
+bool IsSgdMode(Mode mode);
+
+/// One job, built in code. Either `data` (an in-memory dataset handed over
+/// by the host; shared, never copied per worker) or `data_path` (every worker
+/// loads the file itself and keeps its own partition) must be set.
+struct job_spec {
+  std::shared_ptr<const Dataset> data;
+  std::string data_path;
+  LibsvmOptions load_options;
+
+  ModelSpec model;
+  Mode mode = Mode::kCocoa;
+  int workers = 2;  ///< K >= 1
+  int shards = 1;   ///< S >= 1; keys are range-partitioned (S <= model dimension)
+  uint64_t seed = 1;
+
+  /// SGD modes: minibatch per worker and step, and the step schedule
+  /// step_t = step0 / (1 + step_decay * t), t counted in clocks.
+  int batch_size = 64;
+  double step0 = 0.5;
+  double step_decay = 0.05;
+  int staleness = 2;           ///< ssp: s
+  int tau = 8;                 ///< easgd and model-averaging: local steps per exchange
+  double easgd_alpha = 0.0;    ///< easgd: 0 = 0.9 / K (so beta = K alpha = 0.9)
+
+  /// cocoa: local coordinate steps per round as a fraction of the worker's
+  /// block (H = local_epochs * block size), gamma and sigma' (0 = gamma K).
+  double local_epochs = 1.0;
+  double gamma = 1.0;
+  double sigma_prime = 0.0;
+
+  /// Stopping: gap rules apply to cocoa (SGD modes have no gap: use
+  /// max_epochs, target_primal, max_seconds or cancel). One epoch = n
+  /// examples (or coordinates) processed across all workers.
+  StopRule stop;
+  /// SGD modes: evaluate the objective every this many epochs.
+  double eval_every_epochs = 1.0;
+};
+
+/// One entry of a job's metrics stream.
+struct job_progress {
+  int round = 0;         ///< coordinator rounds (cocoa) or evaluations (SGD modes)
+  double seconds = 0.0;  ///< since the job started
+  double epochs = 0.0;   ///< examples (coordinates) processed / n
+  double primal = 0.0;
+  double dual = 0.0;  ///< -inf for SGD modes
+  double gap = 0.0;   ///< +inf for SGD modes
+  int64_t bytes_exchanged = 0;  ///< payload bytes of pushes, pulls and exchanges so far
+  /// Per worker: its clock minus the slowest worker's (SGD modes), else 0.
+  std::vector<int64_t> staleness;
+};
+
+struct job_result {
+  ModelSpec model;
+  std::vector<double> w;  ///< the model, length d
+  double primal = 0.0;
+  double dual = 0.0;  ///< -inf where no dual is tracked
+  double gap = 0.0;   ///< +inf where no dual is tracked
+  int rounds = 0;
+  double epochs = 0.0;
+  double seconds = 0.0;
+  StopReason reason = StopReason::kMaxEpochs;
+  int64_t bytes_exchanged = 0;
+  std::vector<job_progress> history;
+  /// ssp only: the largest clock lead over the slowest worker that any shard
+  /// granted to a pull (never more than s).
+  int64_t max_granted_staleness = 0;
+};
+
+namespace detail {
+struct job_state;
+}
+
+/// A submitted job. Copyable (shared state); thread-safe.
+class job {
+ public:
+  job() = default;
+  /// Asks the job to stop; it finishes with StopReason::kCancelled and the
+  /// model trained so far. Returns at once; idempotent.
+  void cancel();
+  /// Blocks until the job ends: its result, or the error that failed it
+  /// (a worker's load or solver error, a lost actor, bad spec).
+  absl::StatusOr<job_result> wait();
+  bool done() const;
+  /// Metrics entries recorded since the previous poll (pollable stream).
+  std::vector<job_progress> poll();
+
+ private:
+  friend class runtime;
+  explicit job(std::shared_ptr<detail::job_state> s) : state_(std::move(s)) {}
+  std::shared_ptr<detail::job_state> state_;
+};
+
+struct runtime_options {
+  /// Scheduler threads of the runtime's actor system (0 = hardware threads).
+  int threads = 0;
+};
+
+class runtime {
+ public:
+  explicit runtime(runtime_options options = {});
+  /// Cancels running jobs and waits until their actors have stopped.
+  ~runtime();
+  runtime(const runtime&) = delete;
+  runtime& operator=(const runtime&) = delete;
+
+  /// Validates `spec` and starts the job. `on_progress` (optional) is called
+  /// for every metrics entry on a runtime thread: keep it short, and do not
+  /// call wait() from it. Errors: InvalidArgument naming the bad field.
+  absl::StatusOr<job> submit(job_spec spec,
+                             std::function<void(const job_progress&)> on_progress = {});
+
+ private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+}  // namespace dml

@@ -1,0 +1,443 @@
+#include "dml/actors/worker.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <caf/actor_cast.hpp>
+#include <caf/actor_system.hpp>
+#include <caf/event_based_actor.hpp>
+#include <caf/result.hpp>
+#include <caf/send.hpp>
+#include <caf/sec.hpp>
+#include <caf/stateful_actor.hpp>
+#include <caf/typed_event_based_actor.hpp>
+#include <caf/typed_response_promise.hpp>
+
+#include "dml/actors/parameter_shard.hpp"
+#include "dml/data/libsvm.hpp"
+#include "dml/data/partition.hpp"
+#include "dml/objective/evaluate.hpp"
+#include "dml/solver/cocoa_local.hpp"
+#include "dml/solver/sgd.hpp"
+#include "dml/util/rng.hpp"
+#include "dml/util/status.hpp"
+#include "absl/strings/str_cat.h"
+
+namespace dml::actors {
+namespace {
+
+// Worker requests carry no timeout. In CAF 0.17 every request timeout is an
+// event in the actor clock that stays there until it expires, answered or
+// not: at tens of thousands of pushes and pulls per second that grows the
+// clock's queue without bound and starves the coordinators' timers (seen as
+// jobs that could not be cancelled). Pulls in sync/ssp legitimately wait for
+// the slowest worker anyway; lost peers are detected by the coordinator's
+// monitors, which fail the job and stop every actor of it.
+constexpr auto kRequestTimeout = caf::infinite;
+
+caf::error fail(std::string what) {
+  return caf::make_error(caf::sec::runtime_error, std::move(what));
+}
+
+void atomic_add(std::atomic<double>& x, double v) {
+  double cur = x.load(std::memory_order_relaxed);
+  while (!x.compare_exchange_weak(cur, cur + v, std::memory_order_relaxed)) {
+  }
+}
+
+struct worker_state {
+  worker_config cfg;
+  std::string who;  // "worker k: " prefix of every error
+  Dataset local;    // this worker's rows (all modes but primal cocoa)
+  int64_t n_global = 0;
+  int64_t d = 0;
+  std::unique_ptr<LocalSolver> solver;  // cocoa
+  std::vector<parameter_shard> shards;
+  std::vector<int64_t> bounds;  // S+1 key boundaries
+  std::vector<double> w;        // pulled model, or the local model (easgd, mavg)
+  int64_t clock = 0;
+  int64_t exchanges = 0;  // easgd / model-averaging
+  int64_t max_clock = 0;
+  int64_t report_every = 1;
+  int64_t processed = 0;
+  int64_t bytes = 0;
+  int64_t default_steps = 1;  // cocoa: H = local_epochs * block size
+  bool running = false;
+  bool halted = false;
+  caf::typed_response_promise<worker_report> run_promise;
+  static inline const char* name = "dml.worker";
+
+  worker_report report() const { return {cfg.index, clock, processed, bytes}; }
+  double step_size() const {
+    return cfg.step0 / (1.0 + cfg.step_decay * static_cast<double>(clock));
+  }
+};
+
+using self_ptr = worker_actor::stateful_pointer<worker_state>;
+
+absl::Status LoadAndPartition(worker_state& st) {
+  const worker_config& cfg = st.cfg;
+  std::shared_ptr<const Dataset> full = cfg.data;
+  if (!full) {
+    absl::StatusOr<Dataset> loaded = ReadLibsvm(cfg.path, cfg.load);
+    if (!loaded.ok()) return loaded.status();
+    full = std::make_shared<const Dataset>(*std::move(loaded));
+  }
+  const CsrMatrix& x = full->x;
+  st.n_global = x.rows();
+  st.d = x.cols();
+  if (x.rows() < cfg.workers) {
+    return absl::InvalidArgumentError(absl::StrCat("the data has ", x.rows(), " examples for ",
+                                                   cfg.workers, " workers"));
+  }
+  const bool classification = TaskOf(cfg.model.kind) == Task::kClassification;
+  const bool primal_cocoa =
+      cfg.mode == Mode::kCocoa && FormulationOf(cfg.model.kind) == Formulation::kPrimal;
+  if (primal_cocoa) {
+    CscMatrix cols = x.Convert();
+    auto ranges = BalancedRanges(cols.offsets(), cfg.workers);
+    if (!ranges.ok()) return ranges.status();
+    const Range r = (*ranges)[cfg.index];
+    if (r.size() == 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("no features left for this worker (", x.cols(), " features)"));
+    }
+    LocalBlock block;
+    block.cols = cols.SliceOuter(r.begin, r.end);
+    block.y = full->y;
+    block.n_global = x.rows();
+    block.loss_row_begin = x.rows() * cfg.index / cfg.workers;
+    block.loss_row_end = x.rows() * (cfg.index + 1) / cfg.workers;
+    auto solver = MakeLocalSolver(std::move(block), cfg.model, cfg.seed * 1000003 + cfg.index);
+    if (!solver.ok()) return solver.status();
+    st.solver = *std::move(solver);
+    st.default_steps = std::max<int64_t>(1, std::llround(cfg.local_epochs * r.size()));
+    return absl::OkStatus();
+  }
+  auto ranges = BalancedRanges(x.offsets(), cfg.workers);
+  if (!ranges.ok()) return ranges.status();
+  const Range r = (*ranges)[cfg.index];
+  st.local.x = x.SliceOuter(r.begin, r.end);
+  st.local.y.assign(full->y.begin() + r.begin, full->y.begin() + r.end);
+  st.local.task = full->task;
+  for (std::size_t i = 0; i < st.local.y.size(); ++i) {
+    const float y = st.local.y[i];
+    if (!std::isfinite(y) || (classification && y != 1.0f && y != -1.0f)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "label of example ", r.begin + static_cast<int64_t>(i), " is ", y, "; model ",
+          AsAbsl(ModelName(cfg.model.kind)),
+          classification ? " needs labels in {-1,+1}" : " needs finite labels"));
+    }
+  }
+  if (cfg.mode == Mode::kCocoa) {
+    LocalBlock block;
+    block.rows = st.local.x;
+    block.y = st.local.y;
+    block.n_global = x.rows();
+    auto solver = MakeLocalSolver(std::move(block), cfg.model, cfg.seed * 1000003 + cfg.index);
+    if (!solver.ok()) return solver.status();
+    st.solver = *std::move(solver);
+    st.default_steps = std::max<int64_t>(1, std::llround(cfg.local_epochs * r.size()));
+  }
+  return absl::OkStatus();
+}
+
+// Counts replies of a fan-out; the first error wins, later replies are ignored.
+struct fan_in {
+  explicit fan_in(std::size_t n) : remaining(n) {}
+  std::size_t remaining;
+  bool failed = false;
+};
+
+template <class Done, class Fail>
+void pull_all(self_ptr self, int64_t clock, Done done, Fail on_error) {
+  auto& st = self->state;
+  auto counter = std::make_shared<fan_in>(st.shards.size());
+  for (std::size_t s = 0; s < st.shards.size(); ++s) {
+    self->request(st.shards[s], kRequestTimeout, pull_atom_v, st.cfg.index, clock)
+        .then(
+            [self, s, counter, done](const dvec& part) {
+              auto& st = self->state;
+              if (counter->failed) return;
+              const int64_t b = st.bounds[s];
+              std::copy(part.view().begin(), part.view().end(), st.w.begin() + b);
+              st.bytes += part.bytes();
+              if (--counter->remaining == 0) done();
+            },
+            [counter, on_error](caf::error& err) {
+              if (counter->failed) return;
+              counter->failed = true;
+              on_error(std::move(err));
+            });
+  }
+}
+
+// Pushes x (length = model dimension) split by shard, sparse where smaller.
+template <class Done, class Fail>
+void push_all(self_ptr self, int64_t clock, const std::vector<double>& x, Done done, Fail on_error) {
+  auto& st = self->state;
+  auto counter = std::make_shared<fan_in>(st.shards.size());
+  auto on_ack = [counter, done](int64_t) {
+    if (counter->failed) return;
+    if (--counter->remaining == 0) done();
+  };
+  auto on_err = [counter, on_error](caf::error& err) {
+    if (counter->failed) return;
+    counter->failed = true;
+    on_error(std::move(err));
+  };
+  for (std::size_t s = 0; s < st.shards.size(); ++s) {
+    const int64_t b = st.bounds[s], e = st.bounds[s + 1];
+    int64_t nnz = 0;
+    for (int64_t j = b; j < e; ++j) nnz += x[j] != 0.0;
+    // A sparse entry costs 12 bytes, a dense one 8.
+    if (nnz * 12 < (e - b) * 8) {
+      auto index = std::make_shared<std::vector<uint32_t>>();
+      auto value = std::make_shared<std::vector<double>>();
+      index->reserve(nnz);
+      value->reserve(nnz);
+      for (int64_t j = b; j < e; ++j) {
+        if (x[j] != 0.0) {
+          index->push_back(static_cast<uint32_t>(j - b));
+          value->push_back(x[j]);
+        }
+      }
+      sparse_dvec msg{std::move(index), std::move(value)};
+      st.bytes += msg.bytes();
+      self->request(st.shards[s], kRequestTimeout, push_atom_v, st.cfg.index, clock, msg)
+          .then(on_ack, on_err);
+    } else {
+      dvec msg(std::vector<double>(x.begin() + b, x.begin() + e));
+      st.bytes += msg.bytes();
+      self->request(st.shards[s], kRequestTimeout, push_atom_v, st.cfg.index, clock, msg)
+          .then(on_ack, on_err);
+    }
+  }
+}
+
+void finish_run(self_ptr self, caf::error err) {
+  auto& st = self->state;
+  if (!st.running) return;
+  st.running = false;
+  if (err) {
+    st.run_promise.deliver(std::move(err));
+  } else {
+    st.run_promise.deliver(st.report());
+  }
+}
+
+// After a step: count it, report progress, schedule the next one.
+void step_done(self_ptr self) {
+  auto& st = self->state;
+  ++st.clock;
+  st.processed += st.cfg.batch_size;
+  if (st.cfg.coordinator && st.clock % st.report_every == 0) {
+    caf::anon_send(st.cfg.coordinator, st.report());
+  }
+  self->send(self, step_atom_v);
+}
+
+caf::error as_error(const worker_state& st, const absl::Status& s) {
+  return fail(st.who + std::string(s.message()));
+}
+
+void sgd_step(self_ptr self) {
+  auto& st = self->state;
+  if (!st.running) return;
+  if (st.halted || st.clock >= st.max_clock) {
+    finish_run(self, caf::none);
+    return;
+  }
+  auto on_error = [self](caf::error err) { finish_run(self, std::move(err)); };
+  const std::vector<int64_t> rows =
+      SampleBatch(st.cfg.seed, st.cfg.index, st.clock, st.local.x.rows(), st.cfg.batch_size);
+  switch (st.cfg.mode) {
+    case Mode::kSync:
+    case Mode::kAsync:
+    case Mode::kSsp:
+      pull_all(self, st.clock, [self, rows, on_error] {
+        auto& st = self->state;
+        auto g = MinibatchGradient(st.local, st.cfg.model, rows, st.w, /*include_regularizer=*/false);
+        if (!g.ok()) return on_error(as_error(st, g.status()));
+        push_all(self, st.clock, *g, [self] { step_done(self); }, on_error);
+      }, on_error);
+      return;
+    case Mode::kHogwild: {
+      hogwild_model& m = *st.cfg.hogwild;
+      std::vector<double> w = m.snapshot();
+      auto g = MinibatchGradient(st.local, st.cfg.model, rows, w, false);
+      if (!g.ok()) return on_error(as_error(st, g.status()));
+      const double step = st.step_size();
+      std::vector<double> u(w.size());
+      for (std::size_t j = 0; j < u.size(); ++j) u[j] = w[j] - step * (*g)[j];
+      if (auto s = ProximalRegularizerStep(st.cfg.model, step, u); !s.ok()) {
+        return on_error(as_error(st, s));
+      }
+      // Lock-free: the change of each coordinate is added atomically, so
+      // concurrent workers' updates are never overwritten, only interleaved.
+      for (std::size_t j = 0; j < u.size(); ++j) {
+        const double delta = u[j] - w[j];
+        if (delta != 0.0) atomic_add(m.w[j], delta);
+      }
+      step_done(self);
+      return;
+    }
+    case Mode::kEasgd:
+    case Mode::kModelAveraging: {
+      if (auto s = SgdStep(st.local, st.cfg.model, rows, st.step_size(), st.w); !s.ok()) {
+        return on_error(as_error(st, s));
+      }
+      if ((st.clock + 1) % st.cfg.tau != 0) return step_done(self);
+      if (st.cfg.mode == Mode::kEasgd) {
+        auto counter = std::make_shared<fan_in>(st.shards.size());
+        for (std::size_t s = 0; s < st.shards.size(); ++s) {
+          const int64_t b = st.bounds[s], e = st.bounds[s + 1];
+          dvec x(std::vector<double>(st.w.begin() + b, st.w.begin() + e));
+          st.bytes += 2 * x.bytes();
+          self->request(st.shards[s], kRequestTimeout, elastic_atom_v, st.cfg.index, x)
+              .then(
+                  [self, b, counter](const dvec& e) {
+                    auto& st = self->state;
+                    if (counter->failed) return;
+                    for (std::size_t j = 0; j < e.size(); ++j) st.w[b + j] -= (*e.data)[j];
+                    if (--counter->remaining == 0) {
+                      ++st.exchanges;
+                      step_done(self);
+                    }
+                  },
+                  [counter, on_error](caf::error& err) {
+                    if (counter->failed) return;
+                    counter->failed = true;
+                    on_error(std::move(err));
+                  });
+        }
+        return;
+      }
+      // Model averaging: push the local model, continue from the mean.
+      push_all(self, st.exchanges, st.w, [self, on_error] {
+        auto& st = self->state;
+        pull_all(self, st.exchanges + 1, [self] {
+          ++self->state.exchanges;
+          step_done(self);
+        }, on_error);
+      }, on_error);
+      return;
+    }
+    case Mode::kCocoa: break;
+  }
+  on_error(fail(st.who + "run is not part of mode cocoa"));
+}
+
+worker_actor::behavior_type worker_impl(self_ptr self, worker_config cfg) {
+  self->state.cfg = std::move(cfg);
+  self->state.who = "worker " + std::to_string(self->state.cfg.index) + ": ";
+  return {
+      [self](init_atom) -> caf::result<int64_t, int64_t> {
+        auto& st = self->state;
+        absl::Status s = LoadAndPartition(st);
+        st.cfg.data.reset();  // the partition is ours now; let the host's copy go
+        if (!s.ok()) return as_error(st, s);
+        const int64_t m = st.cfg.mode == Mode::kCocoa &&
+                                  FormulationOf(st.cfg.model.kind) == Formulation::kPrimal
+                              ? st.n_global
+                              : st.d;
+        st.w.assign(static_cast<std::size_t>(m), 0.0);
+        return {st.n_global, st.d};
+      },
+      [self](connect_atom, const std::vector<caf::actor>& shards,
+             const std::vector<int64_t>& bounds) {
+        auto& st = self->state;
+        st.shards.clear();
+        for (const auto& s : shards) st.shards.push_back(caf::actor_cast<parameter_shard>(s));
+        st.bounds = bounds;
+      },
+      [self](run_atom, int64_t max_clock, int64_t report_every) -> caf::result<worker_report> {
+        auto& st = self->state;
+        if (st.running) return fail(st.who + "already running");
+        if (st.cfg.mode == Mode::kCocoa) return fail(st.who + "run is not part of mode cocoa");
+        if (st.cfg.mode != Mode::kHogwild &&
+            (st.shards.empty() || st.bounds.size() != st.shards.size() + 1 ||
+             st.bounds.back() != static_cast<int64_t>(st.w.size()))) {
+          return fail(st.who + "not connected to shards covering the model");
+        }
+        if (st.cfg.mode == Mode::kHogwild &&
+            (!st.cfg.hogwild || static_cast<int64_t>(st.cfg.hogwild->w.size()) != st.d)) {
+          return fail(st.who + "hogwild mode without a shared model of the data's dimension");
+        }
+        st.running = true;
+        st.halted = false;
+        st.max_clock = max_clock;
+        st.report_every = std::max<int64_t>(1, report_every);
+        st.run_promise = self->make_response_promise<worker_report>();
+        self->send(self, step_atom_v);
+        return st.run_promise;
+      },
+      [self](step_atom) { sgd_step(self); },
+      [self](halt_atom) { self->state.halted = true; },
+      [self](round_atom, int64_t, const dvec& shared, int64_t steps) -> caf::result<worker_report> {
+        auto& st = self->state;
+        if (steps <= 0) steps = st.default_steps;
+        if (!st.solver) return fail(st.who + "round is only part of mode cocoa");
+        if (shared.size() != st.w.size()) {
+          return fail(st.who + "round with a shared vector of " + std::to_string(shared.size()) +
+                      " entries; expected " + std::to_string(st.w.size()));
+        }
+        st.bytes += shared.bytes();
+        auto up = st.solver->Solve(*shared.data, st.cfg.sigma_prime, st.cfg.gamma, steps);
+        if (!up.ok()) return as_error(st, up.status());
+        st.processed += up->steps;
+        auto promise = std::make_shared<caf::typed_response_promise<worker_report>>(
+            self->make_response_promise<worker_report>());
+        push_all(self, st.clock, up->delta_shared,
+                 [self, promise] {
+                   ++self->state.clock;
+                   promise->deliver(self->state.report());
+                 },
+                 [promise](caf::error err) { promise->deliver(std::move(err)); });
+        return *promise;
+      },
+      [self](certify_atom, const dvec& shared) -> caf::result<block_sums> {
+        auto& st = self->state;
+        if (!shared.data) return fail(st.who + "certify without a shared vector");
+        if (st.solver) {
+          auto c = st.solver->Certify(*shared.data);
+          if (!c.ok()) return as_error(st, c.status());
+          return block_sums{c->loss_sum, c->gap_sum, c->reg_sum};
+        }
+        if (!shared.data || static_cast<int64_t>(shared.size()) != st.d) {
+          return fail(st.who + "certify with " + std::to_string(shared.size()) +
+                      " weights; the model has " + std::to_string(st.d));
+        }
+        auto loss = LossSum(st.local, st.cfg.model, *shared.data);
+        if (!loss.ok()) return as_error(st, loss.status());
+        return block_sums{*loss, 0.0, 0.0};
+      },
+      [self](coords_atom) -> caf::result<dvec> {
+        auto& st = self->state;
+        if (st.solver) return dvec(st.solver->coordinates());
+        return dvec(st.w);
+      },
+  };
+}
+
+}  // namespace
+
+std::vector<int64_t> SampleBatch(uint64_t seed, int32_t index, int64_t clock, int64_t rows,
+                                 int32_t batch) {
+  Rng rng(seed ^ (static_cast<uint64_t>(index) + 1) * 0x9E3779B97F4A7C15ull ^
+          (static_cast<uint64_t>(clock) + 1) * 0xBF58476D1CE4E5B9ull);
+  std::vector<int64_t> out(static_cast<std::size_t>(batch));
+  for (auto& r : out) r = static_cast<int64_t>(rng.Below(static_cast<uint64_t>(rows)));
+  return out;
+}
+
+worker_actor spawn_worker(caf::actor_system& sys, worker_config config) {
+  return sys.spawn(worker_impl, std::move(config));
+}
+
+}  // namespace dml::actors

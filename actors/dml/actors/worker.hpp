@@ -1,0 +1,110 @@
+#pragma once
+// worker: owns one partition of the data and a local solver from libdml, and
+// trains by the job's mode:
+//   sync, async, ssp   pull the model from every shard, one minibatch loss
+//                      gradient on its rows, push it (sparse when that is
+//                      smaller); on its own clock until told to halt
+//   easgd              local proximal SGD; every tau steps an elastic
+//                      exchange with the center on the shards
+//   model-averaging    local proximal SGD; every tau steps push the local
+//                      model, pull the shards' mean
+//   hogwild            proximal SGD steps straight on the process-wide
+//                      model, lock-free (relaxed atomics, Hogwild)
+//   cocoa              when told: H coordinate steps of the CoCoA+ local
+//                      subproblem against the shared vector it is sent, then
+//                      push the delta to the shards and report
+// Partitions: rows (balanced by nonzeros) for dual and SGD modes; columns for
+// primal models under cocoa.
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <caf/fwd.hpp>
+#include <caf/replies_to.hpp>
+#include <caf/typed_actor.hpp>
+
+#include "dml/actors/messages.hpp"
+#include "dml/actors/runtime.hpp"
+#include "dml/actors/type_ids.hpp"
+#include "dml/data/libsvm.hpp"
+#include "dml/data/sparse.hpp"
+#include "dml/objective/model.hpp"
+
+namespace dml::actors {
+
+/// Message interface of a worker.
+///  - init: load (if given a path) and partition the data, build the local
+///    solver; replies the global (n, d). Errors: the load or solver error.
+///  - connect(shards, bounds): the S shards and their key boundaries (S+1).
+///  - run(max_clock, report_every): the free-running loop of the SGD modes,
+///    sending the coordinator a worker_report every `report_every` clocks;
+///    replies when it reaches max_clock or is halted.
+///  - step: internal, the next step of that loop. halt: stop it.
+///  - round(r, shared, steps): cocoa, one local solve + push; replies after
+///    the shards acknowledged.
+///  - certify(shared): this partition's share of the objective at `shared`.
+///  - coords: the local coordinates (primal cocoa: w of its columns).
+using worker_actor = caf::typed_actor<
+    caf::replies_to<init_atom>::with<int64_t, int64_t>,
+    caf::reacts_to<connect_atom, std::vector<caf::actor>, std::vector<int64_t>>,
+    caf::replies_to<run_atom, int64_t, int64_t>::with<worker_report>,
+    caf::reacts_to<step_atom>,
+    caf::reacts_to<halt_atom>,
+    caf::replies_to<round_atom, int64_t, dvec, int64_t>::with<worker_report>,
+    caf::replies_to<certify_atom, dvec>::with<block_sums>,
+    caf::replies_to<coords_atom>::with<dvec>>;
+
+/// The in-process model of hogwild mode: one array of relaxed atomics that
+/// every worker of the process reads and writes without locks.
+struct hogwild_model {
+  /// Allocates d zeros. Called once by the coordinator before any worker
+  /// runs (the dimension is known only after the workers loaded the data).
+  void allocate(std::size_t d) {
+    w = std::vector<std::atomic<double>>(d);
+    for (auto& x : w) x.store(0.0, std::memory_order_relaxed);
+  }
+  std::vector<std::atomic<double>> w;
+  std::vector<double> snapshot() const {
+    std::vector<double> out(w.size());
+    for (std::size_t j = 0; j < w.size(); ++j) out[j] = w[j].load(std::memory_order_relaxed);
+    return out;
+  }
+};
+
+struct worker_config {
+  Mode mode = Mode::kCocoa;
+  int32_t index = 0;
+  int32_t workers = 1;
+  ModelSpec model;
+  uint64_t seed = 1;
+  /// Data: a shared in-memory dataset, or a path this worker loads itself.
+  std::shared_ptr<const Dataset> data;
+  std::string path;
+  LibsvmOptions load;
+  // SGD modes
+  int32_t batch_size = 64;
+  double step0 = 0.5;
+  double step_decay = 0.0;
+  int32_t tau = 8;
+  /// Where progress reports go (SGD modes).
+  caf::actor coordinator;
+  // cocoa: a round with steps <= 0 runs local_epochs * block size steps
+  double local_epochs = 1.0;
+  double gamma = 1.0;
+  double sigma_prime = 1.0;
+  // hogwild
+  std::shared_ptr<hogwild_model> hogwild;
+};
+
+worker_actor spawn_worker(caf::actor_system& sys, worker_config config);
+
+/// The rows worker `index` samples at `clock` (indices into its own
+/// partition of `rows` examples): `batch` draws with replacement from a
+/// stream seeded by (seed, index, clock). Exposed so tests can replay a run.
+std::vector<int64_t> SampleBatch(uint64_t seed, int32_t index, int64_t clock, int64_t rows,
+                                 int32_t batch);
+
+}  // namespace dml::actors

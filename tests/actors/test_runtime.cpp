@@ -1,0 +1,375 @@
+// The actor runtime end to end, in one process: every mode converges on a
+// problem whose optimum is computed independently (sequential SCD run to a
+// 1e-12 gap); sync is deterministic and equals a replayed single-process
+// minibatch run; ssp never grants more than s clocks of lead; cancel and
+// runtime destruction are prompt; load and solver errors fail the job.
+#define BOOST_TEST_MODULE actors_runtime
+#include <boost/test/unit_test.hpp>
+
+#include <chrono>
+#include <cmath>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "dml/actors/runtime.hpp"
+#include "dml/actors/worker.hpp"
+#include "dml/data/partition.hpp"
+#include "dml/data/synthetic.hpp"
+#include "dml/objective/evaluate.hpp"
+#include "dml/solver/sgd.hpp"
+#include "dml/solver/solver.hpp"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::shared_ptr<const dml::Dataset> Problem(dml::Task task, int64_t rows, int64_t cols,
+                                            uint64_t seed = 7) {
+  dml::SyntheticOptions o;
+  o.rows = rows;
+  o.cols = cols;
+  o.nnz_per_row = 8;
+  o.noise = 0.3;
+  o.task = task;
+  o.seed = seed;
+  auto s = dml::GenerateSynthetic(o);
+  BOOST_REQUIRE_MESSAGE(s.ok(), s.status().ToString());
+  return std::make_shared<const dml::Dataset>(std::move(s->data));
+}
+
+// P* from sequential SCD run to a 1e-12 relative gap (an independent solver).
+double Optimum(const dml::Dataset& data, const dml::ModelSpec& m) {
+  dml::SolverOptions o;
+  o.stop.gap_rel = 1e-12;
+  o.stop.max_epochs = 5000;
+  auto r = dml::Train(data, m, o);
+  BOOST_REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+  BOOST_REQUIRE(r->gap <= 1e-10 * std::abs(r->primal));
+  return r->primal;
+}
+
+// wait() with a deadline: a hung job fails the test instead of hanging it.
+dml::job_result MustFinish(dml::job& j, double seconds = 60) {
+  const auto deadline = Clock::now() + std::chrono::duration<double>(seconds);
+  while (!j.done() && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  BOOST_REQUIRE_MESSAGE(j.done(), "job did not finish within " << seconds << " s");
+  auto r = j.wait();
+  BOOST_REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+  return *std::move(r);
+}
+
+dml::job_spec SgdSpec(std::shared_ptr<const dml::Dataset> data, dml::ModelSpec m, dml::Mode mode,
+                      int epochs) {
+  dml::job_spec s;
+  s.data = std::move(data);
+  s.model = m;
+  s.mode = mode;
+  s.workers = 2;
+  s.shards = 2;
+  s.batch_size = 16;
+  s.step0 = 0.5;
+  // step_t = 1 / (lambda (t + t0)): the classic rate for a lambda-strongly
+  // convex objective, t counted in clocks.
+  s.step_decay = m.lambda * s.step0;
+  s.stop.max_epochs = epochs;
+  s.seed = 3;
+  return s;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(cocoa_reaches_the_gap_for_dual_and_primal_models) {
+  dml::runtime rt(dml::runtime_options{2});
+  struct Case {
+    dml::ModelKind kind;
+    dml::Task task;
+    double lambda;
+  };
+  for (const Case& c : {Case{dml::ModelKind::kLogisticL2, dml::Task::kClassification, 1e-3},
+                        Case{dml::ModelKind::kHingeSvm, dml::Task::kClassification, 1e-2},
+                        Case{dml::ModelKind::kRidge, dml::Task::kRegression, 1e-3},
+                        Case{dml::ModelKind::kLasso, dml::Task::kRegression, 1e-2},
+                        Case{dml::ModelKind::kLogisticL1, dml::Task::kClassification, 1e-3}}) {
+    BOOST_TEST_CONTEXT("model " << dml::ModelName(c.kind)) {
+      auto data = Problem(c.task, 1200, 60);
+      dml::ModelSpec m{c.kind, c.lambda, 0.5};
+      const double p_star = Optimum(*data, m);
+      dml::job_spec s;
+      s.data = data;
+      s.model = m;
+      s.mode = dml::Mode::kCocoa;
+      s.workers = 3;
+      s.shards = 2;
+      s.stop.gap_rel = 1e-6;
+      s.stop.max_epochs = 3000;
+      auto j = rt.submit(s);
+      BOOST_REQUIRE_MESSAGE(j.ok(), j.status().ToString());
+      const dml::job_result r = MustFinish(*j);
+      BOOST_TEST((r.reason == dml::StopReason::kConverged));
+      BOOST_TEST(r.gap <= 1e-6 * std::abs(r.primal));
+      BOOST_TEST(r.gap >= 0.0);
+      BOOST_TEST(std::abs(r.primal - r.dual - r.gap) <= 1e-12 * std::abs(r.primal));
+      // The certificate from the workers' partial sums is the real one.
+      auto exact = dml::PrimalValue(*data, m, r.w);
+      BOOST_REQUIRE(exact.ok());
+      BOOST_TEST(std::abs(*exact - r.primal) <= 1e-9 * std::abs(r.primal));
+      BOOST_TEST(r.primal - p_star <= 1e-6 * std::abs(p_star) + 1e-12);
+      BOOST_TEST(r.primal >= p_star - 1e-9 * std::abs(p_star));
+      BOOST_TEST(r.history.size() == static_cast<std::size_t>(r.rounds + 1));
+      BOOST_TEST(r.bytes_exchanged > 0);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(sgd_modes_reach_1e_3_suboptimality) {
+  dml::runtime rt(dml::runtime_options{2});
+  auto data = Problem(dml::Task::kClassification, 2000, 40);
+  const dml::ModelSpec m{dml::ModelKind::kLogisticL2, 1e-2, 0.5};
+  const double p_star = Optimum(*data, m);
+  for (dml::Mode mode : {dml::Mode::kSync, dml::Mode::kAsync, dml::Mode::kSsp, dml::Mode::kEasgd,
+                         dml::Mode::kHogwild, dml::Mode::kModelAveraging}) {
+    BOOST_TEST_CONTEXT("mode " << dml::ModeName(mode)) {
+      // EASGD's center is a damped average of the local models and lags
+      // them: it needs more epochs for the same suboptimality (measured:
+      // about 1.7e-3 after 40 epochs here, where the others are below 2e-4).
+      const int epochs = mode == dml::Mode::kEasgd ? 160 : 40;
+      dml::job_spec s = SgdSpec(data, m, mode, epochs);
+      s.tau = 4;
+      auto j = rt.submit(s);
+      BOOST_REQUIRE_MESSAGE(j.ok(), j.status().ToString());
+      const dml::job_result r = MustFinish(*j);
+      BOOST_TEST((r.reason == dml::StopReason::kMaxEpochs));
+      auto exact = dml::PrimalValue(*data, m, r.w);
+      BOOST_REQUIRE(exact.ok());
+      BOOST_TEST(std::abs(*exact - r.primal) <= 1e-12 * std::abs(r.primal));
+      BOOST_TEST(r.primal - p_star <= 1e-3, "suboptimality " << r.primal - p_star);
+      BOOST_TEST(r.primal >= p_star - 1e-12);
+      BOOST_TEST(r.epochs >= epochs - 1e-9);
+      BOOST_TEST(std::isinf(r.gap));
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(sync_is_deterministic_and_equals_the_single_process_minibatch_run) {
+  auto data = Problem(dml::Task::kClassification, 600, 30, 11);
+  const dml::ModelSpec m{dml::ModelKind::kLogisticL2, 1e-2, 0.5};
+  const int K = 3;
+  dml::job_spec s = SgdSpec(data, m, dml::Mode::kSync, 5);
+  s.workers = K;
+  s.shards = 2;
+  s.batch_size = 8;
+  dml::runtime rt(dml::runtime_options{2});
+  auto j1 = rt.submit(s);
+  auto j2 = rt.submit(s);
+  BOOST_REQUIRE(j1.ok());
+  BOOST_REQUIRE(j2.ok());
+  const dml::job_result a = MustFinish(*j1);
+  const dml::job_result b = MustFinish(*j2);
+  BOOST_TEST(a.w == b.w);  // bit for bit, though the two ran concurrently
+
+  // Replay: one process, one minibatch of K*batch rows per clock (the union
+  // of the workers' batches), the same proximal step.
+  auto ranges = dml::BalancedRanges(data->x.offsets(), K);
+  BOOST_REQUIRE(ranges.ok());
+  const int64_t clocks = (5 * data->x.rows() + K * s.batch_size - 1) / (K * s.batch_size);
+  std::vector<double> w(data->x.cols(), 0.0);
+  for (int64_t c = 0; c < clocks; ++c) {
+    std::vector<int64_t> rows;
+    for (int k = 0; k < K; ++k) {
+      const dml::Range r = (*ranges)[k];
+      for (int64_t i : dml::actors::SampleBatch(s.seed, k, c, r.size(), s.batch_size)) {
+        rows.push_back(r.begin + i);
+      }
+    }
+    const double step = s.step0 / (1.0 + s.step_decay * static_cast<double>(c));
+    BOOST_REQUIRE(dml::SgdStep(*data, m, rows, step, w).ok());
+  }
+  double worst = 0.0;
+  for (std::size_t i = 0; i < w.size(); ++i) {
+    worst = std::max(worst, std::abs(w[i] - a.w[i]) / (1e-12 + std::abs(w[i])));
+  }
+  BOOST_TEST(worst <= 1e-10, "largest relative difference " << worst);
+}
+
+BOOST_AUTO_TEST_CASE(ssp_never_grants_more_than_s_clocks_of_lead) {
+  auto data = Problem(dml::Task::kClassification, 1500, 40, 5);
+  const dml::ModelSpec m{dml::ModelKind::kLogisticL2, 1e-2, 0.5};
+  dml::runtime rt(dml::runtime_options{2});
+  for (int staleness : {0, 1, 3}) {
+    BOOST_TEST_CONTEXT("s = " << staleness) {
+      dml::job_spec s = SgdSpec(data, m, dml::Mode::kSsp, 3);
+      s.workers = 3;
+      s.batch_size = 4;
+      s.staleness = staleness;
+      auto j = rt.submit(s);
+      BOOST_REQUIRE(j.ok());
+      const dml::job_result r = MustFinish(*j);
+      BOOST_TEST(r.max_granted_staleness <= staleness);
+      BOOST_TEST(r.max_granted_staleness >= 0);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(progress_streams_to_callback_and_poll) {
+  auto data = Problem(dml::Task::kClassification, 800, 30);
+  dml::runtime rt(dml::runtime_options{2});
+  dml::job_spec s;
+  s.data = data;
+  s.model = {dml::ModelKind::kLogisticL2, 1e-3, 0.5};
+  s.mode = dml::Mode::kCocoa;
+  s.workers = 2;
+  s.stop.gap_rel = 1e-8;
+  std::atomic<int> calls{0};
+  auto j = rt.submit(s, [&](const dml::job_progress& p) {
+    calls++;
+    BOOST_CHECK(p.gap >= 0.0);
+  });
+  BOOST_REQUIRE(j.ok());
+  const dml::job_result r = MustFinish(*j);
+  const auto polled = j->poll();
+  BOOST_TEST(polled.size() == r.history.size());
+  BOOST_TEST(calls.load() == static_cast<int>(r.history.size()));
+  BOOST_TEST(j->poll().empty());
+  for (std::size_t i = 1; i < r.history.size(); ++i) {
+    BOOST_TEST(r.history[i].round == r.history[i - 1].round + 1);
+    BOOST_TEST(r.history[i].bytes_exchanged > r.history[i - 1].bytes_exchanged);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(cancel_stops_a_long_job_within_200ms_and_keeps_the_model) {
+  auto data = Problem(dml::Task::kClassification, 3000, 50);
+  const dml::ModelSpec m{dml::ModelKind::kLogisticL2, 1e-3, 0.5};
+  dml::runtime rt(dml::runtime_options{2});
+  for (dml::Mode mode : {dml::Mode::kAsync, dml::Mode::kSync, dml::Mode::kCocoa}) {
+    BOOST_TEST_CONTEXT("mode " << dml::ModeName(mode)) {
+      dml::job_spec s = SgdSpec(data, m, mode, 1000000);
+      s.stop.gap_rel = 0;  // cocoa: never converges by the gap
+      s.local_epochs = 0.1;
+      auto j = rt.submit(s);
+      BOOST_REQUIRE(j.ok());
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      BOOST_TEST(!j->done());
+      const auto t0 = Clock::now();
+      j->cancel();
+      const dml::job_result r = MustFinish(*j, 5);
+      const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+      BOOST_TEST(ms <= 200.0, "cancel took " << ms << " ms");
+      BOOST_TEST((r.reason == dml::StopReason::kCancelled));
+      // What was trained is returned, not lost.
+      BOOST_TEST(r.w.size() == static_cast<std::size_t>(data->x.cols()));
+      BOOST_TEST(r.primal < std::log(2.0));
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(destroying_a_runtime_cancels_its_jobs_without_hanging) {
+  auto data = Problem(dml::Task::kClassification, 2000, 40);
+  const dml::ModelSpec m{dml::ModelKind::kLogisticL2, 1e-3, 0.5};
+  std::vector<dml::job> jobs;
+  const auto t0 = Clock::now();
+  {
+    dml::runtime rt(dml::runtime_options{2});
+    for (dml::Mode mode : {dml::Mode::kAsync, dml::Mode::kHogwild, dml::Mode::kCocoa}) {
+      dml::job_spec s = SgdSpec(data, m, mode, 1000000);
+      s.stop.gap_rel = 0;
+      auto j = rt.submit(s);
+      BOOST_REQUIRE(j.ok());
+      jobs.push_back(*j);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+  BOOST_TEST(s < 3.0, "destruction took " << s << " s");
+  for (auto& j : jobs) {
+    BOOST_TEST(j.done());  // the handle outlives the runtime
+    auto r = j.wait();
+    // Cancelled while training (a result) or before it started (an error).
+    BOOST_TEST((r.ok() ? r->reason == dml::StopReason::kCancelled
+                       : r.status().code() == absl::StatusCode::kCancelled));
+  }
+}
+
+BOOST_AUTO_TEST_CASE(two_runtimes_side_by_side) {
+  auto data = Problem(dml::Task::kRegression, 500, 20);
+  const dml::ModelSpec m{dml::ModelKind::kRidge, 1e-2, 0.5};
+  dml::runtime a(dml::runtime_options{1});
+  dml::runtime b(dml::runtime_options{1});
+  dml::job_spec s;
+  s.data = data;
+  s.model = m;
+  s.mode = dml::Mode::kCocoa;
+  s.stop.gap_rel = 1e-8;
+  auto ja = a.submit(s);
+  auto jb = b.submit(s);
+  BOOST_REQUIRE(ja.ok());
+  BOOST_REQUIRE(jb.ok());
+  const auto ra = MustFinish(*ja);
+  const auto rb = MustFinish(*jb);
+  BOOST_TEST(ra.w == rb.w);  // same seed, same rounds, independent systems
+  BOOST_TEST((ra.reason == dml::StopReason::kConverged));
+}
+
+BOOST_AUTO_TEST_CASE(load_and_solver_errors_fail_the_job) {
+  dml::runtime rt(dml::runtime_options{2});
+  // A worker whose data fails to load.
+  dml::job_spec s;
+  s.data_path = "/nonexistent/dir/train.libsvm";
+  s.model = {dml::ModelKind::kHingeSvm, 1e-2, 0.5};
+  s.mode = dml::Mode::kCocoa;
+  auto j = rt.submit(s);
+  BOOST_REQUIRE(j.ok());
+  auto r = j->wait();
+  BOOST_REQUIRE(!r.ok());
+  const std::string msg(r.status().message());
+  BOOST_TEST(msg.find("worker") != std::string::npos, msg);
+  BOOST_TEST(msg.find("/nonexistent/dir/train.libsvm") != std::string::npos, msg);
+
+  // A solver that refuses its data: real-valued labels for an SVM.
+  auto reg = Problem(dml::Task::kRegression, 200, 10);
+  for (dml::Mode mode : {dml::Mode::kCocoa, dml::Mode::kAsync}) {
+    dml::job_spec t;
+    t.data = reg;
+    t.model = {dml::ModelKind::kHingeSvm, 1e-2, 0.5};
+    t.mode = mode;
+    auto jt = rt.submit(t);
+    BOOST_REQUIRE(jt.ok());
+    auto rt_result = jt->wait();
+    BOOST_REQUIRE(!rt_result.ok());
+    const std::string m2(rt_result.status().message());
+    BOOST_TEST(m2.find("needs labels in {-1,+1}") != std::string::npos, m2);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(bad_specs_are_refused_naming_the_field) {
+  dml::runtime rt(dml::runtime_options{1});
+  auto data = Problem(dml::Task::kClassification, 50, 10);
+  auto field_of = [&](auto mutate) {
+    dml::job_spec s;
+    s.data = data;
+    s.model = {dml::ModelKind::kLogisticL2, 1e-2, 0.5};
+    mutate(s);
+    auto j = rt.submit(s);
+    BOOST_REQUIRE(!j.ok());
+    BOOST_TEST((j.status().code() == absl::StatusCode::kInvalidArgument));
+    return std::string(j.status().message());
+  };
+  BOOST_TEST(field_of([](dml::job_spec& s) { s.workers = 0; }).find("job_spec.workers") == 0u);
+  BOOST_TEST(field_of([](dml::job_spec& s) { s.workers = 51; }).find("job_spec.workers") == 0u);
+  BOOST_TEST(field_of([](dml::job_spec& s) { s.shards = 0; }).find("job_spec.shards") == 0u);
+  BOOST_TEST(field_of([](dml::job_spec& s) { s.gamma = 1.5; }).find("job_spec.gamma") == 0u);
+  BOOST_TEST(field_of([](dml::job_spec& s) { s.step0 = -1; }).find("job_spec.step0") == 0u);
+  BOOST_TEST(field_of([](dml::job_spec& s) { s.model.lambda = 0; }).find("job_spec.model") == 0u);
+  BOOST_TEST(field_of([](dml::job_spec& s) { s.data_path = "x"; }).find("job_spec.data") == 0u);
+  // More shards than keys: refused by the coordinator once the data is known.
+  dml::job_spec s;
+  s.data = data;
+  s.model = {dml::ModelKind::kLogisticL2, 1e-2, 0.5};
+  s.shards = 11;
+  auto j = rt.submit(s);
+  BOOST_REQUIRE(j.ok());
+  auto r = j->wait();
+  BOOST_REQUIRE(!r.ok());
+  BOOST_TEST(std::string(r.status().message()).find("job_spec.shards") == 0u);
+}
