@@ -11,8 +11,17 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <tuple>
+#include <type_traits>
 #include <vector>
 
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <caf/exit_reason.hpp>
+#include <caf/scoped_actor.hpp>
+
+#include "dml/actors/parameter_shard.hpp"
+#include "dml/actors/register_types.hpp"
 #include "dml/actors/runtime.hpp"
 #include "dml/actors/worker.hpp"
 #include "dml/data/partition.hpp"
@@ -20,6 +29,19 @@
 #include "dml/objective/evaluate.hpp"
 #include "dml/solver/sgd.hpp"
 #include "dml/solver/solver.hpp"
+
+namespace dml::actors {
+// An actor system for tests that talk to single actors directly.
+struct test_config_holder {
+  struct config : caf::actor_system_config {
+    config() {
+      register_types(*this);
+      set("scheduler.max-threads", static_cast<size_t>(2));
+    }
+  } cfg;
+  caf::actor_system sys{cfg};
+};
+}  // namespace dml::actors
 
 namespace {
 
@@ -153,7 +175,10 @@ BOOST_AUTO_TEST_CASE(sgd_modes_reach_1e_3_suboptimality) {
 }
 
 BOOST_AUTO_TEST_CASE(sync_is_deterministic_and_equals_the_single_process_minibatch_run) {
-  auto data = Problem(dml::Task::kClassification, 600, 30, 11);
+  // 30 features: workers pull whole ranges; 3000: they pull the batch's keys.
+  for (int64_t cols : {30, 3000}) {
+  BOOST_TEST_CONTEXT("features " << cols) {
+  auto data = Problem(dml::Task::kClassification, 600, cols, 11);
   const dml::ModelSpec m{dml::ModelKind::kLogisticL2, 1e-2, 0.5};
   const int K = 3;
   dml::job_spec s = SgdSpec(data, m, dml::Mode::kSync, 5);
@@ -191,6 +216,54 @@ BOOST_AUTO_TEST_CASE(sync_is_deterministic_and_equals_the_single_process_minibat
     worst = std::max(worst, std::abs(w[i] - a.w[i]) / (1e-12 + std::abs(w[i])));
   }
   BOOST_TEST(worst <= 1e-10, "largest relative difference " << worst);
+  }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(parameter_shard_refuses_bad_pushes_and_pulls) {
+  dml::actors::test_config_holder h;
+  caf::scoped_actor self{h.sys};
+  dml::actors::shard_config c;
+  c.mode = dml::Mode::kSync;
+  c.workers = 2;
+  c.begin = 100;
+  c.end = 110;
+  c.model = {dml::ModelKind::kLogisticL2, 1e-2, 0.5};
+  auto shard = dml::actors::spawn_parameter_shard(h.sys, c);
+  auto error_of = [&](auto... xs) {
+    std::string msg;
+    using reply = std::conditional_t<
+        std::is_same_v<std::tuple_element_t<0, std::tuple<decltype(xs)...>>, dml::actors::pull_atom>,
+        dml::actors::dvec, int64_t>;
+    self->request(shard, std::chrono::seconds(10), xs...)
+        .receive([&](const reply&) { msg = "no error"; },
+                 [&](caf::error& e) { msg = h.sys.render(e); });
+    return msg;
+  };
+  using namespace dml::actors;
+  auto keys = [](std::vector<uint32_t> k) {
+    return key_list{std::make_shared<const std::vector<uint32_t>>(std::move(k))};
+  };
+  BOOST_TEST(error_of(pull_atom_v, int32_t{0}, int64_t{0}, keys({5, 3})).find("key 1 has offset 3 not above") != std::string::npos);
+  BOOST_TEST(error_of(pull_atom_v, int32_t{0}, int64_t{0}, keys({10})).find("outside the range of 10") != std::string::npos);
+  BOOST_TEST(error_of(pull_atom_v, int32_t{2}, int64_t{0}).find("worker index 2 outside [0, 2)") != std::string::npos);
+  BOOST_TEST(error_of(push_atom_v, int32_t{0}, int64_t{0}, dvec(std::vector<double>(9, 0.0))).find("dense push of 9 values to a range of 10") != std::string::npos);
+  std::vector<double> nan(10, 0.0);
+  nan[4] = std::nan("");
+  BOOST_TEST(error_of(push_atom_v, int32_t{1}, int64_t{0}, dvec(nan)).find("value at key 104 is not finite") != std::string::npos);
+  BOOST_TEST(error_of(push_atom_v, int32_t{0}, int64_t{3}, dvec(std::vector<double>(10, 0.0))).find("pushed clock 3 but the shard is at clock 0") != std::string::npos);
+  // A valid sync round: the mean of the two gradients, one proximal step.
+  BOOST_TEST(error_of(push_atom_v, int32_t{0}, int64_t{0}, dvec(std::vector<double>(10, 1.0))) == "no error");
+  BOOST_TEST(error_of(push_atom_v, int32_t{0}, int64_t{0}, dvec(std::vector<double>(10, 1.0))).find("twice") != std::string::npos);
+  BOOST_TEST(error_of(push_atom_v, int32_t{1}, int64_t{0}, dvec(std::vector<double>(10, 3.0))) == "no error");
+  dvec got;
+  self->request(shard, std::chrono::seconds(10), pull_atom_v, int32_t{0}, int64_t{1}, keys({0, 9}))
+      .receive([&](const dvec& v) { got = v; }, [&](caf::error&) {});
+  BOOST_REQUIRE(got.size() == 2u);
+  // w = (0 - 0.5 * 2) / (1 + 0.5 * 1e-2)
+  BOOST_TEST(got.view()[0] == -1.0 / 1.005, boost::test_tools::tolerance(1e-14));
+  BOOST_TEST(got.view()[1] == -1.0 / 1.005, boost::test_tools::tolerance(1e-14));
+  self->send_exit(shard, caf::exit_reason::user_shutdown);
 }
 
 BOOST_AUTO_TEST_CASE(ssp_never_grants_more_than_s_clocks_of_lead) {

@@ -15,6 +15,12 @@ caf::error inspect(caf::deserializer& f, dvec& x) {
   return internal::read_raw(f, x.data, kMaxVectorEntries, "dvec");
 }
 
+caf::error inspect(caf::serializer& f, key_list& x) { return internal::write_raw(f, x.keys.get()); }
+
+caf::error inspect(caf::deserializer& f, key_list& x) {
+  return internal::read_raw(f, x.keys, kMaxVectorEntries, "key_list");
+}
+
 caf::error inspect(caf::serializer& f, sparse_dvec& x) {
   if (auto err = internal::write_raw(f, x.index.get())) return err;
   return internal::write_raw(f, x.value.get());

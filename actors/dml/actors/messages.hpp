@@ -49,6 +49,15 @@ struct sparse_dvec {
   }
 };
 
+/// Keys of a shard's range to pull: offsets from the range start, strictly
+/// increasing.
+struct key_list {
+  std::shared_ptr<const std::vector<uint32_t>> keys;
+
+  std::size_t size() const { return keys ? keys->size() : 0; }
+  int64_t bytes() const { return static_cast<int64_t>(size() * sizeof(uint32_t)); }
+};
+
 /// A worker's share of the global objective (see dml::BlockCertificate).
 struct block_sums {
   double loss_sum = 0.0;
@@ -78,6 +87,8 @@ struct shard_stats {
 caf::error inspect(caf::serializer& f, dvec& x);
 caf::error inspect(caf::deserializer& f, dvec& x);
 caf::error inspect(caf::serializer& f, sparse_dvec& x);
+caf::error inspect(caf::serializer& f, key_list& x);
+caf::error inspect(caf::deserializer& f, key_list& x);
 /// Errors: index and value lengths differ, or exceed kMaxVectorEntries.
 caf::error inspect(caf::deserializer& f, sparse_dvec& x);
 
@@ -97,6 +108,15 @@ std::enable_if_t<!std::is_base_of_v<caf::serializer, Inspector> &&
 inspect(Inspector& f, sparse_dvec& x) {
   std::size_t n = x.size();
   return f(caf::meta::type_name("sparse_dvec"), n);
+}
+
+template <class Inspector>
+std::enable_if_t<!std::is_base_of_v<caf::serializer, Inspector> &&
+                     !std::is_base_of_v<caf::deserializer, Inspector>,
+                 typename Inspector::result_type>
+inspect(Inspector& f, key_list& x) {
+  std::size_t n = x.size();
+  return f(caf::meta::type_name("key_list"), n);
 }
 
 template <class Inspector>

@@ -26,6 +26,7 @@ caf::error bad(std::string what) {
 struct pending_pull {
   int64_t clock;
   int32_t worker;
+  key_list keys;  // empty: the whole range
   caf::typed_response_promise<dvec> promise;
 };
 
@@ -47,10 +48,29 @@ struct shard_state {
 
   double step_at(double t) const { return cfg.step0 / (1.0 + cfg.step_decay * t); }
 
-  // w <- prox(w - step * g) on this range.
-  caf::error sgd_step(const std::vector<double>& g, double t) {
+  // Pure-L2 models in the gradient modes keep w = scale * v (see header).
+  double scale = 1.0;
+  bool lazy_l2() const {
+    return FormulationOf(cfg.model.kind) == Formulation::kDual &&
+           (cfg.mode == Mode::kSync || cfg.mode == Mode::kAsync || cfg.mode == Mode::kSsp);
+  }
+  double value(std::size_t j) const { return scale * w[j]; }
+
+  // w <- prox(w - step * g) on this range, g given by its nonzeros (idx
+  // null: dense, nnz == range size).
+  caf::error sgd_step(const uint32_t* idx, const double* g, std::size_t nnz, double t) {
     const double step = step_at(t);
-    for (std::size_t j = 0; j < w.size(); ++j) w[j] -= step * g[j];
+    if (lazy_l2()) {
+      const double s = step / scale;
+      for (std::size_t k = 0; k < nnz; ++k) w[idx ? idx[k] : k] -= s * g[k];
+      scale /= 1.0 + step * cfg.model.lambda;
+      if (scale < 1e-150) {  // fold before underflow
+        for (double& x : w) x *= scale;
+        scale = 1.0;
+      }
+      return caf::none;
+    }
+    for (std::size_t k = 0; k < nnz; ++k) w[idx ? idx[k] : k] -= step * g[k];
     absl::Status st = ProximalRegularizerStep(cfg.model, step, w);
     if (!st.ok()) return bad(std::string(st.message()));
     return caf::none;
@@ -66,20 +86,31 @@ struct shard_state {
     return true;
   }
 
-  dvec snapshot() { return dvec(w); }
+  dvec snapshot() const {
+    if (scale == 1.0) return dvec(w);
+    std::vector<double> out(w.size());
+    for (std::size_t j = 0; j < w.size(); ++j) out[j] = value(j);
+    return dvec(std::move(out));
+  }
 
-  void count_pull(int64_t clock) {
+  // The reply to a pull that the mode now allows.
+  dvec serve(int64_t clock, const key_list& keys) {
     if (cfg.mode == Mode::kSsp) {
       stats.max_granted_staleness = std::max(stats.max_granted_staleness, clock - min_clock());
     }
     ++stats.pulls;
-    stats.bytes_out += static_cast<int64_t>(w.size() * sizeof(double));
+    stats.bytes_in += keys.bytes();
+    if (!keys.keys) {
+      stats.bytes_out += static_cast<int64_t>(w.size() * sizeof(double));
+      return snapshot();
+    }
+    std::vector<double> out(keys.size());
+    for (std::size_t k = 0; k < out.size(); ++k) out[k] = value((*keys.keys)[k]);
+    stats.bytes_out += static_cast<int64_t>(out.size() * sizeof(double));
+    return dvec(std::move(out));
   }
 
-  void answer(pending_pull& p) {
-    count_pull(p.clock);
-    p.promise.deliver(snapshot());
-  }
+  void answer(pending_pull& p) { p.promise.deliver(serve(p.clock, p.keys)); }
 
   void flush_waiting() {
     if (waiting.empty()) return;
@@ -102,8 +133,9 @@ struct shard_state {
     return caf::none;
   }
 
-  // Applies one update already expanded to a dense range.
-  caf::error apply(int32_t worker, int64_t clock, const std::vector<double>& x) {
+  // Applies one update given by its nonzeros (idx null: dense).
+  caf::error apply(int32_t worker, int64_t clock, const uint32_t* idx, const double* x,
+                   std::size_t nnz) {
     clocks[worker] = std::max(clocks[worker], clock + 1);
     ++stats.updates;
     switch (cfg.mode) {
@@ -118,7 +150,8 @@ struct shard_state {
                      std::to_string(clock) + " twice");
         }
         arrived[worker] = true;
-        gathered[worker] = x;
+        gathered[worker].assign(w.size(), 0.0);
+        for (std::size_t k = 0; k < nnz; ++k) gathered[worker][idx ? idx[k] : k] = x[k];
         if (++arrivals < cfg.workers) return caf::none;
         // All K are in: their mean, summed in worker order (deterministic).
         std::vector<double> mean(w.size(), 0.0);
@@ -129,7 +162,7 @@ struct shard_state {
         for (double& v : mean) v *= inv_k;
         caf::error err;
         if (cfg.mode == Mode::kSync) {
-          err = sgd_step(mean, static_cast<double>(round));
+          err = sgd_step(nullptr, mean.data(), mean.size(), static_cast<double>(round));
         } else {
           w = std::move(mean);
         }
@@ -142,13 +175,13 @@ struct shard_state {
       }
       case Mode::kAsync:
       case Mode::kSsp: {
-        auto err = sgd_step(x, static_cast<double>(applied) / cfg.workers);
+        auto err = sgd_step(idx, x, nnz, static_cast<double>(applied) / cfg.workers);
         ++applied;
         flush_waiting();
         return err;
       }
       case Mode::kCocoa:
-        for (std::size_t j = 0; j < w.size(); ++j) w[j] += cfg.gamma * x[j];
+        for (std::size_t k = 0; k < nnz; ++k) w[idx ? idx[k] : k] += cfg.gamma * x[k];
         ++applied;
         return caf::none;
       default:
@@ -183,7 +216,7 @@ parameter_shard::behavior_type shard_impl(parameter_shard::stateful_pointer<shar
           }
         }
         st.stats.bytes_in += x.bytes();
-        if (auto err = st.apply(worker, clock, *x.data)) return err;
+        if (auto err = st.apply(worker, clock, nullptr, x.data->data(), x.size())) return err;
         st.stats.clocks[worker] = st.clocks[worker];
         return st.gathers() ? st.round : st.applied;
       },
@@ -193,7 +226,6 @@ parameter_shard::behavior_type shard_impl(parameter_shard::stateful_pointer<shar
         if (!x.index || !x.value || x.index->size() != x.value->size()) {
           return bad("sparse push with mismatched index and value lengths");
         }
-        std::vector<double> dense(static_cast<std::size_t>(st.size()), 0.0);
         int64_t previous = -1;
         for (std::size_t k = 0; k < x.size(); ++k) {
           const int64_t j = (*x.index)[k];
@@ -208,23 +240,41 @@ parameter_shard::behavior_type shard_impl(parameter_shard::stateful_pointer<shar
             return bad("sparse push from worker " + std::to_string(worker) + ": value at key " +
                        std::to_string(st.cfg.begin + j) + " is not finite");
           }
-          dense[j] = v;
           previous = j;
         }
         st.stats.bytes_in += x.bytes();
-        if (auto err = st.apply(worker, clock, dense)) return err;
+        if (auto err = st.apply(worker, clock, x.index->data(), x.value->data(), x.size())) {
+          return err;
+        }
         st.stats.clocks[worker] = st.clocks[worker];
         return st.gathers() ? st.round : st.applied;
       },
       [self](pull_atom, int32_t worker, int64_t clock) -> caf::result<dvec> {
         auto& st = self->state;
         if (auto err = st.check_worker(worker)) return err;
-        if (st.pull_ready(clock)) {
-          st.count_pull(clock);
-          return st.snapshot();
-        }
+        if (st.pull_ready(clock)) return st.serve(clock, key_list{});
         auto promise = self->make_response_promise<dvec>();
-        st.waiting.push_back(pending_pull{clock, worker, promise});
+        st.waiting.push_back(pending_pull{clock, worker, key_list{}, promise});
+        return promise;
+      },
+      [self](pull_atom, int32_t worker, int64_t clock, const key_list& keys) -> caf::result<dvec> {
+        auto& st = self->state;
+        if (auto err = st.check_worker(worker)) return err;
+        if (!keys.keys) return bad("pull with a null key list");
+        int64_t previous = -1;
+        for (std::size_t k = 0; k < keys.size(); ++k) {
+          const int64_t j = (*keys.keys)[k];
+          if (j <= previous || j >= st.size()) {
+            return bad("pull from worker " + std::to_string(worker) + ": key " + std::to_string(k) +
+                       " has offset " + std::to_string(j) +
+                       (j >= st.size() ? " outside the range of " + std::to_string(st.size())
+                                       : std::string(" not above the previous one")));
+          }
+          previous = j;
+        }
+        if (st.pull_ready(clock)) return st.serve(clock, keys);
+        auto promise = self->make_response_promise<dvec>();
+        st.waiting.push_back(pending_pull{clock, worker, keys, promise});
         return promise;
       },
       [self](elastic_atom, int32_t worker, const dvec& x) -> caf::result<dvec> {

@@ -14,6 +14,9 @@
 //                   reply e (the worker subtracts it)
 // Steps use step_t = step0 / (1 + decay * t), t the clock (sync) or the
 // number of gradients applied / K (async, ssp), then the regulariser's prox.
+// For pure-L2 models the shard stores w = scale * v, so the prox is one
+// multiplication of `scale` and a sparse gradient costs its nonzeros, not
+// the range (other regularisers apply their prox to the whole range).
 //
 // Errors (caf::error, sec::invalid_argument, text naming the field): a
 // worker index outside [0, K), a payload of the wrong length, a sparse index
@@ -36,7 +39,8 @@ namespace dml::actors {
 /// Message interface of a parameter shard.
 ///  - push(worker, clock, delta): apply by the mode's rule; replies the
 ///    shard's clock (rounds completed, or updates applied).
-///  - pull(worker, clock): the range, once the mode allows that clock.
+///  - pull(worker, clock[, keys]): the range (or the listed keys, in order),
+///    once the mode allows that clock.
 ///  - elastic(worker, x): EASGD exchange; replies e.
 ///  - read: the range now, no clock (coordinator, final model).
 ///  - stats: counters.
@@ -44,6 +48,7 @@ using parameter_shard = caf::typed_actor<
     caf::replies_to<push_atom, int32_t, int64_t, dvec>::with<int64_t>,
     caf::replies_to<push_atom, int32_t, int64_t, sparse_dvec>::with<int64_t>,
     caf::replies_to<pull_atom, int32_t, int64_t>::with<dvec>,
+    caf::replies_to<pull_atom, int32_t, int64_t, key_list>::with<dvec>,
     caf::replies_to<elastic_atom, int32_t, dvec>::with<dvec>,
     caf::replies_to<read_atom>::with<dvec>,
     caf::replies_to<stats_atom>::with<shard_stats>>;
