@@ -8,6 +8,7 @@
 // rules and the CoCoA+ local solver.
 
 #include <algorithm>
+#include <random>
 #include <atomic>
 #include <cmath>
 #include <limits>
@@ -754,3 +755,34 @@ BOOST_AUTO_TEST_CASE(cocoa_local_solver_errors) {
 }
 
 }  // namespace
+
+// The multiplicative state e = exp(v) cannot come back once a factor has
+// driven an entry to a subnormal or zero (found on news20's raw counts: the
+// primal went 0.69 -> 1.8 -> 1e11 because every later line search used
+// e = 0). Step must flag that, so the solvers rebuild e from v = A w.
+BOOST_AUTO_TEST_CASE(logistic_step_flags_a_state_that_left_the_normal_range) {
+  // One feature; row 0 (y = +1, v = 0) pulls w up, which drives row 1
+  // (x = -10, y = -1, v = -705) to v ~ -725: exp(v) is subnormal.
+  auto x = dml::CsrMatrix::FromArrays(2, 1, {0, 1, 2}, {0, 0}, {1.0f, -10.0f});
+  BOOST_REQUIRE(x.ok());
+  dml::Dataset data;
+  data.x = *std::move(x);
+  data.y = {1.0f, -1.0f};
+  data.task = dml::Task::kClassification;
+  const dml::ModelSpec spec{ModelKind::kLogisticL1, 1e-4, 0.5};
+  const dml::CscMatrix a = data.x.Convert();
+  const auto cols = dml::LogisticL1Objective::PrepareColumns(a, data.y);
+  const auto obj = dml::LogisticL1Objective::Make(spec, data.y);
+  std::vector<double> e(2), scratch(2);
+  dml::LogisticL1Objective::InitState({0.0, -705.0}, data.y, e.data());
+  BOOST_REQUIRE(e[1] >= std::numeric_limits<double>::min());
+  const auto step = obj.Step<PlainAccess>(a.outer(0), cols[0], e.data(), scratch.data(), 0.0, 1.0);
+  BOOST_TEST(step.w > 1.0);
+  BOOST_TEST(e[1] < std::numeric_limits<double>::min());  // the scenario happened
+  BOOST_TEST(step.resync);
+  // A step that keeps the state normal does not ask for a rebuild.
+  dml::LogisticL1Objective::InitState({0.0, 0.0}, data.y, e.data());
+  const auto calm = obj.Step<PlainAccess>(a.outer(0), cols[0], e.data(), scratch.data(), 0.0, 1.0);
+  BOOST_TEST(calm.w != 0.0);
+  BOOST_TEST(!calm.resync);
+}

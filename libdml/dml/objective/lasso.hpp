@@ -108,6 +108,7 @@ struct StepResult {
   double w = 0.0;     ///< the new w_j
   double grad = 0.0;  ///< g_j = a_j^T u before the step
   int64_t nnz = 0;    ///< nonzeros read or written
+  bool resync = false;  ///< never for the squared loss (its state is additive)
 };
 
 /// One exact coordinate step on w_j (current value `w`) with the residual

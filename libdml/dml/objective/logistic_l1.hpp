@@ -48,6 +48,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -224,7 +225,17 @@ struct LogisticL1Objective {
     double w = 0.0;     ///< the new w_j
     double grad = 0.0;  ///< g_j = a_j^T u before the step
     int64_t nnz = 0;    ///< nonzeros read or written
+    /// The multiplicative state left [kStateMin, kStateMax] on this column: a
+    /// factor underflowed or overflowed (e = 0 stays 0 forever), so the
+    /// caller must rebuild the state from the exact v = A w before the next
+    /// step. Seen on news20 (raw counts): a large early step drove margins
+    /// below -709, and every later line search then used e = 0.
+    bool resync = false;
   };
+  /// The state is trusted while it is a normal double: a subnormal, zero or
+  /// infinite e has lost v.
+  static constexpr double kStateMin = std::numeric_limits<double>::min();
+  static constexpr double kStateMax = std::numeric_limits<double>::max();
 
   static constexpr double kSigma = 0.01;
   static constexpr int kMaxLineSearch = 20;
@@ -410,6 +421,7 @@ struct LogisticL1Objective {
           }
           out.w = w + d;
           out.nnz += static_cast<int64_t>(m);
+          out.resync = LeftRange<Access>(col, e);
           return out;
         }
       }
@@ -435,6 +447,7 @@ struct LogisticL1Objective {
         for (std::size_t k = 0; k < m; ++k) Access::Mul(e + idx[k], scratch[k]);
         out.w = w + d;
         out.nnz += static_cast<int64_t>(m);
+        out.resync = LeftRange<Access>(col, e);
         return out;
       }
       d *= 0.5;
@@ -444,6 +457,17 @@ struct LogisticL1Objective {
   }
 
  private:
+  /// Whether the step pushed a state entry of the column out of [kStateMin,
+  /// kStateMax] (one pass over lines the update just wrote).
+  template <typename Access>
+  static bool LeftRange(SparseView col, const double* e) {
+    for (std::size_t k = 0; k < col.size; ++k) {
+      const double v = Access::Load(e + col.index[k]);
+      if (!(v >= kStateMin && v <= kStateMax)) return true;
+    }
+    return false;
+  }
+
   /// The gradient pass: sum_k x_k s_k and sum_k x_k^2 s_k t_k over the
   /// column, t = 1/(1+e), s = 1 - t = e t (x taken as 1 when kUnit); 1 - t
   /// keeps s right for e = inf and is off by at most 2^-53 absolutely. The division

@@ -116,6 +116,17 @@ class PrimalLocalSolver final : public LocalSolver {
                                                         scratch_.data(), current, sigma_prime);
       dw[j] = step.w - w_[j];
       update.nnz_touched += step.nnz;
+      if (step.resync) {  // rebuild v_local = shared + sigma' A_[k] dw exactly
+        std::vector<double> v = shared;
+        for (std::size_t jj = 0; jj < d; ++jj) {
+          if (dw[jj] == 0.0) continue;
+          const SparseView col = cols_.outer(static_cast<int64_t>(jj));
+          for (std::size_t k = 0; k < col.size; ++k) {
+            v[col.index[k]] += sigma_prime * dw[jj] * col.value[k];
+          }
+        }
+        Obj::InitState(v, y_, state.data());
+      }
     }
     update.steps = steps;
 

@@ -122,6 +122,7 @@ absl::StatusOr<TrainResult> Run(const Dataset& data, const ModelSpec& model,
                                                        scratch.data(), wj, 1.0);
       nnz += step.nnz;
       w[j] = step.w;
+      if (step.resync) Obj::InitState(ColumnTimes(a, w), data.y, state.data());
       gap_est[j] = obj.CoordinateGap(wj, step.grad);
       max_violation = std::max(max_violation, obj.Violation(wj, step.grad));
       if (options.shrinking && wj == 0.0 && step.w == 0.0 &&

@@ -29,6 +29,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <limits>
@@ -157,6 +158,9 @@ class AsyncRun {
   std::vector<Worker> workers_;
   double margin_ = std::numeric_limits<double>::infinity();
   bool done_ = false;  // written by the coordinator before a barrier
+  // A step left the multiplicative state's range (Obj::StepResult::resync):
+  // every thread ends its epoch, and the coordinator rebuilds the state.
+  std::atomic<bool> resync_{false};
   std::optional<Barrier> barrier_;
 };
 
@@ -174,6 +178,8 @@ void AsyncRun<Obj>::Epoch(Worker& wk) {
                                                       wk.scratch.data(), wj, 1.0);
     wk.nnz += step.nnz;
     w_[j] = step.w;
+    if (step.resync) resync_.store(true, std::memory_order_relaxed);
+    if (resync_.load(std::memory_order_relaxed)) return;
     gap_est_[j] = obj.CoordinateGap(wj, step.grad);
     wk.max_violation = std::max(wk.max_violation, obj.Violation(wj, step.grad));
     if (options_.shrinking && wj == 0.0 && step.w == 0.0 && std::abs(step.grad) < l1 - margin_) {
@@ -287,6 +293,7 @@ absl::StatusOr<TrainResult> AsyncRun<Obj>::Run() {
     barrier_->Wait();
     Epoch(workers_[0]);
     barrier_->Wait();
+    if (resync_.exchange(false)) Obj::InitState(ColumnTimes(a_, w_), data_.y, state_.data());
 
     // Coordinator: every worker is parked at the next barrier.
     double max_violation = 0.0;
