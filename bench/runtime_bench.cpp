@@ -2,7 +2,7 @@
 //
 //   runtime_bench --what=overhead|modes|hsweep (--data=FILE [--binarize=T] | --generate=RxC
 //                 [--nnz=K]) [--model=logistic] [--c=1] [--workers=2,4] [--shards=2]
-//                 [--budget=60] [--batch=64] [--csv=PATH] [--repeat=3]
+//                 [--budget=60] [--batch=64] [--csv=PATH] [--repeat=3] [--threads=0]
 //
 // overhead  cocoa with K=1, H = one epoch per round, vs the same local solver
 //           called directly in a loop (same seed, same rounds, same certificate
@@ -165,7 +165,8 @@ int main(int argc, char** argv) {
               static_cast<long long>(n), static_cast<long long>(data->x.cols()),
               static_cast<long long>(data->x.nnz()), std::string(dml::ModelName(m.kind)).c_str(), c,
               m.lambda);
-  dml::runtime rt;
+  // --threads: the runtime's scheduler threads (0 = one per core).
+  dml::runtime rt(dml::runtime_options{std::stoi(Get(flags, "threads", "0"))});
 
   if (what == "overhead") {
     const double tol = 1e-6;

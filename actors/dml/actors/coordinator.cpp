@@ -59,7 +59,7 @@ struct coord_state {
   double next_eval = 0.0;
   StopReason reason = StopReason::kMaxEpochs;
   // cocoa.
-  std::vector<double> shared;  // the shared vector of the current round
+  dvec shared;  // the shared vector of the current round (one buffer for all)
   static inline const char* name = "dml.coordinator";
 
   double seconds() const {
@@ -138,6 +138,18 @@ void ask_workers(self_ptr self, Done done, Ts... xs) {
 template <class Done>
 void read_shards(self_ptr self, Done done) {
   auto& st = self->state;
+  if (st.shards.size() == 1) {  // the shard's own snapshot, uncopied
+    self->request(st.shards[0], kRequestTimeout, read_atom_v)
+        .then(
+            [self, done](const dvec& part) {
+              auto& st = self->state;
+              if (st.finished) return;
+              st.coordinator_bytes += part.bytes();
+              done(part);
+            },
+            [self](caf::error& err) { fail_job(self, err); });
+    return;
+  }
   auto out = std::make_shared<std::vector<double>>(static_cast<std::size_t>(st.m));
   auto remaining = std::make_shared<std::size_t>(st.shards.size());
   for (std::size_t s = 0; s < st.shards.size(); ++s) {
@@ -148,7 +160,7 @@ void read_shards(self_ptr self, Done done) {
               if (st.finished) return;
               std::copy(part.view().begin(), part.view().end(), out->begin() + st.bounds[s]);
               st.coordinator_bytes += part.bytes();
-              if (--*remaining == 0) done(std::move(*out));
+              if (--*remaining == 0) done(dvec(std::move(*out)));
             },
             [self](caf::error& err) { fail_job(self, err); });
   }
@@ -213,7 +225,7 @@ void cocoa_round(self_ptr self);
 
 void cocoa_finish(self_ptr self) {
   auto& st = self->state;
-  if (!st.primal_cocoa) return finish_job(self, st.shared, 0);
+  if (!st.primal_cocoa) return finish_job(self, *st.shared.data, 0);
   // Primal models: w is the workers' own coordinates, in column order.
   ask_workers<dvec>(self, [self](std::vector<dvec>& parts) {
     std::vector<double> w;
@@ -223,10 +235,10 @@ void cocoa_finish(self_ptr self) {
 }
 
 void cocoa_round(self_ptr self) {
-  read_shards(self, [self](std::vector<double> shared) {
+  read_shards(self, [self](dvec shared) {
     auto& st = self->state;
     st.shared = std::move(shared);
-    dvec s(st.shared);
+    dvec s = st.shared;
     st.coordinator_bytes += static_cast<int64_t>(st.workers.size()) * s.bytes();
     ask_workers<block_sums>(self, [self, s](std::vector<block_sums>& sums) {
       auto& st = self->state;
@@ -242,7 +254,7 @@ void cocoa_round(self_ptr self) {
         primal = total.loss_sum * inv_n + total.reg_sum;
         gap = std::max(0.0, total.gap_sum);
       } else {
-        primal = total.loss_sum * inv_n + RegularizerValue(st.spec.model, st.shared);
+        primal = total.loss_sum * inv_n + RegularizerValue(st.spec.model, *st.shared.data);
         gap = std::max(0.0, total.gap_sum * inv_n);
       }
       record(self, primal, primal - gap, gap);
@@ -282,16 +294,15 @@ void cocoa_round(self_ptr self) {
 template <class Done>
 void read_model(self_ptr self, Done done) {
   auto& st = self->state;
-  if (st.spec.mode == Mode::kHogwild) return done(st.hog->snapshot());
+  if (st.spec.mode == Mode::kHogwild) return done(dvec(st.hog->snapshot()));
   read_shards(self, std::move(done));
 }
 
 // Certifies the current model: P(w) from the workers' loss sums.
 template <class Done>
 void evaluate(self_ptr self, Done done) {
-  read_model(self, [self, done](std::vector<double> w) {
+  read_model(self, [self, done](dvec wd) {
     auto& st = self->state;
-    dvec wd(std::move(w));
     st.coordinator_bytes += static_cast<int64_t>(st.workers.size()) * wd.bytes();
     ask_workers<block_sums>(self, [self, wd, done](std::vector<block_sums>& sums) {
       auto& st = self->state;

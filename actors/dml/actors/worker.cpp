@@ -221,8 +221,11 @@ std::vector<key_list> batch_keys(const worker_state& st, const std::vector<int64
 }
 
 // Pushes x (length = model dimension) split by shard, sparse where smaller.
+// `movable`, when given, is x itself and may be moved into a message that
+// covers all of it (one shard): no copy.
 template <class Done, class Fail>
-void push_all(self_ptr self, int64_t clock, const std::vector<double>& x, Done done, Fail on_error) {
+void push_all(self_ptr self, int64_t clock, const std::vector<double>& x, Done done, Fail on_error,
+              std::vector<double>* movable = nullptr) {
   auto& st = self->state;
   auto counter = std::make_shared<fan_in>(st.shards.size());
   auto on_ack = [counter, done](int64_t) {
@@ -255,7 +258,9 @@ void push_all(self_ptr self, int64_t clock, const std::vector<double>& x, Done d
       self->request(st.shards[s], kRequestTimeout, push_atom_v, st.cfg.index, clock, msg)
           .then(on_ack, on_err);
     } else {
-      dvec msg(std::vector<double>(x.begin() + b, x.begin() + e));
+      dvec msg = (b == 0 && e == static_cast<int64_t>(x.size()) && movable)
+                     ? dvec(std::move(*movable))
+                     : dvec(std::vector<double>(x.begin() + b, x.begin() + e));
       st.bytes += msg.bytes();
       self->request(st.shards[s], kRequestTimeout, push_atom_v, st.cfg.index, clock, msg)
           .then(on_ack, on_err);
@@ -442,7 +447,8 @@ worker_actor::behavior_type worker_impl(self_ptr self, worker_config cfg) {
                    ++self->state.clock;
                    promise->deliver(self->state.report());
                  },
-                 [promise](caf::error err) { promise->deliver(std::move(err)); });
+                 [promise](caf::error err) { promise->deliver(std::move(err)); },
+                 &up->delta_shared);
         return *promise;
       },
       [self](certify_atom, const dvec& shared) -> caf::result<block_sums> {
