@@ -37,19 +37,13 @@
 #include "dml/objective/elastic_net.hpp"
 #include "dml/objective/lasso.hpp"
 #include "dml/objective/logistic_l1.hpp"
+#include "dml/solver/internal/primal_cd.hpp"
 #include "dml/solver/internal/solvers.hpp"
 #include "dml/util/rng.hpp"
 #include "dml/util/status.hpp"
 
 namespace dml::internal {
 namespace {
-
-struct PlainAccess {
-  static constexpr bool kPlain = true;
-  static double Load(const double* p) { return *p; }
-  static void Add(double* p, double x) { *p += x; }
-  static void Mul(double* p, double x) { *p *= x; }
-};
 
 template <typename Obj>
 class PrimalLocalSolver final : public LocalSolver {
@@ -117,29 +111,16 @@ class PrimalLocalSolver final : public LocalSolver {
       dw[j] = step.w - w_[j];
       update.nnz_touched += step.nnz;
       if (step.resync) {  // rebuild v_local = shared + sigma' A_[k] dw exactly
-        std::vector<double> v = shared;
-        for (std::size_t jj = 0; jj < d; ++jj) {
-          if (dw[jj] == 0.0) continue;
-          const SparseView col = cols_.outer(static_cast<int64_t>(jj));
-          for (std::size_t k = 0; k < col.size; ++k) {
-            v[col.index[k]] += sigma_prime * dw[jj] * col.value[k];
-          }
-        }
+        std::vector<double> v = ColumnTimes(cols_, dw);
+        for (int64_t i = 0; i < n; ++i) v[i] = shared[i] + sigma_prime * v[i];
         Obj::InitState(v, y_, state.data());
       }
     }
     update.steps = steps;
 
     // delta_v = A_[k] dw exactly (not from the drifting local state).
-    update.delta_shared.assign(static_cast<std::size_t>(n), 0.0);
-    for (std::size_t j = 0; j < d; ++j) {
-      if (dw[j] == 0.0) continue;
-      const SparseView col = cols_.outer(static_cast<int64_t>(j));
-      for (std::size_t k = 0; k < col.size; ++k) {
-        update.delta_shared[col.index[k]] += dw[j] * col.value[k];
-      }
-      w_[j] += gamma * dw[j];
-    }
+    update.delta_shared = ColumnTimes(cols_, dw);
+    for (std::size_t j = 0; j < d; ++j) w_[j] += gamma * dw[j];
     return update;
   }
 

@@ -45,6 +45,7 @@
 #include "dml/objective/evaluate.hpp"
 #include "dml/objective/lasso.hpp"
 #include "dml/objective/logistic_l1.hpp"
+#include "dml/solver/internal/primal_cd.hpp"
 #include "dml/solver/internal/solvers.hpp"
 #include "dml/solver/internal/stopping.hpp"
 #include "dml/util/rng.hpp"
@@ -105,20 +106,6 @@ class Barrier {
   uint64_t generation_ = 0;
 };
 
-/// v = A w from the columns, skipping w_j == 0.
-std::vector<double> ColumnTimes(const CscMatrix& a, const std::vector<double>& w) {
-  std::vector<double> v(static_cast<std::size_t>(a.rows()), 0.0);
-  for (int64_t j = 0; j < a.cols(); ++j) {
-    if (w[j] == 0.0) continue;
-    const SparseView col = a.outer(j);
-    for (std::size_t k = 0; k < col.size; ++k) v[col.index[k]] += w[j] * col.value[k];
-  }
-  return v;
-}
-
-void ShufflePrefix(std::vector<uint32_t>& v, std::size_t size, Rng& rng) {
-  for (std::size_t i = size; i > 1; --i) std::swap(v[i - 1], v[rng.Below(i)]);
-}
 
 /// One thread's share of the features and its per-epoch results.
 struct Worker {
