@@ -205,6 +205,18 @@ void record(self_ptr self, double primal, double dual, double gap) {
   st.job->publish(p);
 }
 
+// Folds a worker's report into the job's progress (reports only grow; a
+// late one never moves a worker back). An epoch is n examples, or d
+// coordinates for primal cocoa.
+void absorb(coord_state& st, const worker_report& r) {
+  st.clocks[r.worker] = std::max(st.clocks[r.worker], r.clock);
+  st.processed[r.worker] = std::max(st.processed[r.worker], r.processed);
+  st.worker_bytes[r.worker] = std::max(st.worker_bytes[r.worker], r.bytes);
+  int64_t total = 0;
+  for (int64_t p : st.processed) total += p;
+  st.epochs = static_cast<double>(total) / static_cast<double>(st.primal_cocoa ? st.d : st.n);
+}
+
 // Cancel flag and wall-time budget; the first rule that holds, if any.
 bool external_stop(coord_state& st, StopReason* why) {
   if (st.job->cancel.load() ||
@@ -272,13 +284,7 @@ void cocoa_round(self_ptr self) {
         st.coordinator_bytes += static_cast<int64_t>(st.workers.size()) * s.bytes();
         ask_workers<worker_report>(self, [self](std::vector<worker_report>& reports) {
           auto& st = self->state;
-          int64_t done = 0;
-          for (const auto& r : reports) {
-            done += r.processed;
-            st.worker_bytes[r.worker] = r.bytes;
-          }
-          st.epochs = static_cast<double>(done) /
-                      static_cast<double>(st.primal_cocoa ? st.d : st.n);
+          for (const auto& r : reports) absorb(st, r);
           ++st.round;
           cocoa_round(self);
         }, round_atom_v, int64_t{st.round}, s, int64_t{0});
@@ -374,12 +380,7 @@ void sgd_start(self_ptr self) {
             [self](const worker_report& r) {
               auto& st = self->state;
               if (st.finished) return;
-              st.clocks[r.worker] = r.clock;
-              st.processed[r.worker] = r.processed;
-              st.worker_bytes[r.worker] = r.bytes;
-              int64_t total = 0;
-              for (int64_t p : st.processed) total += p;
-              st.epochs = static_cast<double>(total) / static_cast<double>(st.n);
+              absorb(st, r);
               if (--st.running == 0) sgd_all_stopped(self);
             },
             [self](caf::error& err) { fail_job(self, err); });
@@ -535,12 +536,7 @@ coordinator_actor::behavior_type coordinator_impl(self_ptr self, job_spec spec,
         if (st.finished || r.worker < 0 || r.worker >= static_cast<int32_t>(st.workers.size())) {
           return;
         }
-        st.clocks[r.worker] = std::max(st.clocks[r.worker], r.clock);
-        st.processed[r.worker] = std::max(st.processed[r.worker], r.processed);
-        st.worker_bytes[r.worker] = std::max(st.worker_bytes[r.worker], r.bytes);
-        int64_t total = 0;
-        for (int64_t p : st.processed) total += p;
-        st.epochs = static_cast<double>(total) / static_cast<double>(st.n);
+        absorb(st, r);
         StopReason why;
         if (external_stop(st, &why)) return halt_workers(self, why);
         maybe_evaluate(self);

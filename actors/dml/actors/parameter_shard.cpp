@@ -196,7 +196,6 @@ parameter_shard::behavior_type shard_impl(parameter_shard::stateful_pointer<shar
   st.cfg = cfg;
   st.w.assign(static_cast<std::size_t>(st.size()), 0.0);
   st.clocks.assign(cfg.workers, 0);
-  st.stats.clocks.assign(cfg.workers, 0);
   if (st.gathers()) {
     st.gathered.assign(cfg.workers, {});
     st.arrived.assign(cfg.workers, false);
@@ -217,7 +216,6 @@ parameter_shard::behavior_type shard_impl(parameter_shard::stateful_pointer<shar
         }
         st.stats.bytes_in += x.bytes();
         if (auto err = st.apply(worker, clock, nullptr, x.data->data(), x.size())) return err;
-        st.stats.clocks[worker] = st.clocks[worker];
         return st.gathers() ? st.round : st.applied;
       },
       [self](push_atom, int32_t worker, int64_t clock, const sparse_dvec& x) -> caf::result<int64_t> {
@@ -246,7 +244,6 @@ parameter_shard::behavior_type shard_impl(parameter_shard::stateful_pointer<shar
         if (auto err = st.apply(worker, clock, x.index->data(), x.value->data(), x.size())) {
           return err;
         }
-        st.stats.clocks[worker] = st.clocks[worker];
         return st.gathers() ? st.round : st.applied;
       },
       [self](pull_atom, int32_t worker, int64_t clock) -> caf::result<dvec> {
@@ -299,13 +296,16 @@ parameter_shard::behavior_type shard_impl(parameter_shard::stateful_pointer<shar
         ++st.stats.updates;
         ++st.applied;
         st.clocks[worker] += 1;
-        st.stats.clocks[worker] = st.clocks[worker];
         st.stats.bytes_in += x.bytes();
         st.stats.bytes_out += x.bytes();
         return dvec(std::move(e));
       },
       [self](read_atom) -> caf::result<dvec> { return self->state.snapshot(); },
-      [self](stats_atom) -> caf::result<shard_stats> { return self->state.stats; },
+      [self](stats_atom) -> caf::result<shard_stats> {
+        shard_stats out = self->state.stats;
+        out.clocks = self->state.clocks;
+        return out;
+      },
   };
 }
 

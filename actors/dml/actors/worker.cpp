@@ -154,6 +154,16 @@ struct fan_in {
   bool failed = false;
 };
 
+// The error handler of a fan-out: passes the first error on, drops the rest.
+template <class Fail>
+auto first_error(std::shared_ptr<fan_in> counter, Fail on_error) {
+  return [counter, on_error](caf::error& err) {
+    if (counter->failed) return;
+    counter->failed = true;
+    on_error(std::move(err));
+  };
+}
+
 // Pulls every shard's range into st.w; with `keys` (one list per shard, null
 // for the whole range) only those keys are fetched and written.
 template <class Done, class Fail>
@@ -178,11 +188,7 @@ void pull_all(self_ptr self, int64_t clock, Done done, Fail on_error,
       st.bytes += part.bytes();
       if (--counter->remaining == 0) done();
     };
-    auto on_err = [counter, on_error](caf::error& err) {
-      if (counter->failed) return;
-      counter->failed = true;
-      on_error(std::move(err));
-    };
+    auto on_err = first_error(counter, on_error);
     if (k.keys) {
       self->request(st.shards[s], kRequestTimeout, pull_atom_v, st.cfg.index, clock, k)
           .then(on_part, on_err);
@@ -232,11 +238,7 @@ void push_all(self_ptr self, int64_t clock, const std::vector<double>& x, Done d
     if (counter->failed) return;
     if (--counter->remaining == 0) done();
   };
-  auto on_err = [counter, on_error](caf::error& err) {
-    if (counter->failed) return;
-    counter->failed = true;
-    on_error(std::move(err));
-  };
+  auto on_err = first_error(counter, on_error);
   for (std::size_t s = 0; s < st.shards.size(); ++s) {
     const int64_t b = st.bounds[s], e = st.bounds[s + 1];
     int64_t nnz = 0;
@@ -359,11 +361,7 @@ void sgd_step(self_ptr self) {
                       step_done(self);
                     }
                   },
-                  [counter, on_error](caf::error& err) {
-                    if (counter->failed) return;
-                    counter->failed = true;
-                    on_error(std::move(err));
-                  });
+                  first_error(counter, on_error));
         }
         return;
       }
