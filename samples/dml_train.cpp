@@ -247,6 +247,9 @@ int main(int argc, char** argv) {
     };
   }
   absl::StatusOr<dml::TrainResult> result;
+  // The runtime shares the data with its workers; metrics read it from there.
+  std::shared_ptr<const dml::Dataset> shared_data;
+  const dml::Dataset* trained_on = &data;
   if (args.values.count("--mode")) {
     auto mode = dml::ParseMode(Get(args, "--mode"));
     if (!mode.ok()) return Fail(std::string(mode.status().message()));
@@ -268,8 +271,9 @@ int main(int argc, char** argv) {
     }
     // 1/(lambda (t + t0)), the rate for a lambda-strongly convex objective.
     job.step_decay = spec.lambda * job.step0;
-    job.data = std::make_shared<const dml::Dataset>(std::move(data));
-    std::shared_ptr<const dml::Dataset> keep = job.data;
+    shared_data = std::make_shared<const dml::Dataset>(std::move(data));
+    trained_on = shared_data.get();
+    job.data = shared_data;
     if (!quiet) {
       std::printf("runtime: mode %s, %d workers, %d shards\n",
                   std::string(dml::ModeName(job.mode)).c_str(), job.workers, job.shards);
@@ -297,7 +301,6 @@ int main(int argc, char** argv) {
       t.reason = r->reason;
       result = std::move(t);
     }
-    data = *keep;  // metrics below
   } else {
     result = dml::Train(data, spec, opt);
   }
@@ -324,7 +327,7 @@ int main(int argc, char** argv) {
                   show(dml::R2(d.y, margins)).c_str());
     }
   };
-  report("train", data);
+  report("train", *trained_on);
   if (args.values.count("--test")) {
     auto t = dml::ReadLibsvm(Get(args, "--test"), load_opts);
     if (!t.ok()) return Fail(std::string(t.status().message()));
