@@ -3,6 +3,7 @@
 //   runtime_bench --what=overhead|modes|hsweep (--data=FILE [--binarize=T] | --generate=RxC
 //                 [--nnz=K]) [--model=logistic] [--c=1] [--workers=2,4] [--shards=2]
 //                 [--budget=60] [--batch=64] [--csv=PATH] [--repeat=3] [--threads=0]
+//                 [--modes=cocoa,sync,...]
 //
 // overhead  cocoa with K=1, H = one epoch per round, vs the same local solver
 //           called directly in a loop (same seed, same rounds, same certificate
@@ -22,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_split.h"
 #include "dml/actors/runtime.hpp"
 #include "dml/data/libsvm.hpp"
 #include "dml/data/synthetic.hpp"
@@ -209,10 +211,18 @@ int main(int argc, char** argv) {
   if (what == "modes") {
     std::printf("%-16s %2s %8s %9s %7s %8s %13s %14s %14s\n", "mode", "K", "reached", "seconds",
                 "rounds", "epochs", "P-P*", "bytes/round", "bytes/epoch");
+    std::vector<dml::Mode> modes;
+    for (absl::string_view name : absl::StrSplit(
+             Get(flags, "modes", "cocoa,sync,async,ssp,easgd,hogwild,model-averaging"), ',')) {
+      auto mode = dml::ParseMode(std::string_view(name.data(), name.size()));
+      if (!mode.ok()) {
+        std::fprintf(stderr, "--modes: %s\n", std::string(mode.status().message()).c_str());
+        return 2;
+      }
+      modes.push_back(*mode);
+    }
     for (int k : ks) {
-      for (dml::Mode mode : {dml::Mode::kCocoa, dml::Mode::kSync, dml::Mode::kAsync,
-                             dml::Mode::kSsp, dml::Mode::kEasgd, dml::Mode::kHogwild,
-                             dml::Mode::kModelAveraging}) {
+      for (dml::Mode mode : modes) {
         dml::job_spec s;
         s.data = data;
         s.model = m;

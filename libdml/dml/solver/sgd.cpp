@@ -345,10 +345,10 @@ absl::Status CheckStep(double step) {
 }
 
 absl::Status CheckBatch(const Dataset& data, const ModelSpec& model,
-                        const std::vector<int64_t>& rows, const std::vector<double>& w) {
+                        const std::vector<int64_t>& rows, std::size_t d) {
   DML_RETURN_IF_ERROR(Validate(model));
-  if (static_cast<int64_t>(w.size()) != data.x.cols()) {
-    return absl::InvalidArgumentError(absl::StrCat("model has ", w.size(),
+  if (static_cast<int64_t>(d) != data.x.cols()) {
+    return absl::InvalidArgumentError(absl::StrCat("model has ", d,
                                                    " weights but the data has ", data.x.cols(),
                                                    " features"));
   }
@@ -379,7 +379,7 @@ absl::StatusOr<std::vector<double>> MinibatchGradient(const Dataset& data, const
                                                       const std::vector<int64_t>& rows,
                                                       const std::vector<double>& w,
                                                       bool include_regularizer) {
-  DML_RETURN_IF_ERROR(CheckBatch(data, model, rows, w));
+  DML_RETURN_IF_ERROR(CheckBatch(data, model, rows, w.size()));
   std::vector<double> deriv(rows.size());
   WithLoss(model.kind, [&](auto loss) {
     using Loss = decltype(loss);
@@ -402,7 +402,7 @@ absl::Status SgdStep(const Dataset& data, const ModelSpec& model,
                      const std::vector<int64_t>& batch_rows, double step,
                      std::vector<double>& w) {
   DML_RETURN_IF_ERROR(CheckStep(step));
-  DML_RETURN_IF_ERROR(CheckBatch(data, model, batch_rows, w));
+  DML_RETURN_IF_ERROR(CheckBatch(data, model, batch_rows, w.size()));
   std::vector<double> deriv(batch_rows.size());
   const reg::ElasticNet r = RegularizerOf(model);
   WithLoss(model.kind, [&](auto loss) {
@@ -418,6 +418,79 @@ absl::Status ProximalRegularizerStep(const ModelSpec& model, double step, std::v
   DML_RETURN_IF_ERROR(CheckStep(step));
   const Prox p = ProxOf(RegularizerOf(model), step);
   for (double& wj : w) wj = p.shrink * reg::SoftThreshold(wj, p.threshold);
+  return absl::OkStatus();
+}
+
+std::vector<double> InverseTouchProbabilities(const Dataset& data, int batch_size) {
+  const auto d = static_cast<std::size_t>(data.x.cols());
+  std::vector<double> count(d, 0.0);
+  for (int64_t i = 0; i < data.x.rows(); ++i) {
+    const SparseView r = data.x.outer(i);
+    for (std::size_t p = 0; p < r.size; ++p) count[r.index[p]] += 1.0;
+  }
+  const double n = static_cast<double>(std::max<int64_t>(data.x.rows(), 1));
+  const double b = static_cast<double>(std::max(batch_size, 1));
+  std::vector<double> inv(d, 0.0);
+  for (std::size_t j = 0; j < d; ++j) {
+    if (count[j] == 0.0) continue;  // never touched: never updated
+    // 1 - (1 - f)^b without cancellation for small f.
+    const double touch = -std::expm1(b * std::log1p(-count[j] / n));
+    inv[j] = 1.0 / touch;
+  }
+  return inv;
+}
+
+absl::Status HogwildStep(const Dataset& data, const ModelSpec& model,
+                         const std::vector<int64_t>& rows, double step,
+                         const std::vector<double>& inv_touch, std::atomic<double>* w,
+                         std::size_t d, HogwildScratch& scratch) {
+  DML_RETURN_IF_ERROR(CheckStep(step));
+  DML_RETURN_IF_ERROR(CheckBatch(data, model, rows, d));
+  if (inv_touch.size() != d) {
+    return absl::InvalidArgumentError(absl::StrCat("inv_touch has ", inv_touch.size(),
+                                                   " entries for a model of ", d));
+  }
+  if (scratch.g.size() != d) scratch.g.assign(d, 0.0);
+  scratch.touched.clear();
+  std::vector<double>& g = scratch.g;
+  scratch.deriv.resize(rows.size());
+  WithLoss(model.kind, [&](auto loss) {
+    using Loss = decltype(loss);
+    BatchDerivatives<Loss>(
+        data, rows.data(), rows.size(),
+        [w](uint32_t j) { return w[j].load(std::memory_order_relaxed); }, scratch.deriv.data());
+  });
+  const double inv_b = 1.0 / static_cast<double>(rows.size());
+  for (double& dk : scratch.deriv) dk *= inv_b;
+  // Every nonzero of the batch marks its column, even where the loss
+  // derivative is 0 (hinge): the regulariser's share still applies there.
+  for (int64_t i : rows) {
+    const SparseView r = data.x.outer(i);
+    for (std::size_t p = 0; p < r.size; ++p) {
+      double& gj = g[r.index[p]];
+      if (gj == 0.0 && !std::signbit(gj)) {
+        gj = -0.0;  // marker: a negative zero says "listed"
+        scratch.touched.push_back(r.index[p]);
+      }
+    }
+  }
+  AddRows(data.x, rows.data(), rows.size(), scratch.deriv.data(),
+          [&g](uint32_t j, double delta) { g[j] += delta; });
+  const reg::ElasticNet r = RegularizerOf(model);
+  for (uint32_t j : scratch.touched) {
+    const double wj = w[j].load(std::memory_order_relaxed);
+    const Prox p = ProxOf(r, step * inv_touch[j]);
+    const double u = p.shrink * reg::SoftThreshold(wj - step * g[j], p.threshold);
+    // Lock-free: the change is added atomically, so concurrent workers'
+    // updates interleave and are never overwritten.
+    const double delta = u - wj;
+    if (delta != 0.0) {
+      double cur = w[j].load(std::memory_order_relaxed);
+      while (!w[j].compare_exchange_weak(cur, cur + delta, std::memory_order_relaxed)) {
+      }
+    }
+    g[j] = 0.0;
+  }
   return absl::OkStatus();
 }
 

@@ -17,6 +17,7 @@
 // classification model with a batch label not in {-1,+1}, or a step that is
 // not positive and finite.
 
+#include <atomic>
 #include <cstdint>
 #include <vector>
 
@@ -53,5 +54,31 @@ absl::Status SgdStep(const Dataset& data, const ModelSpec& model,
 /// server that applies aggregated loss gradients itself. Errors: invalid
 /// model, a step that is not positive and finite.
 absl::Status ProximalRegularizerStep(const ModelSpec& model, double step, std::vector<double>& w);
+
+/// For Hogwild's sparse steps: 1 / P(a minibatch of `batch_size` rows drawn
+/// with replacement touches column j), from the column's frequency in
+/// `data`; 0 for columns no row has. O(nnz + d).
+std::vector<double> InverseTouchProbabilities(const Dataset& data, int batch_size);
+
+/// Reusable buffers of HogwildStep (one per thread).
+struct HogwildScratch {
+  std::vector<double> g;
+  std::vector<double> deriv;
+  std::vector<uint32_t> touched;
+};
+
+/// One Hogwild step (Niu, Recht, Re, Wright, NIPS 2011) on the shared model
+/// w[0, d) that other threads update concurrently: the minibatch's loss
+/// gradient, and the regulariser only on the columns the batch touches,
+/// each with strength scaled by inv_touch[j] (so the regulariser's
+/// expected step is the full one), as the prox
+///   w_j <- prox_{step inv_touch[j] lambda R}(w_j - step g_j),
+/// added to w_j with an atomic compare-and-swap; w is read with relaxed
+/// loads. O(nnz of the batch): no dense pass over w. Errors as SgdStep's,
+/// or inv_touch's length not d; w is then unchanged.
+absl::Status HogwildStep(const Dataset& data, const ModelSpec& model,
+                         const std::vector<int64_t>& rows, double step,
+                         const std::vector<double>& inv_touch, std::atomic<double>* w,
+                         std::size_t d, HogwildScratch& scratch);
 
 }  // namespace dml
