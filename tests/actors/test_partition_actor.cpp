@@ -26,6 +26,7 @@
 
 #include "dml/actors/dense_block.hpp"
 #include "dml/actors/partition_actor.hpp"
+#include "dml/actors/wire.hpp"
 #include "dml/actors/register_types.hpp"
 #include "dml/actors/type_ids.hpp"
 #include "dml/data/sparse.hpp"
@@ -192,42 +193,62 @@ BOOST_AUTO_TEST_CASE(local_sends_share_the_block) {
                [&](caf::error& err) { BOOST_FAIL("echo failed: " << sys.render(err)); });
 }
 
-BOOST_AUTO_TEST_CASE(dense_block_serializes_as_one_raw_block) {
+BOOST_AUTO_TEST_CASE(dense_block_serializes_as_one_capnp_envelope) {
   const dense_block block(std::vector<float>{1.0f, -2.0f, 0.5f});
   std::vector<char> buf;
   caf::binary_serializer sink{sys, buf};
   dense_block copy = block;
   BOOST_REQUIRE(!sink(copy));
-  // CAF's varbyte length (1 byte for 3), then 12 bytes of little-endian floats.
-  BOOST_REQUIRE_EQUAL(buf.size(), 1u + 3 * sizeof(float));
-  BOOST_TEST(static_cast<int>(buf[0]) == 3);
-  BOOST_TEST(std::memcmp(buf.data() + 1, block.data->data(), 3 * sizeof(float)) == 0);
+  // CAF's varbyte length (1 byte for 56), then the Envelope exactly as
+  // ToWire writes it: segment table (8), root pointer (8), Envelope struct
+  // (16), DenseVector struct (8), then the 3 floats contiguously, padded.
+  auto wire = dml::actors::ToWire(block);
+  BOOST_REQUIRE(wire.ok());
+  BOOST_REQUIRE_EQUAL(wire->size(), 56u);
+  BOOST_REQUIRE_EQUAL(buf.size(), 1u + 56u);
+  BOOST_TEST(static_cast<int>(buf[0]) == 56);
+  BOOST_TEST(std::string(buf.begin() + 1, buf.end()) == *wire);
+  BOOST_TEST(std::memcmp(buf.data() + 41, block.data->data(), 3 * sizeof(float)) == 0);
   const unsigned char minus_two[4] = {0x00, 0x00, 0x00, 0xc0};
-  BOOST_TEST(std::memcmp(buf.data() + 5, minus_two, 4) == 0);
+  BOOST_TEST(std::memcmp(buf.data() + 45, minus_two, 4) == 0);
 
   dense_block back;
   caf::binary_deserializer source{sys, buf};
   BOOST_REQUIRE(!source(back));
+  BOOST_TEST(back.wire_error.empty());
   BOOST_TEST(*back.data == *block.data, boost::test_tools::per_element());
-  BOOST_TEST(caf::deep_to_string(block) == "dense_block(3)");
+  BOOST_TEST(caf::deep_to_string(block).find("dense_block[3]") != std::string::npos,
+             caf::deep_to_string(block));
 
-  // A truncated payload claiming more floats than it carries is refused
-  // before allocating.
+  // CAF framing that claims more bytes than arrived is refused before
+  // allocating.
   std::vector<char> cut(buf.begin(), buf.end() - 1);
   dense_block bad;
   caf::binary_deserializer short_source{sys, cut};
   auto err = short_source(bad);
   BOOST_REQUIRE(err);
   BOOST_CHECK(err == caf::sec::invalid_argument);
-  BOOST_TEST(sys.render(err).find("needs 12 bytes but only 11 remain") != std::string::npos,
+  BOOST_TEST(sys.render(err).find("payload claims 56 bytes but only 55 remain") !=
+                 std::string::npos,
              sys.render(err));
-  // A length beyond the limit is refused outright (varbyte 2^28 + 1).
-  std::vector<char> huge = {char(0x81), char(0x80), char(0x80), char(0x80), char(0x01)};
+  // A length beyond the limit is refused outright (varbyte 2^31 + 1).
+  std::vector<char> huge = {char(0x81), char(0x80), char(0x80), char(0x80), char(0x08)};
   caf::binary_deserializer huge_source{sys, huge};
   err = huge_source(bad);
   BOOST_REQUIRE(err);
   BOOST_TEST(sys.render(err).find("exceeds the limit") != std::string::npos, sys.render(err));
   BOOST_TEST(!bad.data);
+
+  // Intact framing around a payload of the wrong kind: the CAF message
+  // survives and the payload carries the decode error for its handler.
+  std::vector<char> wrong = buf;
+  wrong[1 + 18] = 4;  // Envelope discriminant (bytes 18-19): sparseUpdate, not denseVector
+  dense_block mislabelled;
+  caf::binary_deserializer wrong_source{sys, wrong};
+  BOOST_REQUIRE(!wrong_source(mislabelled));
+  BOOST_TEST(!mislabelled.data);
+  BOOST_TEST(mislabelled.wire_error ==
+             "expected payload kind 'denseVector', got payload kind 'sparseUpdate'");
 }
 
 BOOST_AUTO_TEST_CASE(matvec_over_the_network) {

@@ -242,7 +242,7 @@ BOOST_AUTO_TEST_CASE(parameter_shard_refuses_bad_pushes_and_pulls) {
   };
   using namespace dml::actors;
   auto keys = [](std::vector<uint32_t> k) {
-    return key_list{std::make_shared<const std::vector<uint32_t>>(std::move(k))};
+    return key_list{std::make_shared<const std::vector<uint32_t>>(std::move(k)), {}};
   };
   BOOST_TEST(error_of(pull_atom_v, int32_t{0}, int64_t{0}, keys({5, 3})).find("key 1 has offset 3 not above") != std::string::npos);
   BOOST_TEST(error_of(pull_atom_v, int32_t{0}, int64_t{0}, keys({10})).find("outside the range of 10") != std::string::npos);

@@ -235,16 +235,19 @@ BOOST_AUTO_TEST_CASE(wrong_payload_kind) {
   auto dense = EncodeDense(DenseVec{{1.0f, 2.0f}});
   BOOST_REQUIRE(dense.ok());
   CheckError(DecodeSparse(*dense).status(), absl::StatusCode::kInvalidArgument,
-             "expected a SparseVector, got a DenseVector");
+             "expected payload kind 'sparseVector', got payload kind 'denseVector'");
   CheckError(DecodeDense(kTinyWire).status(), absl::StatusCode::kInvalidArgument,
-             "expected a DenseVector, got a SparseVector");
+             "expected payload kind 'denseVector', got payload kind 'sparseVector'");
   std::string wire = kTinyWire;
   wire[kDiscriminantByte] = 0;
   CheckError(DecodeSparse(wire).status(), absl::StatusCode::kInvalidArgument,
-             "expected a SparseVector, got no payload");
-  wire[kDiscriminantByte] = 9;  // a kind from some future schema
+             "expected payload kind 'sparseVector', got no payload");
+  wire[kDiscriminantByte] = 9;  // workerSpec: a valid kind, not the expected one
   CheckError(DecodeSparse(wire).status(), absl::StatusCode::kInvalidArgument,
-             "expected a SparseVector, got unknown payload kind 9");
+             "expected payload kind 'sparseVector', got payload kind 'workerSpec'");
+  wire[kDiscriminantByte] = 99;  // a kind from some future schema
+  CheckError(DecodeSparse(wire).status(), absl::StatusCode::kInvalidArgument,
+             "expected payload kind 'sparseVector', got unknown payload kind 99");
 }
 
 BOOST_AUTO_TEST_CASE(index_out_of_range) {

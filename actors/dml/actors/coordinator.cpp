@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "dml/actors/internal/job_state.hpp"
 #include "dml/actors/parameter_shard.hpp"
+#include "dml/actors/wire.hpp"
 #include "dml/actors/worker.hpp"
 #include "dml/objective/evaluate.hpp"
 #include "dml/util/status.hpp"
@@ -127,11 +128,28 @@ void ask_workers(self_ptr self, Done done, Ts... xs) {
         .then(
             [self, k, replies, remaining, done](Reply& r) {
               if (self->state.finished) return;
+              if (!r.wire_error.empty()) {
+                return fail_job(self, absl::DataLossError(absl::StrCat(
+                                          "reply of worker ", k, ": ", r.wire_error)));
+              }
               (*replies)[k] = std::move(r);
               if (--*remaining == 0) done(*replies);
             },
             [self](caf::error& err) { fail_job(self, err); });
   }
+}
+
+// A shard's read reply, checked before it is used.
+absl::Status checked_part(const coord_state& st, std::size_t s, const dvec& part) {
+  if (!part.wire_error.empty()) {
+    return absl::DataLossError(absl::StrCat("read reply of shard ", s, ": ", part.wire_error));
+  }
+  const int64_t want = st.bounds[s + 1] - st.bounds[s];
+  if (static_cast<int64_t>(part.size()) != want) {
+    return absl::DataLossError(absl::StrCat("read reply of shard ", s, ": ", part.size(),
+                                            " values, expected ", want));
+  }
+  return absl::OkStatus();
 }
 
 // Reads the whole shared vector from the shards, in key order.
@@ -144,6 +162,7 @@ void read_shards(self_ptr self, Done done) {
             [self, done](const dvec& part) {
               auto& st = self->state;
               if (st.finished) return;
+              if (auto s = checked_part(st, 0, part); !s.ok()) return fail_job(self, s);
               st.coordinator_bytes += part.bytes();
               done(part);
             },
@@ -158,6 +177,7 @@ void read_shards(self_ptr self, Done done) {
             [self, s, out, remaining, done](const dvec& part) {
               auto& st = self->state;
               if (st.finished) return;
+              if (auto bad = checked_part(st, s, part); !bad.ok()) return fail_job(self, bad);
               std::copy(part.view().begin(), part.view().end(), out->begin() + st.bounds[s]);
               st.coordinator_bytes += part.bytes();
               if (--*remaining == 0) done(dvec(std::move(*out)));
@@ -178,6 +198,7 @@ void shard_staleness(self_ptr self, Done done) {
         .then(
             [self, best, remaining, done](const shard_stats& stats) {
               if (self->state.finished) return;
+              if (auto bad = WireErrorOf(stats); !bad.ok()) return fail_job(self, bad);
               *best = std::max(*best, stats.max_granted_staleness);
               if (--*remaining == 0) done(*best);
             },
@@ -380,6 +401,7 @@ void sgd_start(self_ptr self) {
             [self](const worker_report& r) {
               auto& st = self->state;
               if (st.finished) return;
+              if (auto bad = WireErrorOf(r); !bad.ok()) return fail_job(self, bad);
               absorb(st, r);
               if (--st.running == 0) sgd_all_stopped(self);
             },
@@ -421,7 +443,7 @@ void wire_and_train(self_ptr self) {
       st.shards.push_back(shard);
       handles.push_back(caf::actor_cast<caf::actor>(shard));
     }
-    for (auto& w : st.workers) self->send(w, connect_atom_v, handles, st.bounds);
+    for (auto& w : st.workers) self->send(w, connect_atom_v, handles, int64_list{st.bounds, {}});
   }
   st.started_training = true;
   if (st.spec.mode == Mode::kCocoa) {
@@ -533,8 +555,13 @@ coordinator_actor::behavior_type coordinator_impl(self_ptr self, job_spec spec,
       },
       [self](const worker_report& r) {
         auto& st = self->state;
-        if (st.finished || r.worker < 0 || r.worker >= static_cast<int32_t>(st.workers.size())) {
-          return;
+        if (st.finished) return;
+        if (!r.wire_error.empty() || r.worker < 0 ||
+            r.worker >= static_cast<int32_t>(st.workers.size())) {
+          return fail_job(self, absl::DataLossError(absl::StrCat(
+                                    "bad worker report: ",
+                                    r.wire_error.empty() ? absl::StrCat("worker ", r.worker)
+                                                         : r.wire_error)));
         }
         absorb(st, r);
         StopReason why;

@@ -1,14 +1,8 @@
 #pragma once
 // dense_block: a float vector payload for actor messages. In-process sends
 // share it (the message holds a shared_ptr to immutable data: no copy);
-// across processes it is serialised as its length followed by the floats as
-// ONE raw block, not element by element (CAF 0.17's default for
-// std::vector<float>, ~15x slower; see shared/CAF-0.17-NOTES.md).
-//
-// Byte order on the wire: the raw block is the host's float layout. libdml
-// only builds on little-endian hosts (static_assert in dense_block.cpp), so
-// the block is IEEE-754 binary32 little-endian, the same as Cap'n Proto's
-// List(Float32) in dml/net/wire.capnp.
+// across processes it is a Cap'n Proto DenseVector (contiguous
+// little-endian binary32), never element by element.
 
 #include <cstddef>
 #include <memory>
@@ -22,6 +16,7 @@
 #include <caf/serializer.hpp>
 
 #include "absl/types/span.h"
+#include "dml/actors/messages.hpp"
 
 namespace dml::actors {
 
@@ -34,6 +29,8 @@ struct dense_block {
 
   dense_block() = default;
   /// Takes ownership of `values`.
+  std::string wire_error;  ///< set when a peer's bytes did not decode
+
   explicit dense_block(std::vector<float> values)
       : data(std::make_shared<const std::vector<float>>(std::move(values))) {}
 
@@ -43,30 +40,9 @@ struct dense_block {
   }
 };
 
-/// Largest block a peer may send us (2^28 floats = 1 GiB). CAF's network
-/// layer has no payload bound of its own, so the deserializer refuses longer
-/// lengths before allocating (and refuses lengths longer than the bytes
-/// actually received).
-inline constexpr std::size_t kMaxDenseBlockFloats = std::size_t{1} << 28;
-
-/// Writes the length (CAF's varbyte sequence size) and then all floats with
-/// one apply_raw call.
-caf::error inspect(caf::serializer& f, dense_block& x);
-
-/// Reads what the serializer overload wrote. Errors (as caf::error with
-/// sec::invalid_argument): length above kMaxDenseBlockFloats, or longer than
-/// the remaining input.
-caf::error inspect(caf::deserializer& f, dense_block& x);
-
-/// Every other inspector (CAF's to_string): shows the type and the length,
-/// not the floats.
-template <class Inspector>
-std::enable_if_t<!std::is_base_of_v<caf::serializer, Inspector> &&
-                     !std::is_base_of_v<caf::deserializer, Inspector>,
-                 typename Inspector::result_type>
-inspect(Inspector& f, dense_block& x) {
-  std::size_t n = x.size();
-  return f(caf::meta::type_name("dense_block"), n);
-}
+std::string describe(const dense_block& x);
+/// Across processes a dense_block is a wire.capnp DenseVector Envelope
+/// (dml/actors/wire.hpp), at most kMaxVectorEntries floats.
+DML_WIRE_PAYLOAD(dense_block)
 
 }  // namespace dml::actors

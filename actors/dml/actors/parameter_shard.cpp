@@ -203,6 +203,7 @@ parameter_shard::behavior_type shard_impl(parameter_shard::stateful_pointer<shar
   return {
       [self](push_atom, int32_t worker, int64_t clock, const dvec& x) -> caf::result<int64_t> {
         auto& st = self->state;
+        if (!x.wire_error.empty()) return bad("dense push: " + x.wire_error);
         if (auto err = st.check_worker(worker)) return err;
         if (static_cast<int64_t>(x.size()) != st.size()) {
           return bad("dense push of " + std::to_string(x.size()) + " values to a range of " +
@@ -220,6 +221,7 @@ parameter_shard::behavior_type shard_impl(parameter_shard::stateful_pointer<shar
       },
       [self](push_atom, int32_t worker, int64_t clock, const sparse_dvec& x) -> caf::result<int64_t> {
         auto& st = self->state;
+        if (!x.wire_error.empty()) return bad("sparse push: " + x.wire_error);
         if (auto err = st.check_worker(worker)) return err;
         if (!x.index || !x.value || x.index->size() != x.value->size()) {
           return bad("sparse push with mismatched index and value lengths");
@@ -255,6 +257,7 @@ parameter_shard::behavior_type shard_impl(parameter_shard::stateful_pointer<shar
         return promise;
       },
       [self](pull_atom, int32_t worker, int64_t clock, const key_list& keys) -> caf::result<dvec> {
+        if (!keys.wire_error.empty()) return bad("pull: " + keys.wire_error);
         auto& st = self->state;
         if (auto err = st.check_worker(worker)) return err;
         if (!keys.keys) return bad("pull with a null key list");
@@ -275,6 +278,7 @@ parameter_shard::behavior_type shard_impl(parameter_shard::stateful_pointer<shar
         return promise;
       },
       [self](elastic_atom, int32_t worker, const dvec& x) -> caf::result<dvec> {
+        if (!x.wire_error.empty()) return bad("elastic exchange: " + x.wire_error);
         auto& st = self->state;
         if (auto err = st.check_worker(worker)) return err;
         if (st.cfg.mode != Mode::kEasgd) return bad("elastic exchange outside easgd mode");

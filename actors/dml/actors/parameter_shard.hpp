@@ -53,18 +53,6 @@ using parameter_shard = caf::typed_actor<
     caf::replies_to<read_atom>::with<dvec>,
     caf::replies_to<stats_atom>::with<shard_stats>>;
 
-struct shard_config {
-  Mode mode = Mode::kSync;
-  int32_t workers = 1;
-  int64_t begin = 0;
-  int64_t end = 0;
-  ModelSpec model;
-  double step0 = 0.5;
-  double step_decay = 0.0;
-  double gamma = 1.0;
-  double easgd_alpha = 0.1;
-  int32_t staleness = 0;
-};
 
 /// Spawns a shard with a zero range. It lives until it gets an exit message
 /// (the coordinator sends one when the job ends).

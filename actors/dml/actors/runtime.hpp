@@ -94,6 +94,8 @@ struct job_progress {
   int64_t bytes_exchanged = 0;  ///< payload bytes of pushes, pulls and exchanges so far
   /// Per worker: its clock minus the slowest worker's (SGD modes), else 0.
   std::vector<int64_t> staleness;
+  /// What happened besides training (a lost node, a restored shard), or empty.
+  std::string event;
 };
 
 struct job_result {

@@ -44,12 +44,6 @@ caf::error fail(std::string what) {
   return caf::make_error(caf::sec::runtime_error, std::move(what));
 }
 
-void atomic_add(std::atomic<double>& x, double v) {
-  double cur = x.load(std::memory_order_relaxed);
-  while (!x.compare_exchange_weak(cur, cur + v, std::memory_order_relaxed)) {
-  }
-}
-
 struct worker_state {
   worker_config cfg;
   std::string who;  // "worker k: " prefix of every error
@@ -60,6 +54,8 @@ struct worker_state {
   std::vector<parameter_shard> shards;
   std::vector<int64_t> bounds;  // S+1 key boundaries
   std::vector<double> w;        // pulled model, or the local model (easgd, mavg)
+  std::vector<double> inv_touch;  // hogwild: regulariser scaling per column
+  HogwildScratch hog_scratch;
   int64_t clock = 0;
   int64_t exchanges = 0;  // easgd / model-averaging
   int64_t max_clock = 0;
@@ -67,18 +63,41 @@ struct worker_state {
   int64_t processed = 0;
   int64_t bytes = 0;
   int64_t default_steps = 1;  // cocoa: H = local_epochs * block size
+  std::string connect_error;  // why the last connect was refused
   bool running = false;
   bool halted = false;
   caf::typed_response_promise<worker_report> run_promise;
   static inline const char* name = "dml.worker";
 
-  worker_report report() const { return {cfg.index, clock, processed, bytes}; }
+  worker_report report() const { return {cfg.index, clock, processed, bytes, {}}; }
   double step_size() const {
     return cfg.step0 / (1.0 + cfg.step_decay * static_cast<double>(clock));
   }
 };
 
 using self_ptr = worker_actor::stateful_pointer<worker_state>;
+
+// Why a connect(shards, bounds) cannot be used, or "".
+std::string ConnectError(const worker_state& st, std::size_t shards, const int64_list& bounds) {
+  if (!bounds.wire_error.empty()) return "connect: " + bounds.wire_error;
+  const auto& b = bounds.values;
+  if (shards == 0) return "connect: no shards";
+  if (b.size() != shards + 1) {
+    return "connect: " + std::to_string(b.size()) + " bounds for " + std::to_string(shards) +
+           " shards (need shards + 1)";
+  }
+  if (b.front() != 0) return "connect: bounds start at " + std::to_string(b.front()) + ", not 0";
+  for (std::size_t s = 1; s < b.size(); ++s) {
+    if (b[s] <= b[s - 1]) {
+      return "connect: bounds not increasing at position " + std::to_string(s);
+    }
+  }
+  if (b.back() != static_cast<int64_t>(st.w.size())) {
+    return "connect: bounds end at " + std::to_string(b.back()) + " but the shared vector has " +
+           std::to_string(st.w.size()) + " entries";
+  }
+  return "";
+}
 
 absl::Status LoadAndPartition(worker_state& st) {
   const worker_config& cfg = st.cfg;
@@ -157,7 +176,7 @@ struct fan_in {
 // The error handler of a fan-out: passes the first error on, drops the rest.
 template <class Fail>
 auto first_error(std::shared_ptr<fan_in> counter, Fail on_error) {
-  return [counter, on_error](caf::error& err) {
+  return [counter, on_error](caf::error err) {
     if (counter->failed) return;
     counter->failed = true;
     on_error(std::move(err));
@@ -173,12 +192,24 @@ void pull_all(self_ptr self, int64_t clock, Done done, Fail on_error,
   auto counter = std::make_shared<fan_in>(st.shards.size());
   for (std::size_t s = 0; s < st.shards.size(); ++s) {
     key_list k = s < keys.size() ? keys[s] : key_list{};
-    auto on_part = [self, s, k, counter, done](const dvec& part) {
+    auto on_err = first_error(counter, on_error);
+    auto on_part = [self, s, k, counter, done, on_err](const dvec& part) mutable {
       auto& st = self->state;
       if (counter->failed) return;
       const int64_t b = st.bounds[s];
+      // A reply is checked before it touches w: a peer's bad bytes or a
+      // wrong length fail the step, never write out of range.
+      const std::size_t want =
+          k.keys ? k.size() : static_cast<std::size_t>(st.bounds[s + 1] - b);
+      if (!part.wire_error.empty() || part.size() != want) {
+        return on_err(fail(st.who + "pull reply from shard " + std::to_string(s) + ": " +
+                           (part.wire_error.empty()
+                                ? std::to_string(part.size()) + " values, expected " +
+                                      std::to_string(want)
+                                : part.wire_error)));
+      }
       if (k.keys) {
-        for (std::size_t i = 0; i < part.size() && i < k.size(); ++i) {
+        for (std::size_t i = 0; i < part.size(); ++i) {
           st.w[b + (*k.keys)[i]] = (*part.data)[i];
         }
         st.bytes += k.bytes();
@@ -188,7 +219,6 @@ void pull_all(self_ptr self, int64_t clock, Done done, Fail on_error,
       st.bytes += part.bytes();
       if (--counter->remaining == 0) done();
     };
-    auto on_err = first_error(counter, on_error);
     if (k.keys) {
       self->request(st.shards[s], kRequestTimeout, pull_atom_v, st.cfg.index, clock, k)
           .then(on_part, on_err);
@@ -255,7 +285,7 @@ void push_all(self_ptr self, int64_t clock, const std::vector<double>& x, Done d
           value->push_back(x[j]);
         }
       }
-      sparse_dvec msg{std::move(index), std::move(value)};
+      sparse_dvec msg{std::move(index), std::move(value), {}};
       st.bytes += msg.bytes();
       self->request(st.shards[s], kRequestTimeout, push_atom_v, st.cfg.index, clock, msg)
           .then(on_ack, on_err);
@@ -320,20 +350,13 @@ void sgd_step(self_ptr self) {
       return;
     case Mode::kHogwild: {
       hogwild_model& m = *st.cfg.hogwild;
-      std::vector<double> w = m.snapshot();
-      auto g = MinibatchGradient(st.local, st.cfg.model, rows, w, false);
-      if (!g.ok()) return on_error(as_error(st, g.status()));
-      const double step = st.step_size();
-      std::vector<double> u(w.size());
-      for (std::size_t j = 0; j < u.size(); ++j) u[j] = w[j] - step * (*g)[j];
-      if (auto s = ProximalRegularizerStep(st.cfg.model, step, u); !s.ok()) {
-        return on_error(as_error(st, s));
+      if (st.inv_touch.empty()) {
+        st.inv_touch = InverseTouchProbabilities(st.local, st.cfg.batch_size);
       }
-      // Lock-free: the change of each coordinate is added atomically, so
-      // concurrent workers' updates are never overwritten, only interleaved.
-      for (std::size_t j = 0; j < u.size(); ++j) {
-        const double delta = u[j] - w[j];
-        if (delta != 0.0) atomic_add(m.w[j], delta);
+      if (auto s = HogwildStep(st.local, st.cfg.model, rows, st.step_size(), st.inv_touch,
+                               m.w.data(), m.w.size(), st.hog_scratch);
+          !s.ok()) {
+        return on_error(as_error(st, s));
       }
       step_done(self);
       return;
@@ -352,9 +375,17 @@ void sgd_step(self_ptr self) {
           st.bytes += 2 * x.bytes();
           self->request(st.shards[s], kRequestTimeout, elastic_atom_v, st.cfg.index, x)
               .then(
-                  [self, b, counter](const dvec& e) {
+                  [self, b, len = e - b, counter,
+                   on_err = first_error(counter, on_error)](const dvec& e) mutable {
                     auto& st = self->state;
                     if (counter->failed) return;
+                    if (!e.wire_error.empty() || static_cast<int64_t>(e.size()) != len) {
+                      return on_err(fail(st.who + "elastic reply: " +
+                                         (e.wire_error.empty()
+                                              ? std::to_string(e.size()) + " values, expected " +
+                                                    std::to_string(len)
+                                              : e.wire_error)));
+                    }
                     for (std::size_t j = 0; j < e.size(); ++j) st.w[b + j] -= (*e.data)[j];
                     if (--counter->remaining == 0) {
                       ++st.exchanges;
@@ -396,15 +427,19 @@ worker_actor::behavior_type worker_impl(self_ptr self, worker_config cfg) {
         st.w.assign(static_cast<std::size_t>(m), 0.0);
         return {st.n_global, st.d};
       },
-      [self](connect_atom, const std::vector<caf::actor>& shards,
-             const std::vector<int64_t>& bounds) {
+      [self](connect_atom, const std::vector<caf::actor>& shards, const int64_list& bounds) {
+        // One-way: a bad wiring is remembered and fails the next run/round.
         auto& st = self->state;
         st.shards.clear();
+        st.bounds.clear();
+        st.connect_error = ConnectError(st, shards.size(), bounds);
+        if (!st.connect_error.empty()) return;
         for (const auto& s : shards) st.shards.push_back(caf::actor_cast<parameter_shard>(s));
-        st.bounds = bounds;
+        st.bounds = bounds.values;
       },
       [self](run_atom, int64_t max_clock, int64_t report_every) -> caf::result<worker_report> {
         auto& st = self->state;
+        if (!st.connect_error.empty()) return fail(st.who + st.connect_error);
         if (st.running) return fail(st.who + "already running");
         if (st.cfg.mode == Mode::kCocoa) return fail(st.who + "run is not part of mode cocoa");
         if (st.cfg.mode != Mode::kHogwild &&
@@ -429,6 +464,8 @@ worker_actor::behavior_type worker_impl(self_ptr self, worker_config cfg) {
       [self](round_atom, int64_t, const dvec& shared, int64_t steps) -> caf::result<worker_report> {
         auto& st = self->state;
         if (steps <= 0) steps = st.default_steps;
+        if (!shared.wire_error.empty()) return fail(st.who + "round: " + shared.wire_error);
+        if (!st.connect_error.empty()) return fail(st.who + st.connect_error);
         if (!st.solver) return fail(st.who + "round is only part of mode cocoa");
         if (shared.size() != st.w.size()) {
           return fail(st.who + "round with a shared vector of " + std::to_string(shared.size()) +
@@ -451,11 +488,12 @@ worker_actor::behavior_type worker_impl(self_ptr self, worker_config cfg) {
       },
       [self](certify_atom, const dvec& shared) -> caf::result<block_sums> {
         auto& st = self->state;
+        if (!shared.wire_error.empty()) return fail(st.who + "certify: " + shared.wire_error);
         if (!shared.data) return fail(st.who + "certify without a shared vector");
         if (st.solver) {
           auto c = st.solver->Certify(*shared.data);
           if (!c.ok()) return as_error(st, c.status());
-          return block_sums{c->loss_sum, c->gap_sum, c->reg_sum};
+          return block_sums{c->loss_sum, c->gap_sum, c->reg_sum, {}};
         }
         if (!shared.data || static_cast<int64_t>(shared.size()) != st.d) {
           return fail(st.who + "certify with " + std::to_string(shared.size()) +
@@ -463,7 +501,7 @@ worker_actor::behavior_type worker_impl(self_ptr self, worker_config cfg) {
         }
         auto loss = LossSum(st.local, st.cfg.model, *shared.data);
         if (!loss.ok()) return as_error(st, loss.status());
-        return block_sums{*loss, 0.0, 0.0};
+        return block_sums{*loss, 0.0, 0.0, {}};
       },
       [self](coords_atom) -> caf::result<dvec> {
         auto& st = self->state;

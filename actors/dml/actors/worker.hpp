@@ -49,7 +49,7 @@ namespace dml::actors {
 ///  - coords: the local coordinates (primal cocoa: w of its columns).
 using worker_actor = caf::typed_actor<
     caf::replies_to<init_atom>::with<int64_t, int64_t>,
-    caf::reacts_to<connect_atom, std::vector<caf::actor>, std::vector<int64_t>>,
+    caf::reacts_to<connect_atom, std::vector<caf::actor>, int64_list>,
     caf::replies_to<run_atom, int64_t, int64_t>::with<worker_report>,
     caf::reacts_to<step_atom>,
     caf::reacts_to<halt_atom>,
@@ -74,28 +74,14 @@ struct hogwild_model {
   }
 };
 
-struct worker_config {
-  Mode mode = Mode::kCocoa;
-  int32_t index = 0;
-  int32_t workers = 1;
-  ModelSpec model;
-  uint64_t seed = 1;
-  /// Data: a shared in-memory dataset, or a path this worker loads itself.
+/// A worker's configuration: the wire-portable spec plus what only exists
+/// inside one process.
+struct worker_config : worker_spec {
+  /// A shared in-memory dataset (in-process only); else spec.path is loaded.
   std::shared_ptr<const Dataset> data;
-  std::string path;
-  LibsvmOptions load;
-  // SGD modes
-  int32_t batch_size = 64;
-  double step0 = 0.5;
-  double step_decay = 0.0;
-  int32_t tau = 8;
   /// Where progress reports go (SGD modes).
   caf::actor coordinator;
-  // cocoa: a round with steps <= 0 runs local_epochs * block size steps
-  double local_epochs = 1.0;
-  double gamma = 1.0;
-  double sigma_prime = 1.0;
-  // hogwild
+  /// hogwild: the process-wide model (in-process only).
   std::shared_ptr<hogwild_model> hogwild;
 };
 

@@ -37,7 +37,200 @@ struct Envelope {
 
     sparseVector @2 :SparseVector;
     denseVector @3 :DenseVector;
+
+    # Training messages (actors/dml/actors/messages.hpp; one member per C++
+    # payload type). Atoms and actor handles travel in CAF's own framing
+    # around these payloads; every libdml payload is one Envelope.
+    vector @4 :Vector;
+    sparseUpdate @5 :SparseUpdate;
+    keyList @6 :KeyList;
+    blockSums @7 :BlockSums;
+    workerReport @8 :WorkerReport;
+    shardStats @9 :ShardStats;
+    workerSpec @10 :WorkerSpec;
+    shardSpec @11 :ShardSpec;
+    progress @12 :Progress;
+    error @13 :Error;
+    checkpoint @14 :Checkpoint;
+    modelFile @15 :ModelFile;
+    int64List @16 :Int64List;
+    nodeInfo @17 :NodeInfo;
   }
+}
+
+struct Vector {
+  # A dense float64 vector (model ranges, gradients, CoCoA+ deltas): all
+  # entries in order; finite. At most 2^28 entries.
+  values @0 :List(Float64);
+}
+
+struct SparseUpdate {
+  # A sparse update of one parameter shard's key range.
+  offsets @0 :List(UInt32);
+  # Positions relative to the range's first key; strictly increasing. The
+  # range bound is checked by the shard, which alone knows it.
+  values @1 :List(Float64);
+  # values[k] at offsets[k]; same length as `offsets`; finite.
+}
+
+struct KeyList {
+  # Keys of a shard's range to pull: offsets from its first key, strictly increasing.
+  keys @0 :List(UInt32);
+}
+
+struct Int64List {
+  # Per-worker counters (e.g. clocks).
+  values @0 :List(Int64);
+}
+
+struct BlockSums {
+  # One worker's share of the global objective (dml::BlockCertificate).
+  lossSum @0 :Float64;  # sum of its examples' losses at the shared vector
+  gapSum @1 :Float64;   # its share of the duality gap (unscaled)
+  regSum @2 :Float64;   # its share of the regulariser (primal models)
+}
+
+struct WorkerReport {
+  worker @0 :Int32;      # worker index in [0, K)
+  clock @1 :Int64;       # steps (SGD modes) or rounds (cocoa) completed; >= 0
+  processed @2 :Int64;   # examples or coordinates processed in total; >= 0
+  bytes @3 :Int64;       # payload bytes pushed and pulled in total; >= 0
+}
+
+struct ShardStats {
+  updates @0 :Int64;              # pushes applied
+  pulls @1 :Int64;                # pulls answered
+  bytesIn @2 :Int64;
+  bytesOut @3 :Int64;
+  maxGrantedStaleness @4 :Int64;  # ssp: largest clock lead granted to a pull
+  clocks @5 :List(Int64);         # per worker: pushes received
+}
+
+enum Mode {
+  # dml::Mode; the names dml::ParseMode accepts.
+  sync @0;
+  async @1;
+  ssp @2;
+  easgd @3;
+  hogwild @4;
+  modelAveraging @5;
+  cocoa @6;
+}
+
+enum ModelKind {
+  # dml::ModelKind.
+  ridge @0;
+  lasso @1;
+  elasticNet @2;
+  logisticL2 @3;
+  logisticL1 @4;
+  hingeSvm @5;
+  squaredHingeSvm @6;
+}
+
+struct Model {
+  kind @0 :ModelKind;
+  lambda @1 :Float64;   # > 0, finite
+  l1Ratio @2 :Float64;  # elastic net's eta, (0, 1]
+}
+
+struct LoadOptions {
+  # dml::LibsvmOptions.
+  regression @0 :Bool;            # task: false = classification
+  hasBinarize @1 :Bool;           # whether binarizeThreshold applies
+  binarizeThreshold @2 :Float64;
+  numFeatures @3 :Int64;          # 0 = from the data
+  threads @4 :Int32;              # 0 = hardware threads
+}
+
+struct WorkerSpec {
+  # What a node needs to spawn one worker; the data is read from the node's
+  # own disk at `dataPath` (in-memory datasets never cross a process).
+  mode @0 :Mode;
+  index @1 :Int32;        # in [0, workers)
+  workers @2 :Int32;      # K >= 1
+  model @3 :Model;
+  seed @4 :UInt64;
+  dataPath @5 :Text;      # non-empty
+  load @6 :LoadOptions;
+  batchSize @7 :Int32;    # SGD modes, >= 1
+  step0 @8 :Float64;      # > 0
+  stepDecay @9 :Float64;  # >= 0
+  tau @10 :Int32;         # easgd, model-averaging; >= 1
+  localEpochs @11 :Float64;  # cocoa H as a fraction of the block
+  gamma @12 :Float64;        # cocoa aggregation, (0, 1]
+  sigmaPrime @13 :Float64;   # cocoa subproblem scaling, > 0
+}
+
+struct ShardSpec {
+  # What a node needs to spawn one parameter shard of keys [begin, end).
+  mode @0 :Mode;
+  workers @1 :Int32;
+  begin @2 :Int64;
+  end @3 :Int64;          # begin < end
+  model @4 :Model;
+  step0 @5 :Float64;
+  stepDecay @6 :Float64;
+  gamma @7 :Float64;
+  easgdAlpha @8 :Float64;
+  staleness @9 :Int32;    # ssp s >= 0
+}
+
+struct Progress {
+  # One entry of a job's metrics stream (dml::job_progress).
+  round @0 :Int32;
+  seconds @1 :Float64;
+  epochs @2 :Float64;
+  primal @3 :Float64;
+  dual @4 :Float64;      # -inf where no dual is tracked
+  gap @5 :Float64;       # +inf where no dual is tracked
+  bytesExchanged @6 :Int64;
+  staleness @7 :List(Int64);
+  event @8 :Text;        # what happened (a lost node, a restore), else empty
+}
+
+struct Error {
+  # An error returned to a sender or a job: absl::StatusCode and message.
+  code @0 :Int32;
+  message @1 :Text;
+}
+
+struct ModelFile {
+  # A trained model on disk.
+  model @0 :Model;
+  weights @1 :List(Float64);  # w, length d
+  primal @2 :Float64;
+  gap @3 :Float64;
+}
+
+struct Checkpoint {
+  # A job's state at the end of a round: enough to resume it.
+  mode @0 :Mode;
+  model @1 :Model;
+  round @2 :Int32;
+  epochs @3 :Float64;
+  seconds @4 :Float64;
+  shared @5 :List(Float64);     # the shared vector (w, or v = A w for primal cocoa)
+  workers @6 :List(WorkerState);
+  history @7 :List(Progress);
+  bytesExchanged @8 :Int64;
+  dataRows @9 :Int64;           # shape of the data it was trained on
+  dataCols @10 :Int64;
+  seed @11 :UInt64;
+
+  struct WorkerState {
+    index @0 :Int32;
+    clock @1 :Int64;
+    processed @2 :Int64;
+    local @3 :List(Float64);    # dual variables (dual cocoa) or local w (primal cocoa)
+  }
+}
+
+struct NodeInfo {
+  # A node's answer to a hello: who it is.
+  name @0 :Text;
+  pid @1 :Int64;
+  actors @2 :Int32;   # actors it hosts now
 }
 
 struct SparseVector {

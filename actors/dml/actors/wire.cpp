@@ -1,0 +1,632 @@
+// Payload <-> wire.capnp Envelope, and the CAF inspect overloads that put
+// the Envelope into a CAF message as one raw block.
+//
+// Copies: encoding copies each vector once into the Cap'n Proto builder,
+// whose segments CAF's serializer then copies into its send buffer (no
+// intermediate flat array). Decoding copies CAF's bytes once into an
+// aligned buffer that Cap'n Proto reads in place, then each list once into
+// the payload's vector.
+
+#include "dml/actors/wire.hpp"
+
+#include <caf/binary_deserializer.hpp>
+#include <caf/none.hpp>
+#include <caf/sec.hpp>
+
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "dml/net/envelope.hpp"
+#include "dml/util/status.hpp"
+
+namespace dml::actors {
+namespace {
+
+using net::internal::CheckListLength;
+using net::internal::DecodeEnvelope;
+using net::internal::FillList;
+using net::internal::Flatten;
+using net::internal::kWordBytes;
+using net::internal::ReadList;
+using net::internal::WordsForList;
+namespace wire = net::wire;
+using Which = wire::Envelope::Which;
+
+/// Largest Envelope CAF may hand us (2^31 bytes); a larger length in CAF's
+/// framing is refused before any allocation.
+constexpr std::size_t kMaxEnvelopeBytes = std::size_t{1} << 31;
+
+absl::Status Invalid(absl::string_view field, absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat(field, ": ", what));
+}
+
+template <class T>
+absl::Status CheckVectorLength(std::size_t n, const char* field) {
+  if (n > kMaxVectorEntries) {
+    return Invalid(field, absl::StrCat(n, " entries exceed the limit of ", kMaxVectorEntries));
+  }
+  return CheckListLength(n, field);
+}
+
+// Strictly increasing 32-bit offsets, the first bad position named.
+absl::Status CheckIncreasing(const std::vector<uint32_t>& v, const char* field) {
+  for (std::size_t k = 1; k < v.size(); ++k) {
+    if (v[k] <= v[k - 1]) {
+      return Invalid(field, absl::StrCat("not strictly increasing at position ", k, ": ", v[k],
+                                         " after ", v[k - 1]));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckFinite(double x, const char* field) {
+  if (!std::isfinite(x)) return Invalid(field, absl::StrCat("not finite (", x, ")"));
+  return absl::OkStatus();
+}
+
+absl::Status CheckNonNegative(int64_t x, const char* field) {
+  if (x < 0) return Invalid(field, absl::StrCat("negative (", x, ")"));
+  return absl::OkStatus();
+}
+
+// ------------------------------------------------------------- builders
+// Each Build writes one payload into a fresh Envelope; the first segment is
+// sized for the whole message where the size is known, so big vectors are
+// one contiguous segment.
+
+capnp::MallocMessageBuilder MakeBuilder(std::size_t words) {
+  return capnp::MallocMessageBuilder(static_cast<unsigned>(std::max<std::size_t>(words, 16)));
+}
+
+wire::Envelope::Builder Root(capnp::MessageBuilder& b) {
+  auto env = b.initRoot<wire::Envelope>();
+  env.setSchemaVersion(net::kWireSchemaVersion);
+  return env;
+}
+
+void SetModel(wire::Model::Builder m, const ModelSpec& x) {
+  m.setKind(static_cast<wire::ModelKind>(static_cast<uint16_t>(x.kind)));
+  m.setLambda(x.lambda);
+  m.setL1Ratio(x.l1_ratio);
+}
+
+absl::StatusOr<ModelSpec> GetModel(wire::Model::Reader m, const char* field) {
+  const auto kind = static_cast<uint16_t>(m.getKind());
+  if (kind > static_cast<uint16_t>(ModelKind::kSquaredHingeSvm)) {
+    return Invalid(field, absl::StrCat("unknown model kind ", kind));
+  }
+  ModelSpec x;
+  x.kind = static_cast<ModelKind>(kind);
+  x.lambda = m.getLambda();
+  x.l1_ratio = m.getL1Ratio();
+  if (auto s = Validate(x); !s.ok()) return Invalid(field, s.message());
+  return x;
+}
+
+absl::StatusOr<Mode> GetMode(wire::Mode m, const char* field) {
+  const auto v = static_cast<uint16_t>(m);
+  if (v > static_cast<uint16_t>(Mode::kCocoa)) {
+    return Invalid(field, absl::StrCat("unknown mode ", v));
+  }
+  return static_cast<Mode>(v);
+}
+
+void SetLoad(wire::LoadOptions::Builder b, const LibsvmOptions& x) {
+  b.setRegression(x.task == Task::kRegression);
+  b.setHasBinarize(x.binarize_threshold.has_value());
+  b.setBinarizeThreshold(x.binarize_threshold.value_or(0.0));
+  b.setNumFeatures(x.num_features);
+  b.setThreads(x.threads);
+}
+
+absl::StatusOr<LibsvmOptions> GetLoad(wire::LoadOptions::Reader r) {
+  LibsvmOptions x;
+  x.task = r.getRegression() ? Task::kRegression : Task::kClassification;
+  if (r.getHasBinarize()) {
+    x.binarize_threshold = r.getBinarizeThreshold();
+    DML_RETURN_IF_ERROR(CheckFinite(*x.binarize_threshold, "LoadOptions.binarizeThreshold"));
+  }
+  x.num_features = r.getNumFeatures();
+  DML_RETURN_IF_ERROR(CheckNonNegative(x.num_features, "LoadOptions.numFeatures"));
+  x.threads = r.getThreads();
+  DML_RETURN_IF_ERROR(CheckNonNegative(x.threads, "LoadOptions.threads"));
+  return x;
+}
+
+template <class T>
+void PutList(typename capnp::List<T>::Builder list, const std::vector<T>* v) {
+  if (v != nullptr) FillList<T>(list, v->data(), v->size());
+}
+
+template <class T>
+std::shared_ptr<const std::vector<T>> TakeList(typename capnp::List<T>::Reader list) {
+  auto out = std::make_shared<std::vector<T>>(list.size());
+  ReadList<T>(list, out->data());
+  return out;
+}
+
+template <class T>
+std::vector<T> CopyList(typename capnp::List<T>::Reader list) {
+  std::vector<T> out(list.size());
+  ReadList<T>(list, out.data());
+  return out;
+}
+
+// Validation of what we are about to send (the same rules the decoder
+// applies on the other end).
+absl::Status Check(const dvec& x) { return CheckVectorLength<double>(x.size(), "Vector.values"); }
+absl::Status Check(const sparse_dvec& x) {
+  const std::size_t ni = x.index ? x.index->size() : 0;
+  if (ni != x.size()) {
+    return Invalid("SparseUpdate", absl::StrCat(ni, " offsets but ", x.size(), " values"));
+  }
+  DML_RETURN_IF_ERROR(CheckVectorLength<double>(ni, "SparseUpdate.values"));
+  return x.index ? CheckIncreasing(*x.index, "SparseUpdate.offsets") : absl::OkStatus();
+}
+absl::Status Check(const key_list& x) {
+  DML_RETURN_IF_ERROR(CheckVectorLength<uint32_t>(x.size(), "KeyList.keys"));
+  return x.keys ? CheckIncreasing(*x.keys, "KeyList.keys") : absl::OkStatus();
+}
+absl::Status Check(const block_sums& x) {
+  DML_RETURN_IF_ERROR(CheckFinite(x.loss_sum, "BlockSums.lossSum"));
+  DML_RETURN_IF_ERROR(CheckFinite(x.gap_sum, "BlockSums.gapSum"));
+  return CheckFinite(x.reg_sum, "BlockSums.regSum");
+}
+absl::Status Check(const worker_report& x) {
+  DML_RETURN_IF_ERROR(CheckNonNegative(x.worker, "WorkerReport.worker"));
+  DML_RETURN_IF_ERROR(CheckNonNegative(x.clock, "WorkerReport.clock"));
+  DML_RETURN_IF_ERROR(CheckNonNegative(x.processed, "WorkerReport.processed"));
+  return CheckNonNegative(x.bytes, "WorkerReport.bytes");
+}
+absl::Status Check(const shard_stats& x) {
+  DML_RETURN_IF_ERROR(CheckNonNegative(x.updates, "ShardStats.updates"));
+  DML_RETURN_IF_ERROR(CheckNonNegative(x.pulls, "ShardStats.pulls"));
+  DML_RETURN_IF_ERROR(CheckNonNegative(x.bytes_in, "ShardStats.bytesIn"));
+  DML_RETURN_IF_ERROR(CheckNonNegative(x.bytes_out, "ShardStats.bytesOut"));
+  DML_RETURN_IF_ERROR(CheckNonNegative(x.max_granted_staleness, "ShardStats.maxGrantedStaleness"));
+  return CheckVectorLength<int64_t>(x.clocks.size(), "ShardStats.clocks");
+}
+absl::Status Check(const int64_list& x) {
+  return CheckVectorLength<int64_t>(x.values.size(), "Int64List.values");
+}
+absl::Status Check(const worker_spec& x) {
+  if (auto s = Validate(x.model); !s.ok()) return Invalid("WorkerSpec.model", s.message());
+  if (x.workers < 1) return Invalid("WorkerSpec.workers", absl::StrCat(x.workers, " < 1"));
+  if (x.index < 0 || x.index >= x.workers) {
+    return Invalid("WorkerSpec.index",
+                   absl::StrCat(x.index, " outside [0, ", x.workers, ")"));
+  }
+  if (x.path.empty()) return Invalid("WorkerSpec.dataPath", "empty");
+  if (x.batch_size < 1) return Invalid("WorkerSpec.batchSize", absl::StrCat(x.batch_size, " < 1"));
+  if (!(x.step0 > 0) || !std::isfinite(x.step0)) {
+    return Invalid("WorkerSpec.step0", absl::StrCat(x.step0, " is not positive and finite"));
+  }
+  if (!(x.step_decay >= 0) || !std::isfinite(x.step_decay)) {
+    return Invalid("WorkerSpec.stepDecay", absl::StrCat(x.step_decay, " is not >= 0"));
+  }
+  if (x.tau < 1) return Invalid("WorkerSpec.tau", absl::StrCat(x.tau, " < 1"));
+  if (!(x.local_epochs > 0) || !std::isfinite(x.local_epochs)) {
+    return Invalid("WorkerSpec.localEpochs", absl::StrCat(x.local_epochs, " is not > 0"));
+  }
+  if (!(x.gamma > 0 && x.gamma <= 1)) {
+    return Invalid("WorkerSpec.gamma", absl::StrCat(x.gamma, " outside (0, 1]"));
+  }
+  if (!(x.sigma_prime > 0) || !std::isfinite(x.sigma_prime)) {
+    return Invalid("WorkerSpec.sigmaPrime", absl::StrCat(x.sigma_prime, " is not > 0"));
+  }
+  return absl::OkStatus();
+}
+absl::Status Check(const shard_config& x) {
+  if (auto s = Validate(x.model); !s.ok()) return Invalid("ShardSpec.model", s.message());
+  if (x.workers < 1) return Invalid("ShardSpec.workers", absl::StrCat(x.workers, " < 1"));
+  if (x.begin < 0 || x.end <= x.begin) {
+    return Invalid("ShardSpec.end", absl::StrCat("range [", x.begin, ", ", x.end, ") is empty"));
+  }
+  if (x.end - x.begin > static_cast<int64_t>(kMaxVectorEntries)) {
+    return Invalid("ShardSpec.end", absl::StrCat("range of ", x.end - x.begin,
+                                                 " keys exceeds ", kMaxVectorEntries));
+  }
+  if (!(x.step0 > 0) || !std::isfinite(x.step0)) {
+    return Invalid("ShardSpec.step0", absl::StrCat(x.step0, " is not positive and finite"));
+  }
+  if (!(x.step_decay >= 0) || !std::isfinite(x.step_decay)) {
+    return Invalid("ShardSpec.stepDecay", absl::StrCat(x.step_decay, " is not >= 0"));
+  }
+  if (!(x.gamma > 0 && x.gamma <= 1)) {
+    return Invalid("ShardSpec.gamma", absl::StrCat(x.gamma, " outside (0, 1]"));
+  }
+  if (!(x.easgd_alpha > 0 && x.easgd_alpha < 1)) {
+    return Invalid("ShardSpec.easgdAlpha", absl::StrCat(x.easgd_alpha, " outside (0, 1)"));
+  }
+  return CheckNonNegative(x.staleness, "ShardSpec.staleness");
+}
+absl::Status Check(const dense_block& x) {
+  return CheckVectorLength<float>(x.size(), "DenseVector.values");
+}
+absl::Status Check(const job_progress& x) {
+  return CheckVectorLength<int64_t>(x.staleness.size(), "Progress.staleness");
+}
+
+void Build(const dvec& x, wire::Envelope::Builder env) {
+  auto v = env.initVector();
+  PutList<double>(v.initValues(static_cast<unsigned>(x.size())), x.data.get());
+}
+void Build(const sparse_dvec& x, wire::Envelope::Builder env) {
+  auto v = env.initSparseUpdate();
+  PutList<uint32_t>(v.initOffsets(static_cast<unsigned>(x.size())), x.index.get());
+  PutList<double>(v.initValues(static_cast<unsigned>(x.size())), x.value.get());
+}
+void Build(const key_list& x, wire::Envelope::Builder env) {
+  PutList<uint32_t>(env.initKeyList().initKeys(static_cast<unsigned>(x.size())), x.keys.get());
+}
+void Build(const block_sums& x, wire::Envelope::Builder env) {
+  auto b = env.initBlockSums();
+  b.setLossSum(x.loss_sum);
+  b.setGapSum(x.gap_sum);
+  b.setRegSum(x.reg_sum);
+}
+void Build(const worker_report& x, wire::Envelope::Builder env) {
+  auto b = env.initWorkerReport();
+  b.setWorker(x.worker);
+  b.setClock(x.clock);
+  b.setProcessed(x.processed);
+  b.setBytes(x.bytes);
+}
+void Build(const shard_stats& x, wire::Envelope::Builder env) {
+  auto b = env.initShardStats();
+  b.setUpdates(x.updates);
+  b.setPulls(x.pulls);
+  b.setBytesIn(x.bytes_in);
+  b.setBytesOut(x.bytes_out);
+  b.setMaxGrantedStaleness(x.max_granted_staleness);
+  PutList<int64_t>(b.initClocks(static_cast<unsigned>(x.clocks.size())), &x.clocks);
+}
+void Build(const int64_list& x, wire::Envelope::Builder env) {
+  PutList<int64_t>(env.initInt64List().initValues(static_cast<unsigned>(x.values.size())),
+                   &x.values);
+}
+void Build(const worker_spec& x, wire::Envelope::Builder env) {
+  auto b = env.initWorkerSpec();
+  b.setMode(static_cast<wire::Mode>(static_cast<uint16_t>(x.mode)));
+  b.setIndex(x.index);
+  b.setWorkers(x.workers);
+  SetModel(b.initModel(), x.model);
+  b.setSeed(x.seed);
+  b.setDataPath(x.path);
+  SetLoad(b.initLoad(), x.load);
+  b.setBatchSize(x.batch_size);
+  b.setStep0(x.step0);
+  b.setStepDecay(x.step_decay);
+  b.setTau(x.tau);
+  b.setLocalEpochs(x.local_epochs);
+  b.setGamma(x.gamma);
+  b.setSigmaPrime(x.sigma_prime);
+}
+void Build(const shard_config& x, wire::Envelope::Builder env) {
+  auto b = env.initShardSpec();
+  b.setMode(static_cast<wire::Mode>(static_cast<uint16_t>(x.mode)));
+  b.setWorkers(x.workers);
+  b.setBegin(x.begin);
+  b.setEnd(x.end);
+  SetModel(b.initModel(), x.model);
+  b.setStep0(x.step0);
+  b.setStepDecay(x.step_decay);
+  b.setGamma(x.gamma);
+  b.setEasgdAlpha(x.easgd_alpha);
+  b.setStaleness(x.staleness);
+}
+void Build(const dense_block& x, wire::Envelope::Builder env) {
+  PutList<float>(env.initDenseVector().initValues(static_cast<unsigned>(x.size())), x.data.get());
+}
+void Build(const job_progress& x, wire::Envelope::Builder env) {
+  auto b = env.initProgress();
+  b.setRound(x.round);
+  b.setSeconds(x.seconds);
+  b.setEpochs(x.epochs);
+  b.setPrimal(x.primal);
+  b.setDual(x.dual);
+  b.setGap(x.gap);
+  b.setBytesExchanged(x.bytes_exchanged);
+  PutList<int64_t>(b.initStaleness(static_cast<unsigned>(x.staleness.size())), &x.staleness);
+  b.setEvent(x.event);
+}
+
+// Rough message size in words, so vectors land in one first segment.
+std::size_t WordsOf(const dvec& x) { return 8 + x.size(); }
+std::size_t WordsOf(const sparse_dvec& x) { return 8 + x.size() + WordsForList(x.size(), 4); }
+std::size_t WordsOf(const key_list& x) { return 8 + WordsForList(x.size(), 4); }
+std::size_t WordsOf(const shard_stats& x) { return 16 + x.clocks.size(); }
+std::size_t WordsOf(const int64_list& x) { return 8 + x.values.size(); }
+std::size_t WordsOf(const dense_block& x) { return 8 + WordsForList(x.size(), 4); }
+std::size_t WordsOf(const job_progress& x) { return 24 + x.staleness.size() + x.event.size() / 8; }
+std::size_t WordsOf(const worker_spec& x) { return 48 + x.path.size() / 8; }
+template <class T>
+std::size_t WordsOf(const T&) {
+  return 16;
+}
+
+// ------------------------------------------------------------- readers
+
+absl::Status Read(wire::Envelope::Reader env, dvec* out) {
+  auto list = env.getVector().getValues();
+  DML_RETURN_IF_ERROR(CheckVectorLength<double>(list.size(), "Vector.values"));
+  out->data = TakeList<double>(list);
+  return absl::OkStatus();
+}
+absl::Status Read(wire::Envelope::Reader env, sparse_dvec* out) {
+  auto r = env.getSparseUpdate();
+  auto offsets = r.getOffsets();
+  auto values = r.getValues();
+  if (offsets.size() != values.size()) {
+    return Invalid("SparseUpdate",
+                   absl::StrCat(offsets.size(), " offsets but ", values.size(), " values"));
+  }
+  DML_RETURN_IF_ERROR(CheckVectorLength<double>(values.size(), "SparseUpdate.values"));
+  auto index = TakeList<uint32_t>(offsets);
+  DML_RETURN_IF_ERROR(CheckIncreasing(*index, "SparseUpdate.offsets"));
+  out->index = std::move(index);
+  out->value = TakeList<double>(values);
+  return absl::OkStatus();
+}
+absl::Status Read(wire::Envelope::Reader env, key_list* out) {
+  auto list = env.getKeyList().getKeys();
+  DML_RETURN_IF_ERROR(CheckVectorLength<uint32_t>(list.size(), "KeyList.keys"));
+  auto keys = TakeList<uint32_t>(list);
+  DML_RETURN_IF_ERROR(CheckIncreasing(*keys, "KeyList.keys"));
+  out->keys = std::move(keys);
+  return absl::OkStatus();
+}
+absl::Status Read(wire::Envelope::Reader env, block_sums* out) {
+  auto r = env.getBlockSums();
+  out->loss_sum = r.getLossSum();
+  out->gap_sum = r.getGapSum();
+  out->reg_sum = r.getRegSum();
+  return Check(*out);
+}
+absl::Status Read(wire::Envelope::Reader env, worker_report* out) {
+  auto r = env.getWorkerReport();
+  out->worker = r.getWorker();
+  out->clock = r.getClock();
+  out->processed = r.getProcessed();
+  out->bytes = r.getBytes();
+  return Check(*out);
+}
+absl::Status Read(wire::Envelope::Reader env, shard_stats* out) {
+  auto r = env.getShardStats();
+  out->updates = r.getUpdates();
+  out->pulls = r.getPulls();
+  out->bytes_in = r.getBytesIn();
+  out->bytes_out = r.getBytesOut();
+  out->max_granted_staleness = r.getMaxGrantedStaleness();
+  out->clocks = CopyList<int64_t>(r.getClocks());
+  return Check(*out);
+}
+absl::Status Read(wire::Envelope::Reader env, int64_list* out) {
+  out->values = CopyList<int64_t>(env.getInt64List().getValues());
+  return Check(*out);
+}
+absl::Status Read(wire::Envelope::Reader env, worker_spec* out) {
+  auto r = env.getWorkerSpec();
+  DML_ASSIGN_OR_RETURN(out->mode, GetMode(r.getMode(), "WorkerSpec.mode"));
+  out->index = r.getIndex();
+  out->workers = r.getWorkers();
+  DML_ASSIGN_OR_RETURN(out->model, GetModel(r.getModel(), "WorkerSpec.model"));
+  out->seed = r.getSeed();
+  out->path = r.getDataPath().cStr();
+  DML_ASSIGN_OR_RETURN(out->load, GetLoad(r.getLoad()));
+  out->batch_size = r.getBatchSize();
+  out->step0 = r.getStep0();
+  out->step_decay = r.getStepDecay();
+  out->tau = r.getTau();
+  out->local_epochs = r.getLocalEpochs();
+  out->gamma = r.getGamma();
+  out->sigma_prime = r.getSigmaPrime();
+  return Check(*out);
+}
+absl::Status Read(wire::Envelope::Reader env, shard_config* out) {
+  auto r = env.getShardSpec();
+  DML_ASSIGN_OR_RETURN(out->mode, GetMode(r.getMode(), "ShardSpec.mode"));
+  out->workers = r.getWorkers();
+  out->begin = r.getBegin();
+  out->end = r.getEnd();
+  DML_ASSIGN_OR_RETURN(out->model, GetModel(r.getModel(), "ShardSpec.model"));
+  out->step0 = r.getStep0();
+  out->step_decay = r.getStepDecay();
+  out->gamma = r.getGamma();
+  out->easgd_alpha = r.getEasgdAlpha();
+  out->staleness = r.getStaleness();
+  return Check(*out);
+}
+absl::Status Read(wire::Envelope::Reader env, dense_block* out) {
+  auto list = env.getDenseVector().getValues();
+  DML_RETURN_IF_ERROR(CheckVectorLength<float>(list.size(), "DenseVector.values"));
+  out->data = TakeList<float>(list);
+  return absl::OkStatus();
+}
+absl::Status Read(wire::Envelope::Reader env, job_progress* out) {
+  auto r = env.getProgress();
+  out->round = r.getRound();
+  out->seconds = r.getSeconds();
+  out->epochs = r.getEpochs();
+  out->primal = r.getPrimal();
+  out->dual = r.getDual();
+  out->gap = r.getGap();
+  out->bytes_exchanged = r.getBytesExchanged();
+  out->staleness = CopyList<int64_t>(r.getStaleness());
+  out->event = r.getEvent().cStr();
+  return Check(*out);
+}
+
+Which KindOf(const dvec*) { return wire::Envelope::VECTOR; }
+Which KindOf(const sparse_dvec*) { return wire::Envelope::SPARSE_UPDATE; }
+Which KindOf(const key_list*) { return wire::Envelope::KEY_LIST; }
+Which KindOf(const block_sums*) { return wire::Envelope::BLOCK_SUMS; }
+Which KindOf(const worker_report*) { return wire::Envelope::WORKER_REPORT; }
+Which KindOf(const shard_stats*) { return wire::Envelope::SHARD_STATS; }
+Which KindOf(const int64_list*) { return wire::Envelope::INT64_LIST; }
+Which KindOf(const worker_spec*) { return wire::Envelope::WORKER_SPEC; }
+Which KindOf(const shard_config*) { return wire::Envelope::SHARD_SPEC; }
+Which KindOf(const dense_block*) { return wire::Envelope::DENSE_VECTOR; }
+Which KindOf(const job_progress*) { return wire::Envelope::PROGRESS; }
+
+// Builds x's Envelope into `builder` after checking it.
+template <class T>
+absl::Status BuildChecked(const T& x, capnp::MallocMessageBuilder& builder) {
+  DML_RETURN_IF_ERROR(Check(x));
+  try {
+    Build(x, Root(builder));
+  } catch (const kj::Exception& e) {
+    return absl::InternalError(
+        absl::StrCat("Cap'n Proto error while encoding: ", e.getDescription().cStr()));
+  }
+  return absl::OkStatus();
+}
+
+template <class T>
+absl::StatusOr<std::string> ToWireImpl(const T& x) {
+  auto builder = MakeBuilder(WordsOf(x));
+  DML_RETURN_IF_ERROR(BuildChecked(x, builder));
+  return Flatten(builder);
+}
+
+template <class T>
+absl::Status FromWireImpl(std::string_view bytes, T* out, const net::DecodeLimits& limits) {
+  T value;
+  auto decoded = DecodeEnvelope<bool>(bytes, limits, KindOf(out),
+                                      [&value](wire::Envelope::Reader env) -> absl::StatusOr<bool> {
+                                        DML_RETURN_IF_ERROR(Read(env, &value));
+                                        return true;
+                                      });
+  if (!decoded.ok()) return decoded.status();
+  *out = std::move(value);
+  return absl::OkStatus();
+}
+
+// ------------------------------------------------------------ CAF glue
+
+// Writes x's Envelope as CAF's sequence length + one raw block per segment
+// table and segment: the bytes equal ToWire(x).
+template <class T>
+caf::error WriteEnvelope(caf::serializer& f, const T& x) {
+  auto builder = MakeBuilder(WordsOf(x));
+  if (auto s = BuildChecked(x, builder); !s.ok()) {
+    return caf::make_error(caf::sec::invalid_argument, std::string(s.message()));
+  }
+  auto segments = builder.getSegmentsForOutput();
+  // Cap'n Proto's framing: (count - 1), then each size in words, as
+  // little-endian uint32, padded to a whole word.
+  std::vector<uint32_t> table(segments.size() + 1 + (segments.size() + 1) % 2, 0);
+  table[0] = static_cast<uint32_t>(segments.size() - 1);
+  std::size_t total = table.size() * sizeof(uint32_t);
+  for (std::size_t i = 0; i < segments.size(); ++i) {
+    table[i + 1] = static_cast<uint32_t>(segments[i].size());
+    total += segments[i].size() * kWordBytes;
+  }
+  if (auto err = f.begin_sequence(total)) return err;
+  if (auto err = f.apply_raw(table.size() * sizeof(uint32_t), table.data())) return err;
+  for (auto seg : segments) {
+    if (auto err = f.apply_raw(seg.size() * kWordBytes, const_cast<capnp::word*>(seg.begin()))) {
+      return err;
+    }
+  }
+  return f.end_sequence();
+}
+
+// Reads the bytes WriteEnvelope wrote. Only CAF framing errors (and a
+// length the received buffer cannot hold) fail the message; a payload that
+// does not decode sets x.wire_error.
+template <class T>
+caf::error ReadEnvelope(caf::deserializer& f, T& x) {
+  std::size_t n = 0;
+  if (auto err = f.begin_sequence(n)) return err;
+  if (n > kMaxEnvelopeBytes) {
+    return caf::make_error(caf::sec::invalid_argument,
+                           absl::StrCat("payload of ", n, " bytes exceeds the limit of ",
+                                        kMaxEnvelopeBytes));
+  }
+  if (auto* bin = dynamic_cast<caf::binary_deserializer*>(&f);
+      bin != nullptr && bin->remaining() < n) {
+    return caf::make_error(caf::sec::invalid_argument,
+                           absl::StrCat("payload claims ", n, " bytes but only ",
+                                        bin->remaining(), " remain"));
+  }
+  // Word-aligned storage, so Cap'n Proto reads it in place.
+  std::unique_ptr<capnp::word[]> words(new capnp::word[(n + kWordBytes - 1) / kWordBytes]);
+  if (n > 0) {
+    if (auto err = f.apply_raw(n, words.get())) return err;
+  }
+  if (auto err = f.end_sequence()) return err;
+  T value;
+  auto s = FromWire(std::string_view(reinterpret_cast<const char*>(words.get()), n), &value);
+  if (!s.ok()) {
+    x = T{};
+    x.wire_error = std::string(s.message());
+    if (x.wire_error.empty()) x.wire_error = "undecodable payload";
+    return caf::none;
+  }
+  x = std::move(value);
+  return caf::none;
+}
+
+}  // namespace
+
+#define DML_WIRE_IMPL(T)                                                              \
+  absl::StatusOr<std::string> ToWire(const T& x) { return ToWireImpl(x); }           \
+  absl::Status FromWire(std::string_view bytes, T* out, const net::DecodeLimits& l) { \
+    return FromWireImpl(bytes, out, l);                                               \
+  }
+DML_WIRE_IMPL(dvec)
+DML_WIRE_IMPL(sparse_dvec)
+DML_WIRE_IMPL(key_list)
+DML_WIRE_IMPL(block_sums)
+DML_WIRE_IMPL(worker_report)
+DML_WIRE_IMPL(shard_stats)
+DML_WIRE_IMPL(int64_list)
+DML_WIRE_IMPL(worker_spec)
+DML_WIRE_IMPL(shard_config)
+DML_WIRE_IMPL(dense_block)
+DML_WIRE_IMPL(job_progress)
+#undef DML_WIRE_IMPL
+
+#define DML_CAF_IMPL(T)                                                           \
+  caf::error inspect(caf::serializer& f, T& x) { return WriteEnvelope(f, x); }   \
+  caf::error inspect(caf::deserializer& f, T& x) { return ReadEnvelope(f, x); }
+DML_CAF_IMPL(dvec)
+DML_CAF_IMPL(sparse_dvec)
+DML_CAF_IMPL(key_list)
+DML_CAF_IMPL(block_sums)
+DML_CAF_IMPL(worker_report)
+DML_CAF_IMPL(shard_stats)
+DML_CAF_IMPL(int64_list)
+DML_CAF_IMPL(worker_spec)
+DML_CAF_IMPL(shard_config)
+DML_CAF_IMPL(dense_block)
+#undef DML_CAF_IMPL
+
+std::string describe(const dvec& x) { return absl::StrCat("dvec[", x.size(), "]"); }
+std::string describe(const sparse_dvec& x) { return absl::StrCat("sparse_dvec[", x.size(), "]"); }
+std::string describe(const key_list& x) { return absl::StrCat("key_list[", x.size(), "]"); }
+std::string describe(const block_sums& x) {
+  return absl::StrCat("block_sums(", x.loss_sum, ", ", x.gap_sum, ", ", x.reg_sum, ")");
+}
+std::string describe(const worker_report& x) {
+  return absl::StrCat("worker_report(worker ", x.worker, ", clock ", x.clock, ")");
+}
+std::string describe(const shard_stats& x) {
+  return absl::StrCat("shard_stats(updates ", x.updates, ", pulls ", x.pulls, ")");
+}
+std::string describe(const dense_block& x) { return absl::StrCat("dense_block[", x.size(), "]"); }
+std::string describe(const int64_list& x) { return absl::StrCat("int64_list[", x.values.size(), "]"); }
+std::string describe(const worker_spec& x) {
+  return absl::StrCat("worker_spec(", AsAbsl(ModeName(x.mode)), ", ", x.index, "/", x.workers,
+                      ", ", x.path, ")");
+}
+std::string describe(const shard_config& x) {
+  return absl::StrCat("shard_config(", AsAbsl(ModeName(x.mode)), ", [", x.begin, ", ", x.end, "))");
+}
+
+}  // namespace dml::actors

@@ -1,0 +1,53 @@
+#pragma once
+// Cap'n Proto encoding of every actor payload (net/dml/net/wire.capnp): the
+// one wire format of libdml messages between processes. CAF's inspect
+// overloads of the payloads (messages.hpp) write exactly these bytes into a
+// CAF message as one raw block; tests and the fuzz target call the same
+// functions directly.
+//
+// Decoding treats input as hostile (never throws, aborts or over-reads) and
+// returns the errors of dml/net/codec.hpp: DataLoss for framing and
+// structure, ResourceExhausted above the limits, InvalidArgument for a wrong
+// version or payload kind or a broken invariant, naming the field (and the
+// position for lists). Thread-safe.
+
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "dml/actors/dense_block.hpp"
+#include "dml/actors/messages.hpp"
+#include "dml/net/codec.hpp"
+
+namespace dml::actors {
+
+/// Flat Envelope bytes of a payload. Errors: InvalidArgument when the value
+/// breaks an invariant a peer would refuse (so we never send it).
+#define DML_WIRE_CODEC(T)                                                   \
+  absl::StatusOr<std::string> ToWire(const T& x);                          \
+  absl::Status FromWire(std::string_view bytes, T* out,                     \
+                        const net::DecodeLimits& limits = net::DecodeLimits{});
+
+DML_WIRE_CODEC(dvec)
+DML_WIRE_CODEC(sparse_dvec)
+DML_WIRE_CODEC(key_list)
+DML_WIRE_CODEC(block_sums)
+DML_WIRE_CODEC(worker_report)
+DML_WIRE_CODEC(shard_stats)
+DML_WIRE_CODEC(int64_list)
+DML_WIRE_CODEC(worker_spec)
+DML_WIRE_CODEC(shard_config)
+DML_WIRE_CODEC(dense_block)
+DML_WIRE_CODEC(job_progress)
+
+#undef DML_WIRE_CODEC
+
+/// The decode error a payload arrived with, as an absl::Status (OK if none).
+template <class T>
+absl::Status WireErrorOf(const T& x) {
+  if (x.wire_error.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(x.wire_error);
+}
+
+}  // namespace dml::actors
