@@ -19,6 +19,9 @@
 //                         hogwild | model-averaging | cocoa (default: no runtime, plain solver)
 //   --workers K --shards S  the topology's size (default 2 and 1)
 //   --batch B --step S0 --staleness s --tau T --local-epochs H --gamma G   mode parameters
+//   --nodes H:P,H:P,...   run the topology's workers and shards on these dml-node processes
+//                         (each reads the data file from its own disk)
+//   --local-nodes N       start N dml-node processes on loopback for this job, stop them after
 //   --quiet               only the final summary
 // Exit status: 0 on success, 2 on a bad flag or bad data, 1 if training failed.
 #include <unistd.h>
@@ -29,10 +32,12 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "dml/actors/local_cluster.hpp"
 #include "dml/actors/runtime.hpp"
 #include "dml/data/cache.hpp"
 #include "dml/data/libsvm.hpp"
@@ -55,7 +60,8 @@ const char* const kValueFlags[] = {"-c", "-e", "-o", "--lambda", "--tol", "--mod
                                    "--generate", "--nnz-per-row", "--noise", "--seed", "--test",
                                    "--binarize", "--cache", "--output", "--eval-every", "--mode",
                                    "--workers", "--shards", "--batch", "--step", "--staleness",
-                                   "--tau", "--local-epochs", "--gamma"};
+                                   "--tau", "--local-epochs", "--gamma", "--nodes",
+                                   "--local-nodes"};
 
 int Fail(const std::string& msg) {
   std::fprintf(stderr, "dml-train: %s\n", msg.c_str());
@@ -139,7 +145,8 @@ void PrintUsage() {
       "  --generate RxC [--nnz-per-row K] [--noise S] [--seed N]\n"
       "  --test FILE, --binarize T, --cache PATH, -o|--output PATH, --quiet\n"
       "  --mode sync|async|ssp|easgd|hogwild|model-averaging|cocoa --workers K --shards S\n"
-      "  --batch B, --step S0, --staleness s, --tau T, --local-epochs H, --gamma G\n");
+      "  --batch B, --step S0, --staleness s, --tau T, --local-epochs H, --gamma G\n"
+      "  --nodes H:P,H:P,... | --local-nodes N   run the topology on dml-node processes\n");
 }
 
 }  // namespace
@@ -273,11 +280,62 @@ int main(int argc, char** argv) {
     job.step_decay = spec.lambda * job.step0;
     shared_data = std::make_shared<const dml::Dataset>(std::move(data));
     trained_on = shared_data.get();
-    job.data = shared_data;
-    if (!quiet) {
-      std::printf("runtime: mode %s, %d workers, %d shards\n",
-                  std::string(dml::ModeName(job.mode)).c_str(), job.workers, job.shards);
+    // Nodes: given, or started here on loopback.
+    std::optional<dml::LocalCluster> cluster;
+    int local_nodes = 0;
+    if (!Number(args, {"--local-nodes"}, local_nodes, error)) return Fail(error);
+    if (args.values.count("--local-nodes")) {
+      if (local_nodes < 1) return Fail("--local-nodes: expected a number >= 1");
+      auto c = dml::LocalCluster::Start(dml::LocalCluster::NodeBinaryNextToSelf(), local_nodes);
+      if (!c.ok()) return Fail("--local-nodes: " + std::string(c.status().message()));
+      cluster.emplace(*std::move(c));
+      job.nodes = cluster->addresses();
+    } else if (args.values.count("--nodes")) {
+      std::string list = Get(args, "--nodes");
+      for (std::size_t b = 0; b <= list.size();) {
+        const std::size_t e = std::min(list.find(',', b), list.size());
+        if (e > b) job.nodes.push_back(list.substr(b, e - b));
+        b = e + 1;
+      }
+      if (job.nodes.empty()) return Fail("--nodes: expected host:port[,host:port...]");
     }
+    // Nodes read the data from disk: the file itself, or the generated
+    // data written to a temporary file (loopback clusters share this disk).
+    std::string temp_data;
+    if (!job.nodes.empty()) {
+      if (args.values.count("--generate")) {
+        char tmpl[] = "/tmp/dml-train-data-XXXXXX";
+        const int fd = mkstemp(tmpl);
+        if (fd < 0) return Fail("cannot create a temporary data file");
+        close(fd);
+        temp_data = tmpl;
+        if (auto st = dml::WriteLibsvm(*shared_data, temp_data); !st.ok()) {
+          return Fail(std::string(st.message()));
+        }
+        job.data_path = temp_data;
+      } else {
+        char* abs = realpath(source.c_str(), nullptr);
+        job.data_path = abs != nullptr ? abs : source;
+        std::free(abs);
+      }
+      job.load_options = load_opts;
+      job.load_options.num_features = shared_data->x.cols();
+    } else {
+      job.data = shared_data;
+    }
+    if (!quiet) {
+      std::printf("runtime: mode %s, %d workers, %d shards%s\n",
+                  std::string(dml::ModeName(job.mode)).c_str(), job.workers, job.shards,
+                  job.nodes.empty()
+                      ? ""
+                      : (", on " + std::to_string(job.nodes.size()) + " node processes").c_str());
+    }
+    struct remove_on_exit {
+      std::string path;
+      ~remove_on_exit() {
+        if (!path.empty()) std::remove(path.c_str());
+      }
+    } cleanup{temp_data};
     dml::runtime rt;
     auto handle = rt.submit(job, [quiet](const dml::job_progress& p) {
       if (quiet) return;

@@ -19,6 +19,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "dml/actors/internal/job_state.hpp"
+#include "dml/actors/node.hpp"
 #include "dml/actors/parameter_shard.hpp"
 #include "dml/actors/wire.hpp"
 #include "dml/actors/worker.hpp"
@@ -30,6 +31,8 @@ namespace {
 
 constexpr auto kRequestTimeout = std::chrono::minutes(10);
 constexpr auto kTick = std::chrono::milliseconds(5);
+// A node answers a spawn request at once; only a dead or hung node is slower.
+constexpr auto kSpawnTimeout = std::chrono::seconds(30);
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
 using clock_type = std::chrono::steady_clock;
@@ -37,6 +40,7 @@ using clock_type = std::chrono::steady_clock;
 struct coord_state {
   job_spec spec;
   std::shared_ptr<detail::job_state> job;
+  std::vector<node_actor> nodes;  // empty: everything runs in this process
   std::vector<worker_actor> workers;
   std::vector<parameter_shard> shards;
   std::vector<int64_t> bounds;
@@ -62,6 +66,14 @@ struct coord_state {
   // cocoa.
   dvec shared;  // the shared vector of the current round (one buffer for all)
   static inline const char* name = "dml.coordinator";
+
+  // A coordinator that stops without ending its job (an exception in a
+  // handler, a kill) must not leave wait() blocked forever.
+  ~coord_state() {
+    if (job && !finished) {
+      job->finish(absl::InternalError("the job's coordinator stopped before the job ended"));
+    }
+  }
 
   double seconds() const {
     return std::chrono::duration<double>(clock_type::now() - start).count();
@@ -411,38 +423,11 @@ void sgd_start(self_ptr self) {
 
 // ------------------------------------------------------------- start-up
 
-void wire_and_train(self_ptr self) {
+void connect_and_train(self_ptr self) {
   auto& st = self->state;
-  const int S = st.spec.shards;
-  if (st.spec.mode == Mode::kHogwild) {
-    st.hog->allocate(static_cast<std::size_t>(st.d));
-  } else {
-    if (S > st.m) {
-      return fail_job(self, absl::InvalidArgumentError(absl::StrCat(
-                                "job_spec.shards: ", S, " shards for a shared vector of ", st.m,
-                                " entries")));
-    }
-    st.bounds.resize(S + 1);
-    for (int s = 0; s <= S; ++s) st.bounds[s] = st.m * s / S;
+  if (st.spec.mode != Mode::kHogwild) {
     std::vector<caf::actor> handles;
-    for (int s = 0; s < S; ++s) {
-      shard_config c;
-      c.mode = st.spec.mode;
-      c.workers = static_cast<int32_t>(st.workers.size());
-      c.begin = st.bounds[s];
-      c.end = st.bounds[s + 1];
-      c.model = st.spec.model;
-      c.step0 = st.spec.step0;
-      c.step_decay = st.spec.step_decay;
-      c.gamma = st.spec.gamma;
-      c.easgd_alpha = st.spec.easgd_alpha > 0 ? st.spec.easgd_alpha
-                                               : 0.9 / static_cast<double>(st.workers.size());
-      c.staleness = st.spec.staleness;
-      auto shard = spawn_parameter_shard(self->system(), c);
-      self->monitor(shard);
-      st.shards.push_back(shard);
-      handles.push_back(caf::actor_cast<caf::actor>(shard));
-    }
+    for (auto& s : st.shards) handles.push_back(caf::actor_cast<caf::actor>(s));
     for (auto& w : st.workers) self->send(w, connect_atom_v, handles, int64_list{st.bounds, {}});
   }
   st.started_training = true;
@@ -453,42 +438,91 @@ void wire_and_train(self_ptr self) {
   }
 }
 
-void start(self_ptr self) {
+// What crosses to a node: the spec without the in-process parts.
+worker_spec wire_form(const worker_config& c) { return static_cast<const worker_spec&>(c); }
+const shard_config& wire_form(const shard_config& c) { return c; }
+
+// Spawns one actor of type Handle per spec, here or on the nodes (actor i on
+// node (offset + i) mod N), monitors them, and calls done(handles).
+template <class Handle, class Atom, class Spec, class LocalSpawn, class Done>
+void spawn_all(self_ptr self, std::size_t offset, Atom atom, std::vector<Spec> specs,
+               LocalSpawn local, Done done) {
   auto& st = self->state;
-  st.start = clock_type::now();
-  const int K = st.spec.workers;
-  st.clocks.assign(K, 0);
-  st.processed.assign(K, 0);
-  st.worker_bytes.assign(K, 0);
-  st.primal_cocoa =
-      st.spec.mode == Mode::kCocoa && FormulationOf(st.spec.model.kind) == Formulation::kPrimal;
-  if (st.spec.mode == Mode::kHogwild) st.hog = std::make_shared<hogwild_model>();
-  const double gamma = st.spec.gamma;
-  const double sigma = st.spec.sigma_prime > 0 ? st.spec.sigma_prime : gamma * K;
-  for (int k = 0; k < K; ++k) {
-    worker_config c;
+  const std::size_t count = specs.size();
+  if (st.nodes.empty()) {
+    std::vector<Handle> out;
+    for (auto& spec : specs) {
+      auto h = local(std::move(spec));
+      self->monitor(h);
+      out.push_back(h);
+    }
+    return done(std::move(out));
+  }
+  auto out = std::make_shared<std::vector<Handle>>(count);
+  auto remaining = std::make_shared<std::size_t>(count);
+  const auto me = caf::actor_cast<caf::actor>(self);
+  for (std::size_t i = 0; i < count; ++i) {
+    const std::size_t n = (offset + i) % st.nodes.size();
+    self->request(st.nodes[n], kSpawnTimeout, atom, wire_form(specs[i]), me)
+        .then(
+            [self, i, out, remaining, done](const caf::actor& a) {
+              if (self->state.finished) return;
+              auto h = caf::actor_cast<Handle>(a);
+              self->monitor(h);
+              (*out)[i] = h;
+              if (--*remaining == 0) done(std::move(*out));
+            },
+            [self, n](caf::error& err) {
+              fail_job(self, absl::UnavailableError(absl::StrCat(
+                                 "node ", n, " (", self->state.spec.nodes[n], "): ",
+                                 self->system().render(err))));
+            });
+  }
+}
+
+void wire_and_train(self_ptr self) {
+  auto& st = self->state;
+  const int S = st.spec.shards;
+  if (st.spec.mode == Mode::kHogwild) {
+    st.hog->allocate(static_cast<std::size_t>(st.d));
+    return connect_and_train(self);
+  }
+  if (S > st.m) {
+    return fail_job(self, absl::InvalidArgumentError(absl::StrCat(
+                              "job_spec.shards: ", S, " shards for a shared vector of ", st.m,
+                              " entries")));
+  }
+  st.bounds.resize(S + 1);
+  for (int s = 0; s <= S; ++s) st.bounds[s] = st.m * s / S;
+  std::vector<shard_config> configs;
+  for (int s = 0; s < S; ++s) {
+    shard_config c;
     c.mode = st.spec.mode;
-    c.index = k;
-    c.workers = K;
+    c.workers = static_cast<int32_t>(st.workers.size());
+    c.begin = st.bounds[s];
+    c.end = st.bounds[s + 1];
     c.model = st.spec.model;
-    c.seed = st.spec.seed;
-    c.data = st.spec.data;
-    c.path = st.spec.data_path;
-    c.load = st.spec.load_options;
-    c.batch_size = st.spec.batch_size;
     c.step0 = st.spec.step0;
     c.step_decay = st.spec.step_decay;
-    c.tau = st.spec.tau;
-    c.coordinator = caf::actor_cast<caf::actor>(self);
-    c.local_epochs = st.spec.local_epochs;
-    c.gamma = gamma;
-    c.sigma_prime = sigma;
-    c.hogwild = st.hog;
-    auto w = spawn_worker(self->system(), std::move(c));
-    self->monitor(w);
-    st.workers.push_back(w);
+    c.gamma = st.spec.gamma;
+    c.easgd_alpha = st.spec.easgd_alpha > 0 ? st.spec.easgd_alpha
+                                             : 0.9 / static_cast<double>(st.workers.size());
+    c.staleness = st.spec.staleness;
+    configs.push_back(c);
   }
-  st.spec.data.reset();  // the workers hold what they need
+  // Shards go to the nodes after the workers' (worker k on node k mod N).
+  spawn_all<parameter_shard>(
+      self, st.workers.size(), shard_atom_v, std::move(configs),
+      [self](shard_config c) { return spawn_parameter_shard(self->system(), c); },
+      [self](std::vector<parameter_shard> shards) {
+        self->state.shards = std::move(shards);
+        connect_and_train(self);
+      });
+}
+
+void init_workers(self_ptr self) {
+  auto& st = self->state;
+  const int K = st.spec.workers;
   using dims = std::pair<int64_t, int64_t>;
   auto replies = std::make_shared<std::vector<dims>>(K);
   auto remaining = std::make_shared<int>(K);
@@ -515,12 +549,58 @@ void start(self_ptr self) {
             },
             [self](caf::error& err) { fail_job(self, err); });
   }
+}
+
+void start(self_ptr self) {
+  auto& st = self->state;
+  st.start = clock_type::now();
+  const int K = st.spec.workers;
+  st.clocks.assign(K, 0);
+  st.processed.assign(K, 0);
+  st.worker_bytes.assign(K, 0);
+  st.primal_cocoa =
+      st.spec.mode == Mode::kCocoa && FormulationOf(st.spec.model.kind) == Formulation::kPrimal;
+  if (st.spec.mode == Mode::kHogwild) st.hog = std::make_shared<hogwild_model>();
+  const double gamma = st.spec.gamma;
+  const double sigma = st.spec.sigma_prime > 0 ? st.spec.sigma_prime : gamma * K;
+  std::vector<worker_config> configs;
+  for (int k = 0; k < K; ++k) {
+    worker_config c;
+    c.mode = st.spec.mode;
+    c.index = k;
+    c.workers = K;
+    c.model = st.spec.model;
+    c.seed = st.spec.seed;
+    c.data = st.spec.data;
+    c.path = st.spec.data_path;
+    c.load = st.spec.load_options;
+    c.batch_size = st.spec.batch_size;
+    c.step0 = st.spec.step0;
+    c.step_decay = st.spec.step_decay;
+    c.tau = st.spec.tau;
+    c.coordinator = caf::actor_cast<caf::actor>(self);
+    c.local_epochs = st.spec.local_epochs;
+    c.gamma = gamma;
+    c.sigma_prime = sigma;
+    c.hogwild = st.hog;
+    configs.push_back(std::move(c));
+  }
+  st.spec.data.reset();  // the workers hold what they need
+  spawn_all<worker_actor>(
+      self, 0, worker_atom_v, std::move(configs),
+      [self](worker_config c) { return spawn_worker(self->system(), std::move(c)); },
+      [self](std::vector<worker_actor> workers) {
+        self->state.workers = std::move(workers);
+        init_workers(self);
+      });
   self->send(self, tick_atom_v);
 }
 
 coordinator_actor::behavior_type coordinator_impl(self_ptr self, job_spec spec,
-                                                  std::shared_ptr<detail::job_state> job) {
+                                                  std::shared_ptr<detail::job_state> job,
+                                                  std::vector<node_actor> nodes) {
   self->state.spec = std::move(spec);
+  self->state.nodes = std::move(nodes);
   self->state.job = std::move(job);
   self->set_down_handler([self](caf::down_msg& dm) {
     auto& st = self->state;
@@ -574,8 +654,9 @@ coordinator_actor::behavior_type coordinator_impl(self_ptr self, job_spec spec,
 }  // namespace
 
 coordinator_actor spawn_coordinator(caf::actor_system& sys, job_spec spec,
-                                    std::shared_ptr<detail::job_state> job) {
-  return sys.spawn(coordinator_impl, std::move(spec), std::move(job));
+                                    std::shared_ptr<detail::job_state> job,
+                                    std::vector<node_actor> nodes) {
+  return sys.spawn(coordinator_impl, std::move(spec), std::move(job), std::move(nodes));
 }
 
 }  // namespace dml::actors

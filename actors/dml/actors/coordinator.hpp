@@ -13,7 +13,10 @@
 #include <caf/replies_to.hpp>
 #include <caf/typed_actor.hpp>
 
+#include <vector>
+
 #include "dml/actors/messages.hpp"
+#include "dml/actors/node.hpp"
 #include "dml/actors/runtime.hpp"
 #include "dml/actors/type_ids.hpp"
 
@@ -31,8 +34,10 @@ using coordinator_actor = caf::typed_actor<caf::reacts_to<start_atom>, caf::reac
                                            caf::reacts_to<worker_report>>;
 
 /// Spawns the coordinator of `spec` (already validated); it reports into
-/// `job` and quits when the job has ended.
+/// `job` and quits when the job has ended. With `nodes`, worker k runs on
+/// node k mod N and shard s on node (K + s) mod N; otherwise all in-process.
 coordinator_actor spawn_coordinator(caf::actor_system& sys, job_spec spec,
-                                    std::shared_ptr<detail::job_state> job);
+                                    std::shared_ptr<detail::job_state> job,
+                                    std::vector<node_actor> nodes = {});
 
 }  // namespace dml::actors

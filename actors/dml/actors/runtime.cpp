@@ -11,11 +11,15 @@
 
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
+#include <caf/io/middleman.hpp>
 #include <caf/send.hpp>
+
+#include <map>
 
 #include "absl/strings/str_cat.h"
 #include "dml/actors/coordinator.hpp"
 #include "dml/actors/internal/job_state.hpp"
+#include "dml/actors/network.hpp"
 #include "dml/actors/register_types.hpp"
 #include "dml/util/status.hpp"
 
@@ -81,22 +85,7 @@ std::vector<job_progress> job::poll() {
 namespace {
 
 struct runtime_config : caf::actor_system_config {
-  explicit runtime_config(const runtime_options& o) {
-    actors::register_types(*this);
-    const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
-    set("scheduler.max-threads", static_cast<size_t>(o.threads > 0 ? o.threads : hw));
-    // CAF's default lets an actor run until its mailbox is empty. A worker
-    // of an SGD mode keeps its mailbox non-empty by design (each step sends
-    // the next), so without a bound it would own a scheduler thread forever:
-    // its peers would starve (async modes then train on one partition) and
-    // the coordinator's timer would never fire.
-    set("scheduler.max-throughput", static_cast<size_t>(4));
-    // With CAF 0.17's work-stealing policy, two such self-scheduling actors
-    // still starved every other actor of a 2-thread system (reproduced:
-    // coordinators stopped receiving their timer and reports, and jobs could
-    // not be cancelled); one shared FIFO queue keeps all actors moving.
-    set("scheduler.policy", caf::atom("sharing"));
-  }
+  explicit runtime_config(const runtime_options& o) { actors::configure_process(*this, o.threads); }
 };
 
 absl::Status Invalid(std::string_view field, std::string what) {
@@ -139,6 +128,16 @@ absl::Status ValidateSpec(const job_spec& s) {
   if (s.stop.max_epochs < 1) {
     return Invalid("stop.max_epochs", absl::StrCat("must be >= 1, got ", s.stop.max_epochs));
   }
+  if (!s.nodes.empty()) {
+    if (s.data) {
+      return Invalid("data", "an in-memory dataset cannot be sent to nodes; set data_path "
+                             "(every node reads it from its own disk)");
+    }
+    if (s.mode == Mode::kHogwild) {
+      return Invalid("mode", "hogwild workers share one in-process model and cannot run on "
+                             "nodes; use async or ssp across processes");
+    }
+  }
   if (s.data) {
     if (s.data->x.rows() < s.workers) {
       return Invalid("workers", absl::StrCat(s.workers, " workers for ", s.data->x.rows(),
@@ -160,6 +159,34 @@ struct runtime::impl {
   caf::actor_system sys;
   std::mutex mu;
   std::vector<std::weak_ptr<detail::job_state>> jobs;
+  // Node connections by "host:port", reused across jobs.
+  std::map<std::string, actors::node_actor> nodes;
+
+  absl::StatusOr<std::vector<actors::node_actor>> connect(const std::vector<std::string>& addrs) {
+    std::vector<actors::node_actor> out;
+    for (std::size_t i = 0; i < addrs.size(); ++i) {
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        auto it = nodes.find(addrs[i]);
+        if (it != nodes.end()) {
+          out.push_back(it->second);
+          continue;
+        }
+      }
+      auto hp = actors::ParseHostPort(addrs[i]);
+      if (!hp.ok()) return Invalid(absl::StrCat("nodes[", i, "]"), std::string(hp.status().message()));
+      auto node = sys.middleman().remote_actor<actors::node_actor>(hp->first, hp->second);
+      if (!node) {
+        return absl::UnavailableError(absl::StrCat("job_spec.nodes[", i, "] (", addrs[i],
+                                                   "): cannot connect: ",
+                                                   sys.render(node.error())));
+      }
+      std::lock_guard<std::mutex> lock(mu);
+      nodes.emplace(addrs[i], *node);
+      out.push_back(*node);
+    }
+    return out;
+  }
 };
 
 runtime::runtime(runtime_options options) : impl_(std::make_unique<impl>(options)) {}
@@ -184,6 +211,12 @@ runtime::~runtime() {
 absl::StatusOr<job> runtime::submit(job_spec spec,
                                     std::function<void(const job_progress&)> on_progress) {
   if (auto st = ValidateSpec(spec); !st.ok()) return st;
+  std::vector<actors::node_actor> nodes;
+  if (!spec.nodes.empty()) {
+    auto connected = impl_->connect(spec.nodes);
+    if (!connected.ok()) return connected.status();
+    nodes = std::move(*connected);
+  }
   auto state = std::make_shared<detail::job_state>();
   state->on_progress = std::move(on_progress);
   {
@@ -196,7 +229,7 @@ absl::StatusOr<job> runtime::submit(job_spec spec,
     keep.push_back(state);
     impl_->jobs = std::move(keep);
   }
-  auto coord = actors::spawn_coordinator(impl_->sys, std::move(spec), state);
+  auto coord = actors::spawn_coordinator(impl_->sys, std::move(spec), state, std::move(nodes));
   caf::anon_send(coord, actors::start_atom_v);
   return job(state);
 }

@@ -59,6 +59,11 @@ struct job_spec {
   int workers = 2;  ///< K >= 1
   int shards = 1;   ///< S >= 1; keys are range-partitioned (S <= model dimension)
   uint64_t seed = 1;
+  /// dml-node processes ("host:port") to run the workers and shards on:
+  /// worker k on node k mod N, shard s on node (K + s) mod N. Empty: all in
+  /// this process. Needs data_path (each node reads it from its own disk);
+  /// not for hogwild, whose workers share one in-process model.
+  std::vector<std::string> nodes;
 
   /// SGD modes: minibatch per worker and step, and the step schedule
   /// step_t = step0 / (1 + step_decay * t), t counted in clocks.

@@ -33,6 +33,9 @@ CAF_BEGIN_TYPE_ID_BLOCK(dml_actors, caf::first_custom_type_id)
   CAF_ADD_ATOM(dml_actors, dml::actors, cancel_atom, "cancel")
   CAF_ADD_ATOM(dml_actors, dml::actors, tick_atom, "tick")
   CAF_ADD_ATOM(dml_actors, dml::actors, connect_atom, "connect")
+  CAF_ADD_ATOM(dml_actors, dml::actors, worker_atom, "worker")
+  CAF_ADD_ATOM(dml_actors, dml::actors, shard_atom, "shard")
+  CAF_ADD_ATOM(dml_actors, dml::actors, hello_atom, "hello")
 
   // Payload types.
   CAF_ADD_TYPE_ID(dml_actors, (dml::actors::dense_block))

@@ -94,11 +94,31 @@ void SetModel(wire::Model::Builder m, const ModelSpec& x) {
   m.setL1Ratio(x.l1_ratio);
 }
 
-absl::StatusOr<ModelSpec> GetModel(wire::Model::Reader m, const char* field) {
-  const auto kind = static_cast<uint16_t>(m.getKind());
+// Enum values a reader knows (checked as integers: a C++ enum may hold
+// others through a cast, and we never send those).
+absl::Status CheckModelKind(uint16_t kind, const char* field) {
   if (kind > static_cast<uint16_t>(ModelKind::kSquaredHingeSvm)) {
     return Invalid(field, absl::StrCat("unknown model kind ", kind));
   }
+  return absl::OkStatus();
+}
+
+absl::Status CheckMode(uint16_t mode, const char* field) {
+  if (mode > static_cast<uint16_t>(Mode::kCocoa)) {
+    return Invalid(field, absl::StrCat("unknown mode ", mode));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckModel(const ModelSpec& x, const char* field) {
+  DML_RETURN_IF_ERROR(CheckModelKind(static_cast<uint16_t>(x.kind), field));
+  if (auto s = Validate(x); !s.ok()) return Invalid(field, s.message());
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ModelSpec> GetModel(wire::Model::Reader m, const char* field) {
+  const auto kind = static_cast<uint16_t>(m.getKind());
+  DML_RETURN_IF_ERROR(CheckModelKind(kind, field));
   ModelSpec x;
   x.kind = static_cast<ModelKind>(kind);
   x.lambda = m.getLambda();
@@ -109,9 +129,7 @@ absl::StatusOr<ModelSpec> GetModel(wire::Model::Reader m, const char* field) {
 
 absl::StatusOr<Mode> GetMode(wire::Mode m, const char* field) {
   const auto v = static_cast<uint16_t>(m);
-  if (v > static_cast<uint16_t>(Mode::kCocoa)) {
-    return Invalid(field, absl::StrCat("unknown mode ", v));
-  }
+  DML_RETURN_IF_ERROR(CheckMode(v, field));
   return static_cast<Mode>(v);
 }
 
@@ -123,19 +141,27 @@ void SetLoad(wire::LoadOptions::Builder b, const LibsvmOptions& x) {
   b.setThreads(x.threads);
 }
 
+absl::Status CheckLoad(const LibsvmOptions& x) {
+  if (x.binarize_threshold) {
+    DML_RETURN_IF_ERROR(CheckFinite(*x.binarize_threshold, "LoadOptions.binarizeThreshold"));
+  }
+  DML_RETURN_IF_ERROR(CheckNonNegative(x.num_features, "LoadOptions.numFeatures"));
+  return CheckNonNegative(x.threads, "LoadOptions.threads");
+}
+
 absl::StatusOr<LibsvmOptions> GetLoad(wire::LoadOptions::Reader r) {
   LibsvmOptions x;
   x.task = r.getRegression() ? Task::kRegression : Task::kClassification;
-  if (r.getHasBinarize()) {
-    x.binarize_threshold = r.getBinarizeThreshold();
-    DML_RETURN_IF_ERROR(CheckFinite(*x.binarize_threshold, "LoadOptions.binarizeThreshold"));
-  }
+  if (r.getHasBinarize()) x.binarize_threshold = r.getBinarizeThreshold();
   x.num_features = r.getNumFeatures();
-  DML_RETURN_IF_ERROR(CheckNonNegative(x.num_features, "LoadOptions.numFeatures"));
   x.threads = r.getThreads();
-  DML_RETURN_IF_ERROR(CheckNonNegative(x.threads, "LoadOptions.threads"));
+  DML_RETURN_IF_ERROR(CheckLoad(x));
   return x;
 }
+
+// Text with its exact length (kj's std::string conversions stop at a NUL).
+capnp::Text::Reader AsText(const std::string& s) { return capnp::Text::Reader(s.data(), s.size()); }
+std::string FromText(capnp::Text::Reader t) { return std::string(t.begin(), t.size()); }
 
 template <class T>
 void PutList(typename capnp::List<T>::Builder list, const std::vector<T>* v) {
@@ -194,13 +220,17 @@ absl::Status Check(const int64_list& x) {
   return CheckVectorLength<int64_t>(x.values.size(), "Int64List.values");
 }
 absl::Status Check(const worker_spec& x) {
-  if (auto s = Validate(x.model); !s.ok()) return Invalid("WorkerSpec.model", s.message());
+  DML_RETURN_IF_ERROR(CheckMode(static_cast<uint16_t>(x.mode), "WorkerSpec.mode"));
+  DML_RETURN_IF_ERROR(CheckModel(x.model, "WorkerSpec.model"));
   if (x.workers < 1) return Invalid("WorkerSpec.workers", absl::StrCat(x.workers, " < 1"));
   if (x.index < 0 || x.index >= x.workers) {
     return Invalid("WorkerSpec.index",
                    absl::StrCat(x.index, " outside [0, ", x.workers, ")"));
   }
   if (x.path.empty()) return Invalid("WorkerSpec.dataPath", "empty");
+  if (auto nul = x.path.find('\0'); nul != std::string::npos) {
+    return Invalid("WorkerSpec.dataPath", absl::StrCat("contains a NUL byte at position ", nul));
+  }
   if (x.batch_size < 1) return Invalid("WorkerSpec.batchSize", absl::StrCat(x.batch_size, " < 1"));
   if (!(x.step0 > 0) || !std::isfinite(x.step0)) {
     return Invalid("WorkerSpec.step0", absl::StrCat(x.step0, " is not positive and finite"));
@@ -218,10 +248,11 @@ absl::Status Check(const worker_spec& x) {
   if (!(x.sigma_prime > 0) || !std::isfinite(x.sigma_prime)) {
     return Invalid("WorkerSpec.sigmaPrime", absl::StrCat(x.sigma_prime, " is not > 0"));
   }
-  return absl::OkStatus();
+  return CheckLoad(x.load);
 }
 absl::Status Check(const shard_config& x) {
-  if (auto s = Validate(x.model); !s.ok()) return Invalid("ShardSpec.model", s.message());
+  DML_RETURN_IF_ERROR(CheckMode(static_cast<uint16_t>(x.mode), "ShardSpec.mode"));
+  DML_RETURN_IF_ERROR(CheckModel(x.model, "ShardSpec.model"));
   if (x.workers < 1) return Invalid("ShardSpec.workers", absl::StrCat(x.workers, " < 1"));
   if (x.begin < 0 || x.end <= x.begin) {
     return Invalid("ShardSpec.end", absl::StrCat("range [", x.begin, ", ", x.end, ") is empty"));
@@ -296,7 +327,7 @@ void Build(const worker_spec& x, wire::Envelope::Builder env) {
   b.setWorkers(x.workers);
   SetModel(b.initModel(), x.model);
   b.setSeed(x.seed);
-  b.setDataPath(x.path);
+  b.setDataPath(AsText(x.path));
   SetLoad(b.initLoad(), x.load);
   b.setBatchSize(x.batch_size);
   b.setStep0(x.step0);
@@ -332,7 +363,7 @@ void Build(const job_progress& x, wire::Envelope::Builder env) {
   b.setGap(x.gap);
   b.setBytesExchanged(x.bytes_exchanged);
   PutList<int64_t>(b.initStaleness(static_cast<unsigned>(x.staleness.size())), &x.staleness);
-  b.setEvent(x.event);
+  b.setEvent(AsText(x.event));
 }
 
 // Rough message size in words, so vectors land in one first segment.
@@ -416,7 +447,7 @@ absl::Status Read(wire::Envelope::Reader env, worker_spec* out) {
   out->workers = r.getWorkers();
   DML_ASSIGN_OR_RETURN(out->model, GetModel(r.getModel(), "WorkerSpec.model"));
   out->seed = r.getSeed();
-  out->path = r.getDataPath().cStr();
+  out->path = FromText(r.getDataPath());
   DML_ASSIGN_OR_RETURN(out->load, GetLoad(r.getLoad()));
   out->batch_size = r.getBatchSize();
   out->step0 = r.getStep0();
@@ -457,7 +488,7 @@ absl::Status Read(wire::Envelope::Reader env, job_progress* out) {
   out->gap = r.getGap();
   out->bytes_exchanged = r.getBytesExchanged();
   out->staleness = CopyList<int64_t>(r.getStaleness());
-  out->event = r.getEvent().cStr();
+  out->event = FromText(r.getEvent());
   return Check(*out);
 }
 

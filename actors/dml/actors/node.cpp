@@ -1,0 +1,118 @@
+#include "dml/actors/node.hpp"
+
+#include <unistd.h>
+
+#include <map>
+#include <utility>
+#include <vector>
+
+#include <caf/actor_cast.hpp>
+#include <caf/actor_system.hpp>
+#include <caf/exit_reason.hpp>
+#include <caf/sec.hpp>
+#include <caf/stateful_actor.hpp>
+#include <caf/system_messages.hpp>
+#include <caf/typed_event_based_actor.hpp>
+
+#include "dml/actors/parameter_shard.hpp"
+#include "dml/actors/worker.hpp"
+
+namespace dml::actors {
+namespace {
+
+struct node_state {
+  std::string label;
+  // Per coordinator (by address): the actors spawned for it.
+  std::map<caf::actor_addr, std::vector<caf::actor>> jobs;
+  static inline const char* name = "dml.node";
+
+  int32_t hosted() const {
+    std::size_t n = 0;
+    for (const auto& [_, v] : jobs) n += v.size();
+    return static_cast<int32_t>(n);
+  }
+};
+
+using self_ptr = node_actor::stateful_pointer<node_state>;
+
+caf::error refuse(const node_state& st, std::string what) {
+  return caf::make_error(caf::sec::invalid_argument, "node " + st.label + ": " + what);
+}
+
+// Records `child` under its coordinator, watching the coordinator the
+// first time.
+void adopt(self_ptr self, const caf::actor& coordinator, caf::actor child) {
+  auto& st = self->state;
+  auto addr = coordinator.address();
+  auto it = st.jobs.find(addr);
+  if (it == st.jobs.end()) {
+    self->monitor(coordinator);
+    it = st.jobs.emplace(addr, std::vector<caf::actor>{}).first;
+  }
+  // Also watch the child, to forget it once it is gone.
+  self->monitor(child);
+  it->second.push_back(std::move(child));
+}
+
+}  // namespace
+
+node_actor spawn_node(caf::actor_system& sys, std::string name) {
+  return sys.spawn([name](self_ptr self) -> node_actor::behavior_type {
+    self->state.label = name;
+    self->set_down_handler([self](caf::down_msg& dm) {
+      auto& st = self->state;
+      auto job = st.jobs.find(dm.source);
+      if (job != st.jobs.end()) {  // a coordinator: stop its actors here
+        for (auto& a : job->second) self->send_exit(a, caf::exit_reason::user_shutdown);
+        st.jobs.erase(job);
+        return;
+      }
+      for (auto& [_, v] : st.jobs) {  // a child: forget it
+        for (auto i = v.begin(); i != v.end(); ++i) {
+          if (i->address() == dm.source) {
+            v.erase(i);
+            return;
+          }
+        }
+      }
+    });
+    self->set_exit_handler([self](caf::exit_msg& em) {
+      for (auto& [_, v] : self->state.jobs) {
+        for (auto& a : v) self->send_exit(a, em.reason);
+      }
+      self->quit(em.reason);
+    });
+    return {
+        [self](hello_atom) -> caf::result<std::string, int64_t, int32_t> {
+          return {self->state.label, static_cast<int64_t>(::getpid()), self->state.hosted()};
+        },
+        [self](worker_atom, const worker_spec& spec,
+               const caf::actor& coordinator) -> caf::result<caf::actor> {
+          auto& st = self->state;
+          if (!spec.wire_error.empty()) return refuse(st, "worker spec: " + spec.wire_error);
+          if (spec.mode == Mode::kHogwild) {
+            return refuse(st, "hogwild workers share one in-process model; they cannot be "
+                              "spawned on a node");
+          }
+          if (!coordinator) return refuse(st, "worker without a coordinator");
+          worker_config cfg;
+          static_cast<worker_spec&>(cfg) = spec;
+          cfg.coordinator = coordinator;
+          auto w = caf::actor_cast<caf::actor>(spawn_worker(self->system(), std::move(cfg)));
+          adopt(self, coordinator, w);
+          return w;
+        },
+        [self](shard_atom, const shard_config& config,
+               const caf::actor& coordinator) -> caf::result<caf::actor> {
+          auto& st = self->state;
+          if (!config.wire_error.empty()) return refuse(st, "shard spec: " + config.wire_error);
+          if (!coordinator) return refuse(st, "shard without a coordinator");
+          auto s = caf::actor_cast<caf::actor>(spawn_parameter_shard(self->system(), config));
+          adopt(self, coordinator, s);
+          return s;
+        },
+    };
+  });
+}
+
+}  // namespace dml::actors

@@ -1,0 +1,117 @@
+// dml-node: a libdml process that hosts workers and parameter shards for
+// jobs coordinated elsewhere (dml-train --nodes / --local-nodes, or a host
+// service with job_spec.nodes). Workers load their data from this machine's
+// disk. Runs until SIGTERM or SIGINT, then stops its actors and exits 0.
+//
+//   dml-node [--host=127.0.0.1] [--port=0] [--port-file=PATH] [--name=NAME] [--threads=T]
+//   --port 0 picks a free port; --port-file receives it (written atomically)
+//   once the node listens, for launchers.
+// Exit status: 0 after a clean shutdown, 2 on a bad flag, 1 if it cannot listen.
+#include <signal.h>
+#include <unistd.h>
+
+#include <charconv>
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <caf/exit_reason.hpp>
+#include <caf/io/middleman.hpp>
+#include <caf/scoped_actor.hpp>
+#include <caf/send.hpp>
+
+#include "dml/actors/network.hpp"
+#include "dml/actors/node.hpp"
+
+namespace {
+
+struct node_config : caf::actor_system_config {
+  explicit node_config(int threads) { dml::actors::configure_process(*this, threads); }
+};
+
+int Usage(const std::string& msg) {
+  std::fprintf(stderr, "dml-node: %s\nusage: dml-node [--host=H] [--port=P] [--port-file=PATH] "
+                       "[--name=NAME] [--threads=T]\n", msg.c_str());
+  return 2;
+}
+
+bool ParseInt(const std::string& s, int& out) {
+  auto r = std::from_chars(s.data(), s.data() + s.size(), out);
+  return r.ec == std::errc() && r.ptr == s.data() + s.size();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string host = "127.0.0.1", port_file, name;
+  int port = 0, threads = 0;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    const auto eq = a.find('=');
+    if (a.rfind("--", 0) != 0 || eq == std::string::npos) {
+      return Usage("expected --flag=value, got \"" + a + "\"");
+    }
+    const std::string key = a.substr(0, eq), value = a.substr(eq + 1);
+    if (key == "--host") {
+      host = value;
+    } else if (key == "--port") {
+      if (!ParseInt(value, port) || port < 0 || port > 65535) {
+        return Usage("--port: expected a number in [0, 65535], got \"" + value + "\"");
+      }
+    } else if (key == "--port-file") {
+      port_file = value;
+    } else if (key == "--name") {
+      name = value;
+    } else if (key == "--threads") {
+      if (!ParseInt(value, threads) || threads < 0) {
+        return Usage("--threads: expected a number >= 0, got \"" + value + "\"");
+      }
+    } else {
+      return Usage("unknown option " + key);
+    }
+  }
+  if (name.empty()) name = "node@" + host;
+
+  // Block the stop signals before any thread exists, so every CAF thread
+  // inherits the mask and only sigwait below receives them.
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGTERM);
+  sigaddset(&stop, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+
+  node_config cfg(threads);
+  caf::actor_system sys(cfg);
+  auto node = dml::actors::spawn_node(sys, name);
+  auto published = sys.middleman().publish(node, static_cast<uint16_t>(port), host.c_str(), true);
+  if (!published) {
+    std::fprintf(stderr, "dml-node: cannot listen on %s:%d: %s\n", host.c_str(), port,
+                 sys.render(published.error()).c_str());
+    caf::anon_send_exit(node, caf::exit_reason::user_shutdown);
+    return 1;
+  }
+  std::fprintf(stderr, "dml-node %s listening on %s:%u (pid %d)\n", name.c_str(), host.c_str(),
+               static_cast<unsigned>(*published), static_cast<int>(::getpid()));
+  if (!port_file.empty()) {
+    const std::string tmp = port_file + ".tmp";
+    {
+      std::ofstream out(tmp);
+      out << *published << "\n";
+    }
+    if (std::rename(tmp.c_str(), port_file.c_str()) != 0) {
+      std::fprintf(stderr, "dml-node: cannot write %s\n", port_file.c_str());
+    }
+  }
+
+  int sig = 0;
+  sigwait(&stop, &sig);
+  std::fprintf(stderr, "dml-node %s: %s, shutting down\n", name.c_str(),
+               sig == SIGTERM ? "SIGTERM" : "SIGINT");
+  // A published actor that is still alive makes ~actor_system wait forever:
+  // stop it (it stops the workers and shards it hosts) and close the port.
+  caf::anon_send_exit(node, caf::exit_reason::user_shutdown);
+  sys.middleman().unpublish(node, *published);
+  return 0;
+}

@@ -1,0 +1,944 @@
+// The actor payload wire format (dml/actors/wire.hpp) for every payload
+// type: round trips through ToWire/FromWire and through CAF's serializers
+// (CAF writes its varbyte length + exactly ToWire's bytes), the exact bytes
+// of one small message (this pins the format), and hostile input --
+// truncation at every length, every single-byte flip, wrong version or
+// payload kind, broken invariants named by field -- plus the rule that
+// ToWire refuses whatever a peer would refuse.
+#define BOOST_TEST_MODULE actors_wire
+#include <boost/test/unit_test.hpp>
+
+#include <capnp/message.h>
+#include <capnp/serialize.h>
+
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <caf/binary_deserializer.hpp>
+#include <caf/binary_serializer.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "dml/actors/dense_block.hpp"
+#include "dml/actors/messages.hpp"
+#include "dml/actors/register_types.hpp"
+#include "dml/actors/wire.hpp"
+#include "dml/net/wire.capnp.h"
+
+namespace {
+
+using dml::job_progress;
+using dml::actors::block_sums;
+using dml::actors::dense_block;
+using dml::actors::dvec;
+using dml::actors::FromWire;
+using dml::actors::int64_list;
+using dml::actors::key_list;
+using dml::actors::shard_config;
+using dml::actors::shard_stats;
+using dml::actors::sparse_dvec;
+using dml::actors::ToWire;
+using dml::actors::worker_report;
+using dml::actors::worker_spec;
+namespace wire = dml::net::wire;
+using Envelope = wire::Envelope;
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// Byte offsets in a single-segment Envelope: segment table (8), root
+// pointer (8), then the Envelope's data word: schemaVersion (bytes 16-17)
+// and the union discriminant (bytes 18-19).
+constexpr std::size_t kVersionByte = 16;
+constexpr std::size_t kDiscriminantByte = 18;
+
+void CheckError(const absl::Status& s, absl::StatusCode code, const std::string& message) {
+  BOOST_TEST_CONTEXT("status " << s.ToString()) {
+    BOOST_TEST(!s.ok());
+    BOOST_TEST(static_cast<int>(s.code()) == static_cast<int>(code));
+    BOOST_TEST(std::string(s.message()) == message);
+  }
+}
+void CheckInvalid(const absl::Status& s, const std::string& message) {
+  CheckError(s, absl::StatusCode::kInvalidArgument, message);
+}
+
+template <class T>
+std::string MustEncode(const T& x) {
+  auto bytes = ToWire(x);
+  BOOST_REQUIRE_MESSAGE(bytes.ok(), bytes.status().ToString());
+  return *std::move(bytes);
+}
+
+template <class T>
+uint64_t Bits(T x) {
+  static_assert(sizeof(T) <= sizeof(uint64_t));
+  uint64_t b = 0;
+  std::memcpy(&b, &x, sizeof(T));
+  return b;
+}
+
+// Floating point must survive bit for bit (NaN payloads, -0).
+#define DML_EXPECT_BITS(got, want) \
+  BOOST_TEST(Bits(got) == Bits(want), #got << ": " << (got) << " vs " << (want))
+
+template <class T>
+std::vector<T> Or(const std::shared_ptr<const std::vector<T>>& p) {
+  return p ? *p : std::vector<T>{};
+}
+
+template <class T>
+void ExpectSameVec(const std::vector<T>& got, const std::vector<T>& want, const char* field) {
+  BOOST_TEST_CONTEXT(field) {
+    BOOST_REQUIRE_EQUAL(got.size(), want.size());
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      BOOST_TEST(Bits(got[i]) == Bits(want[i]), "entry " << i << ": " << got[i] << " vs " << want[i]);
+    }
+  }
+}
+
+void ExpectSameModel(const dml::ModelSpec& got, const dml::ModelSpec& want) {
+  BOOST_TEST(static_cast<int>(got.kind) == static_cast<int>(want.kind));
+  DML_EXPECT_BITS(got.lambda, want.lambda);
+  DML_EXPECT_BITS(got.l1_ratio, want.l1_ratio);
+}
+
+// ------------------------------------------------------------ per type
+// Wire<T>: the payload kind's name and discriminant, a non-trivial sample
+// and a field-by-field comparison.
+template <class T>
+struct Wire;
+
+template <>
+struct Wire<dvec> {
+  static constexpr const char* kKind = "vector";
+  static constexpr Envelope::Which kWhich = Envelope::VECTOR;
+  static dvec Sample() { return dvec({1.5, -2.25, 0.0, -0.0, 1e300, -4.9e-324, 3.0}); }
+  static void Expect(const dvec& got, const dvec& want) {
+    ExpectSameVec(Or(got.data), Or(want.data), "data");
+  }
+};
+
+template <>
+struct Wire<sparse_dvec> {
+  static constexpr const char* kKind = "sparseUpdate";
+  static constexpr Envelope::Which kWhich = Envelope::SPARSE_UPDATE;
+  static sparse_dvec Make(std::vector<uint32_t> index, std::vector<double> value) {
+    sparse_dvec x;
+    x.index = std::make_shared<const std::vector<uint32_t>>(std::move(index));
+    x.value = std::make_shared<const std::vector<double>>(std::move(value));
+    return x;
+  }
+  static sparse_dvec Sample() {
+    return Make({0, 5, 6, 4294967295u}, {1.0, -1.0, 0.5, -1e-300});
+  }
+  static void Expect(const sparse_dvec& got, const sparse_dvec& want) {
+    ExpectSameVec(Or(got.index), Or(want.index), "index");
+    ExpectSameVec(Or(got.value), Or(want.value), "value");
+  }
+};
+
+template <>
+struct Wire<key_list> {
+  static constexpr const char* kKind = "keyList";
+  static constexpr Envelope::Which kWhich = Envelope::KEY_LIST;
+  static key_list Make(std::vector<uint32_t> keys) {
+    key_list x;
+    x.keys = std::make_shared<const std::vector<uint32_t>>(std::move(keys));
+    return x;
+  }
+  static key_list Sample() { return Make({0, 1, 7, 1000, 4294967295u}); }
+  static void Expect(const key_list& got, const key_list& want) {
+    ExpectSameVec(Or(got.keys), Or(want.keys), "keys");
+  }
+};
+
+template <>
+struct Wire<block_sums> {
+  static constexpr const char* kKind = "blockSums";
+  static constexpr Envelope::Which kWhich = Envelope::BLOCK_SUMS;
+  static block_sums Sample() {
+    block_sums x;
+    x.loss_sum = 1.5;
+    x.gap_sum = -0.25;
+    x.reg_sum = -3e-7;
+    return x;
+  }
+  static void Expect(const block_sums& got, const block_sums& want) {
+    DML_EXPECT_BITS(got.loss_sum, want.loss_sum);
+    DML_EXPECT_BITS(got.gap_sum, want.gap_sum);
+    DML_EXPECT_BITS(got.reg_sum, want.reg_sum);
+  }
+};
+
+template <>
+struct Wire<worker_report> {
+  static constexpr const char* kKind = "workerReport";
+  static constexpr Envelope::Which kWhich = Envelope::WORKER_REPORT;
+  static worker_report Make(int32_t worker, int64_t clock, int64_t processed, int64_t bytes) {
+    worker_report x;
+    x.worker = worker;
+    x.clock = clock;
+    x.processed = processed;
+    x.bytes = bytes;
+    return x;
+  }
+  static worker_report Sample() {
+    return Make(std::numeric_limits<int32_t>::max(), 12345, int64_t{1} << 40,
+                std::numeric_limits<int64_t>::max());
+  }
+  static void Expect(const worker_report& got, const worker_report& want) {
+    BOOST_TEST(got.worker == want.worker);
+    BOOST_TEST(got.clock == want.clock);
+    BOOST_TEST(got.processed == want.processed);
+    BOOST_TEST(got.bytes == want.bytes);
+  }
+};
+
+template <>
+struct Wire<shard_stats> {
+  static constexpr const char* kKind = "shardStats";
+  static constexpr Envelope::Which kWhich = Envelope::SHARD_STATS;
+  static shard_stats Sample() {
+    shard_stats x;
+    x.updates = 5;
+    x.pulls = 6;
+    x.bytes_in = 7000000000;
+    x.bytes_out = 8;
+    x.max_granted_staleness = 2;
+    x.clocks = {1, 0, 3, 42};
+    return x;
+  }
+  static void Expect(const shard_stats& got, const shard_stats& want) {
+    BOOST_TEST(got.updates == want.updates);
+    BOOST_TEST(got.pulls == want.pulls);
+    BOOST_TEST(got.bytes_in == want.bytes_in);
+    BOOST_TEST(got.bytes_out == want.bytes_out);
+    BOOST_TEST(got.max_granted_staleness == want.max_granted_staleness);
+    ExpectSameVec(got.clocks, want.clocks, "clocks");
+  }
+};
+
+template <>
+struct Wire<int64_list> {
+  static constexpr const char* kKind = "int64List";
+  static constexpr Envelope::Which kWhich = Envelope::INT64_LIST;
+  static int64_list Sample() {
+    int64_list x;
+    x.values = {0, 10, -20, std::numeric_limits<int64_t>::min(),
+                std::numeric_limits<int64_t>::max()};
+    return x;
+  }
+  static void Expect(const int64_list& got, const int64_list& want) {
+    ExpectSameVec(got.values, want.values, "values");
+  }
+};
+
+template <>
+struct Wire<worker_spec> {
+  static constexpr const char* kKind = "workerSpec";
+  static constexpr Envelope::Which kWhich = Envelope::WORKER_SPEC;
+  static worker_spec Sample() {
+    worker_spec x;
+    x.mode = dml::Mode::kSsp;
+    x.index = 2;
+    x.workers = 3;
+    x.model.kind = dml::ModelKind::kElasticNet;
+    x.model.lambda = 1e-3;
+    x.model.l1_ratio = 0.25;
+    x.seed = 0xdeadbeefcafef00dull;
+    x.path = "/data/news20 (copy).binary.bz2";
+    x.load.task = dml::Task::kRegression;
+    x.load.binarize_threshold = -10.5;
+    x.load.num_features = 1355191;
+    x.load.threads = 4;
+    x.batch_size = 32;
+    x.step0 = 0.75;
+    x.step_decay = 0.05;
+    x.tau = 4;
+    x.local_epochs = 2.5;
+    x.gamma = 0.5;
+    x.sigma_prime = 3.0;
+    return x;
+  }
+  static void Expect(const worker_spec& got, const worker_spec& want) {
+    BOOST_TEST(static_cast<int>(got.mode) == static_cast<int>(want.mode));
+    BOOST_TEST(got.index == want.index);
+    BOOST_TEST(got.workers == want.workers);
+    ExpectSameModel(got.model, want.model);
+    BOOST_TEST(got.seed == want.seed);
+    BOOST_TEST(got.path == want.path);
+    BOOST_TEST(static_cast<int>(got.load.task) == static_cast<int>(want.load.task));
+    BOOST_REQUIRE_EQUAL(got.load.binarize_threshold.has_value(),
+                        want.load.binarize_threshold.has_value());
+    if (want.load.binarize_threshold) {
+      DML_EXPECT_BITS(*got.load.binarize_threshold, *want.load.binarize_threshold);
+    }
+    BOOST_TEST(got.load.num_features == want.load.num_features);
+    BOOST_TEST(got.load.threads == want.load.threads);
+    BOOST_TEST(got.batch_size == want.batch_size);
+    DML_EXPECT_BITS(got.step0, want.step0);
+    DML_EXPECT_BITS(got.step_decay, want.step_decay);
+    BOOST_TEST(got.tau == want.tau);
+    DML_EXPECT_BITS(got.local_epochs, want.local_epochs);
+    DML_EXPECT_BITS(got.gamma, want.gamma);
+    DML_EXPECT_BITS(got.sigma_prime, want.sigma_prime);
+  }
+};
+
+template <>
+struct Wire<shard_config> {
+  static constexpr const char* kKind = "shardSpec";
+  static constexpr Envelope::Which kWhich = Envelope::SHARD_SPEC;
+  static shard_config Sample() {
+    shard_config x;
+    x.mode = dml::Mode::kEasgd;
+    x.workers = 4;
+    x.begin = 100;
+    x.end = 200000;
+    x.model.kind = dml::ModelKind::kHingeSvm;
+    x.model.lambda = 0.01;
+    x.model.l1_ratio = 0.75;
+    x.step0 = 0.1;
+    x.step_decay = 0.5;
+    x.gamma = 0.75;
+    x.easgd_alpha = 0.2;
+    x.staleness = 3;
+    return x;
+  }
+  static void Expect(const shard_config& got, const shard_config& want) {
+    BOOST_TEST(static_cast<int>(got.mode) == static_cast<int>(want.mode));
+    BOOST_TEST(got.workers == want.workers);
+    BOOST_TEST(got.begin == want.begin);
+    BOOST_TEST(got.end == want.end);
+    ExpectSameModel(got.model, want.model);
+    DML_EXPECT_BITS(got.step0, want.step0);
+    DML_EXPECT_BITS(got.step_decay, want.step_decay);
+    DML_EXPECT_BITS(got.gamma, want.gamma);
+    DML_EXPECT_BITS(got.easgd_alpha, want.easgd_alpha);
+    BOOST_TEST(got.staleness == want.staleness);
+  }
+};
+
+template <>
+struct Wire<dense_block> {
+  static constexpr const char* kKind = "denseVector";
+  static constexpr Envelope::Which kWhich = Envelope::DENSE_VECTOR;
+  static dense_block Sample() {
+    return dense_block(std::vector<float>{1.0f, -2.0f, 0.5f, -0.0f, 3.4e38f});
+  }
+  static void Expect(const dense_block& got, const dense_block& want) {
+    ExpectSameVec(Or(got.data), Or(want.data), "data");
+  }
+};
+
+template <>
+struct Wire<job_progress> {
+  static constexpr const char* kKind = "progress";
+  static constexpr Envelope::Which kWhich = Envelope::PROGRESS;
+  static job_progress Sample() {
+    job_progress x;
+    x.round = 7;
+    x.seconds = 1.25;
+    x.epochs = 3.5;
+    x.primal = 0.125;
+    x.dual = -kInf;  // SGD modes track no dual
+    x.gap = kInf;
+    x.bytes_exchanged = 123456789012;
+    x.staleness = {0, 1, -1, 2};
+    x.event = "lost node 127.0.0.1:4242";
+    return x;
+  }
+  static void Expect(const job_progress& got, const job_progress& want) {
+    BOOST_TEST(got.round == want.round);
+    DML_EXPECT_BITS(got.seconds, want.seconds);
+    DML_EXPECT_BITS(got.epochs, want.epochs);
+    DML_EXPECT_BITS(got.primal, want.primal);
+    DML_EXPECT_BITS(got.dual, want.dual);
+    DML_EXPECT_BITS(got.gap, want.gap);
+    BOOST_TEST(got.bytes_exchanged == want.bytes_exchanged);
+    ExpectSameVec(got.staleness, want.staleness, "staleness");
+    BOOST_TEST(got.event == want.event);
+  }
+};
+
+using AllPayloads = std::tuple<dvec, sparse_dvec, key_list, block_sums, worker_report,
+                               shard_stats, int64_list, worker_spec, shard_config, dense_block,
+                               job_progress>;
+// job_progress is an Envelope payload but no CAF message type.
+using CafPayloads = std::tuple<dvec, sparse_dvec, key_list, block_sums, worker_report,
+                               shard_stats, int64_list, worker_spec, shard_config, dense_block>;
+
+// Encodings of every type's sample, with its kind's name, for wrong-kind
+// checks.
+template <class... Ts>
+std::vector<std::pair<std::string, std::string>> AllSamples(std::tuple<Ts...>*) {
+  return {{Wire<Ts>::kKind, MustEncode(Wire<Ts>::Sample())}...};
+}
+std::vector<std::pair<std::string, std::string>> AllSamples() {
+  return AllSamples(static_cast<AllPayloads*>(nullptr));
+}
+
+// ------------------------------------------------------------ raw messages
+
+// A copy of a valid encoding with `mutate` applied through the generated
+// Cap'n Proto builder: how a peer (or an attacker) writes what our encoder
+// refuses.
+std::string Mutated(const std::string& valid, const std::function<void(Envelope::Builder)>& mutate) {
+  std::vector<capnp::word> words(valid.size() / sizeof(capnp::word));
+  std::memcpy(words.data(), valid.data(), valid.size());
+  capnp::FlatArrayMessageReader reader(kj::arrayPtr(words.data(), words.size()));
+  capnp::MallocMessageBuilder builder;
+  builder.setRoot(reader.getRoot<Envelope>());
+  mutate(builder.getRoot<Envelope>());
+  kj::Array<capnp::word> flat = capnp::messageToFlatArray(builder);
+  auto bytes = flat.asBytes();
+  return std::string(reinterpret_cast<const char*>(bytes.begin()), bytes.size());
+}
+
+// Both directions refuse: ToWire(bad value) and FromWire(bad bytes), with
+// the same InvalidArgument message.
+template <class T>
+void ExpectRefused(const std::function<void(T&)>& mutate_value,
+                   const std::function<void(Envelope::Builder)>& mutate_wire,
+                   const std::string& message) {
+  BOOST_TEST_CONTEXT("expecting \"" << message << "\"") {
+    T bad = Wire<T>::Sample();
+    mutate_value(bad);
+    CheckInvalid(ToWire(bad).status(), message);
+    const std::string bytes = Mutated(MustEncode(Wire<T>::Sample()), mutate_wire);
+    T out;
+    CheckInvalid(FromWire(bytes, &out), message);
+  }
+}
+
+// Only the decoder can see it (not representable in the C++ value).
+template <class T>
+void ExpectUndecodable(const std::function<void(Envelope::Builder)>& mutate_wire,
+                       const std::string& message) {
+  BOOST_TEST_CONTEXT("expecting \"" << message << "\"") {
+    const std::string bytes = Mutated(MustEncode(Wire<T>::Sample()), mutate_wire);
+    T out;
+    CheckInvalid(FromWire(bytes, &out), message);
+  }
+}
+
+// ------------------------------------------------------------ CAF
+
+struct wire_config : caf::actor_system_config {
+  wire_config() {
+    dml::actors::register_types(*this);
+    set("scheduler.max-threads", 2);
+  }
+};
+
+struct caf_fixture {
+  wire_config cfg;
+  caf::actor_system sys{cfg};
+
+  template <class T>
+  std::vector<char> Serialize(T x) {
+    std::vector<char> buf;
+    caf::binary_serializer sink{sys, buf};
+    auto err = sink(x);
+    BOOST_REQUIRE_MESSAGE(!err, "serialize failed: " << sys.render(err));
+    return buf;
+  }
+};
+
+// CAF's varbyte sequence length at the start of `buf`: (value, its bytes).
+std::pair<std::size_t, std::size_t> ReadVarbyte(const std::vector<char>& buf) {
+  std::size_t value = 0;
+  for (std::size_t i = 0; i < buf.size() && i < 10; ++i) {
+    const auto b = static_cast<uint8_t>(buf[i]);
+    value |= static_cast<std::size_t>(b & 0x7f) << (7 * i);
+    if ((b & 0x80) == 0) return {value, i + 1};
+  }
+  BOOST_FAIL("no varbyte length");
+  return {0, 0};
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(actors_wire)
+
+// worker_report{worker=1, clock=2, processed=3, bytes=4}, derived by hand
+// from the Cap'n Proto encoding spec (all integers little-endian). Any change
+// of these bytes breaks every peer: bump wire.capnp's schemaVersion instead.
+BOOST_AUTO_TEST_CASE(exact_bytes_of_a_worker_report) {
+  const std::string kPinned =
+      "0000000007000000"   // segment table: (count - 1) = 0, segment 0 = 7 words
+      "0000000001000100"   // w0 root pointer: struct, offset 0; 1 data word, 1 pointer
+      "0100070000000000"   // w1 Envelope: schemaVersion 1, discriminant 7 = workerReport
+      "0000000004000000"   // w2 Envelope pointer: struct, offset 0; 4 data words, 0 pointers
+      "0100000000000000"   // w3 worker = 1 (Int32, upper half padding)
+      "0200000000000000"   // w4 clock = 2
+      "0300000000000000"   // w5 processed = 3
+      "0400000000000000";  // w6 bytes = 4
+  const std::string wire = MustEncode(Wire<worker_report>::Make(1, 2, 3, 4));
+  std::string hex;
+  for (unsigned char c : wire) {
+    static const char kDigits[] = "0123456789abcdef";
+    hex += kDigits[c >> 4];
+    hex += kDigits[c & 15];
+  }
+  BOOST_TEST(hex == kPinned);
+  worker_report back;
+  BOOST_REQUIRE(FromWire(wire, &back).ok());
+  Wire<worker_report>::Expect(back, Wire<worker_report>::Make(1, 2, 3, 4));
+}
+
+BOOST_AUTO_TEST_CASE_TEMPLATE(round_trip, T, AllPayloads) {
+  const T sample = Wire<T>::Sample();
+  const std::string bytes = MustEncode(sample);
+  BOOST_TEST(bytes.size() % 8 == 0);
+  T back;
+  const absl::Status s = FromWire(bytes, &back);
+  BOOST_REQUIRE_MESSAGE(s.ok(), s.ToString());
+  Wire<T>::Expect(back, sample);
+  // Deterministic: the same value encodes to the same bytes.
+  BOOST_TEST(MustEncode(back) == bytes);
+  // Unaligned input is copied, not misread.
+  std::string shifted = "x" + bytes;
+  T from_unaligned;
+  BOOST_REQUIRE(FromWire(std::string_view(shifted).substr(1), &from_unaligned).ok());
+  Wire<T>::Expect(from_unaligned, sample);
+  // And the default value round-trips too.
+  T empty_back;
+  const T empty{};
+  if constexpr (std::is_same_v<T, worker_spec> || std::is_same_v<T, shard_config>) {
+    // Defaults are not sendable (no path / empty range): covered below.
+  } else {
+    BOOST_REQUIRE(FromWire(MustEncode(empty), &empty_back).ok());
+    Wire<T>::Expect(empty_back, empty);
+  }
+}
+
+BOOST_FIXTURE_TEST_CASE_TEMPLATE(caf_round_trip, T, CafPayloads, caf_fixture) {
+  const T sample = Wire<T>::Sample();
+  const std::string bytes = MustEncode(sample);
+  const std::vector<char> buf = this->Serialize(sample);
+  const auto [length, prefix] = ReadVarbyte(buf);
+  BOOST_TEST(length == bytes.size());
+  BOOST_REQUIRE_EQUAL(buf.size(), prefix + bytes.size());
+  BOOST_TEST(std::string(buf.begin() + prefix, buf.end()) == bytes);
+
+  T back;
+  caf::binary_deserializer source{this->sys, buf};
+  auto err = source(back);
+  BOOST_REQUIRE_MESSAGE(!err, this->sys.render(err));
+  BOOST_TEST(source.remaining() == 0u);
+  BOOST_TEST(back.wire_error.empty(), back.wire_error);
+  Wire<T>::Expect(back, sample);
+
+  // Cut CAF messages: a framing error or a wire_error, never a crash or a
+  // value.
+  for (std::size_t n = 0; n < buf.size(); ++n) {
+    std::vector<char> cut(buf.begin(), buf.begin() + n);
+    caf::binary_deserializer cut_source{this->sys, cut};
+    T partial;
+    if (!cut_source(partial)) {
+      BOOST_TEST(!partial.wire_error.empty(), "cut at " << n);
+    }
+  }
+}
+
+BOOST_FIXTURE_TEST_CASE_TEMPLATE(caf_wrong_kind_sets_wire_error, T, CafPayloads, caf_fixture) {
+  std::vector<char> buf = this->Serialize(Wire<T>::Sample());
+  const std::size_t prefix = ReadVarbyte(buf).second;
+  // Intact CAF framing around an Envelope of another kind: the CAF message
+  // survives, the payload is empty and carries the decode error.
+  const uint16_t other = Wire<T>::kWhich == Envelope::BLOCK_SUMS ? Envelope::KEY_LIST
+                                                                  : Envelope::BLOCK_SUMS;
+  const std::string other_name = other == Envelope::KEY_LIST ? "keyList" : "blockSums";
+  std::memcpy(&buf[prefix + kDiscriminantByte], &other, 2);
+  T mislabelled;
+  caf::binary_deserializer source{this->sys, buf};
+  auto err = source(mislabelled);
+  BOOST_REQUIRE_MESSAGE(!err, this->sys.render(err));
+  BOOST_TEST(mislabelled.wire_error == std::string("expected payload kind '") + Wire<T>::kKind +
+                                           "', got payload kind '" + other_name + "'");
+  Wire<T>::Expect(mislabelled, T{});
+  BOOST_TEST(!dml::actors::WireErrorOf(mislabelled).ok());
+
+  // A wrong schema version likewise.
+  buf = this->Serialize(Wire<T>::Sample());
+  buf[prefix + kVersionByte] = 2;
+  T old;
+  caf::binary_deserializer old_source{this->sys, buf};
+  BOOST_REQUIRE(!old_source(old));
+  BOOST_TEST(old.wire_error == "schema version 2, expected 1");
+}
+
+BOOST_AUTO_TEST_CASE_TEMPLATE(every_truncation_is_refused, T, AllPayloads) {
+  const std::string bytes = MustEncode(Wire<T>::Sample());
+  for (std::size_t n = 0; n < bytes.size(); ++n) {
+    T out;
+    const absl::Status s = FromWire(std::string_view(bytes).substr(0, n), &out);
+    BOOST_TEST(static_cast<int>(s.code()) == static_cast<int>(absl::StatusCode::kDataLoss),
+               "length " << n << ": " << s.ToString());
+  }
+  T out;
+  CheckError(FromWire(std::string_view(), &out), absl::StatusCode::kDataLoss, "empty message");
+  CheckError(FromWire(bytes + std::string(8, '\0'), &out), absl::StatusCode::kDataLoss,
+             "8 trailing bytes after the message");
+  dml::net::DecodeLimits small;
+  small.max_bytes = bytes.size() - 1;
+  CheckError(FromWire(bytes, &out, small), absl::StatusCode::kResourceExhausted,
+             "message of " + std::to_string(bytes.size()) + " bytes exceeds the limit of " +
+                 std::to_string(bytes.size() - 1) + " bytes");
+}
+
+BOOST_AUTO_TEST_CASE_TEMPLATE(every_byte_flip_decodes_or_is_refused, T, AllPayloads) {
+  const std::string bytes = MustEncode(Wire<T>::Sample());
+  int accepted = 0;
+  int refused = 0;
+  for (std::size_t i = 0; i < bytes.size(); ++i) {
+    for (unsigned mask : {0xffu, 0x01u, 0x80u, 0x10u}) {
+      std::string flipped = bytes;
+      flipped[i] = static_cast<char>(flipped[i] ^ mask);
+      T out;
+      const absl::Status s = FromWire(flipped, &out);
+      if (!s.ok()) {
+        ++refused;
+        BOOST_TEST(!s.message().empty(), "byte " << i);
+        continue;
+      }
+      ++accepted;
+      // Whatever decodes is a valid value: it re-encodes and round-trips.
+      auto again = ToWire(out);
+      BOOST_REQUIRE_MESSAGE(again.ok(), "byte " << i << " mask " << int(mask) << ": "
+                                                << again.status().ToString());
+      T back;
+      BOOST_REQUIRE(FromWire(*again, &back).ok());
+      Wire<T>::Expect(back, out);
+    }
+  }
+  BOOST_TEST_MESSAGE(Wire<T>::kKind << ": " << accepted << " flips decoded, " << refused
+                                    << " refused");
+  BOOST_TEST(refused > 0);
+}
+
+BOOST_AUTO_TEST_CASE_TEMPLATE(wrong_version_or_kind, T, AllPayloads) {
+  const std::string bytes = MustEncode(Wire<T>::Sample());
+  BOOST_REQUIRE_EQUAL(bytes.substr(0, 4), std::string(4, '\0'));  // one segment
+  T out;
+  std::string v2 = bytes;
+  v2[kVersionByte] = 2;
+  CheckInvalid(FromWire(v2, &out), "schema version 2, expected 1");
+  std::string v0 = bytes;
+  v0[kVersionByte] = 0;
+  CheckInvalid(FromWire(v0, &out), "schema version 0, expected 1");
+  std::string v257 = bytes;
+  v257[kVersionByte + 1] = 1;
+  CheckInvalid(FromWire(v257, &out), "schema version 257, expected 1");
+
+  const std::string expected = std::string("expected payload kind '") + Wire<T>::kKind + "', got ";
+  // Every other payload type's real encoding.
+  int others = 0;
+  for (const auto& [kind, other] : AllSamples()) {
+    if (kind == Wire<T>::kKind) continue;
+    ++others;
+    CheckInvalid(FromWire(other, &out), expected + "payload kind '" + kind + "'");
+  }
+  BOOST_TEST(others == 10);
+  // Kinds only other parts of libdml (or nobody) send.
+  std::string none = bytes;
+  none[kDiscriminantByte] = 0;
+  CheckInvalid(FromWire(none, &out), expected + "no payload");
+  std::string sparse_vector = bytes;
+  sparse_vector[kDiscriminantByte] = 1;
+  CheckInvalid(FromWire(sparse_vector, &out), expected + "payload kind 'sparseVector'");
+  std::string future = bytes;
+  future[kDiscriminantByte] = 17;
+  CheckInvalid(FromWire(future, &out), expected + "unknown payload kind 17");
+  std::string far_future = bytes;
+  far_future[kDiscriminantByte] = 0x34;
+  far_future[kDiscriminantByte + 1] = 0x12;
+  CheckInvalid(FromWire(far_future, &out), expected + "unknown payload kind 4660");
+}
+
+// ------------------------------------------------------------ invariants
+
+BOOST_AUTO_TEST_CASE(sparse_update_invariants) {
+  using W = Wire<sparse_dvec>;
+  ExpectRefused<sparse_dvec>(
+      [](sparse_dvec& x) { x = W::Make({5, 3}, {1.0, 2.0}); },
+      [](Envelope::Builder e) {
+        auto offsets = e.getSparseUpdate().initOffsets(2);
+        offsets.set(0, 5);
+        offsets.set(1, 3);
+        e.getSparseUpdate().initValues(2);
+      },
+      "SparseUpdate.offsets: not strictly increasing at position 1: 3 after 5");
+  ExpectRefused<sparse_dvec>(
+      [](sparse_dvec& x) { x = W::Make({0, 5, 6, 6}, {1, 2, 3, 4}); },
+      [](Envelope::Builder e) { e.getSparseUpdate().getOffsets().set(3, 6); },
+      "SparseUpdate.offsets: not strictly increasing at position 3: 6 after 6");
+  ExpectRefused<sparse_dvec>(
+      [](sparse_dvec& x) { x = W::Make({0, 5, 6, 7}, {1.0}); },
+      [](Envelope::Builder e) { e.getSparseUpdate().initValues(1); },
+      "SparseUpdate: 4 offsets but 1 values");
+  ExpectRefused<sparse_dvec>(
+      [](sparse_dvec& x) { x.index = nullptr; },
+      [](Envelope::Builder e) { e.getSparseUpdate().disownOffsets(); },
+      "SparseUpdate: 0 offsets but 4 values");
+  // Fine: empty, or a single entry at any offset.
+  BOOST_TEST(ToWire(W::Make({}, {})).ok());
+  BOOST_TEST(ToWire(W::Make({4294967295u}, {-1.0})).ok());
+}
+
+BOOST_AUTO_TEST_CASE(key_list_invariants) {
+  ExpectRefused<key_list>(
+      [](key_list& x) { x = Wire<key_list>::Make({0, 1, 1}); },
+      [](Envelope::Builder e) { e.getKeyList().getKeys().set(2, 1); },
+      "KeyList.keys: not strictly increasing at position 2: 1 after 1");
+  ExpectRefused<key_list>(
+      [](key_list& x) { x = Wire<key_list>::Make({0, 0}); },
+      [](Envelope::Builder e) { e.getKeyList().getKeys().set(1, 0); },
+      "KeyList.keys: not strictly increasing at position 1: 0 after 0");
+}
+
+BOOST_AUTO_TEST_CASE(block_sums_must_be_finite) {
+  ExpectRefused<block_sums>([](block_sums& x) { x.loss_sum = kNaN; },
+                            [](Envelope::Builder e) { e.getBlockSums().setLossSum(kNaN); },
+                            "BlockSums.lossSum: not finite (nan)");
+  ExpectRefused<block_sums>([](block_sums& x) { x.gap_sum = kInf; },
+                            [](Envelope::Builder e) { e.getBlockSums().setGapSum(kInf); },
+                            "BlockSums.gapSum: not finite (inf)");
+  ExpectRefused<block_sums>([](block_sums& x) { x.reg_sum = -kInf; },
+                            [](Envelope::Builder e) { e.getBlockSums().setRegSum(-kInf); },
+                            "BlockSums.regSum: not finite (-inf)");
+}
+
+BOOST_AUTO_TEST_CASE(worker_report_counters_are_non_negative) {
+  ExpectRefused<worker_report>([](worker_report& x) { x.worker = -1; },
+                               [](Envelope::Builder e) { e.getWorkerReport().setWorker(-1); },
+                               "WorkerReport.worker: negative (-1)");
+  ExpectRefused<worker_report>([](worker_report& x) { x.clock = -2; },
+                               [](Envelope::Builder e) { e.getWorkerReport().setClock(-2); },
+                               "WorkerReport.clock: negative (-2)");
+  ExpectRefused<worker_report>(
+      [](worker_report& x) { x.processed = std::numeric_limits<int64_t>::min(); },
+      [](Envelope::Builder e) {
+        e.getWorkerReport().setProcessed(std::numeric_limits<int64_t>::min());
+      },
+      "WorkerReport.processed: negative (-9223372036854775808)");
+  ExpectRefused<worker_report>([](worker_report& x) { x.bytes = -4; },
+                               [](Envelope::Builder e) { e.getWorkerReport().setBytes(-4); },
+                               "WorkerReport.bytes: negative (-4)");
+}
+
+BOOST_AUTO_TEST_CASE(shard_stats_counters_are_non_negative) {
+  ExpectRefused<shard_stats>([](shard_stats& x) { x.updates = -1; },
+                             [](Envelope::Builder e) { e.getShardStats().setUpdates(-1); },
+                             "ShardStats.updates: negative (-1)");
+  ExpectRefused<shard_stats>([](shard_stats& x) { x.pulls = -1; },
+                             [](Envelope::Builder e) { e.getShardStats().setPulls(-1); },
+                             "ShardStats.pulls: negative (-1)");
+  ExpectRefused<shard_stats>([](shard_stats& x) { x.bytes_in = -1; },
+                             [](Envelope::Builder e) { e.getShardStats().setBytesIn(-1); },
+                             "ShardStats.bytesIn: negative (-1)");
+  ExpectRefused<shard_stats>([](shard_stats& x) { x.bytes_out = -1; },
+                             [](Envelope::Builder e) { e.getShardStats().setBytesOut(-1); },
+                             "ShardStats.bytesOut: negative (-1)");
+  ExpectRefused<shard_stats>(
+      [](shard_stats& x) { x.max_granted_staleness = -3; },
+      [](Envelope::Builder e) { e.getShardStats().setMaxGrantedStaleness(-3); },
+      "ShardStats.maxGrantedStaleness: negative (-3)");
+}
+
+BOOST_AUTO_TEST_CASE(worker_spec_invariants) {
+  using B = Envelope::Builder;
+  ExpectRefused<worker_spec>([](worker_spec& x) { x.index = 3; },
+                             [](B e) { e.getWorkerSpec().setIndex(3); },
+                             "WorkerSpec.index: 3 outside [0, 3)");
+  ExpectRefused<worker_spec>([](worker_spec& x) { x.index = -1; },
+                             [](B e) { e.getWorkerSpec().setIndex(-1); },
+                             "WorkerSpec.index: -1 outside [0, 3)");
+  ExpectRefused<worker_spec>([](worker_spec& x) { x.workers = 0; },
+                             [](B e) { e.getWorkerSpec().setWorkers(0); },
+                             "WorkerSpec.workers: 0 < 1");
+  ExpectRefused<worker_spec>([](worker_spec& x) { x.path.clear(); },
+                             [](B e) { e.getWorkerSpec().setDataPath(""); },
+                             "WorkerSpec.dataPath: empty");
+  ExpectRefused<worker_spec>(
+      [](worker_spec& x) { x.path = std::string("/data/a\0b", 9); },
+      [](B e) { e.getWorkerSpec().setDataPath(capnp::Text::Reader("/data/a\0b", 9)); },
+      "WorkerSpec.dataPath: contains a NUL byte at position 7");
+  ExpectRefused<worker_spec>([](worker_spec& x) { x.mode = static_cast<dml::Mode>(7); },
+                             [](B e) { e.getWorkerSpec().setMode(static_cast<wire::Mode>(7)); },
+                             "WorkerSpec.mode: unknown mode 7");
+  ExpectUndecodable<worker_spec>(
+      [](B e) { e.getWorkerSpec().setMode(static_cast<wire::Mode>(65535)); },
+      "WorkerSpec.mode: unknown mode 65535");
+  ExpectRefused<worker_spec>(
+      [](worker_spec& x) { x.model.kind = static_cast<dml::ModelKind>(7); },
+      [](B e) { e.getWorkerSpec().getModel().setKind(static_cast<wire::ModelKind>(7)); },
+      "WorkerSpec.model: unknown model kind 7");
+  ExpectUndecodable<worker_spec>(
+      [](B e) { e.getWorkerSpec().getModel().setKind(static_cast<wire::ModelKind>(300)); },
+      "WorkerSpec.model: unknown model kind 300");
+  ExpectRefused<worker_spec>([](worker_spec& x) { x.model.lambda = 0; },
+                             [](B e) { e.getWorkerSpec().getModel().setLambda(0); },
+                             "WorkerSpec.model: lambda must be positive and finite, got 0");
+  ExpectRefused<worker_spec>([](worker_spec& x) { x.model.lambda = kNaN; },
+                             [](B e) { e.getWorkerSpec().getModel().setLambda(kNaN); },
+                             "WorkerSpec.model: lambda must be positive and finite, got nan");
+  ExpectRefused<worker_spec>([](worker_spec& x) { x.model.l1_ratio = 1.5; },
+                             [](B e) { e.getWorkerSpec().getModel().setL1Ratio(1.5); },
+                             "WorkerSpec.model: l1_ratio must be in (0, 1], got 1.5");
+  ExpectRefused<worker_spec>([](worker_spec& x) { x.batch_size = 0; },
+                             [](B e) { e.getWorkerSpec().setBatchSize(0); },
+                             "WorkerSpec.batchSize: 0 < 1");
+  ExpectRefused<worker_spec>([](worker_spec& x) { x.step0 = -0.5; },
+                             [](B e) { e.getWorkerSpec().setStep0(-0.5); },
+                             "WorkerSpec.step0: -0.5 is not positive and finite");
+  ExpectRefused<worker_spec>([](worker_spec& x) { x.step0 = kInf; },
+                             [](B e) { e.getWorkerSpec().setStep0(kInf); },
+                             "WorkerSpec.step0: inf is not positive and finite");
+  ExpectRefused<worker_spec>([](worker_spec& x) { x.step_decay = -1; },
+                             [](B e) { e.getWorkerSpec().setStepDecay(-1); },
+                             "WorkerSpec.stepDecay: -1 is not >= 0");
+  ExpectRefused<worker_spec>([](worker_spec& x) { x.tau = 0; },
+                             [](B e) { e.getWorkerSpec().setTau(0); },
+                             "WorkerSpec.tau: 0 < 1");
+  ExpectRefused<worker_spec>([](worker_spec& x) { x.local_epochs = kNaN; },
+                             [](B e) { e.getWorkerSpec().setLocalEpochs(kNaN); },
+                             "WorkerSpec.localEpochs: nan is not > 0");
+  ExpectRefused<worker_spec>([](worker_spec& x) { x.gamma = 1.5; },
+                             [](B e) { e.getWorkerSpec().setGamma(1.5); },
+                             "WorkerSpec.gamma: 1.5 outside (0, 1]");
+  ExpectRefused<worker_spec>([](worker_spec& x) { x.sigma_prime = 0; },
+                             [](B e) { e.getWorkerSpec().setSigmaPrime(0); },
+                             "WorkerSpec.sigmaPrime: 0 is not > 0");
+  // Load options: what the node passes to ReadLibsvm.
+  ExpectRefused<worker_spec>([](worker_spec& x) { x.load.num_features = -1; },
+                             [](B e) { e.getWorkerSpec().getLoad().setNumFeatures(-1); },
+                             "LoadOptions.numFeatures: negative (-1)");
+  ExpectRefused<worker_spec>([](worker_spec& x) { x.load.threads = -2; },
+                             [](B e) { e.getWorkerSpec().getLoad().setThreads(-2); },
+                             "LoadOptions.threads: negative (-2)");
+  ExpectRefused<worker_spec>(
+      [](worker_spec& x) { x.load.binarize_threshold = kNaN; },
+      [](B e) { e.getWorkerSpec().getLoad().setBinarizeThreshold(kNaN); },
+      "LoadOptions.binarizeThreshold: not finite (nan)");
+  // Without hasBinarize the threshold field is ignored, whatever it holds.
+  worker_spec plain = Wire<worker_spec>::Sample();
+  plain.load.binarize_threshold.reset();
+  const std::string bytes = Mutated(MustEncode(plain), [](B e) {
+    e.getWorkerSpec().getLoad().setBinarizeThreshold(kNaN);
+  });
+  worker_spec back;
+  BOOST_REQUIRE(FromWire(bytes, &back).ok());
+  Wire<worker_spec>::Expect(back, plain);
+  // The kind set with no struct behind it: every field at its default,
+  // which is no valid spec.
+  ExpectUndecodable<worker_spec>([](B e) { e.initWorkerSpec(); },
+                                 "WorkerSpec.model: lambda must be positive and finite, got 0");
+  // A worker_spec's defaults plus a path are sendable.
+  worker_spec defaults;
+  defaults.path = "x";
+  worker_spec defaults_back;
+  BOOST_REQUIRE(FromWire(MustEncode(defaults), &defaults_back).ok());
+  Wire<worker_spec>::Expect(defaults_back, defaults);
+}
+
+BOOST_AUTO_TEST_CASE(shard_spec_invariants) {
+  using B = Envelope::Builder;
+  ExpectRefused<shard_config>(
+      [](shard_config& x) { x.begin = x.end = 5; },
+      [](B e) {
+        e.getShardSpec().setBegin(5);
+        e.getShardSpec().setEnd(5);
+      },
+      "ShardSpec.end: range [5, 5) is empty");
+  ExpectRefused<shard_config>([](shard_config& x) { x.end = 99; },
+                              [](B e) { e.getShardSpec().setEnd(99); },
+                              "ShardSpec.end: range [100, 99) is empty");
+  ExpectRefused<shard_config>([](shard_config& x) { x.begin = -1; },
+                              [](B e) { e.getShardSpec().setBegin(-1); },
+                              "ShardSpec.end: range [-1, 200000) is empty");
+  ExpectRefused<shard_config>(
+      [](shard_config& x) {
+        x.begin = 0;
+        x.end = (int64_t{1} << 28) + 1;
+      },
+      [](B e) {
+        e.getShardSpec().setBegin(0);
+        e.getShardSpec().setEnd((int64_t{1} << 28) + 1);
+      },
+      "ShardSpec.end: range of 268435457 keys exceeds 268435456");
+  ExpectRefused<shard_config>([](shard_config& x) { x.workers = 0; },
+                              [](B e) { e.getShardSpec().setWorkers(0); },
+                              "ShardSpec.workers: 0 < 1");
+  ExpectRefused<shard_config>([](shard_config& x) { x.mode = static_cast<dml::Mode>(7); },
+                              [](B e) { e.getShardSpec().setMode(static_cast<wire::Mode>(7)); },
+                              "ShardSpec.mode: unknown mode 7");
+  ExpectUndecodable<shard_config>(
+      [](B e) { e.getShardSpec().setMode(static_cast<wire::Mode>(9)); },
+      "ShardSpec.mode: unknown mode 9");
+  ExpectRefused<shard_config>(
+      [](shard_config& x) { x.model.kind = static_cast<dml::ModelKind>(7); },
+      [](B e) { e.getShardSpec().getModel().setKind(static_cast<wire::ModelKind>(7)); },
+      "ShardSpec.model: unknown model kind 7");
+  ExpectRefused<shard_config>([](shard_config& x) { x.model.lambda = -kInf; },
+                              [](B e) { e.getShardSpec().getModel().setLambda(-kInf); },
+                              "ShardSpec.model: lambda must be positive and finite, got -inf");
+  ExpectRefused<shard_config>([](shard_config& x) { x.step0 = 0; },
+                              [](B e) { e.getShardSpec().setStep0(0); },
+                              "ShardSpec.step0: 0 is not positive and finite");
+  ExpectRefused<shard_config>([](shard_config& x) { x.step_decay = kNaN; },
+                              [](B e) { e.getShardSpec().setStepDecay(kNaN); },
+                              "ShardSpec.stepDecay: nan is not >= 0");
+  ExpectRefused<shard_config>([](shard_config& x) { x.gamma = 0; },
+                              [](B e) { e.getShardSpec().setGamma(0); },
+                              "ShardSpec.gamma: 0 outside (0, 1]");
+  ExpectRefused<shard_config>([](shard_config& x) { x.easgd_alpha = 1; },
+                              [](B e) { e.getShardSpec().setEasgdAlpha(1); },
+                              "ShardSpec.easgdAlpha: 1 outside (0, 1)");
+  ExpectRefused<shard_config>([](shard_config& x) { x.staleness = -1; },
+                              [](B e) { e.getShardSpec().setStaleness(-1); },
+                              "ShardSpec.staleness: negative (-1)");
+}
+
+BOOST_AUTO_TEST_CASE(progress_event_text_is_carried_exactly) {
+  job_progress p = Wire<job_progress>::Sample();
+  p.event = std::string("node\0lost", 9);
+  p.primal = kNaN;  // diverged: reported as is
+  job_progress back;
+  BOOST_REQUIRE(FromWire(MustEncode(p), &back).ok());
+  Wire<job_progress>::Expect(back, p);
+}
+
+BOOST_AUTO_TEST_CASE(structure_errors_are_data_loss) {
+  // The Envelope's payload pointer aimed at a list where a struct belongs.
+  const std::string bytes = MustEncode(Wire<worker_report>::Make(1, 2, 3, 4));
+  std::string forged = bytes;
+  forged[24] = 0x01;  // w2: pointer kind 1 (list) instead of 0 (struct)
+  worker_report out;
+  const absl::Status s = FromWire(forged, &out);
+  BOOST_TEST(static_cast<int>(s.code()) == static_cast<int>(absl::StatusCode::kDataLoss),
+             s.ToString());
+  BOOST_TEST(std::string(s.message()).rfind("corrupt Cap'n Proto message: ", 0) == 0,
+             s.ToString());
+  // A segment table that claims more than arrived.
+  std::string longer = bytes;
+  longer[4] = 8;
+  const absl::Status t = FromWire(longer, &out);
+  BOOST_TEST(static_cast<int>(t.code()) == static_cast<int>(absl::StatusCode::kDataLoss),
+             t.ToString());
+  // A length that is no whole number of words.
+  CheckError(FromWire(bytes.substr(0, 61), &out), absl::StatusCode::kDataLoss,
+             "message length 61 is not a multiple of 8 bytes");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
