@@ -1,0 +1,239 @@
+// Jobs across processes: three dml-node processes on loopback (LocalCluster)
+// host the workers and shards; the coordinator stays in this process. Every
+// mode must reach the same objective as the same job run in-process, against
+// an optimum computed independently (sequential SCD).
+#define BOOST_TEST_MODULE actors_cluster
+#include <boost/test/unit_test.hpp>
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "dml/actors/local_cluster.hpp"
+#include "dml/actors/runtime.hpp"
+#include "dml/data/libsvm.hpp"
+#include "dml/data/synthetic.hpp"
+#include "dml/solver/solver.hpp"
+
+#ifndef DML_NODE_BINARY
+#error "DML_NODE_BINARY must name the dml-node executable"
+#endif
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// One cluster and one data file for the whole suite (starting nodes costs
+// ~0.1 s each; the file is what every node reads from "its own disk").
+struct ClusterFixture {
+  ClusterFixture() {
+    dml::SyntheticOptions o;
+    o.rows = 3000;
+    o.cols = 120;
+    o.nnz_per_row = 8;
+    o.noise = 0.3;
+    o.seed = 11;
+    o.task = dml::Task::kClassification;
+    auto s = dml::GenerateSynthetic(o);
+    BOOST_REQUIRE_MESSAGE(s.ok(), s.status().ToString());
+    char tmpl[] = "/tmp/dml-test-cluster-XXXXXX";
+    const int fd = mkstemp(tmpl);
+    BOOST_REQUIRE(fd >= 0);
+    close(fd);
+    path = tmpl;
+    BOOST_REQUIRE(dml::WriteLibsvm(s->data, path).ok());
+    auto loaded = dml::ReadLibsvm(path);
+    BOOST_REQUIRE_MESSAGE(loaded.ok(), loaded.status().ToString());
+    data = std::make_shared<const dml::Dataset>(*std::move(loaded));
+    auto c = dml::LocalCluster::Start(DML_NODE_BINARY, 3, {"--threads=1"});
+    BOOST_REQUIRE_MESSAGE(c.ok(), c.status().ToString());
+    cluster.emplace(*std::move(c));
+  }
+  ~ClusterFixture() {
+    if (cluster) {
+      auto st = cluster->Stop();
+      BOOST_CHECK_MESSAGE(st.ok(), "nodes did not stop cleanly: " << st.ToString());
+    }
+    std::remove(path.c_str());
+  }
+  std::string path;
+  std::shared_ptr<const dml::Dataset> data;
+  std::optional<dml::LocalCluster> cluster;
+};
+
+ClusterFixture* fixture = nullptr;
+struct Global {
+  Global() { fixture = new ClusterFixture(); }
+  ~Global() { delete fixture; }
+};
+BOOST_TEST_GLOBAL_FIXTURE(Global);
+
+double Optimum(const dml::ModelSpec& m) {
+  dml::SolverOptions o;
+  o.stop.gap_rel = 1e-12;
+  o.stop.max_epochs = 5000;
+  auto r = dml::Train(*fixture->data, m, o);
+  BOOST_REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+  return r->primal;
+}
+
+dml::job_result Run(dml::runtime& rt, dml::job_spec spec, double seconds = 60) {
+  auto j = rt.submit(spec);
+  BOOST_REQUIRE_MESSAGE(j.ok(), j.status().ToString());
+  const auto deadline = Clock::now() + std::chrono::duration<double>(seconds);
+  while (!j->done() && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  BOOST_REQUIRE_MESSAGE(j->done(), "job did not finish within " << seconds << " s");
+  auto r = j->wait();
+  BOOST_REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+  return *std::move(r);
+}
+
+dml::job_spec Spec(dml::Mode mode) {
+  dml::job_spec s;
+  s.data_path = fixture->path;
+  s.model.kind = dml::ModelKind::kLogisticL2;
+  s.model.lambda = 1e-3;
+  s.mode = mode;
+  s.workers = 2;
+  s.shards = 2;
+  s.seed = 5;
+  s.batch_size = 32;
+  s.step0 = 0.5;
+  s.step_decay = s.model.lambda * s.step0;
+  s.stop.max_seconds = 30;
+  return s;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(nodes_are_listening) {
+  BOOST_REQUIRE_EQUAL(fixture->cluster->addresses().size(), 3u);
+  for (const auto& a : fixture->cluster->addresses()) BOOST_TEST(a.rfind("127.0.0.1:", 0) == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(cocoa_across_processes_matches_in_process) {
+  dml::runtime rt;
+  for (auto kind : {dml::ModelKind::kLogisticL2, dml::ModelKind::kLogisticL1}) {
+    dml::job_spec s = Spec(dml::Mode::kCocoa);
+    s.model.kind = kind;
+    s.stop.gap_rel = 1e-7;
+    s.stop.max_epochs = 3000;
+    const double p_star = Optimum(s.model);
+    const dml::job_result local = Run(rt, s);
+    s.nodes = fixture->cluster->addresses();
+    const dml::job_result remote = Run(rt, s);
+    BOOST_TEST_MESSAGE("cocoa " << dml::ModelName(kind) << ": local P " << local.primal
+                                << " gap " << local.gap << ", remote P " << remote.primal
+                                << " gap " << remote.gap << ", P* " << p_star);
+    BOOST_CHECK(remote.reason == dml::StopReason::kConverged);
+    BOOST_TEST(remote.gap <= 1e-7 * std::abs(remote.primal));
+    // Same rounds in the same order: the same iterates up to the order in
+    // which the shards add the workers' deltas (arrival order), which can
+    // move the stopping round by one.
+    BOOST_TEST(std::abs(remote.rounds - local.rounds) <= 2);
+    BOOST_TEST(std::abs(remote.primal - local.primal) <= 1e-9 * std::abs(local.primal));
+    BOOST_TEST(remote.primal - p_star <= 1e-6 * std::abs(p_star));
+    BOOST_TEST(remote.bytes_exchanged > 0);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(sync_across_processes_is_bitwise_the_in_process_run) {
+  dml::runtime rt;
+  dml::job_spec s = Spec(dml::Mode::kSync);
+  s.stop.max_epochs = 6;
+  s.stop.gap_rel = 0;
+  const dml::job_result local = Run(rt, s);
+  s.nodes = fixture->cluster->addresses();
+  const dml::job_result remote = Run(rt, s);
+  BOOST_REQUIRE_EQUAL(remote.w.size(), local.w.size());
+  double max_diff = 0;
+  for (std::size_t j = 0; j < local.w.size(); ++j) {
+    max_diff = std::max(max_diff, std::abs(remote.w[j] - local.w[j]));
+  }
+  // Cap'n Proto carries the doubles bit for bit and sync averages the K
+  // gradients in worker order, so the two runs are the same computation.
+  BOOST_TEST(max_diff == 0.0);
+  BOOST_TEST(remote.primal == local.primal);
+}
+
+BOOST_AUTO_TEST_CASE(sgd_modes_across_processes_reach_the_in_process_objective) {
+  dml::runtime rt;
+  const double p_star = Optimum(Spec(dml::Mode::kAsync).model);
+  for (dml::Mode mode : {dml::Mode::kAsync, dml::Mode::kSsp, dml::Mode::kEasgd,
+                         dml::Mode::kModelAveraging}) {
+    dml::job_spec s = Spec(mode);
+    s.stop.gap_rel = 0;
+    s.stop.max_epochs = 400;
+    s.stop.target_primal = p_star + 1e-3;
+    s.eval_every_epochs = 1;
+    const dml::job_result local = Run(rt, s);
+    s.nodes = fixture->cluster->addresses();
+    const dml::job_result remote = Run(rt, s);
+    BOOST_TEST_MESSAGE(dml::ModeName(mode) << ": local P-P* " << local.primal - p_star << " in "
+                                           << local.epochs << " epochs, remote P-P* "
+                                           << remote.primal - p_star << " in " << remote.epochs
+                                           << " epochs");
+    // Both reach the target (the final model may drift by the steps in
+    // flight when the workers are halted).
+    BOOST_TEST(local.primal - p_star <= 1.2e-3, dml::ModeName(mode));
+    BOOST_TEST(remote.primal - p_star <= 1.2e-3, dml::ModeName(mode));
+    BOOST_TEST(std::abs(remote.primal - local.primal) <= 1.2e-3, dml::ModeName(mode));
+    BOOST_TEST(remote.bytes_exchanged > 0);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(hogwild_and_in_memory_data_are_refused_for_nodes) {
+  dml::runtime rt;
+  dml::job_spec s = Spec(dml::Mode::kHogwild);
+  s.nodes = fixture->cluster->addresses();
+  auto j = rt.submit(s);
+  BOOST_REQUIRE(!j.ok());
+  BOOST_TEST(std::string(j.status().message()).find("job_spec.mode: hogwild workers share one "
+                                                    "in-process model") == 0u,
+             j.status().message());
+  s = Spec(dml::Mode::kCocoa);
+  s.data_path.clear();
+  s.data = fixture->data;
+  s.nodes = fixture->cluster->addresses();
+  j = rt.submit(s);
+  BOOST_REQUIRE(!j.ok());
+  BOOST_TEST(std::string(j.status().message()).find("job_spec.data: an in-memory dataset cannot "
+                                                    "be sent to nodes") == 0u,
+             j.status().message());
+  s = Spec(dml::Mode::kCocoa);
+  s.nodes = {"127.0.0.1:1"};
+  j = rt.submit(s);
+  BOOST_REQUIRE(!j.ok());
+  BOOST_TEST(j.status().code() == absl::StatusCode::kUnavailable);
+  BOOST_TEST(std::string(j.status().message()).find("job_spec.nodes[0] (127.0.0.1:1): cannot "
+                                                    "connect") == 0u,
+             j.status().message());
+  s.nodes = {"localhost"};
+  j = rt.submit(s);
+  BOOST_REQUIRE(!j.ok());
+  BOOST_TEST(std::string(j.status().message()) ==
+             "job_spec.nodes[0]: \"localhost\": expected host:port");
+}
+
+BOOST_AUTO_TEST_CASE(a_missing_file_on_a_node_fails_the_job_with_the_nodes_error) {
+  dml::runtime rt;
+  dml::job_spec s = Spec(dml::Mode::kCocoa);
+  s.data_path = "/nonexistent/dml/data.svm";
+  s.nodes = fixture->cluster->addresses();
+  auto j = rt.submit(s);
+  BOOST_REQUIRE(j.ok());
+  auto r = j->wait();
+  BOOST_REQUIRE(!r.ok());
+  BOOST_TEST(std::string(r.status().message()).find("/nonexistent/dml/data.svm") !=
+                 std::string::npos,
+             r.status().message());
+}
