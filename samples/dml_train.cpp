@@ -22,6 +22,9 @@
 //   --nodes H:P,H:P,...   run the topology's workers and shards on these dml-node processes
 //                         (each reads the data file from its own disk)
 //   --local-nodes N       start N dml-node processes on loopback for this job, stop them after
+//   --checkpoint PATH     write the job's checkpoints there (Cap'n Proto); --checkpoint-every N
+//                         rounds (cocoa; SGD modes checkpoint at every evaluation)
+//   --resume              continue the job from --checkpoint PATH
 //   --quiet               only the final summary
 // Exit status: 0 on success, 2 on a bad flag or bad data, 1 if training failed.
 #include <unistd.h>
@@ -61,7 +64,7 @@ const char* const kValueFlags[] = {"-c", "-e", "-o", "--lambda", "--tol", "--mod
                                    "--binarize", "--cache", "--output", "--eval-every", "--mode",
                                    "--workers", "--shards", "--batch", "--step", "--staleness",
                                    "--tau", "--local-epochs", "--gamma", "--nodes",
-                                   "--local-nodes"};
+                                   "--local-nodes", "--checkpoint", "--checkpoint-every"};
 
 int Fail(const std::string& msg) {
   std::fprintf(stderr, "dml-train: %s\n", msg.c_str());
@@ -73,6 +76,10 @@ bool ParseArgs(int argc, char** argv, Args& args, std::string& error) {
     std::string a = argv[i];
     if (a == "--quiet" || a == "-q") {
       args.values["--quiet"] = "1";
+      continue;
+    }
+    if (a == "--resume") {
+      args.values["--resume"] = "1";
       continue;
     }
     if (a == "-h" || a == "--help") {
@@ -146,7 +153,8 @@ void PrintUsage() {
       "  --test FILE, --binarize T, --cache PATH, -o|--output PATH, --quiet\n"
       "  --mode sync|async|ssp|easgd|hogwild|model-averaging|cocoa --workers K --shards S\n"
       "  --batch B, --step S0, --staleness s, --tau T, --local-epochs H, --gamma G\n"
-      "  --nodes H:P,H:P,... | --local-nodes N   run the topology on dml-node processes\n");
+      "  --nodes H:P,H:P,... | --local-nodes N   run the topology on dml-node processes\n"
+      "  --checkpoint PATH [--checkpoint-every N] [--resume]\n");
 }
 
 }  // namespace
@@ -273,9 +281,13 @@ int main(int argc, char** argv) {
         !Number(args, {"--staleness"}, job.staleness, error) ||
         !Number(args, {"--tau"}, job.tau, error) ||
         !Number(args, {"--local-epochs"}, job.local_epochs, error) ||
-        !Number(args, {"--gamma"}, job.gamma, error)) {
+        !Number(args, {"--gamma"}, job.gamma, error) ||
+        !Number(args, {"--checkpoint-every"}, job.checkpoint_every, error) ||
+        !Number(args, {"--eval-every"}, job.eval_every_epochs, error)) {
       return Fail(error);
     }
+    job.checkpoint_path = Get(args, "--checkpoint");
+    job.resume = args.values.count("--resume") > 0;
     // 1/(lambda (t + t0)), the rate for a lambda-strongly convex objective.
     job.step_decay = spec.lambda * job.step0;
     shared_data = std::make_shared<const dml::Dataset>(std::move(data));
@@ -339,9 +351,10 @@ int main(int argc, char** argv) {
     dml::runtime rt;
     auto handle = rt.submit(job, [quiet](const dml::job_progress& p) {
       if (quiet) return;
-      std::printf("round %4d  %8.3fs  epochs %7.2f  primal %.10g  dual %.10g  gap %.3e  bytes %lld\n",
+      std::printf("round %4d  %8.3fs  epochs %7.2f  primal %.10g  dual %.10g  gap %.3e  bytes %lld%s%s\n",
                   p.round, p.seconds, p.epochs, p.primal, p.dual, p.gap,
-                  static_cast<long long>(p.bytes_exchanged));
+                  static_cast<long long>(p.bytes_exchanged), p.event.empty() ? "" : "  event: ",
+                  p.event.c_str());
       std::fflush(stdout);
     });
     if (!handle.ok()) return Fail(std::string(handle.status().message()));

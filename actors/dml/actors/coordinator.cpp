@@ -65,6 +65,24 @@ struct coord_state {
   StopReason reason = StopReason::kMaxEpochs;
   // cocoa.
   dvec shared;  // the shared vector of the current round (one buffer for all)
+  // Recovery (jobs on nodes). Every reply handler checks the generation it
+  // was sent in: after a recovery, answers to older requests are dropped.
+  uint64_t generation = 0;
+  std::vector<worker_config> worker_specs;  // to respawn a lost worker as it was
+  std::vector<int> worker_node, shard_node;  // hosting node of each actor
+  std::vector<bool> node_alive;
+  std::vector<bool> worker_lost;
+  bool recovery_scheduled = false;
+  int recoveries = 0;
+  std::string event;  // recorded with the next progress entry
+  struct checkpoint {
+    int round = 0;
+    double epochs = 0.0;
+    std::vector<int64_t> processed, clocks;
+    std::vector<double> shared;               // the shared vector (w, or v = A w)
+    std::vector<std::vector<double>> coords;  // cocoa: per worker; empty = zeros
+    int64_t clock = 0;                        // SGD modes: clock to restart from
+  } ckpt;
   static inline const char* name = "dml.coordinator";
 
   // A coordinator that stops without ending its job (an exception in a
@@ -135,11 +153,12 @@ void ask_workers(self_ptr self, Done done, Ts... xs) {
   auto& st = self->state;
   auto replies = std::make_shared<std::vector<Reply>>(st.workers.size());
   auto remaining = std::make_shared<std::size_t>(st.workers.size());
+  const uint64_t gen = st.generation;
   for (std::size_t k = 0; k < st.workers.size(); ++k) {
     self->request(st.workers[k], kRequestTimeout, xs...)
         .then(
-            [self, k, replies, remaining, done](Reply& r) {
-              if (self->state.finished) return;
+            [self, k, replies, remaining, done, gen](Reply& r) {
+              if (self->state.finished || gen != self->state.generation) return;
               if (!r.wire_error.empty()) {
                 return fail_job(self, absl::DataLossError(absl::StrCat(
                                           "reply of worker ", k, ": ", r.wire_error)));
@@ -147,7 +166,9 @@ void ask_workers(self_ptr self, Done done, Ts... xs) {
               (*replies)[k] = std::move(r);
               if (--*remaining == 0) done(*replies);
             },
-            [self](caf::error& err) { fail_job(self, err); });
+            [self, gen](caf::error& err) {
+              if (gen == self->state.generation) fail_job(self, err);
+            });
   }
 }
 
@@ -168,17 +189,20 @@ absl::Status checked_part(const coord_state& st, std::size_t s, const dvec& part
 template <class Done>
 void read_shards(self_ptr self, Done done) {
   auto& st = self->state;
+  const uint64_t gen = st.generation;
   if (st.shards.size() == 1) {  // the shard's own snapshot, uncopied
     self->request(st.shards[0], kRequestTimeout, read_atom_v)
         .then(
-            [self, done](const dvec& part) {
+            [self, done, gen](const dvec& part) {
               auto& st = self->state;
-              if (st.finished) return;
+              if (st.finished || gen != st.generation) return;
               if (auto s = checked_part(st, 0, part); !s.ok()) return fail_job(self, s);
               st.coordinator_bytes += part.bytes();
               done(part);
             },
-            [self](caf::error& err) { fail_job(self, err); });
+            [self, gen](caf::error& err) {
+              if (gen == self->state.generation) fail_job(self, err);
+            });
     return;
   }
   auto out = std::make_shared<std::vector<double>>(static_cast<std::size_t>(st.m));
@@ -186,15 +210,17 @@ void read_shards(self_ptr self, Done done) {
   for (std::size_t s = 0; s < st.shards.size(); ++s) {
     self->request(st.shards[s], kRequestTimeout, read_atom_v)
         .then(
-            [self, s, out, remaining, done](const dvec& part) {
+            [self, s, out, remaining, done, gen](const dvec& part) {
               auto& st = self->state;
-              if (st.finished) return;
+              if (st.finished || gen != st.generation) return;
               if (auto bad = checked_part(st, s, part); !bad.ok()) return fail_job(self, bad);
               std::copy(part.view().begin(), part.view().end(), out->begin() + st.bounds[s]);
               st.coordinator_bytes += part.bytes();
               if (--*remaining == 0) done(dvec(std::move(*out)));
             },
-            [self](caf::error& err) { fail_job(self, err); });
+            [self, gen](caf::error& err) {
+              if (gen == self->state.generation) fail_job(self, err);
+            });
   }
 }
 
@@ -205,16 +231,19 @@ void shard_staleness(self_ptr self, Done done) {
   if (st.shards.empty()) return done(int64_t{0});
   auto best = std::make_shared<int64_t>(0);
   auto remaining = std::make_shared<std::size_t>(st.shards.size());
+  const uint64_t gen = st.generation;
   for (auto& s : st.shards) {
     self->request(s, kRequestTimeout, stats_atom_v)
         .then(
-            [self, best, remaining, done](const shard_stats& stats) {
-              if (self->state.finished) return;
+            [self, best, remaining, done, gen](const shard_stats& stats) {
+              if (self->state.finished || gen != self->state.generation) return;
               if (auto bad = WireErrorOf(stats); !bad.ok()) return fail_job(self, bad);
               *best = std::max(*best, stats.max_granted_staleness);
               if (--*remaining == 0) done(*best);
             },
-            [self](caf::error& err) { fail_job(self, err); });
+            [self, gen](caf::error& err) {
+              if (gen == self->state.generation) fail_job(self, err);
+            });
   }
 }
 
@@ -233,6 +262,8 @@ void record(self_ptr self, double primal, double dual, double gap) {
     const int64_t slowest = *std::min_element(st.clocks.begin(), st.clocks.end());
     for (std::size_t k = 0; k < st.clocks.size(); ++k) p.staleness[k] = st.clocks[k] - slowest;
   }
+  p.event = std::move(st.event);
+  st.event.clear();
   st.last = p;
   st.history.push_back(p);
   st.job->publish(p);
@@ -264,6 +295,32 @@ bool external_stop(coord_state& st, StopReason* why) {
   return false;
 }
 
+// Writes the current checkpoint to job_spec.checkpoint_path, if set. A
+// failed write is reported in the metrics stream; training goes on.
+void save_checkpoint(self_ptr self) {
+  auto& st = self->state;
+  if (st.spec.checkpoint_path.empty()) return;
+  job_checkpoint c;
+  c.mode = st.spec.mode;
+  c.model = st.spec.model;
+  c.round = st.ckpt.round;
+  c.epochs = st.ckpt.epochs;
+  c.seconds = st.seconds();
+  c.clock = st.ckpt.clock;
+  c.bytes = st.bytes();
+  c.rows = st.n;
+  c.cols = st.d;
+  c.seed = st.spec.seed;
+  c.workers = static_cast<int32_t>(st.workers.size());
+  c.shared = st.ckpt.shared;
+  c.coords = st.ckpt.coords;
+  c.processed = st.ckpt.processed;
+  c.history = st.history;
+  if (auto s = WriteCheckpointFile(st.spec.checkpoint_path, c); !s.ok()) {
+    st.event = absl::StrCat("checkpoint not written: ", s.message());
+  }
+}
+
 // ---------------------------------------------------------------- cocoa
 
 void cocoa_round(self_ptr self);
@@ -276,6 +333,36 @@ void cocoa_finish(self_ptr self) {
     std::vector<double> w;
     for (const auto& p : parts) w.insert(w.end(), p.view().begin(), p.view().end());
     finish_job(self, std::move(w), 0);
+  }, coords_atom_v);
+}
+
+bool checkpointing(const coord_state& st) {
+  return st.spec.checkpoint_every > 0 && (!st.nodes.empty() || !st.spec.checkpoint_path.empty());
+}
+
+// Every checkpoint_every rounds (jobs on nodes, or with a checkpoint
+// file): the shared vector of this round and every worker's coordinates,
+// kept to restore from after a loss (and written to the file), then `then`.
+template <class Then>
+void cocoa_checkpoint(self_ptr self, Then then) {
+  auto& st = self->state;
+  if (!checkpointing(st) || st.round % st.spec.checkpoint_every != 0) return then();
+  ask_workers<dvec>(self, [self, then](std::vector<dvec>& parts) {
+    auto& st = self->state;
+    auto& c = st.ckpt;
+    c.round = st.round;
+    c.epochs = st.epochs;
+    c.processed = st.processed;
+    c.clocks = st.clocks;
+    c.shared = *st.shared.data;
+    c.coords.clear();
+    for (auto& p : parts) {
+      st.coordinator_bytes += p.bytes();
+      c.coords.push_back(p.data ? *p.data : std::vector<double>{});
+    }
+    c.clock = 0;
+    save_checkpoint(self);
+    then();
   }, coords_atom_v);
 }
 
@@ -314,13 +401,16 @@ void cocoa_round(self_ptr self) {
       } else if (external_stop(st, &why)) {
         st.reason = why;
       } else {
-        st.coordinator_bytes += static_cast<int64_t>(st.workers.size()) * s.bytes();
-        ask_workers<worker_report>(self, [self](std::vector<worker_report>& reports) {
+        cocoa_checkpoint(self, [self, s] {
           auto& st = self->state;
-          for (const auto& r : reports) absorb(st, r);
-          ++st.round;
-          cocoa_round(self);
-        }, round_atom_v, int64_t{st.round}, s, int64_t{0});
+          st.coordinator_bytes += static_cast<int64_t>(st.workers.size()) * s.bytes();
+          ask_workers<worker_report>(self, [self](std::vector<worker_report>& reports) {
+            auto& st = self->state;
+            for (const auto& r : reports) absorb(st, r);
+            ++st.round;
+            cocoa_round(self);
+          }, round_atom_v, int64_t{st.round}, s, int64_t{0});
+        });
         return;
       }
       cocoa_finish(self);
@@ -361,6 +451,9 @@ void halt_workers(self_ptr self, StopReason why) {
   st.halting = true;
   st.reason = why;
   for (auto& w : st.workers) self->send(w, halt_atom_v);
+  // Sync and model-averaging workers may be waiting at a barrier that a
+  // halted peer never reaches: the shards release them.
+  for (auto& s : st.shards) self->send(s, halt_atom_v);
 }
 
 void maybe_evaluate(self_ptr self) {
@@ -368,9 +461,23 @@ void maybe_evaluate(self_ptr self) {
   if (st.evaluating || st.halting || st.running == 0 || st.epochs < st.next_eval) return;
   st.evaluating = true;
   st.next_eval = st.epochs + st.spec.eval_every_epochs;
-  evaluate(self, [self](const std::vector<double>&) {
+  evaluate(self, [self](const std::vector<double>& w) {
     auto& st = self->state;
     st.evaluating = false;
+    // The evaluated model is the restart point after a loss: every worker
+    // resumes from the slowest clock seen (a multiple of tau for the
+    // local-model modes, whose exchanges are counted in tau steps).
+    auto& c = st.ckpt;
+    c.round = st.round;
+    c.epochs = st.epochs;
+    c.processed = st.processed;
+    c.clocks = st.clocks;
+    c.shared = w;
+    c.clock = *std::min_element(st.clocks.begin(), st.clocks.end());
+    if (st.spec.mode == Mode::kModelAveraging || st.spec.mode == Mode::kEasgd) {
+      c.clock -= c.clock % st.spec.tau;
+    }
+    save_checkpoint(self);
     ++st.round;
     const StopRule& stop = st.spec.stop;
     if (stop.target_primal && st.last.primal <= *stop.target_primal) {
@@ -395,8 +502,9 @@ void sgd_all_stopped(self_ptr self) {
   });
 }
 
-void sgd_start(self_ptr self) {
+void sgd_start(self_ptr self, int64_t start_clock) {
   auto& st = self->state;
+  const uint64_t gen = st.generation;
   const double per_clock = static_cast<double>(st.workers.size()) * st.spec.batch_size;
   const double clocks = std::ceil(st.spec.stop.max_epochs * static_cast<double>(st.n) / per_clock);
   const int64_t max_clock = static_cast<int64_t>(std::min(clocks, 1e15));
@@ -406,22 +514,70 @@ void sgd_start(self_ptr self) {
   const double clocks_per_eval = st.spec.eval_every_epochs * static_cast<double>(st.n) / per_clock;
   const int64_t report_every = std::max<int64_t>(1, static_cast<int64_t>(clocks_per_eval / 4));
   st.running = static_cast<int>(st.workers.size());
-  st.next_eval = st.spec.eval_every_epochs;
+  st.next_eval = st.epochs + st.spec.eval_every_epochs;
   for (std::size_t k = 0; k < st.workers.size(); ++k) {
-    self->request(st.workers[k], caf::infinite, run_atom_v, max_clock, report_every)
+    self->request(st.workers[k], caf::infinite, run_atom_v, max_clock, report_every, start_clock)
         .then(
-            [self](const worker_report& r) {
+            [self, gen](const worker_report& r) {
               auto& st = self->state;
-              if (st.finished) return;
+              if (st.finished || gen != st.generation) return;
               if (auto bad = WireErrorOf(r); !bad.ok()) return fail_job(self, bad);
               absorb(st, r);
               if (--st.running == 0) sgd_all_stopped(self);
             },
-            [self](caf::error& err) { fail_job(self, err); });
+            [self, gen](caf::error& err) {
+              if (gen == self->state.generation) fail_job(self, err);
+            });
   }
 }
 
 // ------------------------------------------------------------- start-up
+
+void recovery_resume(self_ptr self);
+void init_shards_then_resume(self_ptr self);
+
+// job_spec.resume: the checkpoint file, checked against this job.
+absl::Status load_resume_checkpoint(coord_state& st) {
+  auto c = ReadCheckpointFile(st.spec.checkpoint_path);
+  if (!c.ok()) return c.status();
+  const std::string& f = st.spec.checkpoint_path;
+  auto mismatch = [&](const char* what, auto have, auto want) {
+    return absl::FailedPreconditionError(absl::StrCat(f, ": checkpoint ", what, " is ", have,
+                                                      " but the job's is ", want));
+  };
+  if (c->mode != st.spec.mode) {
+    return mismatch("mode", AsAbsl(ModeName(c->mode)), AsAbsl(ModeName(st.spec.mode)));
+  }
+  if (c->model.kind != st.spec.model.kind) {
+    return mismatch("model", AsAbsl(ModelName(c->model.kind)),
+                    AsAbsl(ModelName(st.spec.model.kind)));
+  }
+  if (c->model.lambda != st.spec.model.lambda) {
+    return mismatch("lambda", c->model.lambda, st.spec.model.lambda);
+  }
+  if (c->rows != st.n || c->cols != st.d) {
+    return mismatch("data shape", absl::StrCat(c->rows, "x", c->cols),
+                    absl::StrCat(st.n, "x", st.d));
+  }
+  if (c->workers != static_cast<int32_t>(st.workers.size())) {
+    return mismatch("worker count", c->workers, st.workers.size());
+  }
+  if (static_cast<int64_t>(c->shared.size()) != st.m) {
+    return mismatch("shared vector length", c->shared.size(), st.m);
+  }
+  auto& k = st.ckpt;
+  k.round = c->round;
+  k.epochs = c->epochs;
+  k.processed = c->processed;
+  k.clocks.assign(st.workers.size(), c->clock);
+  k.shared = std::move(c->shared);
+  k.coords = std::move(c->coords);
+  k.clock = c->clock;
+  st.history = std::move(c->history);
+  st.coordinator_bytes = c->bytes;
+  st.event = absl::StrCat("resumed from ", f, " at round ", k.round);
+  return absl::OkStatus();
+}
 
 void connect_and_train(self_ptr self) {
   auto& st = self->state;
@@ -431,10 +587,19 @@ void connect_and_train(self_ptr self) {
     for (auto& w : st.workers) self->send(w, connect_atom_v, handles, int64_list{st.bounds, {}});
   }
   st.started_training = true;
+  // The first restart point: the zero model before any step.
+  st.ckpt = coord_state::checkpoint{};
+  st.ckpt.processed = st.processed;
+  st.ckpt.clocks = st.clocks;
+  st.ckpt.shared.assign(static_cast<std::size_t>(st.m), 0.0);
+  if (st.spec.resume) {
+    if (auto s = load_resume_checkpoint(st); !s.ok()) return fail_job(self, s);
+    return init_shards_then_resume(self);
+  }
   if (st.spec.mode == Mode::kCocoa) {
     cocoa_round(self);
   } else {
-    sgd_start(self);
+    sgd_start(self, 0);
   }
 }
 
@@ -515,7 +680,13 @@ void wire_and_train(self_ptr self) {
       self, st.workers.size(), shard_atom_v, std::move(configs),
       [self](shard_config c) { return spawn_parameter_shard(self->system(), c); },
       [self](std::vector<parameter_shard> shards) {
-        self->state.shards = std::move(shards);
+        auto& st = self->state;
+        st.shards = std::move(shards);
+        st.shard_node.clear();
+        for (std::size_t s = 0; s < st.shards.size(); ++s) {
+          st.shard_node.push_back(
+              st.nodes.empty() ? -1 : static_cast<int>((st.workers.size() + s) % st.nodes.size()));
+        }
         connect_and_train(self);
       });
 }
@@ -586,6 +757,12 @@ void start(self_ptr self) {
     configs.push_back(std::move(c));
   }
   st.spec.data.reset();  // the workers hold what they need
+  st.worker_specs = configs;
+  st.node_alive.assign(st.nodes.size(), true);
+  st.worker_lost.assign(K, false);
+  for (int k = 0; k < K; ++k) {
+    st.worker_node.push_back(st.nodes.empty() ? -1 : k % static_cast<int>(st.nodes.size()));
+  }
   spawn_all<worker_actor>(
       self, 0, worker_atom_v, std::move(configs),
       [self](worker_config c) { return spawn_worker(self->system(), std::move(c)); },
@@ -594,6 +771,198 @@ void start(self_ptr self) {
         init_workers(self);
       });
   self->send(self, tick_atom_v);
+}
+
+
+// ------------------------------------------------------------- recovery
+// A job on nodes survives the loss of nodes (kill -9, a crash, a dropped
+// link): every worker and shard of a lost node is replaced on a surviving
+// node and the whole job restarts from its last checkpoint (cocoa: the
+// shared vector and all coordinates of the last checkpointed round; SGD
+// modes: the last evaluated model, from the slowest clock). Shards are
+// always all replaced, so no push of the interrupted round can reach the
+// restored state; survivors keep their data and are re-wired. Requests of
+// the old generation are ignored when they answer.
+
+constexpr int kMaxRecoveries = 8;
+
+// Spawns one actor on node n and hands its handle to ok.
+template <class Handle, class Atom, class Spec, class Ok>
+void spawn_on(self_ptr self, int n, Atom atom, const Spec& spec, Ok ok) {
+  const uint64_t gen = self->state.generation;
+  self->request(self->state.nodes[n], kSpawnTimeout, atom, wire_form(spec),
+                caf::actor_cast<caf::actor>(self))
+      .then(
+          [self, gen, ok](const caf::actor& a) mutable {
+            if (self->state.finished || gen != self->state.generation) return;
+            auto h = caf::actor_cast<Handle>(a);
+            self->monitor(h);
+            ok(h);
+          },
+          [self, gen, n](caf::error& err) {
+            if (self->state.finished || gen != self->state.generation) return;
+            fail_job(self, absl::UnavailableError(absl::StrCat(
+                               "recovery: node ", n, " (", self->state.spec.nodes[n],
+                               "): ", self->system().render(err))));
+          });
+}
+
+void recovery_resume(self_ptr self) {
+  auto& st = self->state;
+  const auto& c = st.ckpt;
+  std::vector<caf::actor> handles;
+  for (auto& s : st.shards) handles.push_back(caf::actor_cast<caf::actor>(s));
+  for (auto& w : st.workers) self->send(w, connect_atom_v, handles, int64_list{st.bounds, {}});
+  st.round = c.round;
+  st.epochs = c.epochs;
+  st.processed = c.processed;
+  st.clocks.assign(st.workers.size(), c.clock);
+  if (st.spec.mode != Mode::kCocoa) {
+    st.halting = false;
+    sgd_start(self, c.clock);
+    return;
+  }
+  // cocoa: every worker's coordinates back to the checkpoint.
+  const uint64_t gen = st.generation;
+  auto remaining = std::make_shared<std::size_t>(st.workers.size());
+  for (std::size_t k = 0; k < st.workers.size(); ++k) {
+    dvec coords = k < c.coords.size() ? dvec(c.coords[k]) : dvec();
+    self->request(st.workers[k], kRequestTimeout, coords_atom_v, coords)
+        .then(
+            [self, gen, remaining](int64_t) {
+              if (self->state.finished || gen != self->state.generation) return;
+              if (--*remaining == 0) cocoa_round(self);
+            },
+            [self, gen](caf::error& err) {
+              if (gen == self->state.generation) fail_job(self, err);
+            });
+  }
+}
+
+void recovery_shards(self_ptr self, std::vector<int> alive) {
+  auto& st = self->state;
+  const int S = static_cast<int>(st.bounds.size()) - 1;
+  st.shards.assign(S, parameter_shard{});
+  st.shard_node.assign(S, -1);
+  auto remaining = std::make_shared<int>(S);
+  const uint64_t gen = st.generation;
+  for (int s = 0; s < S; ++s) {
+    shard_config cfg;
+    cfg.mode = st.spec.mode;
+    cfg.workers = static_cast<int32_t>(st.workers.size());
+    cfg.begin = st.bounds[s];
+    cfg.end = st.bounds[s + 1];
+    cfg.model = st.spec.model;
+    cfg.step0 = st.spec.step0;
+    cfg.step_decay = st.spec.step_decay;
+    cfg.gamma = st.spec.gamma;
+    cfg.easgd_alpha = st.spec.easgd_alpha > 0 ? st.spec.easgd_alpha
+                                               : 0.9 / static_cast<double>(st.workers.size());
+    cfg.staleness = st.spec.staleness;
+    const int n = alive[(st.workers.size() + s) % alive.size()];
+    spawn_on<parameter_shard>(self, n, shard_atom_v, cfg, [self, s, n, remaining](
+                                                              parameter_shard h) {
+      auto& st = self->state;
+      st.shards[s] = h;
+      st.shard_node[s] = n;
+      if (--*remaining == 0) init_shards_then_resume(self);
+    });
+  }
+  (void)gen;
+}
+
+// Loads every shard's range and clock from the checkpoint, then resumes.
+void init_shards_then_resume(self_ptr self) {
+  auto& st = self->state;
+  const uint64_t gen = st.generation;
+  auto remaining = std::make_shared<std::size_t>(st.shards.size());
+  const auto& c = st.ckpt;
+  for (std::size_t s = 0; s < st.shards.size(); ++s) {
+    dvec range(std::vector<double>(c.shared.begin() + st.bounds[s],
+                                   c.shared.begin() + st.bounds[s + 1]));
+    // Model-averaging shards count exchanges (one per tau steps).
+    const int64_t shard_clock =
+        st.spec.mode == Mode::kModelAveraging ? c.clock / st.spec.tau : c.clock;
+    self->request(st.shards[s], kRequestTimeout, init_atom_v, range, shard_clock)
+        .then(
+            [self, remaining, gen](int64_t) {
+              if (self->state.finished || gen != self->state.generation) return;
+              if (--*remaining == 0) recovery_resume(self);
+            },
+            [self, gen](caf::error& err) {
+              if (gen == self->state.generation) fail_job(self, err);
+            });
+  }
+}
+
+void recover(self_ptr self) {
+  auto& st = self->state;
+  st.recovery_scheduled = false;
+  if (st.finished) return;
+  std::vector<int> alive;
+  for (std::size_t n = 0; n < st.node_alive.size(); ++n) {
+    if (st.node_alive[n]) alive.push_back(static_cast<int>(n));
+  }
+  if (alive.empty()) return fail_job(self, absl::UnavailableError("every node of the job is lost"));
+  if (++st.recoveries > kMaxRecoveries) {
+    return fail_job(self, absl::UnavailableError(absl::StrCat(
+                              "gave up after ", kMaxRecoveries, " recoveries from lost nodes")));
+  }
+  ++st.generation;
+  st.evaluating = false;
+  // Every worker on a lost node is lost, whether or not its down message
+  // has arrived yet.
+  std::vector<int> lost_workers;
+  for (std::size_t k = 0; k < st.workers.size(); ++k) {
+    if (st.worker_lost[k] || (st.worker_node[k] >= 0 && !st.node_alive[st.worker_node[k]])) {
+      lost_workers.push_back(static_cast<int>(k));
+    }
+  }
+  std::string lost_nodes;
+  for (std::size_t n = 0; n < st.node_alive.size(); ++n) {
+    if (!st.node_alive[n]) absl::StrAppend(&lost_nodes, lost_nodes.empty() ? "" : ", ", n);
+  }
+  st.event = absl::StrCat("lost node(s) ", lost_nodes, " (", lost_workers.size(),
+                          " worker(s) replaced, all ", st.shards.size(),
+                          " shards rebuilt); restarted from the checkpoint of round ",
+                          st.ckpt.round, st.spec.mode == Mode::kCocoa ? "" : absl::StrCat(
+                              " (clock ", st.ckpt.clock, ")"));
+  for (auto& s : st.shards) {
+    self->demonitor(s.address());
+    self->send_exit(s, caf::exit_reason::user_shutdown);
+  }
+  st.shards.clear();
+  const uint64_t gen = st.generation;
+  if (lost_workers.empty()) return recovery_shards(self, alive);
+  auto remaining = std::make_shared<std::size_t>(lost_workers.size());
+  for (std::size_t i = 0; i < lost_workers.size(); ++i) {
+    const int k = lost_workers[i];
+    self->demonitor(st.workers[k].address());
+    const int n = alive[k % alive.size()];
+    spawn_on<worker_actor>(self, n, worker_atom_v, st.worker_specs[k], [self, k, n, remaining,
+                                                                        gen, alive](worker_actor h) {
+      auto& st = self->state;
+      st.workers[k] = h;
+      st.worker_node[k] = n;
+      st.worker_lost[k] = false;
+      self->request(h, kRequestTimeout, init_atom_v)
+          .then(
+              [self, k, remaining, gen, alive](int64_t rows, int64_t cols) {
+                auto& st = self->state;
+                if (st.finished || gen != st.generation) return;
+                if (rows != st.n || cols != st.d) {
+                  return fail_job(self, absl::DataLossError(absl::StrCat(
+                                            "recovery: replacement of worker ", k, " read a ",
+                                            rows, "x", cols, " dataset; the job's is ", st.n,
+                                            "x", st.d)));
+                }
+                if (--*remaining == 0) recovery_shards(self, alive);
+              },
+              [self, gen](caf::error& err) {
+                if (gen == self->state.generation) fail_job(self, err);
+              });
+    });
+  }
 }
 
 coordinator_actor::behavior_type coordinator_impl(self_ptr self, job_spec spec,
@@ -605,18 +974,39 @@ coordinator_actor::behavior_type coordinator_impl(self_ptr self, job_spec spec,
   self->set_down_handler([self](caf::down_msg& dm) {
     auto& st = self->state;
     if (st.finished) return;
-    std::string who = "an actor of the job";
+    std::string who;
+    int node = -1;
     for (std::size_t k = 0; k < st.workers.size(); ++k) {
-      if (dm.source == st.workers[k].address()) who = "worker " + std::to_string(k);
+      if (dm.source == st.workers[k].address()) {
+        who = "worker " + std::to_string(k);
+        node = st.worker_node.empty() ? -1 : st.worker_node[k];
+        if (!st.worker_lost.empty()) st.worker_lost[k] = true;
+      }
     }
     for (std::size_t s = 0; s < st.shards.size(); ++s) {
-      if (dm.source == st.shards[s].address()) who = "parameter shard " + std::to_string(s);
+      if (dm.source == st.shards[s].address()) {
+        who = "parameter shard " + std::to_string(s);
+        node = s < st.shard_node.size() ? st.shard_node[s] : -1;
+      }
     }
-    fail_job(self, absl::UnavailableError(
-                       absl::StrCat(who, " stopped: ", self->system().render(dm.reason))));
+    if (who.empty()) return;  // an actor already replaced by a recovery
+    // In-process actors only stop on a bug, and before training there is
+    // no state to restore: the job fails with what happened.
+    if (node < 0 || !st.started_training) {
+      return fail_job(self, absl::UnavailableError(absl::StrCat(
+                                who, " stopped: ", self->system().render(dm.reason))));
+    }
+    st.node_alive[node] = false;
+    if (!st.recovery_scheduled) {
+      // Other actors of the same node go down within milliseconds: one
+      // recovery for all of them.
+      st.recovery_scheduled = true;
+      self->delayed_send(self, std::chrono::milliseconds(50), recover_atom_v);
+    }
   });
   return {
       [self](start_atom) { start(self); },
+      [self](recover_atom) { recover(self); },
       [self](tick_atom) {
         auto& st = self->state;
         if (st.finished) return;

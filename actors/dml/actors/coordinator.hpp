@@ -30,8 +30,10 @@ namespace dml::actors {
 ///  - start: spawn the topology and train.
 ///  - tick: internal timer (cancellation, wall-time budget).
 ///  - worker_report: a worker's progress (SGD modes).
-using coordinator_actor = caf::typed_actor<caf::reacts_to<start_atom>, caf::reacts_to<tick_atom>,
-                                           caf::reacts_to<worker_report>>;
+///  - recover: internal, after a node loss (see "recovery" in the .cpp).
+using coordinator_actor =
+    caf::typed_actor<caf::reacts_to<start_atom>, caf::reacts_to<tick_atom>,
+                     caf::reacts_to<worker_report>, caf::reacts_to<recover_atom>>;
 
 /// Spawns the coordinator of `spec` (already validated); it reports into
 /// `job` and quits when the job has ended. With `nodes`, worker k runs on

@@ -80,7 +80,10 @@ struct shard_state {
     return clocks.empty() ? 0 : *std::min_element(clocks.begin(), clocks.end());
   }
 
+  bool halted = false;
+
   bool pull_ready(int64_t clock) const {
+    if (halted) return true;
     if (gathers()) return clock <= round;
     if (cfg.mode == Mode::kSsp) return min_clock() >= clock - cfg.staleness;
     return true;
@@ -141,6 +144,9 @@ struct shard_state {
     switch (cfg.mode) {
       case Mode::kSync:
       case Mode::kModelAveraging: {
+        // Once halted, a barrier may have been released early: a push for
+        // a round the shard will not complete is dropped, not an error.
+        if (halted && (clock != round || arrived[worker])) return caf::none;
         if (clock != round) {
           return bad("worker " + std::to_string(worker) + " pushed clock " +
                      std::to_string(clock) + " but the shard is at clock " + std::to_string(round));
@@ -276,6 +282,40 @@ parameter_shard::behavior_type shard_impl(parameter_shard::stateful_pointer<shar
         auto promise = self->make_response_promise<dvec>();
         st.waiting.push_back(pending_pull{clock, worker, keys, promise});
         return promise;
+      },
+      [self](halt_atom) {
+        self->state.halted = true;
+        self->state.flush_waiting();
+      },
+      [self](init_atom, const dvec& values, int64_t clock) -> caf::result<int64_t> {
+        auto& st = self->state;
+        if (!values.wire_error.empty()) return bad("restore: " + values.wire_error);
+        if (static_cast<int64_t>(values.size()) != st.size()) {
+          return bad("restore of " + std::to_string(values.size()) + " values to a range of " +
+                     std::to_string(st.size()));
+        }
+        if (clock < 0) return bad("restore at negative clock " + std::to_string(clock));
+        for (std::size_t j = 0; j < values.size(); ++j) {
+          if (!std::isfinite((*values.data)[j])) {
+            return bad("restore: value at key " +
+                       std::to_string(st.cfg.begin + static_cast<int64_t>(j)) + " is not finite");
+          }
+        }
+        st.w = *values.data;
+        st.scale = 1.0;
+        // Clocks as if every worker had pushed `clock` times: sync and
+        // model-averaging wait for that round next, ssp grants from there,
+        // and the step schedule continues where the checkpoint was.
+        st.round = clock;
+        st.applied = st.cfg.mode == Mode::kAsync || st.cfg.mode == Mode::kSsp
+                         ? clock * st.cfg.workers
+                         : clock;
+        std::fill(st.clocks.begin(), st.clocks.end(), clock);
+        if (st.gathers()) {
+          std::fill(st.arrived.begin(), st.arrived.end(), false);
+          st.arrivals = 0;
+        }
+        return st.size();
       },
       [self](elastic_atom, int32_t worker, const dvec& x) -> caf::result<dvec> {
         if (!x.wire_error.empty()) return bad("elastic exchange: " + x.wire_error);

@@ -43,6 +43,11 @@ namespace dml::actors {
 ///    once the mode allows that clock.
 ///  - elastic(worker, x): EASGD exchange; replies e.
 ///  - read: the range now, no clock (coordinator, final model).
+///  - halt: the job is stopping: answer every waiting pull now and every
+///    later one at once (a worker blocked at a barrier whose peers already
+///    stopped must not wait forever); pushes still apply.
+///  - init(values, clock): restore the range and the clocks from a
+///    checkpoint before any push (recovery, resume); replies the length.
 ///  - stats: counters.
 using parameter_shard = caf::typed_actor<
     caf::replies_to<push_atom, int32_t, int64_t, dvec>::with<int64_t>,
@@ -51,6 +56,8 @@ using parameter_shard = caf::typed_actor<
     caf::replies_to<pull_atom, int32_t, int64_t, key_list>::with<dvec>,
     caf::replies_to<elastic_atom, int32_t, dvec>::with<dvec>,
     caf::replies_to<read_atom>::with<dvec>,
+    caf::replies_to<init_atom, dvec, int64_t>::with<int64_t>,
+    caf::reacts_to<halt_atom>,
     caf::replies_to<stats_atom>::with<shard_stats>>;
 
 

@@ -128,6 +128,15 @@ absl::Status ValidateSpec(const job_spec& s) {
   if (s.stop.max_epochs < 1) {
     return Invalid("stop.max_epochs", absl::StrCat("must be >= 1, got ", s.stop.max_epochs));
   }
+  if (s.checkpoint_every < 0) {
+    return Invalid("checkpoint_every", absl::StrCat("must be >= 0, got ", s.checkpoint_every));
+  }
+  if (s.resume && s.checkpoint_path.empty()) {
+    return Invalid("resume", "needs checkpoint_path (the file to resume from)");
+  }
+  if (s.mode == Mode::kHogwild && (!s.checkpoint_path.empty() || s.resume)) {
+    return Invalid("checkpoint_path", "hogwild jobs are not checkpointed");
+  }
   if (!s.nodes.empty()) {
     if (s.data) {
       return Invalid("data", "an in-memory dataset cannot be sent to nodes; set data_path "

@@ -84,8 +84,19 @@ struct job_spec {
   /// max_epochs, target_primal, max_seconds or cancel). One epoch = n
   /// examples (or coordinates) processed across all workers.
   StopRule stop;
-  /// SGD modes: evaluate the objective every this many epochs.
+  /// SGD modes: evaluate the objective every this many epochs (each
+  /// evaluation is also the restart point after a node loss).
   double eval_every_epochs = 1.0;
+  /// cocoa on nodes (or with checkpoint_path): keep a checkpoint every this
+  /// many rounds (the shared vector and every worker's coordinates), the
+  /// restart point after a node loss; 0 = never (a loss then restarts from
+  /// zero).
+  int checkpoint_every = 10;
+  /// If set, every checkpoint is also written here (Cap'n Proto Checkpoint
+  /// of net/dml/net/wire.capnp, replaced atomically), and `resume` starts
+  /// the job from that file instead of from zero.
+  std::string checkpoint_path;
+  bool resume = false;
 };
 
 /// One entry of a job's metrics stream.

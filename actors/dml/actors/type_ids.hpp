@@ -36,6 +36,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(dml_actors, caf::first_custom_type_id)
   CAF_ADD_ATOM(dml_actors, dml::actors, worker_atom, "worker")
   CAF_ADD_ATOM(dml_actors, dml::actors, shard_atom, "shard")
   CAF_ADD_ATOM(dml_actors, dml::actors, hello_atom, "hello")
+  CAF_ADD_ATOM(dml_actors, dml::actors, recover_atom, "recover")
 
   // Payload types.
   CAF_ADD_TYPE_ID(dml_actors, (dml::actors::dense_block))

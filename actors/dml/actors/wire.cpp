@@ -13,7 +13,12 @@
 #include <caf/none.hpp>
 #include <caf/sec.hpp>
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <cmath>
+#include <cstdio>
+#include <cstring>
 #include <limits>
 #include <memory>
 #include <utility>
@@ -282,6 +287,59 @@ absl::Status Check(const job_progress& x) {
   return CheckVectorLength<int64_t>(x.staleness.size(), "Progress.staleness");
 }
 
+absl::Status Check(const job_checkpoint& x) {
+  DML_RETURN_IF_ERROR(CheckMode(static_cast<uint16_t>(x.mode), "Checkpoint.mode"));
+  DML_RETURN_IF_ERROR(CheckModel(x.model, "Checkpoint.model"));
+  DML_RETURN_IF_ERROR(CheckNonNegative(x.round, "Checkpoint.round"));
+  DML_RETURN_IF_ERROR(CheckNonNegative(x.clock, "Checkpoint.clock"));
+  if (x.workers < 1) return Invalid("Checkpoint.workerCount", absl::StrCat(x.workers, " < 1"));
+  if (!x.coords.empty() && static_cast<int32_t>(x.coords.size()) != x.workers) {
+    return Invalid("Checkpoint.workers", absl::StrCat(x.coords.size(), " worker states for ",
+                                                      x.workers, " workers"));
+  }
+  if (static_cast<int32_t>(x.processed.size()) != x.workers) {
+    return Invalid("Checkpoint.workers", absl::StrCat(x.processed.size(),
+                                                      " processed counters for ", x.workers,
+                                                      " workers"));
+  }
+  DML_RETURN_IF_ERROR(CheckVectorLength<double>(x.shared.size(), "Checkpoint.shared"));
+  for (std::size_t j = 0; j < x.shared.size(); ++j) {
+    if (!std::isfinite(x.shared[j])) {
+      return Invalid("Checkpoint.shared", absl::StrCat("value at position ", j, " is not finite"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+void Build(const job_progress& x, wire::Progress::Builder b);
+void Read(wire::Progress::Reader r, job_progress* out);
+
+void Build(const job_checkpoint& x, wire::Envelope::Builder env) {
+  auto b = env.initCheckpoint();
+  b.setMode(static_cast<wire::Mode>(static_cast<uint16_t>(x.mode)));
+  SetModel(b.initModel(), x.model);
+  b.setRound(x.round);
+  b.setEpochs(x.epochs);
+  b.setSeconds(x.seconds);
+  b.setClock(x.clock);
+  b.setBytesExchanged(x.bytes);
+  b.setDataRows(x.rows);
+  b.setDataCols(x.cols);
+  b.setSeed(x.seed);
+  b.setWorkerCount(x.workers);
+  PutList<double>(b.initShared(static_cast<unsigned>(x.shared.size())), &x.shared);
+  auto ws = b.initWorkers(static_cast<unsigned>(x.processed.size()));
+  for (std::size_t k = 0; k < x.processed.size(); ++k) {
+    auto w = ws[static_cast<unsigned>(k)];
+    w.setIndex(static_cast<int32_t>(k));
+    w.setProcessed(x.processed[k]);
+    const std::vector<double>* local = k < x.coords.size() ? &x.coords[k] : nullptr;
+    PutList<double>(w.initLocal(static_cast<unsigned>(local ? local->size() : 0)), local);
+  }
+  auto h = b.initHistory(static_cast<unsigned>(x.history.size()));
+  for (std::size_t i = 0; i < x.history.size(); ++i) Build(x.history[i], h[static_cast<unsigned>(i)]);
+}
+
 void Build(const dvec& x, wire::Envelope::Builder env) {
   auto v = env.initVector();
   PutList<double>(v.initValues(static_cast<unsigned>(x.size())), x.data.get());
@@ -353,8 +411,8 @@ void Build(const shard_config& x, wire::Envelope::Builder env) {
 void Build(const dense_block& x, wire::Envelope::Builder env) {
   PutList<float>(env.initDenseVector().initValues(static_cast<unsigned>(x.size())), x.data.get());
 }
-void Build(const job_progress& x, wire::Envelope::Builder env) {
-  auto b = env.initProgress();
+void Build(const job_progress& x, wire::Envelope::Builder env) { Build(x, env.initProgress()); }
+void Build(const job_progress& x, wire::Progress::Builder b) {
   b.setRound(x.round);
   b.setSeconds(x.seconds);
   b.setEpochs(x.epochs);
@@ -373,6 +431,11 @@ std::size_t WordsOf(const key_list& x) { return 8 + WordsForList(x.size(), 4); }
 std::size_t WordsOf(const shard_stats& x) { return 16 + x.clocks.size(); }
 std::size_t WordsOf(const int64_list& x) { return 8 + x.values.size(); }
 std::size_t WordsOf(const dense_block& x) { return 8 + WordsForList(x.size(), 4); }
+std::size_t WordsOf(const job_checkpoint& x) {
+  std::size_t w = 64 + x.shared.size() + 32 * x.history.size();
+  for (const auto& c : x.coords) w += 4 + c.size();
+  return w + 4 * x.processed.size();
+}
 std::size_t WordsOf(const job_progress& x) { return 24 + x.staleness.size() + x.event.size() / 8; }
 std::size_t WordsOf(const worker_spec& x) { return 48 + x.path.size() / 8; }
 template <class T>
@@ -479,7 +542,10 @@ absl::Status Read(wire::Envelope::Reader env, dense_block* out) {
   return absl::OkStatus();
 }
 absl::Status Read(wire::Envelope::Reader env, job_progress* out) {
-  auto r = env.getProgress();
+  Read(env.getProgress(), out);
+  return Check(*out);
+}
+void Read(wire::Progress::Reader r, job_progress* out) {
   out->round = r.getRound();
   out->seconds = r.getSeconds();
   out->epochs = r.getEpochs();
@@ -489,6 +555,40 @@ absl::Status Read(wire::Envelope::Reader env, job_progress* out) {
   out->bytes_exchanged = r.getBytesExchanged();
   out->staleness = CopyList<int64_t>(r.getStaleness());
   out->event = FromText(r.getEvent());
+}
+
+absl::Status Read(wire::Envelope::Reader env, job_checkpoint* out) {
+  auto r = env.getCheckpoint();
+  DML_ASSIGN_OR_RETURN(out->mode, GetMode(r.getMode(), "Checkpoint.mode"));
+  DML_ASSIGN_OR_RETURN(out->model, GetModel(r.getModel(), "Checkpoint.model"));
+  out->round = r.getRound();
+  out->epochs = r.getEpochs();
+  out->seconds = r.getSeconds();
+  out->clock = r.getClock();
+  out->bytes = r.getBytesExchanged();
+  out->rows = r.getDataRows();
+  out->cols = r.getDataCols();
+  out->seed = r.getSeed();
+  out->workers = r.getWorkerCount();
+  auto shared = r.getShared();
+  DML_RETURN_IF_ERROR(CheckVectorLength<double>(shared.size(), "Checkpoint.shared"));
+  out->shared = CopyList<double>(shared);
+  auto ws = r.getWorkers();
+  bool any_local = false;
+  for (auto w : ws) any_local |= w.getLocal().size() > 0;
+  for (unsigned k = 0; k < ws.size(); ++k) {
+    if (ws[k].getIndex() != static_cast<int32_t>(k)) {
+      return Invalid("Checkpoint.workers", absl::StrCat("entry ", k, " has index ",
+                                                        ws[k].getIndex()));
+    }
+    out->processed.push_back(ws[k].getProcessed());
+    if (any_local) out->coords.push_back(CopyList<double>(ws[k].getLocal()));
+  }
+  for (auto p : r.getHistory()) {
+    job_progress jp;
+    Read(p, &jp);
+    out->history.push_back(std::move(jp));
+  }
   return Check(*out);
 }
 
@@ -503,6 +603,7 @@ Which KindOf(const worker_spec*) { return wire::Envelope::WORKER_SPEC; }
 Which KindOf(const shard_config*) { return wire::Envelope::SHARD_SPEC; }
 Which KindOf(const dense_block*) { return wire::Envelope::DENSE_VECTOR; }
 Which KindOf(const job_progress*) { return wire::Envelope::PROGRESS; }
+Which KindOf(const job_checkpoint*) { return wire::Envelope::CHECKPOINT; }
 
 // Builds x's Envelope into `builder` after checking it.
 template <class T>
@@ -621,6 +722,7 @@ DML_WIRE_IMPL(worker_spec)
 DML_WIRE_IMPL(shard_config)
 DML_WIRE_IMPL(dense_block)
 DML_WIRE_IMPL(job_progress)
+DML_WIRE_IMPL(job_checkpoint)
 #undef DML_WIRE_IMPL
 
 #define DML_CAF_IMPL(T)                                                           \
@@ -637,6 +739,44 @@ DML_CAF_IMPL(worker_spec)
 DML_CAF_IMPL(shard_config)
 DML_CAF_IMPL(dense_block)
 #undef DML_CAF_IMPL
+
+absl::Status WriteCheckpointFile(const std::string& path, const job_checkpoint& c) {
+  auto bytes = ToWire(c);
+  if (!bytes.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", bytes.status().message()));
+  }
+  const std::string tmp = path + ".tmp";
+  std::FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (f == nullptr) {
+    return absl::UnavailableError(absl::StrCat(path, ": cannot write: ", std::strerror(errno)));
+  }
+  const bool ok = std::fwrite(bytes->data(), 1, bytes->size(), f) == bytes->size() &&
+                  std::fflush(f) == 0 && ::fsync(::fileno(f)) == 0;
+  std::fclose(f);
+  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    return absl::UnavailableError(absl::StrCat(path, ": write failed: ", std::strerror(errno)));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<job_checkpoint> ReadCheckpointFile(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) {
+    return absl::NotFoundError(absl::StrCat(path, ": cannot open checkpoint: ",
+                                            std::strerror(errno)));
+  }
+  std::string bytes;
+  char buf[1 << 16];
+  std::size_t got;
+  while ((got = std::fread(buf, 1, sizeof(buf), f)) > 0) bytes.append(buf, got);
+  std::fclose(f);
+  job_checkpoint c;
+  if (auto s = FromWire(bytes, &c); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat(path, ": ", s.message()));
+  }
+  return c;
+}
 
 std::string describe(const dvec& x) { return absl::StrCat("dvec[", x.size(), "]"); }
 std::string describe(const sparse_dvec& x) { return absl::StrCat("sparse_dvec[", x.size(), "]"); }

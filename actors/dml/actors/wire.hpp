@@ -13,6 +13,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -29,6 +30,26 @@ namespace dml::actors {
   absl::Status FromWire(std::string_view bytes, T* out,                     \
                         const net::DecodeLimits& limits = net::DecodeLimits{});
 
+/// A job's restart point (wire.capnp Checkpoint): written by the
+/// coordinator, read by job_spec.resume.
+struct job_checkpoint {
+  Mode mode = Mode::kCocoa;
+  ModelSpec model;
+  int32_t round = 0;
+  double epochs = 0.0;
+  double seconds = 0.0;
+  int64_t clock = 0;
+  int64_t bytes = 0;
+  int64_t rows = 0, cols = 0;
+  uint64_t seed = 0;
+  int32_t workers = 0;
+  std::vector<double> shared;
+  std::vector<std::vector<double>> coords;  // per worker (cocoa); may be empty
+  std::vector<int64_t> processed;           // per worker
+  std::vector<job_progress> history;
+};
+
+DML_WIRE_CODEC(job_checkpoint)
 DML_WIRE_CODEC(dvec)
 DML_WIRE_CODEC(sparse_dvec)
 DML_WIRE_CODEC(key_list)
@@ -42,6 +63,13 @@ DML_WIRE_CODEC(dense_block)
 DML_WIRE_CODEC(job_progress)
 
 #undef DML_WIRE_CODEC
+
+/// Writes `c` to `path` atomically (a temporary file, then rename), so a
+/// crash mid-write leaves the previous checkpoint. Errors: I/O, with the path.
+absl::Status WriteCheckpointFile(const std::string& path, const job_checkpoint& c);
+/// Reads a checkpoint file. Errors: NotFound / I/O with the path; the
+/// decoder's errors prefixed with the path.
+absl::StatusOr<job_checkpoint> ReadCheckpointFile(const std::string& path);
 
 /// The decode error a payload arrived with, as an absl::Status (OK if none).
 template <class T>

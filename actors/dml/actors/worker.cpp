@@ -66,6 +66,7 @@ struct worker_state {
   std::string connect_error;  // why the last connect was refused
   bool running = false;
   bool halted = false;
+  uint64_t loop = 0;  // id of the current run; continuations of older runs are dropped
   caf::typed_response_promise<worker_report> run_promise;
   static inline const char* name = "dml.worker";
 
@@ -300,9 +301,9 @@ void push_all(self_ptr self, int64_t clock, const std::vector<double>& x, Done d
   }
 }
 
-void finish_run(self_ptr self, caf::error err) {
+void finish_run(self_ptr self, caf::error err, uint64_t loop) {
   auto& st = self->state;
-  if (!st.running) return;
+  if (!st.running || loop != st.loop) return;
   st.running = false;
   if (err) {
     st.run_promise.deliver(std::move(err));
@@ -311,15 +312,18 @@ void finish_run(self_ptr self, caf::error err) {
   }
 }
 
-// After a step: count it, report progress, schedule the next one.
-void step_done(self_ptr self) {
+// After a step: count it, report progress, schedule the next one. A
+// continuation of a superseded loop (the coordinator restarted this worker
+// after a recovery) is dropped.
+void step_done(self_ptr self, uint64_t loop) {
   auto& st = self->state;
+  if (loop != st.loop) return;
   ++st.clock;
   st.processed += st.cfg.batch_size;
   if (st.cfg.coordinator && st.clock % st.report_every == 0) {
     caf::anon_send(st.cfg.coordinator, st.report());
   }
-  self->send(self, step_atom_v);
+  self->send(self, step_atom_v, st.loop);
 }
 
 caf::error as_error(const worker_state& st, const absl::Status& s) {
@@ -329,11 +333,12 @@ caf::error as_error(const worker_state& st, const absl::Status& s) {
 void sgd_step(self_ptr self) {
   auto& st = self->state;
   if (!st.running) return;
+  const uint64_t loop = st.loop;
   if (st.halted || st.clock >= st.max_clock) {
-    finish_run(self, caf::none);
+    finish_run(self, caf::none, loop);
     return;
   }
-  auto on_error = [self](caf::error err) { finish_run(self, std::move(err)); };
+  auto on_error = [self, loop](caf::error err) { finish_run(self, std::move(err), loop); };
   const std::vector<int64_t> rows =
       SampleBatch(st.cfg.seed, st.cfg.index, st.clock, st.local.x.rows(), st.cfg.batch_size);
   switch (st.cfg.mode) {
@@ -341,11 +346,12 @@ void sgd_step(self_ptr self) {
     case Mode::kAsync:
     case Mode::kSsp:
       // The loss gradient reads w only at the batch's columns: pull those.
-      pull_all(self, st.clock, [self, rows, on_error] {
+      pull_all(self, st.clock, [self, rows, on_error, loop] {
         auto& st = self->state;
+        if (loop != st.loop) return;  // superseded: never push to the new shards
         auto g = MinibatchGradient(st.local, st.cfg.model, rows, st.w, /*include_regularizer=*/false);
         if (!g.ok()) return on_error(as_error(st, g.status()));
-        push_all(self, st.clock, *g, [self] { step_done(self); }, on_error);
+        push_all(self, st.clock, *g, [self, loop] { step_done(self, loop); }, on_error);
       }, on_error, batch_keys(st, rows));
       return;
     case Mode::kHogwild: {
@@ -358,7 +364,7 @@ void sgd_step(self_ptr self) {
           !s.ok()) {
         return on_error(as_error(st, s));
       }
-      step_done(self);
+      step_done(self, loop);
       return;
     }
     case Mode::kEasgd:
@@ -366,7 +372,7 @@ void sgd_step(self_ptr self) {
       if (auto s = SgdStep(st.local, st.cfg.model, rows, st.step_size(), st.w); !s.ok()) {
         return on_error(as_error(st, s));
       }
-      if ((st.clock + 1) % st.cfg.tau != 0) return step_done(self);
+      if ((st.clock + 1) % st.cfg.tau != 0) return step_done(self, loop);
       if (st.cfg.mode == Mode::kEasgd) {
         auto counter = std::make_shared<fan_in>(st.shards.size());
         for (std::size_t s = 0; s < st.shards.size(); ++s) {
@@ -375,10 +381,10 @@ void sgd_step(self_ptr self) {
           st.bytes += 2 * x.bytes();
           self->request(st.shards[s], kRequestTimeout, elastic_atom_v, st.cfg.index, x)
               .then(
-                  [self, b, len = e - b, counter,
+                  [self, b, len = e - b, counter, loop,
                    on_err = first_error(counter, on_error)](const dvec& e) mutable {
                     auto& st = self->state;
-                    if (counter->failed) return;
+                    if (counter->failed || loop != st.loop) return;
                     if (!e.wire_error.empty() || static_cast<int64_t>(e.size()) != len) {
                       return on_err(fail(st.who + "elastic reply: " +
                                          (e.wire_error.empty()
@@ -389,7 +395,7 @@ void sgd_step(self_ptr self) {
                     for (std::size_t j = 0; j < e.size(); ++j) st.w[b + j] -= (*e.data)[j];
                     if (--counter->remaining == 0) {
                       ++st.exchanges;
-                      step_done(self);
+                      step_done(self, loop);
                     }
                   },
                   first_error(counter, on_error));
@@ -397,11 +403,13 @@ void sgd_step(self_ptr self) {
         return;
       }
       // Model averaging: push the local model, continue from the mean.
-      push_all(self, st.exchanges, st.w, [self, on_error] {
+      push_all(self, st.exchanges, st.w, [self, on_error, loop] {
         auto& st = self->state;
-        pull_all(self, st.exchanges + 1, [self] {
+        if (loop != st.loop) return;
+        pull_all(self, st.exchanges + 1, [self, loop] {
+          if (loop != self->state.loop) return;
           ++self->state.exchanges;
-          step_done(self);
+          step_done(self, loop);
         }, on_error);
       }, on_error);
       return;
@@ -437,10 +445,11 @@ worker_actor::behavior_type worker_impl(self_ptr self, worker_config cfg) {
         for (const auto& s : shards) st.shards.push_back(caf::actor_cast<parameter_shard>(s));
         st.bounds = bounds.values;
       },
-      [self](run_atom, int64_t max_clock, int64_t report_every) -> caf::result<worker_report> {
+      [self](run_atom, int64_t max_clock, int64_t report_every,
+             int64_t start_clock) -> caf::result<worker_report> {
         auto& st = self->state;
         if (!st.connect_error.empty()) return fail(st.who + st.connect_error);
-        if (st.running) return fail(st.who + "already running");
+        if (start_clock < 0) return fail(st.who + "run from a negative clock");
         if (st.cfg.mode == Mode::kCocoa) return fail(st.who + "run is not part of mode cocoa");
         if (st.cfg.mode != Mode::kHogwild &&
             (st.shards.empty() || st.bounds.size() != st.shards.size() + 1 ||
@@ -451,15 +460,25 @@ worker_actor::behavior_type worker_impl(self_ptr self, worker_config cfg) {
             (!st.cfg.hogwild || static_cast<int64_t>(st.cfg.hogwild->w.size()) != st.d)) {
           return fail(st.who + "hogwild mode without a shared model of the data's dimension");
         }
+        // A run while running supersedes the old one (recovery restarts
+        // every worker from a checkpoint): the old one answers now with
+        // where it got to, and its pending continuations are dropped.
+        if (st.running) finish_run(self, caf::none, st.loop);
+        ++st.loop;
         st.running = true;
         st.halted = false;
+        st.clock = start_clock;
+        st.processed = start_clock * st.cfg.batch_size;
+        st.exchanges = start_clock / st.cfg.tau;
         st.max_clock = max_clock;
         st.report_every = std::max<int64_t>(1, report_every);
         st.run_promise = self->make_response_promise<worker_report>();
-        self->send(self, step_atom_v);
+        self->send(self, step_atom_v, st.loop);
         return st.run_promise;
       },
-      [self](step_atom) { sgd_step(self); },
+      [self](step_atom, uint64_t loop) {
+        if (loop == self->state.loop) sgd_step(self);
+      },
       [self](halt_atom) { self->state.halted = true; },
       [self](round_atom, int64_t, const dvec& shared, int64_t steps) -> caf::result<worker_report> {
         auto& st = self->state;
@@ -507,6 +526,20 @@ worker_actor::behavior_type worker_impl(self_ptr self, worker_config cfg) {
         auto& st = self->state;
         if (st.solver) return dvec(st.solver->coordinates());
         return dvec(st.w);
+      },
+      [self](coords_atom, const dvec& coords) -> caf::result<int64_t> {
+        // Checkpoint restore (cocoa): this block's coordinates.
+        auto& st = self->state;
+        if (!coords.wire_error.empty()) return fail(st.who + "restore: " + coords.wire_error);
+        if (!st.solver) return fail(st.who + "restore is only part of mode cocoa");
+        // Empty: the zero state (a checkpoint taken before the first round).
+        std::vector<double> c = coords.size() > 0
+                                    ? *coords.data
+                                    : std::vector<double>(st.solver->coordinates().size(), 0.0);
+        if (auto s = st.solver->set_coordinates(std::move(c)); !s.ok()) {
+          return as_error(st, s);
+        }
+        return static_cast<int64_t>(coords.size());
       },
   };
 }

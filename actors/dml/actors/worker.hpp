@@ -39,23 +39,26 @@ namespace dml::actors {
 ///  - init: load (if given a path) and partition the data, build the local
 ///    solver; replies the global (n, d). Errors: the load or solver error.
 ///  - connect(shards, bounds): the S shards and their key boundaries (S+1).
-///  - run(max_clock, report_every): the free-running loop of the SGD modes,
-///    sending the coordinator a worker_report every `report_every` clocks;
-///    replies when it reaches max_clock or is halted.
-///  - step: internal, the next step of that loop. halt: stop it.
+///  - run(max_clock, report_every, start_clock): the free-running loop of
+///    the SGD modes from clock start_clock, sending the coordinator a
+///    worker_report every `report_every` clocks; replies when it reaches
+///    max_clock or is halted. A run while running supersedes the old one.
+///  - step(loop): internal, the next step of run `loop`. halt: stop it.
 ///  - round(r, shared, steps): cocoa, one local solve + push; replies after
 ///    the shards acknowledged.
 ///  - certify(shared): this partition's share of the objective at `shared`.
-///  - coords: the local coordinates (primal cocoa: w of its columns).
+///  - coords: the local coordinates (dual cocoa: alpha of its rows; primal
+///    cocoa: w of its columns). coords(c): replace them (checkpoint restore).
 using worker_actor = caf::typed_actor<
     caf::replies_to<init_atom>::with<int64_t, int64_t>,
     caf::reacts_to<connect_atom, std::vector<caf::actor>, int64_list>,
-    caf::replies_to<run_atom, int64_t, int64_t>::with<worker_report>,
-    caf::reacts_to<step_atom>,
+    caf::replies_to<run_atom, int64_t, int64_t, int64_t>::with<worker_report>,
+    caf::reacts_to<step_atom, uint64_t>,
     caf::reacts_to<halt_atom>,
     caf::replies_to<round_atom, int64_t, dvec, int64_t>::with<worker_report>,
     caf::replies_to<certify_atom, dvec>::with<block_sums>,
-    caf::replies_to<coords_atom>::with<dvec>>;
+    caf::replies_to<coords_atom>::with<dvec>,
+    caf::replies_to<coords_atom, dvec>::with<int64_t>>;
 
 /// The in-process model of hogwild mode: one array of relaxed atomics that
 /// every worker of the process reads and writes without locks.

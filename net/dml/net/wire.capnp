@@ -217,6 +217,8 @@ struct Checkpoint {
   dataRows @9 :Int64;           # shape of the data it was trained on
   dataCols @10 :Int64;
   seed @11 :UInt64;
+  clock @12 :Int64;             # SGD modes: the clock every worker restarts from
+  workerCount @13 :Int32;       # K of the job that wrote it
 
   struct WorkerState {
     index @0 :Int32;
