@@ -5,6 +5,8 @@
 #define BOOST_TEST_MODULE actors_cluster
 #include <boost/test/unit_test.hpp>
 
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -18,10 +20,14 @@
 
 #include "dml/actors/local_cluster.hpp"
 #include "dml/actors/runtime.hpp"
+#include "dml/actors/wire.hpp"
 #include "dml/data/libsvm.hpp"
 #include "dml/data/synthetic.hpp"
 #include "dml/solver/solver.hpp"
 
+#ifndef DML_TRAIN_BINARY
+#error "DML_TRAIN_BINARY must name the dml-train executable"
+#endif
 #ifndef DML_NODE_BINARY
 #error "DML_NODE_BINARY must name the dml-node executable"
 #endif
@@ -236,4 +242,170 @@ BOOST_AUTO_TEST_CASE(a_missing_file_on_a_node_fails_the_job_with_the_nodes_error
   BOOST_TEST(std::string(r.status().message()).find("/nonexistent/dml/data.svm") !=
                  std::string::npos,
              r.status().message());
+}
+
+// ---------------------------------------------------------------- faults
+// Each fault test has its own three nodes, since it kills one.
+
+namespace {
+
+// Waits until the job has recorded at least `rounds` progress entries.
+std::vector<dml::job_progress> WaitForRounds(dml::job& j, std::size_t rounds, double seconds = 30) {
+  std::vector<dml::job_progress> seen;
+  const auto deadline = Clock::now() + std::chrono::duration<double>(seconds);
+  while (seen.size() < rounds && !j.done() && Clock::now() < deadline) {
+    for (auto& p : j.poll()) seen.push_back(std::move(p));
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return seen;
+}
+
+std::string Events(const std::vector<dml::job_progress>& history) {
+  std::string all;
+  for (const auto& p : history) {
+    if (!p.event.empty()) all += "[round " + std::to_string(p.round) + "] " + p.event + "\n";
+  }
+  return all;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(async_job_survives_a_killed_worker_node) {
+  auto cluster = dml::LocalCluster::Start(DML_NODE_BINARY, 3, {"--threads=1"});
+  BOOST_REQUIRE_MESSAGE(cluster.ok(), cluster.status().ToString());
+  dml::runtime rt;
+  dml::job_spec s = Spec(dml::Mode::kAsync);
+  const double p_star = Optimum(s.model);
+  s.nodes = cluster->addresses();  // worker 0 on node 0, worker 1 on node 1, shards on 2 and 0
+  s.stop.gap_rel = 0;
+  s.stop.max_epochs = 400;
+  s.stop.target_primal = p_star + 1e-3;
+  s.eval_every_epochs = 1;
+  auto j = rt.submit(s);
+  BOOST_REQUIRE_MESSAGE(j.ok(), j.status().ToString());
+  auto before = WaitForRounds(*j, 5);
+  BOOST_REQUIRE_MESSAGE(!j->done(), "the job ended before the fault was injected");
+  const auto killed_at = Clock::now();
+  cluster->Kill(1);
+  auto r = j->wait();
+  BOOST_REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+  const std::string events = Events(r->history);
+  BOOST_TEST_MESSAGE("events:\n" << events << "final P-P* " << r->primal - p_star << " after "
+                                 << r->epochs << " epochs");
+  BOOST_TEST(events.find("lost node(s) 1 (1 worker(s) replaced, all 2 shards rebuilt)") !=
+                 std::string::npos,
+             events);
+  // Detected and recovered promptly (the event is recorded with the first
+  // evaluation after the restart).
+  for (const auto& p : r->history) {
+    if (p.event.empty()) continue;
+    BOOST_TEST(p.seconds - before.back().seconds <
+                   2.0 + std::chrono::duration<double>(Clock::now() - killed_at).count(),
+               "event at " << p.seconds << " s");
+    break;
+  }
+  BOOST_CHECK(r->reason == dml::StopReason::kTargetReached);
+  BOOST_TEST(r->primal - p_star <= 1.2e-3);
+}
+
+BOOST_AUTO_TEST_CASE(cocoa_job_survives_a_killed_shard_node_with_an_exact_certificate) {
+  auto cluster = dml::LocalCluster::Start(DML_NODE_BINARY, 3, {"--threads=1"});
+  BOOST_REQUIRE_MESSAGE(cluster.ok(), cluster.status().ToString());
+  dml::runtime rt;
+  dml::job_spec s = Spec(dml::Mode::kCocoa);
+  const double p_star = Optimum(s.model);
+  s.nodes = cluster->addresses();  // workers on nodes 0 and 1, shard 0 on node 2
+  s.local_epochs = 0.05;           // many short rounds
+  s.checkpoint_every = 4;
+  s.stop.gap_rel = 1e-7;
+  s.stop.max_epochs = 5000;
+  auto j = rt.submit(s);
+  BOOST_REQUIRE_MESSAGE(j.ok(), j.status().ToString());
+  auto before = WaitForRounds(*j, 30);
+  BOOST_REQUIRE_MESSAGE(!j->done(), "the job ended before the fault was injected");
+  BOOST_TEST_MESSAGE("killing node 2 after " << before.size() << " rounds, "
+                                             << (before.empty() ? 0.0 : before.back().seconds)
+                                             << " s");
+  cluster->Kill(2);
+  auto r = j->wait();
+  BOOST_REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+  const std::string events = Events(r->history);
+  BOOST_TEST_MESSAGE("events:\n" << events << "final gap " << r->gap << " P-P* "
+                                 << r->primal - p_star);
+  BOOST_TEST(events.find("lost node(s) 2 (0 worker(s) replaced, all 2 shards rebuilt); "
+                         "restarted from the checkpoint of round") != std::string::npos,
+             events);
+  BOOST_CHECK(r->reason == dml::StopReason::kConverged);
+  // The restored state is consistent (w = A^T alpha / (lambda n) again), so
+  // the certificate is exact: converged to the optimum.
+  BOOST_TEST(r->gap <= 1e-7 * std::abs(r->primal));
+  BOOST_TEST(std::abs(r->primal - p_star) <= 1e-6 * std::abs(p_star));
+}
+
+BOOST_AUTO_TEST_CASE(a_killed_coordinator_resumes_from_its_checkpoint_file) {
+  // The coordinator runs in a dml-train process that is killed with -9
+  // once its checkpoint file exists; a new job resumes from that file.
+  const std::string ckpt = fixture->path + ".ckpt";
+  std::remove(ckpt.c_str());
+  std::fflush(stdout);  // the child must not repeat our buffered output
+  const pid_t pid = ::fork();
+  BOOST_REQUIRE(pid >= 0);
+  if (pid == 0) {
+    std::freopen("/dev/null", "w", stdout);
+    ::execl(DML_TRAIN_BINARY, DML_TRAIN_BINARY, fixture->path.c_str(), "--model", "logistic",
+            "--lambda", "1e-3", "--mode", "cocoa", "--workers", "2", "--shards", "2",
+            "--local-epochs", "0.02", "--checkpoint", ckpt.c_str(), "--checkpoint-every", "5",
+            "-e", "1e-12", "--epochs", "100000", "--local-nodes", "3", "--quiet",
+            static_cast<char*>(nullptr));
+    std::_Exit(127);
+  }
+  // Kill it once a checkpoint past round 10 is on disk (files are replaced
+  // atomically, so every read sees a whole checkpoint).
+  const auto deadline = Clock::now() + std::chrono::seconds(60);
+  int32_t on_disk = -1;
+  while (on_disk < 10 && Clock::now() < deadline) {
+    auto c = dml::actors::ReadCheckpointFile(ckpt);
+    if (c.ok()) on_disk = c->round;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  ::kill(pid, SIGKILL);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  BOOST_REQUIRE_MESSAGE(on_disk >= 10, "no checkpoint past round 10 within 60 s");
+
+  dml::runtime rt;
+  dml::job_spec s = Spec(dml::Mode::kCocoa);
+  s.local_epochs = 0.02;
+  s.checkpoint_every = 5;
+  s.checkpoint_path = ckpt;
+  s.resume = true;
+  s.stop.gap_rel = 1e-7;
+  s.stop.max_epochs = 100000;
+  s.nodes = fixture->cluster->addresses();
+  const double p_star = Optimum(s.model);
+  const dml::job_result r = Run(rt, s);
+  const std::string events = Events(r.history);
+  BOOST_TEST_MESSAGE("events:\n" << events << "rounds " << r.rounds << " gap " << r.gap);
+  BOOST_TEST(events.find("resumed from " + ckpt + " at round ") != std::string::npos, events);
+  // The killed run's history comes back with the checkpoint: the resumed
+  // job continues its round numbering instead of starting over.
+  BOOST_REQUIRE(!r.history.empty());
+  BOOST_TEST(r.history.front().round == 0);
+  int resumed_round = -1;
+  for (const auto& p : r.history) {
+    if (p.event.rfind("resumed from", 0) == 0) resumed_round = p.round;
+  }
+  BOOST_TEST(resumed_round >= 10);
+  BOOST_TEST(r.gap <= 1e-7 * std::abs(r.primal));
+  BOOST_TEST(std::abs(r.primal - p_star) <= 1e-6 * std::abs(p_star));
+
+  // A checkpoint of another job is refused with what differs.
+  s.model.lambda = 2e-3;
+  auto j = rt.submit(s);
+  BOOST_REQUIRE(j.ok());
+  auto bad = j->wait();
+  BOOST_REQUIRE(!bad.ok());
+  BOOST_TEST(std::string(bad.status().message()) ==
+             ckpt + ": checkpoint lambda is 0.001 but the job's is 0.002");
+  std::remove(ckpt.c_str());
 }

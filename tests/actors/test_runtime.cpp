@@ -166,6 +166,7 @@ BOOST_AUTO_TEST_CASE(sgd_modes_reach_1e_3_suboptimality) {
       auto exact = dml::PrimalValue(*data, m, r.w);
       BOOST_REQUIRE(exact.ok());
       BOOST_TEST(std::abs(*exact - r.primal) <= 1e-12 * std::abs(r.primal));
+      BOOST_TEST_MESSAGE(dml::ModeName(mode) << " suboptimality " << r.primal - p_star);
       BOOST_TEST(r.primal - p_star <= 1e-3, "suboptimality " << r.primal - p_star);
       BOOST_TEST(r.primal >= p_star - 1e-12);
       BOOST_TEST(r.epochs >= epochs - 1e-9);

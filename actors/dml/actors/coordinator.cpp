@@ -997,6 +997,9 @@ coordinator_actor::behavior_type coordinator_impl(self_ptr self, job_spec spec,
                                 who, " stopped: ", self->system().render(dm.reason))));
     }
     st.node_alive[node] = false;
+    // From now on every answer to a request of the interrupted round is
+    // stale (some would be errors from the dead actors).
+    ++st.generation;
     if (!st.recovery_scheduled) {
       // Other actors of the same node go down within milliseconds: one
       // recovery for all of them.

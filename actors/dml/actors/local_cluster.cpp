@@ -1,6 +1,7 @@
 #include "dml/actors/local_cluster.hpp"
 
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -74,7 +75,9 @@ absl::StatusOr<LocalCluster> LocalCluster::Start(const std::string& node_binary,
     const pid_t pid = ::fork();
     if (pid < 0) return absl::InternalError(absl::StrCat("fork: ", std::strerror(errno)));
     if (pid == 0) {
-      // Child: logs to its own file, then becomes the node.
+      // Child: dies with its launcher (even a kill -9 of it), logs to its
+      // own file, then becomes the node.
+      ::prctl(PR_SET_PDEATHSIG, SIGTERM);
       FILE* f = std::freopen(log.c_str(), "w", stderr);
       (void)f;
       std::vector<char*> argv;

@@ -573,17 +573,20 @@ absl::Status Read(wire::Envelope::Reader env, job_checkpoint* out) {
   auto shared = r.getShared();
   DML_RETURN_IF_ERROR(CheckVectorLength<double>(shared.size(), "Checkpoint.shared"));
   out->shared = CopyList<double>(shared);
+  // Each object is read once: the traversal limit is the message's size.
   auto ws = r.getWorkers();
   bool any_local = false;
-  for (auto w : ws) any_local |= w.getLocal().size() > 0;
   for (unsigned k = 0; k < ws.size(); ++k) {
-    if (ws[k].getIndex() != static_cast<int32_t>(k)) {
+    auto w = ws[k];
+    if (w.getIndex() != static_cast<int32_t>(k)) {
       return Invalid("Checkpoint.workers", absl::StrCat("entry ", k, " has index ",
-                                                        ws[k].getIndex()));
+                                                        w.getIndex()));
     }
-    out->processed.push_back(ws[k].getProcessed());
-    if (any_local) out->coords.push_back(CopyList<double>(ws[k].getLocal()));
+    out->processed.push_back(w.getProcessed());
+    out->coords.push_back(CopyList<double>(w.getLocal()));
+    any_local |= !out->coords.back().empty();
   }
+  if (!any_local) out->coords.clear();  // SGD modes keep no coordinates
   for (auto p : r.getHistory()) {
     job_progress jp;
     Read(p, &jp);

@@ -55,6 +55,7 @@ struct worker_state {
   std::vector<int64_t> bounds;  // S+1 key boundaries
   std::vector<double> w;        // pulled model, or the local model (easgd, mavg)
   std::vector<double> inv_touch;  // hogwild: regulariser scaling per column
+  std::shared_ptr<const Dataset> shared_data;  // hogwild: the whole dataset
   HogwildScratch hog_scratch;
   int64_t clock = 0;
   int64_t exchanges = 0;  // easgd / model-averaging
@@ -154,6 +155,9 @@ absl::Status LoadAndPartition(worker_state& st) {
           classification ? " needs labels in {-1,+1}" : " needs finite labels"));
     }
   }
+  // Hogwild threads share memory, so each samples from the whole dataset
+  // (Niu et al.): a worker that runs ahead must not fit only its own rows.
+  if (cfg.mode == Mode::kHogwild) st.shared_data = full;
   if (cfg.mode == Mode::kCocoa) {
     LocalBlock block;
     block.rows = st.local.x;
@@ -339,8 +343,9 @@ void sgd_step(self_ptr self) {
     return;
   }
   auto on_error = [self, loop](caf::error err) { finish_run(self, std::move(err), loop); };
+  const Dataset& sample_from = st.shared_data ? *st.shared_data : st.local;
   const std::vector<int64_t> rows =
-      SampleBatch(st.cfg.seed, st.cfg.index, st.clock, st.local.x.rows(), st.cfg.batch_size);
+      SampleBatch(st.cfg.seed, st.cfg.index, st.clock, sample_from.x.rows(), st.cfg.batch_size);
   switch (st.cfg.mode) {
     case Mode::kSync:
     case Mode::kAsync:
@@ -357,9 +362,12 @@ void sgd_step(self_ptr self) {
     case Mode::kHogwild: {
       hogwild_model& m = *st.cfg.hogwild;
       if (st.inv_touch.empty()) {
-        st.inv_touch = InverseTouchProbabilities(st.local, st.cfg.batch_size);
+        st.inv_touch = InverseTouchProbabilities(sample_from, st.cfg.batch_size);
       }
-      if (auto s = HogwildStep(st.local, st.cfg.model, rows, st.step_size(), st.inv_touch,
+      const double t = static_cast<double>(m.steps.fetch_add(1, std::memory_order_relaxed)) /
+                       static_cast<double>(st.cfg.workers);
+      const double step = st.cfg.step0 / (1.0 + st.cfg.step_decay * t);
+      if (auto s = HogwildStep(sample_from, st.cfg.model, rows, step, st.inv_touch,
                                m.w.data(), m.w.size(), st.hog_scratch);
           !s.ok()) {
         return on_error(as_error(st, s));
