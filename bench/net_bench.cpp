@@ -1,0 +1,288 @@
+// net_bench: our push/pull path between processes against raw TCP, and
+// cocoa on node processes against in-process.
+//
+//   net_bench --what=throughput [--sizes=4096,1048576,8388608] [--repeat=3]
+//       One parameter shard in a dml-node process (loopback); this process
+//       pushes a vector of each size (request: the payload, reply: a clock)
+//       and pulls it back (request: small, reply: the payload), one message in
+//       flight. The peer measured in the same run: raw TCP between this
+//       process and a forked one, the same payload and an 8-byte reply,
+//       TCP_NODELAY. Prints MB/s (payload bytes / wall time) and the ratio.
+//   net_bench --what=cocoa --data=FILE [--binarize=T] [--nodes=4] [--rounds=30]
+//       cocoa with K = nodes workers and 2 shards, H = 1 epoch, for a fixed
+//       number of rounds, in-process and on K node processes: seconds and
+//       bytes per round (medians of --repeat).
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <caf/io/middleman.hpp>
+#include <caf/scoped_actor.hpp>
+
+#include "dml/actors/local_cluster.hpp"
+#include "dml/actors/network.hpp"
+#include "dml/actors/node.hpp"
+#include "dml/actors/parameter_shard.hpp"
+#include "dml/actors/runtime.hpp"
+#include "dml/data/libsvm.hpp"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::map<std::string, std::string> ParseFlags(int argc, char** argv) {
+  std::map<std::string, std::string> f;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a.rfind("--", 0) != 0) continue;
+    auto eq = a.find('=');
+    f[a.substr(2, eq == std::string::npos ? std::string::npos : eq - 2)] =
+        eq == std::string::npos ? "1" : a.substr(eq + 1);
+  }
+  return f;
+}
+std::string Get(const std::map<std::string, std::string>& f, const std::string& k,
+                const std::string& d) {
+  auto it = f.find(k);
+  return it == f.end() ? d : it->second;
+}
+std::vector<long> Longs(const std::string& s) {
+  std::vector<long> out;
+  size_t b = 0;
+  while (b <= s.size()) {
+    size_t e = std::min(s.find(',', b), s.size());
+    if (e > b) out.push_back(std::stol(s.substr(b, e - b)));
+    b = e + 1;
+  }
+  return out;
+}
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+double Since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+struct bench_config : caf::actor_system_config {
+  bench_config() { dml::actors::configure_process(*this, 2); }
+};
+
+std::string NodeBinary() {
+  std::string self = dml::LocalCluster::NodeBinaryNextToSelf();  // .../bench/dml-node
+  return self.substr(0, self.rfind('/')) + "/../samples/dml-node";
+}
+
+bool ReadAll(int fd, char* p, size_t n) {
+  while (n > 0) {
+    ssize_t r = ::read(fd, p, n);
+    if (r <= 0) return false;
+    p += r;
+    n -= static_cast<size_t>(r);
+  }
+  return true;
+}
+bool WriteAll(int fd, const char* p, size_t n) {
+  while (n > 0) {
+    ssize_t r = ::write(fd, p, n);
+    if (r <= 0) return false;
+    p += r;
+    n -= static_cast<size_t>(r);
+  }
+  return true;
+}
+
+// Raw TCP: messages of `bytes` payload (8-byte length header), each
+// answered with 8 bytes. Returns seconds for `count` round trips.
+double RawTcp(size_t bytes, int count) {
+  int ls = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(ls, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  socklen_t len = sizeof(addr);
+  ::getsockname(ls, reinterpret_cast<sockaddr*>(&addr), &len);
+  ::listen(ls, 1);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    int c = ::accept(ls, nullptr, nullptr);
+    int one = 1;
+    ::setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    std::vector<char> buf;
+    uint64_t n = 0;
+    while (ReadAll(c, reinterpret_cast<char*>(&n), 8)) {
+      buf.resize(n);
+      if (!ReadAll(c, buf.data(), n)) break;
+      uint64_t ack = n;
+      if (!WriteAll(c, reinterpret_cast<char*>(&ack), 8)) break;
+    }
+    std::_Exit(0);
+  }
+  ::close(ls);
+  int s = ::socket(AF_INET, SOCK_STREAM, 0);
+  ::connect(s, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  int one = 1;
+  ::setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  std::vector<char> payload(bytes, 1);
+  uint64_t n = bytes, ack = 0;
+  // Warm-up, then timed.
+  for (int i = 0; i < 3; ++i) {
+    WriteAll(s, reinterpret_cast<char*>(&n), 8);
+    WriteAll(s, payload.data(), bytes);
+    ReadAll(s, reinterpret_cast<char*>(&ack), 8);
+  }
+  const auto t = Clock::now();
+  for (int i = 0; i < count; ++i) {
+    WriteAll(s, reinterpret_cast<char*>(&n), 8);
+    WriteAll(s, payload.data(), bytes);
+    ReadAll(s, reinterpret_cast<char*>(&ack), 8);
+  }
+  const double secs = Since(t);
+  ::close(s);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return secs;
+}
+
+int Throughput(const std::map<std::string, std::string>& flags) {
+  const auto sizes = Longs(Get(flags, "sizes", "4096,1048576,8388608"));
+  const int repeat = std::stoi(Get(flags, "repeat", "3"));
+  auto cluster = dml::LocalCluster::Start(NodeBinary(), 1);
+  if (!cluster.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(cluster.status().message()).c_str());
+    return 1;
+  }
+  bench_config cfg;
+  caf::actor_system sys(cfg);
+  auto hp = dml::actors::ParseHostPort(cluster->addresses()[0]);
+  auto node = sys.middleman().remote_actor<dml::actors::node_actor>(hp->first, hp->second);
+  if (!node) return 1;
+  caf::scoped_actor self{sys};
+  std::printf("%10s %10s %12s %12s %12s %10s %10s\n", "bytes", "messages", "push MB/s",
+              "pull MB/s", "rawTCP MB/s", "push/raw", "pull/raw");
+  for (long bytes : sizes) {
+    const size_t n = static_cast<size_t>(bytes) / sizeof(double);
+    const int count = bytes <= 4096 ? 4000 : bytes <= (1 << 20) ? 300 : 60;
+    dml::actors::shard_config sc;
+    sc.mode = dml::Mode::kCocoa;
+    sc.workers = 1;
+    sc.begin = 0;
+    sc.end = static_cast<int64_t>(n);
+    sc.model.kind = dml::ModelKind::kLogisticL2;
+    caf::actor shard_handle;
+    self->request(*node, std::chrono::seconds(10), dml::actors::shard_atom_v, sc,
+                  caf::actor_cast<caf::actor>(self))
+        .receive([&](const caf::actor& a) { shard_handle = a; },
+                 [&](caf::error& e) { std::fprintf(stderr, "%s\n", sys.render(e).c_str()); });
+    auto shard = caf::actor_cast<dml::actors::parameter_shard>(shard_handle);
+    const dml::actors::dvec payload(std::vector<double>(n, 1e-9));
+    std::vector<double> push_s, pull_s, raw_s;
+    for (int r = 0; r < repeat; ++r) {
+      auto t = Clock::now();
+      for (int i = 0; i < count; ++i) {
+        self->request(shard, std::chrono::seconds(60), dml::actors::push_atom_v, int32_t{0},
+                      int64_t{0}, payload)
+            .receive([](int64_t) {}, [&](caf::error& e) {
+              std::fprintf(stderr, "push: %s\n", sys.render(e).c_str());
+            });
+      }
+      push_s.push_back(Since(t));
+      t = Clock::now();
+      for (int i = 0; i < count; ++i) {
+        self->request(shard, std::chrono::seconds(60), dml::actors::pull_atom_v, int32_t{0},
+                      int64_t{0})
+            .receive([](const dml::actors::dvec&) {}, [&](caf::error& e) {
+              std::fprintf(stderr, "pull: %s\n", sys.render(e).c_str());
+            });
+      }
+      pull_s.push_back(Since(t));
+      raw_s.push_back(RawTcp(static_cast<size_t>(bytes), count));
+    }
+    const double mb = static_cast<double>(bytes) * count / 1e6;
+    const double push = mb / Median(push_s), pull = mb / Median(pull_s), raw = mb / Median(raw_s);
+    std::printf("%10ld %10d %12.1f %12.1f %12.1f %10.2f %10.2f\n", bytes, count, push, pull, raw,
+                push / raw, pull / raw);
+    std::fflush(stdout);
+    self->send_exit(shard_handle, caf::exit_reason::user_shutdown);
+  }
+  self->send_exit(*node, caf::exit_reason::user_shutdown);
+  return 0;
+}
+
+int Cocoa(const std::map<std::string, std::string>& flags) {
+  const std::string data = Get(flags, "data", "");
+  const int k = std::stoi(Get(flags, "nodes", "4"));
+  const int rounds = std::stoi(Get(flags, "rounds", "30"));
+  const int repeat = std::stoi(Get(flags, "repeat", "3"));
+  dml::LibsvmOptions lo;
+  if (flags.count("binarize")) lo.binarize_threshold = std::stod(Get(flags, "binarize", "0"));
+  auto loaded = dml::ReadLibsvm(data, lo);
+  if (!loaded.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(loaded.status().message()).c_str());
+    return 2;
+  }
+  auto cluster = dml::LocalCluster::Start(NodeBinary(), k);
+  if (!cluster.ok()) return 1;
+  dml::runtime rt;
+  dml::job_spec s;
+  s.data_path = data;
+  s.load_options = lo;
+  s.model.kind = dml::ModelKind::kLogisticL2;
+  s.model.lambda = dml::LambdaFromC(1.0, loaded->x.rows());
+  s.mode = dml::Mode::kCocoa;
+  s.workers = k;
+  s.shards = 2;
+  s.stop.gap_rel = 0;
+  s.stop.max_epochs = rounds;
+  std::printf("data %s: %lld x %lld; cocoa K=%d S=2, H=1 epoch, %d rounds\n", data.c_str(),
+              static_cast<long long>(loaded->x.rows()), static_cast<long long>(loaded->x.cols()),
+              k, rounds);
+  std::printf("%-12s %14s %14s %12s\n", "where", "s/round", "bytes/round", "final gap");
+  for (bool remote : {false, true}) {
+    s.nodes = remote ? cluster->addresses() : std::vector<std::string>{};
+    std::vector<double> per_round;
+    double bytes = 0, gap = 0;
+    for (int r = 0; r < repeat; ++r) {
+      auto j = rt.submit(s);
+      if (!j.ok()) return 1;
+      auto res = j->wait();
+      if (!res.ok()) {
+        std::fprintf(stderr, "%s\n", std::string(res.status().message()).c_str());
+        return 1;
+      }
+      // Rounds after the first certificate (round 0 is the zero model).
+      per_round.push_back(res->seconds / std::max(1, res->rounds));
+      bytes = static_cast<double>(res->bytes_exchanged) / std::max(1, res->rounds);
+      gap = res->gap;
+    }
+    std::printf("%-12s %14.5f %14.4g %12.3e\n", remote ? "on nodes" : "in-process",
+                Median(per_round), bytes, gap);
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const auto flags = ParseFlags(argc, argv);
+  const std::string what = Get(flags, "what", "throughput");
+  if (what == "throughput") return Throughput(flags);
+  if (what == "cocoa") return Cocoa(flags);
+  std::fprintf(stderr, "unknown --what=%s\n", what.c_str());
+  return 2;
+}
