@@ -8,6 +8,10 @@
 //       flight. The peer measured in the same run: raw TCP between this
 //       process and a forked one, the same payload and an 8-byte reply,
 //       TCP_NODELAY. Prints MB/s (payload bytes / wall time) and the ratio.
+//   net_bench --what=allreduce [--procs=4] [--bytes=8388608] [--iters=20]
+//       P processes each contribute a vector; all get the sum (the shards
+//       keep the mean: one multiplication away) through P shards, one per
+//       process (see AllreduceMember). Compare with bench/allreduce_mpi.sh.
 //   net_bench --what=cocoa --data=FILE [--binarize=T] [--nodes=4] [--rounds=30]
 //       cocoa with K = nodes workers and 2 shards, H = 1 epoch, for a fixed
 //       number of rounds, in-process and on K node processes: seconds and
@@ -26,7 +30,9 @@
 #include <cstring>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
+#include <cmath>
 
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
@@ -276,6 +282,156 @@ int Cocoa(const std::map<std::string, std::string>& flags) {
   return 0;
 }
 
+// One member of the allreduce: owns shard `rank` (keys [rank*n/P,
+// (rank+1)*n/P) of the vector, model-averaging rule: gather P pushes, keep
+// their mean), publishes it, connects to the other members' shards, then
+// per iteration pushes each range of its vector to the shard owning it and
+// pulls every range of the result back (reduce-scatter + all-gather through
+// shards). Writes its median seconds per iteration to DIR/time<rank>.
+int AllreduceMember(const std::map<std::string, std::string>& flags) {
+  const int rank = std::stoi(Get(flags, "rank", "0"));
+  const int procs = std::stoi(Get(flags, "procs", "4"));
+  const long bytes = std::stol(Get(flags, "bytes", "8388608"));
+  const int iters = std::stoi(Get(flags, "iters", "20"));
+  const std::string dir = Get(flags, "dir", "/tmp");
+  const int64_t n = bytes / static_cast<long>(sizeof(double));
+  std::vector<int64_t> bounds(procs + 1);
+  for (int s = 0; s <= procs; ++s) bounds[s] = n * s / procs;
+  bench_config cfg;
+  caf::actor_system sys(cfg);
+  dml::actors::shard_config sc;
+  sc.mode = dml::Mode::kModelAveraging;
+  sc.workers = procs;
+  sc.begin = bounds[rank];
+  sc.end = bounds[rank + 1];
+  sc.model.kind = dml::ModelKind::kLogisticL2;
+  auto own = dml::actors::spawn_parameter_shard(sys, sc);
+  auto port = sys.middleman().publish(own, 0, "127.0.0.1");
+  if (!port) return 1;
+  {
+    const std::string f = dir + "/port" + std::to_string(rank);
+    FILE* out = std::fopen((f + ".tmp").c_str(), "w");
+    std::fprintf(out, "%u\n", static_cast<unsigned>(*port));
+    std::fclose(out);
+    std::rename((f + ".tmp").c_str(), f.c_str());
+  }
+  std::vector<dml::actors::parameter_shard> shards(procs);
+  for (int s = 0; s < procs; ++s) {
+    unsigned p = 0;
+    for (int tries = 0; tries < 4000 && p == 0; ++tries) {
+      FILE* in = std::fopen((dir + "/port" + std::to_string(s)).c_str(), "r");
+      if (in != nullptr) {
+        if (std::fscanf(in, "%u", &p) != 1) p = 0;
+        std::fclose(in);
+      }
+      if (p == 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    if (s == rank) {
+      shards[s] = own;
+    } else {
+      auto h = sys.middleman().remote_actor<dml::actors::parameter_shard>("127.0.0.1",
+                                                                         static_cast<uint16_t>(p));
+      if (!h) return 1;
+      shards[s] = *h;
+    }
+  }
+  caf::scoped_actor self{sys};
+  std::vector<double> mine(static_cast<size_t>(n), 1.0 + rank), sum(static_cast<size_t>(n));
+  std::vector<dml::actors::dvec> parts;
+  for (int s = 0; s < procs; ++s) {
+    parts.emplace_back(std::vector<double>(mine.begin() + bounds[s], mine.begin() + bounds[s + 1]));
+  }
+  std::vector<double> per_iter;
+  bool ok = true;
+  for (int it = 0; it < iters + 2 && ok; ++it) {  // 2 warm-up iterations
+    const auto t = Clock::now();
+    for (int s = 0; s < procs; ++s) {
+      self->send(shards[s], dml::actors::push_atom_v, int32_t{rank}, int64_t{it}, parts[s]);
+    }
+    for (int s = 0; s < procs; ++s) {
+      self->request(shards[s], std::chrono::seconds(60), dml::actors::pull_atom_v, int32_t{rank},
+                    int64_t{it + 1})
+          .receive(
+              [&](const dml::actors::dvec& v) {
+                std::copy(v.view().begin(), v.view().end(), sum.begin() + bounds[s]);
+              },
+              [&](caf::error& e) {
+                std::fprintf(stderr, "rank %d: %s\n", rank, sys.render(e).c_str());
+                ok = false;
+              });
+    }
+    // Push replies (clocks) arrive too; drop them.
+    for (int s = 0; s < procs; ++s) self->receive([](int64_t) {}, [](caf::error&) {});
+    if (it >= 2) per_iter.push_back(Since(t));
+  }
+  // The shards keep the mean: sum = mean * P. Check it.
+  const double expect = (procs * (procs + 1) / 2.0) / procs;
+  if (ok && std::abs(sum[0] - expect) > 1e-12) {
+    std::fprintf(stderr, "rank %d: wrong result %g, expected %g\n", rank, sum[0], expect);
+    ok = false;
+  }
+  FILE* out = std::fopen((dir + "/time" + std::to_string(rank)).c_str(), "w");
+  std::fprintf(out, "%.9f\n", ok ? Median(per_iter) : -1.0);
+  std::fclose(out);
+  // Let the peers finish their last pulls before the shard goes away.
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  self->send_exit(own, caf::exit_reason::user_shutdown);
+  sys.middleman().unpublish(own, *port);
+  return ok ? 0 : 1;
+}
+
+int Allreduce(const std::map<std::string, std::string>& flags) {
+  const int procs = std::stoi(Get(flags, "procs", "4"));
+  const std::string bytes = Get(flags, "bytes", "8388608");
+  const std::string iters = Get(flags, "iters", "20");
+  char tmpl[] = "/tmp/dml-allreduce-XXXXXX";
+  const std::string dir = ::mkdtemp(tmpl);
+  std::string self_exe = dml::LocalCluster::NodeBinaryNextToSelf();
+  self_exe = self_exe.substr(0, self_exe.rfind('/')) + "/net_bench";
+  std::vector<pid_t> pids;
+  for (int r = 0; r < procs; ++r) {
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      std::vector<std::string> args = {self_exe, "--what=allreduce-member",
+                                       "--rank=" + std::to_string(r),
+                                       "--procs=" + std::to_string(procs), "--bytes=" + bytes,
+                                       "--iters=" + iters, "--dir=" + dir};
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      ::execv(self_exe.c_str(), argv.data());
+      std::_Exit(127);
+    }
+    pids.push_back(pid);
+  }
+  bool ok = true;
+  for (pid_t p : pids) {
+    int status = 0;
+    ::waitpid(p, &status, 0);
+    ok &= WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  }
+  double worst = 0;
+  for (int r = 0; r < procs; ++r) {
+    FILE* in = std::fopen((dir + "/time" + std::to_string(r)).c_str(), "r");
+    double t = -1;
+    if (in != nullptr) {
+      if (std::fscanf(in, "%lf", &t) != 1) t = -1;
+      std::fclose(in);
+    }
+    if (t < 0) ok = false;
+    worst = std::max(worst, t);
+  }
+  (void)std::system(("rm -rf '" + dir + "'").c_str());
+  if (!ok) {
+    std::fprintf(stderr, "allreduce through shards failed\n");
+    return 1;
+  }
+  std::printf("allreduce through shards: %d processes, %s bytes each: median %.3f ms per "
+              "allreduce (slowest member)\n",
+              procs, bytes.c_str(), worst * 1e3);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -283,6 +439,8 @@ int main(int argc, char** argv) {
   const std::string what = Get(flags, "what", "throughput");
   if (what == "throughput") return Throughput(flags);
   if (what == "cocoa") return Cocoa(flags);
+  if (what == "allreduce") return Allreduce(flags);
+  if (what == "allreduce-member") return AllreduceMember(flags);
   std::fprintf(stderr, "unknown --what=%s\n", what.c_str());
   return 2;
 }

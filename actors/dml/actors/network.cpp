@@ -17,11 +17,18 @@
 namespace dml::actors {
 
 void configure_network(caf::actor_system_config& cfg) {
-  // 1 s heartbeats with a 10 s timeout: shorter timeouts dropped healthy
-  // links during bursts of 8 MiB messages here (shared/CAF-0.17-NOTES.md).
-  cfg.set("middleman.heartbeat-interval", caf::timespan{std::chrono::seconds(1)});
-  cfg.set("middleman.connection-timeout", caf::timespan{std::chrono::seconds(10)});
-  cfg.set("middleman.enable-automatic-connections", true);
+  // No middleman heartbeats: with them (1 s interval, 10 s timeout) four
+  // processes exchanging 4-8 MiB payloads on 2 cores lost links that were
+  // healthy, and every request on them waited forever (reproduced with
+  // net_bench --what=allreduce; shared/CAF-0.17-NOTES.md saw the same with
+  // a 1 s timeout). A killed or crashed peer closes its sockets and is
+  // noticed at once without them; a hung-but-alive peer is not (see README).
+  // Automatic connections (a node connecting straight to a third node it
+  // learned about) hung four processes exchanging 8 MiB payloads, every
+  // time (net_bench --what=allreduce --procs=4); without them traffic to a
+  // third node is relayed by the node that introduced it. Slower, but it
+  // does not lose messages.
+  cfg.set("middleman.enable-automatic-connections", false);
 }
 
 void configure_process(caf::actor_system_config& cfg, int threads) {

@@ -13,10 +13,11 @@
 
 namespace dml::actors {
 
-/// Middleman settings of a libdml process: heartbeats (a hung peer is
-/// dropped after the connection timeout; a killed one is noticed at once
-/// through the closed socket) and automatic connections (a worker talks to
-/// a shard on a third node directly, not through the coordinator's process).
+/// Middleman settings of a libdml process: no automatic connections (they
+/// hung 4-process bulk exchanges: traffic to a third node is relayed by the
+/// node that introduced it) and no heartbeats (they dropped healthy links
+/// under bulk transfers; a killed peer is still noticed at once through its
+/// closed socket, a hung one is not).
 /// Call in the actor_system_config constructor, after load<middleman>().
 void configure_network(caf::actor_system_config& cfg);
 
