@@ -22,6 +22,7 @@
 //   --nodes H:P,H:P,...   run the topology's workers and shards on these dml-node processes
 //                         (each reads the data file from its own disk)
 //   --local-nodes N       start N dml-node processes on loopback for this job, stop them after
+//   --node-silence S      a node silent for S seconds (hung) is treated as lost (default 10)
 //   --checkpoint PATH     write the job's checkpoints there (Cap'n Proto); --checkpoint-every N
 //                         rounds (cocoa; SGD modes checkpoint at every evaluation)
 //   --resume              continue the job from --checkpoint PATH
@@ -64,7 +65,8 @@ const char* const kValueFlags[] = {"-c", "-e", "-o", "--lambda", "--tol", "--mod
                                    "--binarize", "--cache", "--output", "--eval-every", "--mode",
                                    "--workers", "--shards", "--batch", "--step", "--staleness",
                                    "--tau", "--local-epochs", "--gamma", "--nodes",
-                                   "--local-nodes", "--checkpoint", "--checkpoint-every"};
+                                   "--local-nodes", "--checkpoint", "--checkpoint-every",
+                                   "--node-silence"};
 
 int Fail(const std::string& msg) {
   std::fprintf(stderr, "dml-train: %s\n", msg.c_str());
@@ -154,6 +156,7 @@ void PrintUsage() {
       "  --mode sync|async|ssp|easgd|hogwild|model-averaging|cocoa --workers K --shards S\n"
       "  --batch B, --step S0, --staleness s, --tau T, --local-epochs H, --gamma G\n"
       "  --nodes H:P,H:P,... | --local-nodes N   run the topology on dml-node processes\n"
+      "  --node-silence S   seconds without an answer before a node counts as lost\n"
       "  --checkpoint PATH [--checkpoint-every N] [--resume]\n");
 }
 
@@ -283,6 +286,7 @@ int main(int argc, char** argv) {
         !Number(args, {"--local-epochs"}, job.local_epochs, error) ||
         !Number(args, {"--gamma"}, job.gamma, error) ||
         !Number(args, {"--checkpoint-every"}, job.checkpoint_every, error) ||
+        !Number(args, {"--node-silence"}, job.node_silence_seconds, error) ||
         !Number(args, {"--eval-every"}, job.eval_every_epochs, error)) {
       return Fail(error);
     }

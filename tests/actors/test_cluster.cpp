@@ -308,6 +308,41 @@ BOOST_AUTO_TEST_CASE(async_job_survives_a_killed_worker_node) {
   BOOST_TEST(r->primal - p_star <= 1.2e-3);
 }
 
+BOOST_AUTO_TEST_CASE(a_hung_node_is_detected_by_its_silence_and_replaced) {
+  // SIGSTOP closes no socket: CAF reports nothing, only the coordinator's
+  // liveness pings notice.
+  auto cluster = dml::LocalCluster::Start(DML_NODE_BINARY, 3, {"--threads=1"});
+  BOOST_REQUIRE_MESSAGE(cluster.ok(), cluster.status().ToString());
+  dml::runtime rt;
+  dml::job_spec s = Spec(dml::Mode::kAsync);
+  const double p_star = Optimum(s.model);
+  s.nodes = cluster->addresses();
+  s.node_silence_seconds = 1.0;
+  s.stop.gap_rel = 0;
+  s.stop.max_epochs = 400;
+  s.stop.target_primal = p_star + 1e-3;
+  s.eval_every_epochs = 1;
+  auto j = rt.submit(s);
+  BOOST_REQUIRE_MESSAGE(j.ok(), j.status().ToString());
+  auto before = WaitForRounds(*j, 5);
+  BOOST_REQUIRE_MESSAGE(!j->done(), "the job ended before the fault was injected");
+  BOOST_REQUIRE_EQUAL(::kill(cluster->pid(1), SIGSTOP), 0);
+  const auto stopped_at = Clock::now();
+  auto r = j->wait();
+  const double waited = std::chrono::duration<double>(Clock::now() - stopped_at).count();
+  cluster->Kill(1);  // SIGKILL ends a stopped process too
+  BOOST_REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+  const std::string events = Events(r->history);
+  BOOST_TEST_MESSAGE("events:\n" << events << "final P-P* " << r->primal - p_star << ", "
+                                 << waited << " s after SIGSTOP");
+  BOOST_TEST(events.find("node 1 (" + s.nodes[1] + ") silent for 1 s; lost node(s) 1 "
+                         "(1 worker(s) replaced, all 2 shards rebuilt)") != std::string::npos,
+             events);
+  BOOST_CHECK(r->reason == dml::StopReason::kTargetReached);
+  BOOST_TEST(r->primal - p_star <= 1.2e-3);
+  BOOST_TEST(waited < 20.0);
+}
+
 BOOST_AUTO_TEST_CASE(cocoa_job_survives_a_killed_shard_node_with_an_exact_certificate) {
   auto cluster = dml::LocalCluster::Start(DML_NODE_BINARY, 3, {"--threads=1"});
   BOOST_REQUIRE_MESSAGE(cluster.ok(), cluster.status().ToString());

@@ -436,6 +436,8 @@ BOOST_AUTO_TEST_CASE(bad_specs_are_refused_naming_the_field) {
   BOOST_TEST(field_of([](dml::job_spec& s) { s.step0 = -1; }).find("job_spec.step0") == 0u);
   BOOST_TEST(field_of([](dml::job_spec& s) { s.model.lambda = 0; }).find("job_spec.model") == 0u);
   BOOST_TEST(field_of([](dml::job_spec& s) { s.data_path = "x"; }).find("job_spec.data") == 0u);
+  BOOST_TEST(field_of([](dml::job_spec& s) { s.node_silence_seconds = 0; }) ==
+             "job_spec.node_silence_seconds: must be in [0.1, 3600], got 0");
   // More shards than keys: refused by the coordinator once the data is known.
   dml::job_spec s;
   s.data = data;

@@ -73,6 +73,8 @@ struct coord_state {
   std::vector<bool> node_alive;
   std::vector<bool> worker_lost;
   bool recovery_scheduled = false;
+  clock_type::time_point last_ping;
+  std::vector<bool> ping_outstanding;
   int recoveries = 0;
   std::string event;  // recorded with the next progress entry
   struct checkpoint {
@@ -786,6 +788,54 @@ void start(self_ptr self) {
 
 constexpr int kMaxRecoveries = 8;
 
+// Node n is gone (its actors went down, or it stopped answering): ignore
+// the interrupted round and recover shortly (other actors of the same node
+// go down within milliseconds: one recovery for all of them).
+void node_lost(self_ptr self, int n) {
+  auto& st = self->state;
+  if (n < 0 || !st.node_alive[n]) return;
+  st.node_alive[n] = false;
+  ++st.generation;
+  if (!st.recovery_scheduled) {
+    st.recovery_scheduled = true;
+    self->delayed_send(self, std::chrono::milliseconds(50), recover_atom_v);
+  }
+}
+
+// Liveness of the nodes, once a second: a node that does not answer a
+// hello within spec.node_silence_seconds is treated as lost. A killed node closes its
+// sockets and is noticed at once; this catches a hung one (SIGSTOP, a
+// stuck machine), which CAF 0.17 never reports without middleman
+// heartbeats (off: they dropped healthy links, see network.cpp).
+constexpr auto kPingEvery = std::chrono::seconds(1);
+
+void ping_nodes(self_ptr self) {
+  auto& st = self->state;
+  if (st.nodes.empty() || !st.started_training) return;
+  if (clock_type::now() - st.last_ping < kPingEvery) return;
+  st.last_ping = clock_type::now();
+  st.ping_outstanding.resize(st.nodes.size(), false);
+  for (std::size_t n = 0; n < st.nodes.size(); ++n) {
+    if (!st.node_alive[n] || st.ping_outstanding[n]) continue;
+    st.ping_outstanding[n] = true;
+    const auto silence = std::chrono::duration_cast<caf::timespan>(
+        std::chrono::duration<double>(st.spec.node_silence_seconds));
+    self->request(st.nodes[n], silence, hello_atom_v)
+        .then(
+            [self, n](const std::string&, int64_t, int32_t) {
+              self->state.ping_outstanding[n] = false;
+            },
+            [self, n](caf::error&) {
+              auto& st = self->state;
+              st.ping_outstanding[n] = false;
+              if (st.finished || !st.node_alive[n]) return;
+              st.event = absl::StrCat("node ", n, " (", st.spec.nodes[n], ") silent for ",
+                                      st.spec.node_silence_seconds, " s");
+              node_lost(self, static_cast<int>(n));
+            });
+  }
+}
+
 // Spawns one actor on node n and hands its handle to ok.
 template <class Handle, class Atom, class Spec, class Ok>
 void spawn_on(self_ptr self, int n, Atom atom, const Spec& spec, Ok ok) {
@@ -922,8 +972,9 @@ void recover(self_ptr self) {
   for (std::size_t n = 0; n < st.node_alive.size(); ++n) {
     if (!st.node_alive[n]) absl::StrAppend(&lost_nodes, lost_nodes.empty() ? "" : ", ", n);
   }
-  st.event = absl::StrCat("lost node(s) ", lost_nodes, " (", lost_workers.size(),
-                          " worker(s) replaced, all ", st.shards.size(),
+  // st.event may already say why (a silent node).
+  st.event = absl::StrCat(st.event, st.event.empty() ? "" : "; ", "lost node(s) ", lost_nodes,
+                          " (", lost_workers.size(), " worker(s) replaced, all ", st.shards.size(),
                           " shards rebuilt); restarted from the checkpoint of round ",
                           st.ckpt.round, st.spec.mode == Mode::kCocoa ? "" : absl::StrCat(
                               " (clock ", st.ckpt.clock, ")"));
@@ -938,6 +989,8 @@ void recover(self_ptr self) {
   for (std::size_t i = 0; i < lost_workers.size(); ++i) {
     const int k = lost_workers[i];
     self->demonitor(st.workers[k].address());
+    // A hung node may come back: its old worker must not train on.
+    self->send_exit(st.workers[k], caf::exit_reason::kill);
     const int n = alive[k % alive.size()];
     spawn_on<worker_actor>(self, n, worker_atom_v, st.worker_specs[k], [self, k, n, remaining,
                                                                         gen, alive](worker_actor h) {
@@ -996,16 +1049,7 @@ coordinator_actor::behavior_type coordinator_impl(self_ptr self, job_spec spec,
       return fail_job(self, absl::UnavailableError(absl::StrCat(
                                 who, " stopped: ", self->system().render(dm.reason))));
     }
-    st.node_alive[node] = false;
-    // From now on every answer to a request of the interrupted round is
-    // stale (some would be errors from the dead actors).
-    ++st.generation;
-    if (!st.recovery_scheduled) {
-      // Other actors of the same node go down within milliseconds: one
-      // recovery for all of them.
-      st.recovery_scheduled = true;
-      self->delayed_send(self, std::chrono::milliseconds(50), recover_atom_v);
-    }
+    node_lost(self, node);
   });
   return {
       [self](start_atom) { start(self); },
@@ -1024,6 +1068,7 @@ coordinator_actor::behavior_type coordinator_impl(self_ptr self, job_spec spec,
           // cocoa checks between rounds; SGD workers are told to halt.
           if (st.spec.mode != Mode::kCocoa) halt_workers(self, why);
         }
+        ping_nodes(self);
         self->delayed_send(self, kTick, tick_atom_v);
       },
       [self](const worker_report& r) {

@@ -57,7 +57,9 @@ void adopt(self_ptr self, const caf::actor& coordinator, caf::actor child) {
 }  // namespace
 
 node_actor spawn_node(caf::actor_system& sys, std::string name) {
-  return sys.spawn([name](self_ptr self) -> node_actor::behavior_type {
+  // Detached: the node answers the coordinator's liveness pings from its
+  // own thread, however long its workers keep the scheduler busy.
+  return sys.spawn<caf::detached>([name](self_ptr self) -> node_actor::behavior_type {
     self->state.label = name;
     self->set_down_handler([self](caf::down_msg& dm) {
       auto& st = self->state;

@@ -128,6 +128,10 @@ absl::Status ValidateSpec(const job_spec& s) {
   if (s.stop.max_epochs < 1) {
     return Invalid("stop.max_epochs", absl::StrCat("must be >= 1, got ", s.stop.max_epochs));
   }
+  if (!(s.node_silence_seconds >= 0.1 && s.node_silence_seconds <= 3600)) {
+    return Invalid("node_silence_seconds",
+                   absl::StrCat("must be in [0.1, 3600], got ", s.node_silence_seconds));
+  }
   if (s.checkpoint_every < 0) {
     return Invalid("checkpoint_every", absl::StrCat("must be >= 0, got ", s.checkpoint_every));
   }

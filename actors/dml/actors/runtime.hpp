@@ -97,6 +97,10 @@ struct job_spec {
   /// the job from that file instead of from zero.
   std::string checkpoint_path;
   bool resume = false;
+  /// Jobs on nodes: a node that has not answered a liveness ping (sent
+  /// every second) for this long is treated as lost, like a killed one.
+  /// Catches hung processes and machines, which close no socket.
+  double node_silence_seconds = 10.0;
 };
 
 /// One entry of a job's metrics stream.
