@@ -1,14 +1,15 @@
 // net_bench: our push/pull path between processes against raw TCP, and
 // cocoa on node processes against in-process.
 //
-//   net_bench --what=throughput [--sizes=4096,1048576,8388608] [--repeat=3]
+//   net_bench --what=throughput [--sizes=4096,1048576,8388608] [--repeat=3] [--path=caf,tcp,local]
 //       One parameter shard in a dml-node process (loopback); this process
 //       pushes a vector of each size (request: the payload, reply: a clock)
 //       and pulls it back (request: small, reply: the payload), one message in
 //       flight. The peer measured in the same run: raw TCP between this
 //       process and a forked one, the same payload and an 8-byte reply,
-//       TCP_NODELAY. Prints MB/s (payload bytes / wall time) and the ratio.
-//   net_bench --what=allreduce [--procs=4] [--bytes=8388608] [--iters=20]
+//       TCP_NODELAY. Prints MB/s (payload bytes / wall time) and the ratio,
+//       per payload path (see payload_path: "caf", "tcp", "local").
+//   net_bench --what=allreduce [--procs=4] [--bytes=8388608] [--iters=20] [--path=caf,tcp,local]
 //       P processes each contribute a vector; all get the sum (the shards
 //       keep the mean: one multiplication away) through P shards, one per
 //       process (see AllreduceMember). Compare with bench/allreduce_mpi.sh.
@@ -29,6 +30,7 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -45,6 +47,7 @@
 #include "dml/actors/parameter_shard.hpp"
 #include "dml/actors/runtime.hpp"
 #include "dml/data/libsvm.hpp"
+#include "dml/net/bulk.hpp"
 
 namespace {
 
@@ -84,9 +87,28 @@ double Since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-struct bench_config : caf::actor_system_config {
-  bench_config() { dml::actors::configure_process(*this, 2); }
+// The payload paths compared: "caf" (every vector inside CAF's messages),
+// "tcp" (vectors of >= 256 KiB by reference, fetched over TCP: the path
+// between machines) and "local" (the same, fetched by a single copy from
+// the sender's memory: the default between processes of one machine).
+struct payload_path {
+  std::string name;
+  bool bulk = false;
+  bool same_host = false;
+  std::vector<std::string> node_args() const {
+    if (!bulk) return {"--bulk=off"};
+    return {"--bulk=on", same_host ? "--bulk-local=on" : "--bulk-local=off"};
+  }
 };
+std::vector<payload_path> Paths(const std::string& list) {
+  std::vector<payload_path> out;
+  for (const char* name : {"caf", "tcp", "local"}) {
+    const std::string n = name;
+    if (("," + list + ",").find("," + n + ",") == std::string::npos) continue;
+    out.push_back({n, n != "caf", n == "local"});
+  }
+  return out;
+}
 
 std::string NodeBinary() {
   std::string self = dml::LocalCluster::NodeBinaryNextToSelf();  // .../bench/dml-node
@@ -164,22 +186,22 @@ double RawTcp(size_t bytes, int count) {
   return secs;
 }
 
-int Throughput(const std::map<std::string, std::string>& flags) {
-  const auto sizes = Longs(Get(flags, "sizes", "4096,1048576,8388608"));
-  const int repeat = std::stoi(Get(flags, "repeat", "3"));
-  auto cluster = dml::LocalCluster::Start(NodeBinary(), 1);
+// One pass of the throughput table over one payload path: "caf" (every
+// vector inside CAF's messages) or "bulk" (vectors of >= 256 KiB by
+// reference, fetched over the bulk channel; both ends have one).
+int ThroughputPath(const payload_path& path, const std::vector<long>& sizes, int repeat) {
+  auto cluster = dml::LocalCluster::Start(NodeBinary(), 1, path.node_args());
   if (!cluster.ok()) {
     std::fprintf(stderr, "%s\n", std::string(cluster.status().message()).c_str());
     return 1;
   }
-  bench_config cfg;
+  dml::actors::process_config cfg(2, dml::net::BulkOptions{path.same_host});
+  if (path.bulk && !cfg.bulk().Serve("127.0.0.1").ok()) return 1;
   caf::actor_system sys(cfg);
   auto hp = dml::actors::ParseHostPort(cluster->addresses()[0]);
   auto node = sys.middleman().remote_actor<dml::actors::node_actor>(hp->first, hp->second);
   if (!node) return 1;
   caf::scoped_actor self{sys};
-  std::printf("%10s %10s %12s %12s %12s %10s %10s\n", "bytes", "messages", "push MB/s",
-              "pull MB/s", "rawTCP MB/s", "push/raw", "pull/raw");
   for (long bytes : sizes) {
     const size_t n = static_cast<size_t>(bytes) / sizeof(double);
     const int count = bytes <= 4096 ? 4000 : bytes <= (1 << 20) ? 300 : 60;
@@ -220,12 +242,23 @@ int Throughput(const std::map<std::string, std::string>& flags) {
     }
     const double mb = static_cast<double>(bytes) * count / 1e6;
     const double push = mb / Median(push_s), pull = mb / Median(pull_s), raw = mb / Median(raw_s);
-    std::printf("%10ld %10d %12.1f %12.1f %12.1f %10.2f %10.2f\n", bytes, count, push, pull, raw,
-                push / raw, pull / raw);
+    std::printf("%6s %10ld %10d %12.1f %12.1f %12.1f %10.2f %10.2f\n", path.name.c_str(), bytes, count,
+                push, pull, raw, push / raw, pull / raw);
     std::fflush(stdout);
     self->send_exit(shard_handle, caf::exit_reason::user_shutdown);
   }
   self->send_exit(*node, caf::exit_reason::user_shutdown);
+  return 0;
+}
+
+int Throughput(const std::map<std::string, std::string>& flags) {
+  const auto sizes = Longs(Get(flags, "sizes", "4096,1048576,8388608"));
+  const int repeat = std::stoi(Get(flags, "repeat", "3"));
+  std::printf("%6s %10s %10s %12s %12s %12s %10s %10s\n", "path", "bytes", "messages", "push MB/s",
+              "pull MB/s", "rawTCP MB/s", "push/raw", "pull/raw");
+  for (const auto& path : Paths(Get(flags, "path", "caf,tcp,local"))) {
+    if (int rc = ThroughputPath(path, sizes, repeat); rc != 0) return rc;
+  }
   return 0;
 }
 
@@ -295,9 +328,12 @@ int AllreduceMember(const std::map<std::string, std::string>& flags) {
   const int iters = std::stoi(Get(flags, "iters", "20"));
   const std::string dir = Get(flags, "dir", "/tmp");
   const int64_t n = bytes / static_cast<long>(sizeof(double));
+  const auto paths = Paths(Get(flags, "path", "local"));
+  if (paths.size() != 1) return 2;
   std::vector<int64_t> bounds(procs + 1);
   for (int s = 0; s <= procs; ++s) bounds[s] = n * s / procs;
-  bench_config cfg;
+  dml::actors::process_config cfg(2, dml::net::BulkOptions{paths[0].same_host});
+  if (paths[0].bulk && !cfg.bulk().Serve("127.0.0.1").ok()) return 1;
   caf::actor_system sys(cfg);
   dml::actors::shard_config sc;
   sc.mode = dml::Mode::kModelAveraging;
@@ -348,10 +384,17 @@ int AllreduceMember(const std::map<std::string, std::string>& flags) {
     for (int s = 0; s < procs; ++s) {
       self->send(shards[s], dml::actors::push_atom_v, int32_t{rank}, int64_t{it}, parts[s]);
     }
+    // All pulls in flight at once (a request waits for the shard's round).
+    using pull_handle = decltype(self->request(shards[0], std::chrono::seconds(60),
+                                               dml::actors::pull_atom_v, int32_t{rank},
+                                               int64_t{it + 1}));
+    std::vector<pull_handle> pulls;
     for (int s = 0; s < procs; ++s) {
-      self->request(shards[s], std::chrono::seconds(60), dml::actors::pull_atom_v, int32_t{rank},
-                    int64_t{it + 1})
-          .receive(
+      pulls.push_back(self->request(shards[s], std::chrono::seconds(60), dml::actors::pull_atom_v,
+                                    int32_t{rank}, int64_t{it + 1}));
+    }
+    for (int s = 0; s < procs; ++s) {
+      pulls[s].receive(
               [&](const dml::actors::dvec& v) {
                 std::copy(v.view().begin(), v.view().end(), sum.begin() + bounds[s]);
               },
@@ -380,7 +423,7 @@ int AllreduceMember(const std::map<std::string, std::string>& flags) {
   return ok ? 0 : 1;
 }
 
-int Allreduce(const std::map<std::string, std::string>& flags) {
+int AllreducePath(const std::map<std::string, std::string>& flags, const std::string& path) {
   const int procs = std::stoi(Get(flags, "procs", "4"));
   const std::string bytes = Get(flags, "bytes", "8388608");
   const std::string iters = Get(flags, "iters", "20");
@@ -395,7 +438,7 @@ int Allreduce(const std::map<std::string, std::string>& flags) {
       std::vector<std::string> args = {self_exe, "--what=allreduce-member",
                                        "--rank=" + std::to_string(r),
                                        "--procs=" + std::to_string(procs), "--bytes=" + bytes,
-                                       "--iters=" + iters, "--dir=" + dir};
+                                       "--iters=" + iters, "--dir=" + dir, "--path=" + path};
       std::vector<char*> argv;
       for (auto& a : args) argv.push_back(a.data());
       argv.push_back(nullptr);
@@ -426,15 +469,24 @@ int Allreduce(const std::map<std::string, std::string>& flags) {
     std::fprintf(stderr, "allreduce through shards failed\n");
     return 1;
   }
-  std::printf("allreduce through shards: %d processes, %s bytes each: median %.3f ms per "
-              "allreduce (slowest member)\n",
-              procs, bytes.c_str(), worst * 1e3);
+  std::printf("allreduce through shards (%s path): %d processes, %s bytes each: median %.3f ms "
+              "per allreduce (slowest member)\n",
+              path.c_str(), procs, bytes.c_str(), worst * 1e3);
+  std::fflush(stdout);
+  return 0;
+}
+
+int Allreduce(const std::map<std::string, std::string>& flags) {
+  for (const auto& path : Paths(Get(flags, "path", "caf,tcp,local"))) {
+    if (int rc = AllreducePath(flags, path.name); rc != 0) return rc;
+  }
   return 0;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  dml::actors::TuneAllocatorForMessages();
   const auto flags = ParseFlags(argc, argv);
   const std::string what = Get(flags, "what", "throughput");
   if (what == "throughput") return Throughput(flags);

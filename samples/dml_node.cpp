@@ -4,8 +4,13 @@
 // disk. Runs until SIGTERM or SIGINT, then stops its actors and exits 0.
 //
 //   dml-node [--host=127.0.0.1] [--port=0] [--port-file=PATH] [--name=NAME] [--threads=T]
+//            [--bulk=on|off] [--bulk-port=0] [--bulk-local=on|off]
 //   --port 0 picks a free port; --port-file receives it (written atomically)
-//   once the node listens, for launchers.
+//   once the node listens, for launchers. --bulk: large vectors this node
+//   sends wait on a bulk endpoint (host:bulk-port) for their receivers to
+//   fetch, instead of being copied through CAF (dml/net/bulk.hpp); receivers
+//   must reach that address. --bulk-local=off: fetch from processes on this
+//   machine over TCP too (no single-copy path; for measurements).
 // Exit status: 0 after a clean shutdown, 2 on a bad flag, 1 if it cannot listen.
 #include <signal.h>
 #include <unistd.h>
@@ -13,6 +18,7 @@
 #include <charconv>
 #include <cstdio>
 #include <fstream>
+#include <memory>
 #include <string>
 
 #include <caf/actor_system.hpp>
@@ -24,16 +30,14 @@
 
 #include "dml/actors/network.hpp"
 #include "dml/actors/node.hpp"
+#include "dml/net/bulk.hpp"
 
 namespace {
 
-struct node_config : caf::actor_system_config {
-  explicit node_config(int threads) { dml::actors::configure_process(*this, threads); }
-};
-
 int Usage(const std::string& msg) {
   std::fprintf(stderr, "dml-node: %s\nusage: dml-node [--host=H] [--port=P] [--port-file=PATH] "
-                       "[--name=NAME] [--threads=T]\n", msg.c_str());
+                       "[--name=NAME] [--threads=T] [--bulk=on|off] [--bulk-port=P]\n"
+                       "       [--bulk-local=on|off]\n", msg.c_str());
   return 2;
 }
 
@@ -46,7 +50,8 @@ bool ParseInt(const std::string& s, int& out) {
 
 int main(int argc, char** argv) {
   std::string host = "127.0.0.1", port_file, name;
-  int port = 0, threads = 0;
+  int port = 0, threads = 0, bulk_port = 0;
+  bool bulk = true, bulk_local = true;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     const auto eq = a.find('=');
@@ -62,6 +67,18 @@ int main(int argc, char** argv) {
       }
     } else if (key == "--port-file") {
       port_file = value;
+    } else if (key == "--bulk") {
+      if (value != "on" && value != "off") return Usage("--bulk: expected on or off, got \"" + value + "\"");
+      bulk = value == "on";
+    } else if (key == "--bulk-local") {
+      if (value != "on" && value != "off") {
+        return Usage("--bulk-local: expected on or off, got \"" + value + "\"");
+      }
+      bulk_local = value == "on";
+    } else if (key == "--bulk-port") {
+      if (!ParseInt(value, bulk_port) || bulk_port < 0 || bulk_port > 65535) {
+        return Usage("--bulk-port: expected a number in [0, 65535], got \"" + value + "\"");
+      }
     } else if (key == "--name") {
       name = value;
     } else if (key == "--threads") {
@@ -82,7 +99,14 @@ int main(int argc, char** argv) {
   sigaddset(&stop, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
 
-  node_config cfg(threads);
+  dml::actors::TuneAllocatorForMessages();
+  dml::actors::process_config cfg(threads, dml::net::BulkOptions{bulk_local});
+  if (bulk) {
+    if (auto s = cfg.bulk().Serve(host, static_cast<uint16_t>(bulk_port)); !s.ok()) {
+      std::fprintf(stderr, "dml-node: %s\n", std::string(s.message()).c_str());
+      return 1;
+    }
+  }
   caf::actor_system sys(cfg);
   auto node = dml::actors::spawn_node(sys, name);
   auto published = sys.middleman().publish(node, static_cast<uint16_t>(port), host.c_str(), true);
@@ -92,8 +116,9 @@ int main(int argc, char** argv) {
     caf::anon_send_exit(node, caf::exit_reason::user_shutdown);
     return 1;
   }
-  std::fprintf(stderr, "dml-node %s listening on %s:%u (pid %d)\n", name.c_str(), host.c_str(),
-               static_cast<unsigned>(*published), static_cast<int>(::getpid()));
+  std::fprintf(stderr, "dml-node %s listening on %s:%u (pid %d), bulk %s\n", name.c_str(),
+               host.c_str(), static_cast<unsigned>(*published), static_cast<int>(::getpid()),
+               bulk ? std::to_string(cfg.bulk().port()).c_str() : "off");
   if (!port_file.empty()) {
     const std::string tmp = port_file + ".tmp";
     {

@@ -38,6 +38,10 @@ inline constexpr std::size_t kMaxVectorEntries = std::size_t{1} << 28;
 struct dvec {
   std::shared_ptr<const std::vector<double>> data;
   std::string wire_error;  ///< set when a peer's bytes did not decode
+  /// Every value is known finite: set only by this process's decoders,
+  /// which checked them as they arrived (never sent); lets a receiving
+  /// handler skip its own pass over the values.
+  bool finite = false;
 
   dvec() = default;
   explicit dvec(std::vector<double> v)

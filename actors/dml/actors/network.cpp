@@ -1,11 +1,15 @@
 #include "dml/actors/network.hpp"
 
+#include <malloc.h>
+
 #include <algorithm>
 #include <chrono>
 #include <thread>
 
 #include <caf/actor_system_config.hpp>
+#include <caf/actor_system.hpp>
 #include <caf/atom.hpp>
+#include <caf/execution_unit.hpp>
 #include <caf/io/middleman.hpp>
 #include <caf/timespan.hpp>
 
@@ -31,6 +35,13 @@ void configure_network(caf::actor_system_config& cfg) {
   cfg.set("middleman.enable-automatic-connections", false);
 }
 
+void TuneAllocatorForMessages() {
+  // glibc refuses mmap thresholds above 32 MiB (HEAP_MAX_SIZE / 2 on 64-bit).
+  constexpr int kKeep = 32 << 20;
+  mallopt(M_MMAP_THRESHOLD, kKeep);
+  mallopt(M_TRIM_THRESHOLD, 8 * kKeep);
+}
+
 void configure_process(caf::actor_system_config& cfg, int threads) {
   register_types(cfg);
   cfg.load<caf::io::middleman>();
@@ -48,6 +59,19 @@ void configure_process(caf::actor_system_config& cfg, int threads) {
   // coordinators stopped receiving their timer and reports, and jobs could
   // not be cancelled); one shared FIFO queue keeps all actors moving.
   cfg.set("scheduler.policy", caf::atom("sharing"));
+}
+
+process_config::process_config(int threads, net::BulkOptions bulk)
+    : bulk_(std::make_unique<net::BulkChannel>(bulk)) {
+  configure_process(*this, threads);
+}
+
+process_config::~process_config() = default;
+
+net::BulkChannel* BulkChannelOf(caf::execution_unit* ctx) {
+  if (ctx == nullptr) return nullptr;
+  const auto* cfg = dynamic_cast<const process_config*>(&ctx->system().config());
+  return cfg != nullptr ? &cfg->bulk() : nullptr;
 }
 
 absl::StatusOr<std::pair<std::string, uint16_t>> ParseHostPort(std::string_view addr) {

@@ -7,9 +7,13 @@
 #include <string_view>
 #include <utility>
 
+#include <memory>
+
+#include <caf/actor_system_config.hpp>
 #include <caf/fwd.hpp>
 
 #include "absl/status/statusor.h"
+#include "dml/net/bulk.hpp"
 
 namespace dml::actors {
 
@@ -26,6 +30,35 @@ void configure_network(caf::actor_system_config& cfg);
 /// training actors rely on; `threads` 0 = one per core. Call in the
 /// actor_system_config constructor.
 void configure_process(caf::actor_system_config& cfg, int threads);
+
+/// The actor_system_config of every libdml process (runtime, dml-node,
+/// tests, benchmarks): configure_process(threads), plus the process's bulk
+/// channel (dml/net/bulk.hpp), which the wire encoders find through the
+/// actor system (BulkChannelOf). The channel always fetches what peers
+/// offer; it offers this process's own large vectors only once it serves
+/// (bulk()->Serve(host)). Owned here, so it outlives the actor system built
+/// from this config.
+class process_config : public caf::actor_system_config {
+ public:
+  explicit process_config(int threads, net::BulkOptions bulk = {});
+  ~process_config() override;
+  net::BulkChannel& bulk() const { return *bulk_; }
+
+ private:
+  std::unique_ptr<net::BulkChannel> bulk_;
+};
+
+/// The bulk channel of the actor system that runs `ctx` (a serializer's
+/// context), or null where there is none (no context, or a system not
+/// built from a process_config).
+net::BulkChannel* BulkChannelOf(caf::execution_unit* ctx);
+
+/// For libdml's own executables (dml-node, dml-train, benchmarks), never
+/// called by the embedded runtime (the host owns its allocator): keeps
+/// freed message buffers (up to glibc's 32 MiB mmap limit) in the heap
+/// instead of returning them to the kernel, so the next message's vector
+/// does not page-fault its way in again.
+void TuneAllocatorForMessages();
 
 /// "host:port" -> (host, port). Errors: InvalidArgument saying what is wrong
 /// (no colon, empty host, port not a number in [1, 65535]).

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -30,12 +31,48 @@ struct pending_pull {
   caf::typed_response_promise<dvec> promise;
 };
 
+// The range's values, shared copy-on-write with the snapshots handed to
+// pullers: K pulls of one state share one buffer, and a push copies it only
+// while a snapshot of it is still referenced (in flight or held).
+class cow_values {
+ public:
+  void assign(std::size_t n, double v) { p_ = std::make_shared<std::vector<double>>(n, v); }
+  void replace(std::vector<double> v) { p_ = std::make_shared<std::vector<double>>(std::move(v)); }
+  std::size_t size() const { return p_->size(); }
+  double operator[](std::size_t j) const { return (*p_)[j]; }
+  std::vector<double>& mut() {
+    if (p_.use_count() > 1) p_ = std::make_shared<std::vector<double>>(*p_);
+    return *p_;
+  }
+  std::shared_ptr<const std::vector<double>> share() const { return p_; }
+  // For a writer that replaces every value: w itself when no snapshot
+  // shares it, else a fresh buffer (the old one stays with the snapshot).
+  std::vector<double>& overwrite(std::size_t n) {
+    if (p_.use_count() > 1 || p_->size() != n) p_ = std::make_shared<std::vector<double>>(n);
+    return *p_;
+  }
+
+ private:
+  std::shared_ptr<std::vector<double>> p_ = std::make_shared<std::vector<double>>();
+};
+
+// One worker's push of a gathering round (sync, model-averaging), kept
+// uncopied until all K are in: its nonzeros (idx null: dense) and the
+// buffers that own them.
+struct held_push {
+  std::shared_ptr<const void> owner, owner2;
+  const uint32_t* idx = nullptr;
+  const double* x = nullptr;
+  std::size_t nnz = 0;
+};
+
 struct shard_state {
   shard_config cfg;
-  std::vector<double> w;
+  cow_values w;
   int64_t round = 0;    // sync / model-averaging: clocks completed
   int64_t applied = 0;  // gradients or deltas applied
-  std::vector<std::vector<double>> gathered;  // sync / model-averaging: per worker
+  std::vector<held_push> gathered;  // sync / model-averaging: per worker
+  std::vector<double> scratch;      // sync: the mean gradient
   std::vector<bool> arrived;
   int32_t arrivals = 0;
   std::vector<int64_t> clocks;  // pushes seen per worker
@@ -62,16 +99,18 @@ struct shard_state {
     const double step = step_at(t);
     if (lazy_l2()) {
       const double s = step / scale;
-      for (std::size_t k = 0; k < nnz; ++k) w[idx ? idx[k] : k] -= s * g[k];
+      std::vector<double>& v = w.mut();
+      for (std::size_t k = 0; k < nnz; ++k) v[idx ? idx[k] : k] -= s * g[k];
       scale /= 1.0 + step * cfg.model.lambda;
       if (scale < 1e-150) {  // fold before underflow
-        for (double& x : w) x *= scale;
+        for (double& x : v) x *= scale;
         scale = 1.0;
       }
       return caf::none;
     }
-    for (std::size_t k = 0; k < nnz; ++k) w[idx ? idx[k] : k] -= step * g[k];
-    absl::Status st = ProximalRegularizerStep(cfg.model, step, w);
+    std::vector<double>& v = w.mut();
+    for (std::size_t k = 0; k < nnz; ++k) v[idx ? idx[k] : k] -= step * g[k];
+    absl::Status st = ProximalRegularizerStep(cfg.model, step, v);
     if (!st.ok()) return bad(std::string(st.message()));
     return caf::none;
   }
@@ -90,7 +129,11 @@ struct shard_state {
   }
 
   dvec snapshot() const {
-    if (scale == 1.0) return dvec(w);
+    if (scale == 1.0) {
+      dvec out;
+      out.data = w.share();
+      return out;
+    }
     std::vector<double> out(w.size());
     for (std::size_t j = 0; j < w.size(); ++j) out[j] = value(j);
     return dvec(std::move(out));
@@ -137,8 +180,39 @@ struct shard_state {
   }
 
   // Applies one update given by its nonzeros (idx null: dense).
+  // out = mean of the K gathered pushes, summed in worker order
+  // (((x_0 + x_1) + x_2) + ...) / K, for every key. All dense: in blocks
+  // that stay in L1 (one pass over each push, one write of out).
+  void gathered_mean(std::vector<double>& out) const {
+    const std::size_t n = out.size();
+    const double inv_k = 1.0 / cfg.workers;
+    const bool dense = std::all_of(gathered.begin(), gathered.end(),
+                                   [](const held_push& g) { return g.idx == nullptr; });
+    if (dense) {
+      constexpr std::size_t kBlock = 2048;
+      for (std::size_t b = 0; b < n; b += kBlock) {
+        const std::size_t e = std::min(n, b + kBlock);
+        double* o = out.data();
+        const double* x0 = gathered[0].x;
+        for (std::size_t j = b; j < e; ++j) o[j] = x0[j];
+        for (std::size_t k = 1; k < gathered.size(); ++k) {
+          const double* xk = gathered[k].x;
+          for (std::size_t j = b; j < e; ++j) o[j] += xk[j];
+        }
+        for (std::size_t j = b; j < e; ++j) o[j] *= inv_k;
+      }
+      return;
+    }
+    std::fill(out.begin(), out.end(), 0.0);
+    for (const auto& g : gathered) {
+      for (std::size_t k = 0; k < g.nnz; ++k) out[g.idx ? g.idx[k] : k] += g.x[k];
+    }
+    for (double& v : out) v *= inv_k;
+  }
+
+  // `held` owns idx and x (kept by the gathering modes until the round ends).
   caf::error apply(int32_t worker, int64_t clock, const uint32_t* idx, const double* x,
-                   std::size_t nnz) {
+                   std::size_t nnz, held_push held) {
     clocks[worker] = std::max(clocks[worker], clock + 1);
     ++stats.updates;
     switch (cfg.mode) {
@@ -156,21 +230,23 @@ struct shard_state {
                      std::to_string(clock) + " twice");
         }
         arrived[worker] = true;
-        gathered[worker].assign(w.size(), 0.0);
-        for (std::size_t k = 0; k < nnz; ++k) gathered[worker][idx ? idx[k] : k] = x[k];
+        held.idx = idx;
+        held.x = x;
+        held.nnz = nnz;
+        gathered[worker] = std::move(held);
         if (++arrivals < cfg.workers) return caf::none;
         // All K are in: their mean, summed in worker order (deterministic).
-        std::vector<double> mean(w.size(), 0.0);
-        for (const auto& g : gathered) {
-          for (std::size_t j = 0; j < mean.size(); ++j) mean[j] += g[j];
-        }
-        const double inv_k = 1.0 / cfg.workers;
-        for (double& v : mean) v *= inv_k;
+        // Model averaging writes it over w (whose old values it replaces),
+        // sync into a scratch buffer for the step; neither allocates in
+        // steady state.
+        std::vector<double>& mean =
+            cfg.mode == Mode::kSync ? scratch : w.overwrite(static_cast<std::size_t>(size()));
+        mean.resize(static_cast<std::size_t>(size()));
+        gathered_mean(mean);
+        for (auto& g : gathered) g = held_push{};
         caf::error err;
         if (cfg.mode == Mode::kSync) {
           err = sgd_step(nullptr, mean.data(), mean.size(), static_cast<double>(round));
-        } else {
-          w = std::move(mean);
         }
         std::fill(arrived.begin(), arrived.end(), false);
         arrivals = 0;
@@ -187,7 +263,10 @@ struct shard_state {
         return err;
       }
       case Mode::kCocoa:
-        for (std::size_t k = 0; k < nnz; ++k) w[idx ? idx[k] : k] += cfg.gamma * x[k];
+      {
+        std::vector<double>& v = w.mut();
+        for (std::size_t k = 0; k < nnz; ++k) v[idx ? idx[k] : k] += cfg.gamma * x[k];
+      }
         ++applied;
         return caf::none;
       default:
@@ -215,14 +294,18 @@ parameter_shard::behavior_type shard_impl(parameter_shard::stateful_pointer<shar
           return bad("dense push of " + std::to_string(x.size()) + " values to a range of " +
                      std::to_string(st.size()));
         }
-        for (std::size_t j = 0; j < x.size(); ++j) {
+        // A decoder that checked the values as they arrived said so.
+        for (std::size_t j = 0; !x.finite && j < x.size(); ++j) {
           if (!std::isfinite((*x.data)[j])) {
             return bad("push from worker " + std::to_string(worker) + ": value at key " +
                        std::to_string(st.cfg.begin + static_cast<int64_t>(j)) + " is not finite");
           }
         }
         st.stats.bytes_in += x.bytes();
-        if (auto err = st.apply(worker, clock, nullptr, x.data->data(), x.size())) return err;
+        if (auto err = st.apply(worker, clock, nullptr, x.data->data(), x.size(),
+                                held_push{x.data, nullptr})) {
+          return err;
+        }
         return st.gathers() ? st.round : st.applied;
       },
       [self](push_atom, int32_t worker, int64_t clock, const sparse_dvec& x) -> caf::result<int64_t> {
@@ -249,7 +332,8 @@ parameter_shard::behavior_type shard_impl(parameter_shard::stateful_pointer<shar
           previous = j;
         }
         st.stats.bytes_in += x.bytes();
-        if (auto err = st.apply(worker, clock, x.index->data(), x.value->data(), x.size())) {
+        if (auto err = st.apply(worker, clock, x.index->data(), x.value->data(), x.size(),
+                                held_push{x.index, x.value})) {
           return err;
         }
         return st.gathers() ? st.round : st.applied;
@@ -301,7 +385,7 @@ parameter_shard::behavior_type shard_impl(parameter_shard::stateful_pointer<shar
                        std::to_string(st.cfg.begin + static_cast<int64_t>(j)) + " is not finite");
           }
         }
-        st.w = *values.data;
+        st.w.replace(*values.data);
         st.scale = 1.0;
         // Clocks as if every worker had pushed `clock` times: sync and
         // model-averaging wait for that round next, ssp grants from there,
@@ -313,6 +397,7 @@ parameter_shard::behavior_type shard_impl(parameter_shard::stateful_pointer<shar
         std::fill(st.clocks.begin(), st.clocks.end(), clock);
         if (st.gathers()) {
           std::fill(st.arrived.begin(), st.arrived.end(), false);
+          st.gathered.assign(st.cfg.workers, held_push{});
           st.arrivals = 0;
         }
         return st.size();
@@ -327,6 +412,7 @@ parameter_shard::behavior_type shard_impl(parameter_shard::stateful_pointer<shar
                      " values with a range of " + std::to_string(st.size()));
         }
         std::vector<double> e(x.size());
+        std::vector<double>& center = st.w.mut();
         for (std::size_t j = 0; j < e.size(); ++j) {
           const double xj = (*x.data)[j];
           if (!std::isfinite(xj)) {
@@ -334,8 +420,8 @@ parameter_shard::behavior_type shard_impl(parameter_shard::stateful_pointer<shar
                        ": value at key " + std::to_string(st.cfg.begin + static_cast<int64_t>(j)) +
                        " is not finite");
           }
-          e[j] = st.cfg.easgd_alpha * (xj - st.w[j]);
-          st.w[j] += e[j];
+          e[j] = st.cfg.easgd_alpha * (xj - center[j]);
+          center[j] += e[j];
         }
         ++st.stats.updates;
         ++st.applied;

@@ -84,10 +84,6 @@ std::vector<job_progress> job::poll() {
 
 namespace {
 
-struct runtime_config : caf::actor_system_config {
-  explicit runtime_config(const runtime_options& o) { actors::configure_process(*this, o.threads); }
-};
-
 absl::Status Invalid(std::string_view field, std::string what) {
   return absl::InvalidArgumentError(absl::StrCat("job_spec.", AsAbsl(field), ": ", what));
 }
@@ -167,13 +163,28 @@ absl::Status ValidateSpec(const job_spec& s) {
 }  // namespace
 
 struct runtime::impl {
-  explicit impl(const runtime_options& o) : cfg(o), sys(cfg) {}
-  runtime_config cfg;
+  explicit impl(const runtime_options& o) : options(o), cfg(o.threads), sys(cfg) {}
+  runtime_options options;
+  actors::process_config cfg;
   caf::actor_system sys;
   std::mutex mu;
   std::vector<std::weak_ptr<detail::job_state>> jobs;
   // Node connections by "host:port", reused across jobs.
   std::map<std::string, actors::node_actor> nodes;
+
+  // The first job on nodes starts this process's bulk channel (its large
+  // vectors then travel beside CAF), on the address this machine uses to
+  // reach that node. Failing to serve is no error: vectors stay inline.
+  absl::Status serve_bulk(const std::string& host, uint16_t port) {
+    if (!options.bulk || cfg.bulk().serving()) return absl::OkStatus();
+    auto local = net::LocalAddressFor(host, port);
+    if (!local.ok()) {
+      return absl::UnavailableError(absl::StrCat("no route to node ", host, ":", port, ": ",
+                                                 local.status().message()));
+    }
+    (void)cfg.bulk().Serve(*local);
+    return absl::OkStatus();
+  }
 
   absl::StatusOr<std::vector<actors::node_actor>> connect(const std::vector<std::string>& addrs) {
     std::vector<actors::node_actor> out;
@@ -188,6 +199,7 @@ struct runtime::impl {
       }
       auto hp = actors::ParseHostPort(addrs[i]);
       if (!hp.ok()) return Invalid(absl::StrCat("nodes[", i, "]"), std::string(hp.status().message()));
+      if (auto s = serve_bulk(hp->first, hp->second); !s.ok()) return s;
       auto node = sys.middleman().remote_actor<actors::node_actor>(hp->first, hp->second);
       if (!node) {
         return absl::UnavailableError(absl::StrCat("job_spec.nodes[", i, "] (", addrs[i],

@@ -21,10 +21,14 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "dml/actors/network.hpp"
+#include "dml/net/bulk.hpp"
 #include "dml/net/envelope.hpp"
 #include "dml/util/status.hpp"
 
@@ -643,12 +647,72 @@ absl::Status FromWireImpl(std::string_view bytes, T* out, const net::DecodeLimit
 
 // ------------------------------------------------------------ CAF glue
 
+// The values a BulkVector envelope stands for, fetched from its sender over
+// `bulk`. Errors: the decoder's ("expected payload kind 'vector'..." when it
+// is no BulkVector), InvalidArgument for a bad reference, the fetch's.
+absl::StatusOr<net::BulkValues> FetchBulkVector(std::string_view bytes, net::BulkChannel& bulk) {
+  auto r = DecodeEnvelope<net::BulkRef>(
+      bytes, net::DecodeLimits{}, wire::Envelope::BULK_VECTOR,
+      [](wire::Envelope::Reader env) -> absl::StatusOr<net::BulkRef> {
+        auto b = env.getBulkVector();
+        return net::BulkRef{FromText(b.getHost()), b.getPort(), FromText(b.getLocal()),
+                            b.getTicket(), b.getCount()};
+      });
+  if (!r.ok()) return r.status();
+  if (r->host.empty() || r->host.size() > 255) {
+    return Invalid("BulkVector.host", absl::StrCat("length ", r->host.size(), " not in [1, 255]"));
+  }
+  if (r->local.size() > 100) {
+    return Invalid("BulkVector.local", absl::StrCat("length ", r->local.size(), " above 100"));
+  }
+  if (r->port == 0) return Invalid("BulkVector.port", "zero");
+  if (r->count > kMaxVectorEntries) {
+    return Invalid("BulkVector.count", absl::StrCat(r->count, " entries exceed the limit of ",
+                                                    kMaxVectorEntries));
+  }
+  return bulk.Fetch(*r);
+}
+
+// A large dvec leaves through the sending system's bulk channel, where it
+// serves: only a BulkVector reference enters the CAF message. Returns
+// whether it did.
+bool WantsBulk(const dvec& x, net::BulkChannel* bulk) {
+  return bulk != nullptr && static_cast<std::size_t>(x.bytes()) >= net::kBulkMinBytes &&
+         Check(x).ok();
+}
+template <class T>
+bool WantsBulk(const T&, net::BulkChannel*) {
+  return false;
+}
+bool BuildBulk(const dvec& x, net::BulkChannel* bulk, capnp::MallocMessageBuilder& builder) {
+  if (!WantsBulk(x, bulk)) return false;
+  auto ref = bulk->Offer(x.data, x.data->data(), x.size());
+  if (!ref) return false;  // not serving, or too much waits already
+  auto b = Root(builder).initBulkVector();
+  b.setHost(ref->host);
+  b.setPort(ref->port);
+  b.setLocal(ref->local);
+  b.setTicket(ref->ticket);
+  b.setCount(ref->count);
+  return true;
+}
+template <class T>
+bool BuildBulk(const T&, net::BulkChannel*, capnp::MallocMessageBuilder&) {
+  return false;
+}
+
 // Writes x's Envelope as CAF's sequence length + one raw block per segment
-// table and segment: the bytes equal ToWire(x).
+// table and segment: the bytes equal ToWire(x) (or, for a large dvec, a
+// BulkVector reference to it).
 template <class T>
 caf::error WriteEnvelope(caf::serializer& f, const T& x) {
-  auto builder = MakeBuilder(WordsOf(x));
-  if (auto s = BuildChecked(x, builder); !s.ok()) {
+  net::BulkChannel* bulk = BulkChannelOf(f.context());
+  // Sized for the reference when one is likely, else for the whole payload
+  // (one contiguous segment); a refused offer only costs extra segments.
+  auto builder = MakeBuilder(WantsBulk(x, bulk) ? 16 : WordsOf(x));
+  if (BuildBulk(x, bulk, builder)) {
+    // the reference is built
+  } else if (auto s = BuildChecked(x, builder); !s.ok()) {
     return caf::make_error(caf::sec::invalid_argument, std::string(s.message()));
   }
   auto segments = builder.getSegmentsForOutput();
@@ -696,7 +760,25 @@ caf::error ReadEnvelope(caf::deserializer& f, T& x) {
   }
   if (auto err = f.end_sequence()) return err;
   T value;
-  auto s = FromWire(std::string_view(reinterpret_cast<const char*>(words.get()), n), &value);
+  const std::string_view bytes(reinterpret_cast<const char*>(words.get()), n);
+  auto s = FromWire(bytes, &value);
+  if constexpr (std::is_same_v<T, dvec>) {
+    // Not a Vector: maybe a reference to one on the sender's bulk channel
+    // (fetched only inside a CAF message of a system that has a channel).
+    net::BulkChannel* bulk = BulkChannelOf(f.context());
+    if (!s.ok() && bulk != nullptr) {
+      auto fetched = FetchBulkVector(bytes, *bulk);
+      const bool not_bulk = fetched.status().code() == absl::StatusCode::kInvalidArgument &&
+                            absl::StartsWith(fetched.status().message(), "expected ");
+      if (!not_bulk) {
+        s = fetched.status();
+        if (fetched.ok()) {
+          value.data = std::move(fetched->values);
+          value.finite = fetched->finite;
+        }
+      }
+    }
+  }
   if (!s.ok()) {
     x = T{};
     x.wire_error = std::string(s.message());

@@ -55,6 +55,7 @@ struct Envelope {
     modelFile @15 :ModelFile;
     int64List @16 :Int64List;
     nodeInfo @17 :NodeInfo;
+    bulkVector @18 :BulkVector;
   }
 }
 
@@ -233,6 +234,21 @@ struct NodeInfo {
   name @0 :Text;
   pid @1 :Int64;
   actors @2 :Int32;   # actors it hosts now
+}
+
+struct BulkVector {
+  # Stands for a `Vector` too large to copy through CAF's middleman: its
+  # `count` little-endian float64 values wait at the sender's bulk channel
+  # until the receiver fetches them, once, by `ticket` (byte protocol in
+  # net/dml/net/bulk.hpp). Valid only inside a CAF message between processes
+  # where a `Vector` is expected; never in files; expires after 60 s.
+  host @0 :Text;      # the sender's TCP bulk endpoint: address or name, 1..255 bytes
+  port @1 :UInt16;    # non-zero
+  ticket @2 :UInt64;  # random, single use
+  count @3 :UInt64;   # entries; at most 2^28
+  local @4 :Text;     # the sender's abstract Unix socket name, 0..100 bytes;
+                      # receivers on the same machine fetch there (single
+                      # copy), others use host:port. Empty: TCP only.
 }
 
 struct SparseVector {

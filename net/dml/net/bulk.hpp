@@ -1,0 +1,138 @@
+#pragma once
+// The bulk channel: large dense vectors of actor messages between processes
+// travel beside CAF's middleman instead of through it. CAF 0.17 copies a
+// message's bytes several times on each side (~1.3 GB/s on loopback at
+// best); here the receiver takes the sender's buffer in one pass.
+//
+// How: the sender Offers the vector's shared buffer to its process's
+// BulkChannel and puts a wire.capnp BulkVector (a BulkRef) into the CAF
+// message instead of the values. The receiver's decoder Fetches it once:
+//   - from a process on the same machine (its abstract Unix socket
+//     answers, in this network namespace): single copy, process_vm_readv
+//     straight from the sender's buffer, as MPI's shared-memory transport
+//     does (CMA); where the kernel refuses that (no ptrace rights, seccomp),
+//     the bytes stream over the Unix socket;
+//   - otherwise over TCP from the sender's host:port.
+// Values are checked finite chunk by chunk as they land (in cache), so the
+// receiving handler need not read them again for that.
+// An offer nobody fetches is dropped after kBulkTtl; offers beyond
+// kBulkMaxPendingBytes are refused (the vector then stays inline).
+//
+// Byte protocol v2 (little-endian; a connection carries many exchanges):
+//   request  16 bytes: u32 magic "DMLB" (0x424c4d44), u16 version (2),
+//            u16 op, u64 ticket
+//     op 1 SEND: answer the header, then (status ok) the bytes
+//     op 2 MAP (Unix socket only): answer the header with the buffer's
+//          address in the sender; the offer is held until op 3
+//     op 3 RELEASE: drop the mapped offer; no answer
+//   response 32 bytes: u32 magic, u32 status (0 ok, 1 unknown or expired
+//            ticket, 2 op not allowed here), u64 ticket, u64 byte count,
+//            u64 address (MAP only, else 0)
+//
+// Thread-safety: every member of BulkChannel may be called from any thread.
+// Errors are absl::Status values that name the peer and the ticket.
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace dml::net {
+
+/// Vectors below this many bytes stay inline in the CAF message: a fetch
+/// costs a round trip, which only pays off once copies dominate.
+inline constexpr std::size_t kBulkMinBytes = std::size_t{256} << 10;
+/// How long an offer waits for its fetch.
+inline constexpr std::chrono::seconds kBulkTtl{60};
+/// A fetch (or a held MAP) that stalls this long fails: no hang on a hung peer.
+inline constexpr std::chrono::seconds kBulkIoTimeout{20};
+/// Offers beyond this many bytes waiting are refused (memory bound when
+/// receivers die before fetching).
+inline constexpr std::size_t kBulkMaxPendingBytes = std::size_t{2} << 30;
+
+/// Where an offered vector waits (what a wire.capnp BulkVector carries).
+struct BulkRef {
+  std::string host;   ///< the sender's TCP endpoint (address or name)
+  uint16_t port = 0;
+  std::string local;  ///< the sender's abstract Unix socket name; "" = none
+  uint64_t ticket = 0;
+  uint64_t count = 0;  ///< doubles
+};
+
+/// A fetched vector. Its buffer returns to the channel's pool when the
+/// last reference goes (the next fetch of that length reuses it), or is
+/// freed if the channel is gone.
+struct BulkValues {
+  std::shared_ptr<const std::vector<double>> values;
+  /// Every value was checked finite while it arrived.
+  bool finite = false;
+};
+
+struct BulkOptions {
+  /// Fetch from processes on this machine through their Unix socket (single
+  /// copy where the kernel allows it). Off: always TCP (benchmarks of the
+  /// cross-machine path).
+  bool same_host = true;
+};
+
+/// Counters of one channel (tests, metrics).
+struct BulkStats {
+  uint64_t offers = 0;          ///< offers taken
+  uint64_t refused_offers = 0;  ///< offers refused (over kBulkMaxPendingBytes)
+  uint64_t fetches = 0;         ///< successful fetches, all paths
+  uint64_t single_copy = 0;     ///< ... of which process_vm_readv
+  uint64_t unix_stream = 0;     ///< ... of which streamed over the Unix socket
+  uint64_t bytes = 0;           ///< bytes fetched
+};
+
+class BulkChannel {
+ public:
+  explicit BulkChannel(BulkOptions options = {});
+  /// Stops serving: closes the listeners and every connection, joins the
+  /// threads; unfetched offers are dropped (their fetches fail NotFound or
+  /// Unavailable).
+  ~BulkChannel();
+  BulkChannel(const BulkChannel&) = delete;
+  BulkChannel& operator=(const BulkChannel&) = delete;
+
+  /// Starts serving offers: TCP on host:port (0 = a free port) and, with
+  /// same_host, an abstract Unix socket. Errors: the address cannot be
+  /// bound, or the channel serves already.
+  absl::Status Serve(const std::string& host, uint16_t port = 0);
+  bool serving() const;
+  std::string host() const;
+  uint16_t port() const;
+
+  /// Keeps `owner` alive until the `count` doubles at `data` (inside it)
+  /// are fetched once, or kBulkTtl passes, and returns their reference.
+  /// nullopt when the channel does not serve or too many bytes wait.
+  std::optional<BulkRef> Offer(std::shared_ptr<const void> owner, const double* data,
+                               std::size_t count);
+  /// Offers not fetched yet.
+  std::size_t pending() const;
+
+  /// Fetches `ref` (same-host path first where possible). Connections are
+  /// pooled per peer. Errors: Unavailable (connect, I/O, timeout),
+  /// NotFound (the peer does not hold the ticket), DataLoss (a reply that
+  /// breaks the protocol or announces another size).
+  absl::StatusOr<BulkValues> Fetch(const BulkRef& ref);
+
+  BulkStats stats() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+/// The local address this machine uses to reach host:port (no packet is
+/// sent): what a process tells peers to fetch its offers from. Errors:
+/// the host does not resolve or has no route.
+absl::StatusOr<std::string> LocalAddressFor(const std::string& host, uint16_t port);
+
+}  // namespace dml::net

@@ -1,0 +1,390 @@
+// The bulk channel (dml/net/bulk.hpp): its byte protocol and both fetch
+// paths (TCP; same machine: single copy), its errors and limits, and the
+// dvec encoding that uses it inside CAF messages.
+#define BOOST_TEST_MODULE actors_bulk
+#include <boost/test/unit_test.hpp>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+#include <algorithm>
+#include <limits>
+#include <sstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <caf/actor_system.hpp>
+#include <caf/binary_deserializer.hpp>
+#include <caf/binary_serializer.hpp>
+
+#include "dml/actors/messages.hpp"
+#include "dml/actors/network.hpp"
+#include "dml/net/bulk.hpp"
+
+namespace {
+
+using dml::net::BulkChannel;
+using dml::net::BulkOptions;
+using dml::net::BulkRef;
+
+std::vector<double> Ramp(std::size_t n) {
+  std::vector<double> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = 0.25 * static_cast<double>(i) - 3.0;
+  return v;
+}
+
+std::unique_ptr<BulkChannel> Serving(BulkOptions o = {}) {
+  auto c = std::make_unique<BulkChannel>(o);
+  auto s = c->Serve("127.0.0.1");
+  BOOST_REQUIRE_MESSAGE(s.ok(), s.ToString());
+  return c;
+}
+
+BulkRef OfferVector(BulkChannel& c, const std::vector<double>& v) {
+  auto owner = std::make_shared<std::vector<double>>(v);
+  auto ref = c.Offer(owner, owner->data(), owner->size());
+  BOOST_REQUIRE(ref.has_value());
+  return *ref;
+}
+
+bool SameBytes(const std::vector<double>& a, const std::vector<double>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0;
+}
+
+// Raw TCP connection to the channel's port (for protocol tests).
+int RawConnect(uint16_t port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  BOOST_REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
+  return fd;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(tcp_fetch_returns_the_offered_bytes_once) {
+  auto server = Serving();
+  BulkChannel client(BulkOptions{/*same_host=*/false});
+  const auto v = Ramp(300000);
+  const BulkRef ref = OfferVector(*server, v);
+  BOOST_TEST(ref.host == "127.0.0.1");
+  BOOST_TEST(ref.port == server->port());
+  BOOST_TEST(!ref.local.empty());  // the server has a Unix socket; this client ignores it
+  BOOST_TEST(ref.count == v.size());
+  BOOST_TEST(server->pending() == 1u);
+  auto got = client.Fetch(ref);
+  BOOST_REQUIRE_MESSAGE(got.ok(), got.status().ToString());
+  BOOST_TEST(SameBytes(*got->values, v));
+  BOOST_TEST(got->finite);
+  BOOST_TEST(server->pending() == 0u);
+  BOOST_TEST(client.stats().fetches == 1u);
+  BOOST_TEST(client.stats().single_copy == 0u);
+  BOOST_TEST(client.stats().unix_stream == 0u);
+  BOOST_TEST(client.stats().bytes == v.size() * sizeof(double));
+
+  // The same ticket again (over the pooled connection): gone.
+  auto again = client.Fetch(ref);
+  BOOST_TEST((again.status().code() == absl::StatusCode::kNotFound));
+  BOOST_TEST(std::string(again.status().message()) ==
+                 "bulk: 127.0.0.1:" + std::to_string(server->port()) + " holds no ticket " +
+                     std::to_string(ref.ticket) + " (fetched already or expired)",
+             again.status().message());
+
+  // Many fetches over the pooled connection, in any order.
+  std::vector<BulkRef> refs;
+  for (int k = 0; k < 20; ++k) refs.push_back(OfferVector(*server, Ramp(1000 + k)));
+  for (int k = 19; k >= 0; --k) {
+    auto r = client.Fetch(refs[k]);
+    BOOST_REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+    BOOST_TEST(r->values->size() == 1000u + k);
+    BOOST_TEST(r->values->back() == 0.25 * (999 + k) - 3.0);
+  }
+  BOOST_TEST(client.stats().fetches == 21u);
+}
+
+BOOST_AUTO_TEST_CASE(same_host_fetch_is_a_single_copy_and_checks_finiteness) {
+  auto server = Serving();
+  BulkChannel client;  // same_host on
+  const auto v = Ramp(100001);  // not a whole number of chunks
+  auto got = client.Fetch(OfferVector(*server, v));
+  BOOST_REQUIRE_MESSAGE(got.ok(), got.status().ToString());
+  BOOST_TEST(SameBytes(*got->values, v));
+  BOOST_TEST(got->finite);
+  BOOST_TEST(client.stats().single_copy == 1u);
+  BOOST_TEST(server->pending() == 0u);
+
+  // Non-finite values arrive bit for bit, flagged as not all finite (the
+  // receiving handler then names the key).
+  for (double bad : {std::numeric_limits<double>::quiet_NaN(),
+                     -std::numeric_limits<double>::infinity()}) {
+    auto w = Ramp(70000);
+    w[65537] = bad;
+    auto r = client.Fetch(OfferVector(*server, w));
+    BOOST_REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+    BOOST_TEST(SameBytes(*r->values, w));
+    BOOST_TEST(!r->finite);
+  }
+  BOOST_TEST(client.stats().single_copy == 3u);
+  // The mapped buffers were released: nothing waits.
+  BOOST_TEST(server->pending() == 0u);
+
+  // A received buffer comes back to the channel when dropped; the next
+  // fetch of the same length (single copy or stream) overwrites it whole.
+  BulkChannel tcp_client(BulkOptions{false});
+  for (BulkChannel* c : {&client, &tcp_client}) {
+    const double* first = nullptr;
+    {
+      auto a = c->Fetch(OfferVector(*server, Ramp(50000)));
+      BOOST_REQUIRE(a.ok());
+      first = a->values->data();
+    }
+    std::vector<double> other(50000);
+    for (std::size_t i = 0; i < other.size(); ++i) other[i] = -static_cast<double>(i);
+    auto b = c->Fetch(OfferVector(*server, other));
+    BOOST_REQUIRE(b.ok());
+    BOOST_TEST(b->values->data() == first);
+    BOOST_TEST(SameBytes(*b->values, other));
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_process_on_the_same_machine_is_read_in_place) {
+  int to_parent[2], to_child[2];
+  BOOST_REQUIRE(::pipe(to_parent) == 0 && ::pipe(to_child) == 0);
+  const std::size_t n = 500000;
+  const pid_t pid = ::fork();
+  BOOST_REQUIRE(pid >= 0);
+  if (pid == 0) {
+    // The sender: two offers, their references to the parent, then wait.
+    BulkChannel c;
+    if (!c.Serve("127.0.0.1").ok()) ::_exit(3);
+    auto owner = std::make_shared<std::vector<double>>(Ramp(n));
+    for (int k = 0; k < 2; ++k) {
+      auto ref = c.Offer(owner, owner->data(), n);
+      if (!ref) ::_exit(4);
+      const std::string line = ref->local + " " + std::to_string(ref->port) + " " +
+                               std::to_string(ref->ticket) + "\n";
+      if (::write(to_parent[1], line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
+        ::_exit(5);
+      }
+    }
+    char done = 0;
+    (void)!::read(to_child[0], &done, 1);
+    ::_exit(c.pending() == 0 ? 0 : 6);
+  }
+  std::string text;
+  char buf[256];
+  while (std::count(text.begin(), text.end(), '\n') < 2) {
+    const ssize_t r = ::read(to_parent[0], buf, sizeof(buf));
+    BOOST_REQUIRE(r > 0);
+    text.append(buf, static_cast<std::size_t>(r));
+  }
+  std::vector<BulkRef> refs(2);
+  std::istringstream in(text);
+  for (auto& ref : refs) {
+    in >> ref.local >> ref.port >> ref.ticket;
+    ref.host = "127.0.0.1";
+    ref.count = n;
+  }
+  BulkChannel same_host;
+  auto a = same_host.Fetch(refs[0]);
+  BOOST_REQUIRE_MESSAGE(a.ok(), a.status().ToString());
+  BOOST_TEST(SameBytes(*a->values, Ramp(n)));
+  BOOST_TEST(same_host.stats().single_copy == 1u);
+  BulkChannel tcp_only(BulkOptions{false});
+  auto b = tcp_only.Fetch(refs[1]);
+  BOOST_REQUIRE_MESSAGE(b.ok(), b.status().ToString());
+  BOOST_TEST(SameBytes(*b->values, Ramp(n)));
+  BOOST_TEST(tcp_only.stats().single_copy == 0u);
+  BOOST_REQUIRE(::write(to_child[1], "x", 1) == 1);
+  int status = 0;
+  BOOST_REQUIRE(::waitpid(pid, &status, 0) == pid);
+  BOOST_TEST(WIFEXITED(status));
+  BOOST_TEST(WEXITSTATUS(status) == 0);  // the sender holds nothing any more
+}
+
+BOOST_AUTO_TEST_CASE(a_size_other_than_announced_is_data_loss) {
+  auto server = Serving();
+  for (bool same_host : {false, true}) {
+    BulkChannel client(BulkOptions{same_host});
+    BulkRef ref = OfferVector(*server, Ramp(100));
+    ref.count = 101;
+    auto r = client.Fetch(ref);
+    BOOST_TEST((r.status().code() == absl::StatusCode::kDataLoss));
+    BOOST_TEST(std::string(r.status().message()).find("sent 800 bytes (status 0) for ticket") !=
+                   std::string::npos,
+               r.status().message());
+    BOOST_TEST(std::string(r.status().message()).find("announced 101 doubles") !=
+               std::string::npos);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(an_unreachable_peer_is_unavailable) {
+  BulkRef ref;
+  {
+    auto s = Serving();
+    ref = OfferVector(*s, Ramp(10));
+  }  // closed: nobody listens there now, neither on TCP nor on the Unix socket
+  BulkChannel client;
+  auto r = client.Fetch(ref);
+  BOOST_TEST((r.status().code() == absl::StatusCode::kUnavailable));
+  BOOST_TEST(std::string(r.status().message()) ==
+                 "bulk: cannot connect to 127.0.0.1:" + std::to_string(ref.port) +
+                     ": Connection refused",
+             r.status().message());
+}
+
+BOOST_AUTO_TEST_CASE(a_peer_speaking_another_protocol_is_hung_up_on_and_others_are_served) {
+  auto server = Serving();
+  const int fd = RawConnect(server->port());
+  const char junk[16] = "GET / HTTP/1.0\n";
+  BOOST_REQUIRE(::send(fd, junk, sizeof(junk), 0) == 16);
+  char c = 0;
+  BOOST_TEST(::recv(fd, &c, 1, 0) == 0);  // closed without an answer
+  ::close(fd);
+  BulkChannel client;
+  auto r = client.Fetch(OfferVector(*server, Ramp(10)));
+  BOOST_REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+  BOOST_TEST((*r->values)[9] == 0.25 * 9 - 3.0);
+}
+
+BOOST_AUTO_TEST_CASE(map_is_refused_over_tcp) {
+  // A MAP (op 2) hands out an address in the sender: only over the Unix
+  // socket, whose peer is on this machine. Over TCP the answer is status 2
+  // and the offer stays.
+  auto server = Serving();
+  const BulkRef ref = OfferVector(*server, Ramp(10));
+  const int fd = RawConnect(server->port());
+  unsigned char req[16] = {0x44, 0x4d, 0x4c, 0x42, 2, 0, 2, 0};
+  std::memcpy(req + 8, &ref.ticket, 8);
+  BOOST_REQUIRE(::send(fd, req, sizeof(req), 0) == 16);
+  unsigned char resp[32];
+  std::size_t got = 0;
+  while (got < sizeof(resp)) {
+    const ssize_t r = ::recv(fd, resp + got, sizeof(resp) - got, 0);
+    BOOST_REQUIRE(r > 0);
+    got += static_cast<std::size_t>(r);
+  }
+  uint32_t magic, status;
+  uint64_t ticket, bytes, address;
+  std::memcpy(&magic, resp, 4);
+  std::memcpy(&status, resp + 4, 4);
+  std::memcpy(&ticket, resp + 8, 8);
+  std::memcpy(&bytes, resp + 16, 8);
+  std::memcpy(&address, resp + 24, 8);
+  BOOST_TEST(magic == 0x424c4d44u);
+  BOOST_TEST(status == 2u);
+  BOOST_TEST(ticket == ref.ticket);
+  BOOST_TEST(bytes == 0u);
+  BOOST_TEST(address == 0u);
+  ::close(fd);
+  BOOST_TEST(server->pending() == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(offers_are_bounded) {
+  BulkChannel idle;
+  auto owner = std::make_shared<std::vector<double>>(Ramp(10));
+  BOOST_TEST(!idle.Offer(owner, owner->data(), 10).has_value());  // not serving
+  auto server = Serving();
+  // The limit counts announced bytes; an offer is never read before a fetch.
+  const std::size_t limit = dml::net::kBulkMaxPendingBytes / sizeof(double);
+  BOOST_TEST(server->Offer(owner, owner->data(), limit - 10).has_value());
+  BOOST_TEST(!server->Offer(owner, owner->data(), 11).has_value());
+  BOOST_TEST(server->Offer(owner, owner->data(), 10).has_value());
+  BOOST_TEST(server->stats().refused_offers == 1u);
+  BOOST_TEST(server->stats().offers == 2u);
+  auto second = server->Serve("127.0.0.1");
+  BOOST_TEST((second.code() == absl::StatusCode::kFailedPrecondition));
+}
+
+BOOST_AUTO_TEST_CASE(local_address_for_a_loopback_peer) {
+  auto a = dml::net::LocalAddressFor("127.0.0.1", 4242);
+  BOOST_REQUIRE_MESSAGE(a.ok(), a.status().ToString());
+  BOOST_TEST(*a == "127.0.0.1");
+  auto bad = dml::net::LocalAddressFor("no-such-host.invalid", 1);
+  BOOST_TEST((bad.status().code() == absl::StatusCode::kUnavailable));
+}
+
+// The CAF encoding: a large dvec becomes a BulkVector reference that the
+// decoder resolves; a small one stays inline; a dead reference becomes the
+// payload's wire_error (answered to the sender as an error), not a crash.
+BOOST_AUTO_TEST_CASE(large_dvecs_travel_by_reference_inside_caf_messages) {
+  dml::actors::process_config cfg(1);
+  caf::actor_system sys(cfg);
+  BulkChannel& bulk = cfg.bulk();
+  // Not serving yet: every vector inline.
+  const std::size_t big = dml::net::kBulkMinBytes / sizeof(double);
+  {
+    dml::actors::dvec x(Ramp(big));
+    std::vector<char> buf;
+    caf::binary_serializer sink(sys, buf);
+    BOOST_REQUIRE(!inspect(sink, x));
+    BOOST_TEST(buf.size() > big * sizeof(double));
+  }
+  BOOST_REQUIRE(bulk.Serve("127.0.0.1").ok());
+  for (std::size_t n : {big - 1, big, 4 * big}) {
+    dml::actors::dvec x(Ramp(n));
+    std::vector<char> buf;
+    caf::binary_serializer sink(sys, buf);
+    BOOST_REQUIRE(!inspect(sink, x));
+    const bool by_reference = n >= big;
+    BOOST_TEST(bulk.pending() == (by_reference ? 1u : 0u), "n = " << n);
+    // Inline: the values themselves; by reference: a few dozen bytes.
+    if (by_reference) {
+      BOOST_TEST(buf.size() < 160u);
+    } else {
+      BOOST_TEST(buf.size() > n * sizeof(double));
+    }
+    dml::actors::dvec y;
+    caf::binary_deserializer source(sys, buf);
+    BOOST_REQUIRE(!inspect(source, y));
+    BOOST_TEST(y.wire_error.empty(), y.wire_error);
+    BOOST_REQUIRE_EQUAL(y.size(), n);
+    BOOST_TEST(std::memcmp(y.data->data(), x.data->data(), n * sizeof(double)) == 0);
+    BOOST_TEST(y.finite == by_reference);  // checked as it arrived
+    BOOST_TEST(bulk.pending() == 0u);
+  }
+  // The same reference twice: the sender no longer holds it.
+  dml::actors::dvec x(Ramp(big));
+  std::vector<char> buf;
+  caf::binary_serializer sink(sys, buf);
+  BOOST_REQUIRE(!inspect(sink, x));
+  for (int k = 0; k < 2; ++k) {
+    dml::actors::dvec y;
+    caf::binary_deserializer source(sys, buf);
+    BOOST_REQUIRE(!inspect(source, y));
+    if (k == 0) {
+      BOOST_TEST(y.wire_error.empty(), y.wire_error);
+    } else {
+      BOOST_TEST(y.size() == 0u);
+      BOOST_TEST(y.wire_error.find("holds no ticket") != std::string::npos, y.wire_error);
+    }
+  }
+  // A reference to a sender that is gone: another actor system's channel.
+  std::vector<char> b2;
+  uint16_t dead_port = 0;
+  {
+    dml::actors::process_config cfg2(1);
+    caf::actor_system sys2(cfg2);
+    BOOST_REQUIRE(cfg2.bulk().Serve("127.0.0.1").ok());
+    dead_port = cfg2.bulk().port();
+    dml::actors::dvec z(Ramp(big));
+    caf::binary_serializer s2(sys2, b2);
+    BOOST_REQUIRE(!inspect(s2, z));
+    BOOST_TEST(cfg2.bulk().pending() == 1u);
+  }
+  dml::actors::dvec w;
+  caf::binary_deserializer source2(sys, b2);
+  BOOST_REQUIRE(!inspect(source2, w));
+  BOOST_TEST(w.size() == 0u);
+  BOOST_TEST(w.wire_error == "bulk: cannot connect to 127.0.0.1:" + std::to_string(dead_port) +
+                                 ": Connection refused",
+             w.wire_error);
+}
