@@ -332,7 +332,8 @@ int AllreduceMember(const std::map<std::string, std::string>& flags) {
   if (paths.size() != 1) return 2;
   std::vector<int64_t> bounds(procs + 1);
   for (int s = 0; s <= procs; ++s) bounds[s] = n * s / procs;
-  dml::actors::process_config cfg(2, dml::net::BulkOptions{paths[0].same_host});
+  dml::actors::process_config cfg(std::stoi(Get(flags, "threads", "2")),
+                                 dml::net::BulkOptions{paths[0].same_host});
   if (paths[0].bulk && !cfg.bulk().Serve("127.0.0.1").ok()) return 1;
   caf::actor_system sys(cfg);
   dml::actors::shard_config sc;
@@ -372,7 +373,11 @@ int AllreduceMember(const std::map<std::string, std::string>& flags) {
     }
   }
   caf::scoped_actor self{sys};
+  // --concat=1: every iteration copies the P pulled ranges into one vector
+  // (MPI's output form); 0: the result stays as the P ranges a pull returns.
+  const bool concat = Get(flags, "concat", "1") != "0";
   std::vector<double> mine(static_cast<size_t>(n), 1.0 + rank), sum(static_cast<size_t>(n));
+  std::vector<dml::actors::dvec> pieces(procs);
   std::vector<dml::actors::dvec> parts;
   for (int s = 0; s < procs; ++s) {
     parts.emplace_back(std::vector<double>(mine.begin() + bounds[s], mine.begin() + bounds[s + 1]));
@@ -396,7 +401,10 @@ int AllreduceMember(const std::map<std::string, std::string>& flags) {
     for (int s = 0; s < procs; ++s) {
       pulls[s].receive(
               [&](const dml::actors::dvec& v) {
-                std::copy(v.view().begin(), v.view().end(), sum.begin() + bounds[s]);
+                if (concat) {
+                  std::copy(v.view().begin(), v.view().end(), sum.begin() + bounds[s]);
+                }
+                pieces[s] = v;
               },
               [&](caf::error& e) {
                 std::fprintf(stderr, "rank %d: %s\n", rank, sys.render(e).c_str());
@@ -407,11 +415,20 @@ int AllreduceMember(const std::map<std::string, std::string>& flags) {
     for (int s = 0; s < procs; ++s) self->receive([](int64_t) {}, [](caf::error&) {});
     if (it >= 2) per_iter.push_back(Since(t));
   }
-  // The shards keep the mean: sum = mean * P. Check it.
+  // The shards keep the mean: sum = mean * P. Check every value of the
+  // last iteration's result (the pieces, and the concatenation if made).
   const double expect = (procs * (procs + 1) / 2.0) / procs;
-  if (ok && std::abs(sum[0] - expect) > 1e-12) {
-    std::fprintf(stderr, "rank %d: wrong result %g, expected %g\n", rank, sum[0], expect);
-    ok = false;
+  for (int s = 0; ok && s < procs; ++s) {
+    const auto v = pieces[s].view();
+    if (static_cast<int64_t>(v.size()) != bounds[s + 1] - bounds[s]) ok = false;
+    for (std::size_t j = 0; ok && j < v.size(); ++j) {
+      if (std::abs(v[j] - expect) > 1e-12 ||
+          (concat && sum[static_cast<std::size_t>(bounds[s]) + j] != v[j])) {
+        std::fprintf(stderr, "rank %d: wrong result %g at %lld, expected %g\n", rank, v[j],
+                     static_cast<long long>(bounds[s] + static_cast<int64_t>(j)), expect);
+        ok = false;
+      }
+    }
   }
   FILE* out = std::fopen((dir + "/time" + std::to_string(rank)).c_str(), "w");
   std::fprintf(out, "%.9f\n", ok ? Median(per_iter) : -1.0);
@@ -427,6 +444,7 @@ int AllreducePath(const std::map<std::string, std::string>& flags, const std::st
   const int procs = std::stoi(Get(flags, "procs", "4"));
   const std::string bytes = Get(flags, "bytes", "8388608");
   const std::string iters = Get(flags, "iters", "20");
+  const std::string concat = Get(flags, "concat", "1");
   char tmpl[] = "/tmp/dml-allreduce-XXXXXX";
   const std::string dir = ::mkdtemp(tmpl);
   std::string self_exe = dml::LocalCluster::NodeBinaryNextToSelf();
@@ -438,7 +456,8 @@ int AllreducePath(const std::map<std::string, std::string>& flags, const std::st
       std::vector<std::string> args = {self_exe, "--what=allreduce-member",
                                        "--rank=" + std::to_string(r),
                                        "--procs=" + std::to_string(procs), "--bytes=" + bytes,
-                                       "--iters=" + iters, "--dir=" + dir, "--path=" + path};
+                                       "--iters=" + iters, "--dir=" + dir, "--path=" + path,
+                                       "--concat=" + concat, "--threads=" + Get(flags, "threads", "2")};
       std::vector<char*> argv;
       for (auto& a : args) argv.push_back(a.data());
       argv.push_back(nullptr);
@@ -469,9 +488,10 @@ int AllreducePath(const std::map<std::string, std::string>& flags, const std::st
     std::fprintf(stderr, "allreduce through shards failed\n");
     return 1;
   }
-  std::printf("allreduce through shards (%s path): %d processes, %s bytes each: median %.3f ms "
-              "per allreduce (slowest member)\n",
-              path.c_str(), procs, bytes.c_str(), worst * 1e3);
+  std::printf("allreduce through shards (%s path, %s): %d processes, %s bytes each: median "
+              "%.3f ms per allreduce (slowest member)\n",
+              path.c_str(), concat == "0" ? "result as P ranges" : "result copied into one vector",
+              procs, bytes.c_str(), worst * 1e3);
   std::fflush(stdout);
   return 0;
 }

@@ -41,19 +41,36 @@ class cow_values {
   std::size_t size() const { return p_->size(); }
   double operator[](std::size_t j) const { return (*p_)[j]; }
   std::vector<double>& mut() {
-    if (p_.use_count() > 1) p_ = std::make_shared<std::vector<double>>(*p_);
+    if (p_.use_count() > 1) {
+      std::vector<double>& fresh = unshared(p_->size());
+      fresh.assign(p_->begin(), p_->end());
+      std::swap(p_, spare_);
+    }
     return *p_;
   }
   std::shared_ptr<const std::vector<double>> share() const { return p_; }
   // For a writer that replaces every value: w itself when no snapshot
-  // shares it, else a fresh buffer (the old one stays with the snapshot).
+  // shares it, else another buffer (the old one stays with the snapshot).
   std::vector<double>& overwrite(std::size_t n) {
-    if (p_.use_count() > 1 || p_->size() != n) p_ = std::make_shared<std::vector<double>>(n);
+    if (p_.use_count() > 1 || p_->size() != n) {
+      unshared(n);
+      std::swap(p_, spare_);
+    }
     return *p_;
   }
 
  private:
+  // spare_ sized n and referenced by nobody else: the buffer a snapshot
+  // held last time once its readers are done (no allocation, no page
+  // faults in steady state), else a new one.
+  std::vector<double>& unshared(std::size_t n) {
+    if (!spare_ || spare_.use_count() > 1) spare_ = std::make_shared<std::vector<double>>();
+    spare_->resize(n);
+    return *spare_;
+  }
+
   std::shared_ptr<std::vector<double>> p_ = std::make_shared<std::vector<double>>();
+  std::shared_ptr<std::vector<double>> spare_;
 };
 
 // One worker's push of a gathering round (sync, model-averaging), kept
