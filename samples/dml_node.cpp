@@ -11,6 +11,8 @@
 //   fetch, instead of being copied through CAF (dml/net/bulk.hpp); receivers
 //   must reach that address. --bulk-local=off: fetch from processes on this
 //   machine over TCP too (no single-copy path; for measurements).
+//   --secret-file PATH: run workers and shards only for processes that prove
+//   they know the secret in PATH (dml/net/admission.hpp); others are refused.
 // Exit status: 0 after a clean shutdown, 2 on a bad flag, 1 if it cannot listen.
 #include <signal.h>
 #include <unistd.h>
@@ -30,6 +32,7 @@
 
 #include "dml/actors/network.hpp"
 #include "dml/actors/node.hpp"
+#include "dml/net/admission.hpp"
 #include "dml/net/bulk.hpp"
 
 namespace {
@@ -37,7 +40,7 @@ namespace {
 int Usage(const std::string& msg) {
   std::fprintf(stderr, "dml-node: %s\nusage: dml-node [--host=H] [--port=P] [--port-file=PATH] "
                        "[--name=NAME] [--threads=T] [--bulk=on|off] [--bulk-port=P]\n"
-                       "       [--bulk-local=on|off]\n", msg.c_str());
+                       "       [--bulk-local=on|off] [--secret-file=PATH]\n", msg.c_str());
   return 2;
 }
 
@@ -49,7 +52,7 @@ bool ParseInt(const std::string& s, int& out) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string host = "127.0.0.1", port_file, name;
+  std::string host = "127.0.0.1", port_file, name, secret;
   int port = 0, threads = 0, bulk_port = 0;
   bool bulk = true, bulk_local = true;
   for (int i = 1; i < argc; ++i) {
@@ -70,6 +73,10 @@ int main(int argc, char** argv) {
     } else if (key == "--bulk") {
       if (value != "on" && value != "off") return Usage("--bulk: expected on or off, got \"" + value + "\"");
       bulk = value == "on";
+    } else if (key == "--secret-file") {
+      auto read = dml::net::ReadSecretFile(value);
+      if (!read.ok()) return Usage("--secret-file: " + std::string(read.status().message()));
+      secret = *std::move(read);
     } else if (key == "--bulk-local") {
       if (value != "on" && value != "off") {
         return Usage("--bulk-local: expected on or off, got \"" + value + "\"");
@@ -108,7 +115,7 @@ int main(int argc, char** argv) {
     }
   }
   caf::actor_system sys(cfg);
-  auto node = dml::actors::spawn_node(sys, name);
+  auto node = dml::actors::spawn_node(sys, name, secret);
   auto published = sys.middleman().publish(node, static_cast<uint16_t>(port), host.c_str(), true);
   if (!published) {
     std::fprintf(stderr, "dml-node: cannot listen on %s:%d: %s\n", host.c_str(), port,
@@ -116,9 +123,11 @@ int main(int argc, char** argv) {
     caf::anon_send_exit(node, caf::exit_reason::user_shutdown);
     return 1;
   }
-  std::fprintf(stderr, "dml-node %s listening on %s:%u (pid %d), bulk %s\n", name.c_str(),
-               host.c_str(), static_cast<unsigned>(*published), static_cast<int>(::getpid()),
-               bulk ? std::to_string(cfg.bulk().port()).c_str() : "off");
+  std::fprintf(stderr, "dml-node %s listening on %s:%u (pid %d), bulk %s, admission %s\n",
+               name.c_str(), host.c_str(), static_cast<unsigned>(*published),
+               static_cast<int>(::getpid()),
+               bulk ? std::to_string(cfg.bulk().port()).c_str() : "off",
+               secret.empty() ? "open" : "by secret");
   if (!port_file.empty()) {
     const std::string tmp = port_file + ".tmp";
     {

@@ -23,6 +23,8 @@
 //                         (each reads the data file from its own disk)
 //   --local-nodes N       start N dml-node processes on loopback for this job, stop them after
 //   --node-silence S      a node silent for S seconds (hung) is treated as lost (default 10)
+//   --secret-file PATH    the cluster secret of nodes started with --secret-file (proved to
+//                         each node; with --local-nodes, the nodes get it too)
 //   --checkpoint PATH     write the job's checkpoints there (Cap'n Proto); --checkpoint-every N
 //                         rounds (cocoa; SGD modes checkpoint at every evaluation)
 //   --resume              continue the job from --checkpoint PATH
@@ -47,6 +49,7 @@
 #include "dml/data/libsvm.hpp"
 #include "dml/data/synthetic.hpp"
 #include "dml/metrics/metrics.hpp"
+#include "dml/net/admission.hpp"
 #include "dml/objective/model.hpp"
 #include "dml/objective/model_io.hpp"
 #include "dml/solver/solver.hpp"
@@ -66,7 +69,7 @@ const char* const kValueFlags[] = {"-c", "-e", "-o", "--lambda", "--tol", "--mod
                                    "--workers", "--shards", "--batch", "--step", "--staleness",
                                    "--tau", "--local-epochs", "--gamma", "--nodes",
                                    "--local-nodes", "--checkpoint", "--checkpoint-every",
-                                   "--node-silence"};
+                                   "--node-silence", "--secret-file"};
 
 int Fail(const std::string& msg) {
   std::fprintf(stderr, "dml-train: %s\n", msg.c_str());
@@ -298,11 +301,22 @@ int main(int argc, char** argv) {
     trained_on = shared_data.get();
     // Nodes: given, or started here on loopback.
     std::optional<dml::LocalCluster> cluster;
+    dml::runtime_options rt_options;
+    if (args.values.count("--secret-file")) {
+      auto secret = dml::net::ReadSecretFile(Get(args, "--secret-file"));
+      if (!secret.ok()) return Fail("--secret-file: " + std::string(secret.status().message()));
+      rt_options.cluster_secret = *std::move(secret);
+    }
     int local_nodes = 0;
     if (!Number(args, {"--local-nodes"}, local_nodes, error)) return Fail(error);
     if (args.values.count("--local-nodes")) {
       if (local_nodes < 1) return Fail("--local-nodes: expected a number >= 1");
-      auto c = dml::LocalCluster::Start(dml::LocalCluster::NodeBinaryNextToSelf(), local_nodes);
+      std::vector<std::string> node_args;
+      if (args.values.count("--secret-file")) {
+        node_args.push_back("--secret-file=" + Get(args, "--secret-file"));
+      }
+      auto c = dml::LocalCluster::Start(dml::LocalCluster::NodeBinaryNextToSelf(), local_nodes,
+                                        node_args);
       if (!c.ok()) return Fail("--local-nodes: " + std::string(c.status().message()));
       cluster.emplace(*std::move(c));
       job.nodes = cluster->addresses();
@@ -352,7 +366,7 @@ int main(int argc, char** argv) {
         if (!path.empty()) std::remove(path.c_str());
       }
     } cleanup{temp_data};
-    dml::runtime rt;
+    dml::runtime rt(rt_options);
     auto handle = rt.submit(job, [quiet](const dml::job_progress& p) {
       if (quiet) return;
       std::printf("round %4d  %8.3fs  epochs %7.2f  primal %.10g  dual %.10g  gap %.3e  bytes %lld%s%s\n",
@@ -375,6 +389,14 @@ int main(int argc, char** argv) {
       t.seconds = r->seconds;
       t.reason = r->reason;
       result = std::move(t);
+    }
+    if (!job.nodes.empty()) {
+      const dml::transport_stats ts = rt.transport();
+      std::printf("bulk channel: %llu vectors offered, %llu fetched (%llu by single copy), "
+                  "%.1f MB\n",
+                  static_cast<unsigned long long>(ts.bulk_offers),
+                  static_cast<unsigned long long>(ts.bulk_fetches),
+                  static_cast<unsigned long long>(ts.bulk_single_copy), ts.bulk_bytes / 1e6);
     }
   } else {
     result = dml::Train(data, spec, opt);

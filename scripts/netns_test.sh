@@ -63,4 +63,15 @@ for mode in cocoa async; do
     *) echo "$out" | grep -q "^done: max epochs" || { echo "$out"; status=1; } ;;
   esac
 done
+# A 40000-feature model (320 KiB, one shard): the shared vector crosses the
+# "machines" over the bulk channel's TCP path (no single copy: other
+# network namespaces cannot reach this process's Unix socket).
+"$build/samples/dml-gen" --rows 2000 --cols 40000 --nnz-per-row 12 --task classification \
+  --out "$work/wide.svm" >/dev/null
+out=$("$train" "$work/wide.svm" --model logistic --lambda 1e-3 --mode cocoa --workers 3 \
+      --shards 1 --epochs 100 --nodes "$nodes" --quiet 2>&1)
+echo "netns_test: cocoa, 40000 features: $(echo "$out" | grep -E '^(done|bulk)' | tr '\n' ' ')"
+echo "$out" | grep -q "^done: converged" || { echo "$out"; status=1; }
+echo "$out" | grep -Eq "^bulk channel: [1-9][0-9]* vectors offered, [1-9][0-9]* fetched \(0 by single copy\)" \
+  || { echo "$out"; echo "netns_test: expected bulk fetches over TCP"; status=1; }
 exit $status

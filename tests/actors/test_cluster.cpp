@@ -18,11 +18,19 @@
 #include <thread>
 #include <vector>
 
+#include <caf/actor_system.hpp>
+#include <caf/exit_reason.hpp>
+#include <caf/io/middleman.hpp>
+#include <caf/scoped_actor.hpp>
+
 #include "dml/actors/local_cluster.hpp"
+#include "dml/actors/network.hpp"
+#include "dml/actors/node.hpp"
 #include "dml/actors/runtime.hpp"
 #include "dml/actors/wire.hpp"
 #include "dml/data/libsvm.hpp"
 #include "dml/data/synthetic.hpp"
+#include "dml/net/admission.hpp"
 #include "dml/solver/solver.hpp"
 
 #ifndef DML_TRAIN_BINARY
@@ -150,6 +158,132 @@ BOOST_AUTO_TEST_CASE(cocoa_across_processes_matches_in_process) {
     BOOST_TEST(remote.primal - p_star <= 1e-6 * std::abs(p_star));
     BOOST_TEST(remote.bytes_exchanged > 0);
   }
+}
+
+// A shared vector of 40000 doubles (320 KiB) crosses processes through the
+// bulk channel (single copy between these same-machine processes), not
+// inside CAF's messages; the run is the in-process one.
+BOOST_AUTO_TEST_CASE(large_vectors_cross_by_the_bulk_channel) {
+  dml::SyntheticOptions o;
+  o.rows = 1500;
+  o.cols = 40000;
+  o.nnz_per_row = 12;
+  o.noise = 0.3;
+  o.seed = 3;
+  o.task = dml::Task::kClassification;
+  auto g = dml::GenerateSynthetic(o);
+  BOOST_REQUIRE_MESSAGE(g.ok(), g.status().ToString());
+  char tmpl[] = "/tmp/dml-test-bulk-XXXXXX";
+  const int fd = mkstemp(tmpl);
+  BOOST_REQUIRE(fd >= 0);
+  close(fd);
+  const std::string path = tmpl;
+  BOOST_REQUIRE(dml::WriteLibsvm(g->data, path).ok());
+  dml::job_spec s = Spec(dml::Mode::kCocoa);
+  s.data_path = path;
+  s.load_options.num_features = o.cols;
+  s.stop.gap_rel = 1e-6;
+  s.stop.max_epochs = 300;
+  s.shards = 1;  // the shard's range is the whole 320 KiB vector
+  dml::runtime rt;
+  const dml::job_result local = Run(rt, s);
+  BOOST_TEST(rt.transport().bulk_offers == 0u);  // in-process: shared buffers, no wire
+  s.nodes = fixture->cluster->addresses();
+  const dml::job_result remote = Run(rt, s);
+  std::remove(path.c_str());
+  const dml::transport_stats t = rt.transport();
+  BOOST_TEST_MESSAGE("bulk: " << t.bulk_offers << " offers, " << t.bulk_fetches << " fetches ("
+                              << t.bulk_single_copy << " single copy), " << t.bulk_bytes
+                              << " bytes; rounds " << local.rounds << " / " << remote.rounds);
+  BOOST_CHECK(remote.reason == dml::StopReason::kConverged);
+  // Every round the coordinator sends the shared vector to the workers and
+  // reads it back from the shard: both by reference.
+  BOOST_TEST(t.bulk_offers >= static_cast<uint64_t>(remote.rounds));
+  BOOST_TEST(t.bulk_fetches >= static_cast<uint64_t>(remote.rounds));
+  BOOST_TEST(t.bulk_single_copy == t.bulk_fetches);
+  BOOST_TEST(t.bulk_bytes == t.bulk_fetches * 40000 * sizeof(double));
+  BOOST_TEST(std::abs(remote.rounds - local.rounds) <= 2);
+  BOOST_TEST(std::abs(remote.primal - local.primal) <= 1e-9 * std::abs(local.primal));
+  BOOST_TEST(remote.gap <= 1e-6 * std::abs(remote.primal));
+}
+
+// Nodes started with --secret-file serve only processes that prove they
+// know the secret.
+BOOST_AUTO_TEST_CASE(a_node_with_a_secret_admits_only_processes_that_know_it) {
+  char tmpl[] = "/tmp/dml-test-secret-XXXXXX";
+  const int fd = mkstemp(tmpl);
+  BOOST_REQUIRE(fd >= 0);
+  const std::string secret = "correct horse battery staple\n";
+  BOOST_REQUIRE(::write(fd, secret.data(), secret.size()) == static_cast<ssize_t>(secret.size()));
+  close(fd);
+  const std::string secret_file = tmpl;
+  auto c = dml::LocalCluster::Start(DML_NODE_BINARY, 2,
+                                    {"--threads=1", "--secret-file=" + secret_file});
+  BOOST_REQUIRE_MESSAGE(c.ok(), c.status().ToString());
+  dml::job_spec s = Spec(dml::Mode::kCocoa);
+  s.stop.gap_rel = 1e-6;
+  s.nodes = c->addresses();
+  {
+    dml::runtime rt;  // no secret
+    auto j = rt.submit(s);
+    BOOST_TEST((j.status().code() == absl::StatusCode::kPermissionDenied));
+    BOOST_TEST(std::string(j.status().message()) ==
+                   "job_spec.nodes[0] (" + c->addresses()[0] +
+                       "): the node requires a cluster secret and none is set "
+                       "(runtime_options.cluster_secret, dml-train --secret-file)",
+               j.status().message());
+  }
+  {
+    dml::runtime_options o;
+    o.cluster_secret = "correct horse battery stapler";
+    dml::runtime rt(o);
+    auto j = rt.submit(s);
+    BOOST_TEST((j.status().code() == absl::StatusCode::kPermissionDenied));
+    BOOST_TEST(std::string(j.status().message()).find("admission refused: wrong cluster secret") !=
+                   std::string::npos,
+               j.status().message());
+  }
+  {
+    // A process that skips admission and asks for a shard anyway.
+    dml::actors::process_config cfg(1);
+    caf::actor_system sys(cfg);
+    auto hp = dml::actors::ParseHostPort(c->addresses()[1]);
+    auto node = sys.middleman().remote_actor<dml::actors::node_actor>(hp->first, hp->second);
+    BOOST_REQUIRE(node);
+    caf::scoped_actor self{sys};
+    dml::actors::shard_config sc;
+    sc.end = 10;
+    std::string refusal;
+    self->request(*node, std::chrono::seconds(10), dml::actors::shard_atom_v, sc,
+                  caf::actor_cast<caf::actor>(self))
+        .receive([&](const caf::actor&) { refusal = "spawned"; },
+                 [&](caf::error& e) { refusal = sys.render(e); });
+    BOOST_TEST(refusal.find("node node1: not admitted: this node requires the cluster secret") !=
+                   std::string::npos,
+               refusal);
+    // A proof for another nonce (replayed) is refused too.
+    std::string nonce;
+    self->request(*node, std::chrono::seconds(10), dml::actors::challenge_atom_v)
+        .receive([&](const std::string& n) { nonce = n; }, [](caf::error&) {});
+    BOOST_TEST(nonce.size() == 64u);
+    const std::string stale = dml::net::AdmissionProof("correct horse battery staple", "00" + nonce.substr(2),
+                                                       caf::to_string(sys.node()));
+    self->request(*node, std::chrono::seconds(10), dml::actors::admit_atom_v, stale)
+        .receive([&](bool) { refusal = "admitted"; },
+                 [&](caf::error& e) { refusal = sys.render(e); });
+    BOOST_TEST(refusal.find("admission refused: wrong cluster secret") != std::string::npos,
+               refusal);
+  }
+  {
+    dml::runtime_options o;
+    o.cluster_secret = "correct horse battery staple";
+    dml::runtime rt(o);
+    const dml::job_result r = Run(rt, s);
+    BOOST_CHECK(r.reason == dml::StopReason::kConverged);
+    BOOST_TEST(r.gap <= 1e-6 * std::abs(r.primal));
+  }
+  BOOST_TEST(c->Stop().ok());
+  std::remove(secret_file.c_str());
 }
 
 BOOST_AUTO_TEST_CASE(sync_across_processes_is_bitwise_the_in_process_run) {

@@ -45,6 +45,12 @@ struct test_config_holder {
 
 namespace {
 
+dml::runtime_options WithThreads(int threads) {
+  dml::runtime_options o;
+  o.threads = threads;
+  return o;
+}
+
 using Clock = std::chrono::steady_clock;
 
 std::shared_ptr<const dml::Dataset> Problem(dml::Task task, int64_t rows, int64_t cols,
@@ -103,7 +109,7 @@ dml::job_spec SgdSpec(std::shared_ptr<const dml::Dataset> data, dml::ModelSpec m
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(cocoa_reaches_the_gap_for_dual_and_primal_models) {
-  dml::runtime rt(dml::runtime_options{2});
+  dml::runtime rt(WithThreads(2));
   struct Case {
     dml::ModelKind kind;
     dml::Task task;
@@ -146,7 +152,7 @@ BOOST_AUTO_TEST_CASE(cocoa_reaches_the_gap_for_dual_and_primal_models) {
 }
 
 BOOST_AUTO_TEST_CASE(sgd_modes_reach_1e_3_suboptimality) {
-  dml::runtime rt(dml::runtime_options{2});
+  dml::runtime rt(WithThreads(2));
   auto data = Problem(dml::Task::kClassification, 2000, 40);
   const dml::ModelSpec m{dml::ModelKind::kLogisticL2, 1e-2, 0.5};
   const double p_star = Optimum(*data, m);
@@ -186,7 +192,7 @@ BOOST_AUTO_TEST_CASE(sync_is_deterministic_and_equals_the_single_process_minibat
   s.workers = K;
   s.shards = 2;
   s.batch_size = 8;
-  dml::runtime rt(dml::runtime_options{2});
+  dml::runtime rt(WithThreads(2));
   auto j1 = rt.submit(s);
   auto j2 = rt.submit(s);
   BOOST_REQUIRE(j1.ok());
@@ -270,7 +276,7 @@ BOOST_AUTO_TEST_CASE(parameter_shard_refuses_bad_pushes_and_pulls) {
 BOOST_AUTO_TEST_CASE(ssp_never_grants_more_than_s_clocks_of_lead) {
   auto data = Problem(dml::Task::kClassification, 1500, 40, 5);
   const dml::ModelSpec m{dml::ModelKind::kLogisticL2, 1e-2, 0.5};
-  dml::runtime rt(dml::runtime_options{2});
+  dml::runtime rt(WithThreads(2));
   for (int staleness : {0, 1, 3}) {
     BOOST_TEST_CONTEXT("s = " << staleness) {
       dml::job_spec s = SgdSpec(data, m, dml::Mode::kSsp, 3);
@@ -288,7 +294,7 @@ BOOST_AUTO_TEST_CASE(ssp_never_grants_more_than_s_clocks_of_lead) {
 
 BOOST_AUTO_TEST_CASE(progress_streams_to_callback_and_poll) {
   auto data = Problem(dml::Task::kClassification, 800, 30);
-  dml::runtime rt(dml::runtime_options{2});
+  dml::runtime rt(WithThreads(2));
   dml::job_spec s;
   s.data = data;
   s.model = {dml::ModelKind::kLogisticL2, 1e-3, 0.5};
@@ -315,7 +321,7 @@ BOOST_AUTO_TEST_CASE(progress_streams_to_callback_and_poll) {
 BOOST_AUTO_TEST_CASE(cancel_stops_a_long_job_within_200ms_and_keeps_the_model) {
   auto data = Problem(dml::Task::kClassification, 3000, 50);
   const dml::ModelSpec m{dml::ModelKind::kLogisticL2, 1e-3, 0.5};
-  dml::runtime rt(dml::runtime_options{2});
+  dml::runtime rt(WithThreads(2));
   for (dml::Mode mode : {dml::Mode::kAsync, dml::Mode::kSync, dml::Mode::kCocoa}) {
     BOOST_TEST_CONTEXT("mode " << dml::ModeName(mode)) {
       dml::job_spec s = SgdSpec(data, m, mode, 1000000);
@@ -344,7 +350,7 @@ BOOST_AUTO_TEST_CASE(destroying_a_runtime_cancels_its_jobs_without_hanging) {
   std::vector<dml::job> jobs;
   const auto t0 = Clock::now();
   {
-    dml::runtime rt(dml::runtime_options{2});
+    dml::runtime rt(WithThreads(2));
     for (dml::Mode mode : {dml::Mode::kAsync, dml::Mode::kHogwild, dml::Mode::kCocoa}) {
       dml::job_spec s = SgdSpec(data, m, mode, 1000000);
       s.stop.gap_rel = 0;
@@ -368,8 +374,8 @@ BOOST_AUTO_TEST_CASE(destroying_a_runtime_cancels_its_jobs_without_hanging) {
 BOOST_AUTO_TEST_CASE(two_runtimes_side_by_side) {
   auto data = Problem(dml::Task::kRegression, 500, 20);
   const dml::ModelSpec m{dml::ModelKind::kRidge, 1e-2, 0.5};
-  dml::runtime a(dml::runtime_options{1});
-  dml::runtime b(dml::runtime_options{1});
+  dml::runtime a(WithThreads(1));
+  dml::runtime b(WithThreads(1));
   dml::job_spec s;
   s.data = data;
   s.model = m;
@@ -386,7 +392,7 @@ BOOST_AUTO_TEST_CASE(two_runtimes_side_by_side) {
 }
 
 BOOST_AUTO_TEST_CASE(load_and_solver_errors_fail_the_job) {
-  dml::runtime rt(dml::runtime_options{2});
+  dml::runtime rt(WithThreads(2));
   // A worker whose data fails to load.
   dml::job_spec s;
   s.data_path = "/nonexistent/dir/train.libsvm";
@@ -417,7 +423,7 @@ BOOST_AUTO_TEST_CASE(load_and_solver_errors_fail_the_job) {
 }
 
 BOOST_AUTO_TEST_CASE(bad_specs_are_refused_naming_the_field) {
-  dml::runtime rt(dml::runtime_options{1});
+  dml::runtime rt(WithThreads(1));
   auto data = Problem(dml::Task::kClassification, 50, 10);
   auto field_of = [&](auto mutate) {
     dml::job_spec s;

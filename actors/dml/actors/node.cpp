@@ -3,18 +3,22 @@
 #include <unistd.h>
 
 #include <map>
+#include <set>
 #include <utility>
 #include <vector>
 
 #include <caf/actor_cast.hpp>
 #include <caf/actor_system.hpp>
 #include <caf/exit_reason.hpp>
+#include <caf/node_id.hpp>
+#include <caf/scoped_actor.hpp>
 #include <caf/sec.hpp>
 #include <caf/stateful_actor.hpp>
 #include <caf/system_messages.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
 #include "dml/actors/parameter_shard.hpp"
+#include "dml/net/admission.hpp"
 #include "dml/actors/worker.hpp"
 
 namespace dml::actors {
@@ -22,6 +26,10 @@ namespace {
 
 struct node_state {
   std::string label;
+  std::string secret;  // empty: everyone is admitted
+  // Per asking process (CAF node id): its latest nonce, and who is admitted.
+  std::map<std::string, std::string> nonces;
+  std::set<std::string> admitted;
   // Per coordinator (by address): the actors spawned for it.
   std::map<caf::actor_addr, std::vector<caf::actor>> jobs;
   static inline const char* name = "dml.node";
@@ -37,6 +45,21 @@ using self_ptr = node_actor::stateful_pointer<node_state>;
 
 caf::error refuse(const node_state& st, std::string what) {
   return caf::make_error(caf::sec::invalid_argument, "node " + st.label + ": " + what);
+}
+
+// The process that sent the current message, as admission knows it.
+std::string sender_process(self_ptr self) {
+  const auto& sender = self->current_sender();
+  return sender ? caf::to_string(sender->node()) : std::string();
+}
+
+// Why the sender may not spawn here, or none.
+caf::error admission_error(self_ptr self) {
+  auto& st = self->state;
+  if (st.secret.empty() || st.admitted.count(sender_process(self)) != 0) return caf::none;
+  return caf::make_error(caf::sec::invalid_argument,
+                         "node " + st.label + ": not admitted: this node requires the cluster "
+                         "secret (runtime_options.cluster_secret, dml-train --secret-file)");
 }
 
 // Records `child` under its coordinator, watching the coordinator the
@@ -56,11 +79,12 @@ void adopt(self_ptr self, const caf::actor& coordinator, caf::actor child) {
 
 }  // namespace
 
-node_actor spawn_node(caf::actor_system& sys, std::string name) {
+node_actor spawn_node(caf::actor_system& sys, std::string name, std::string secret) {
   // Detached: the node answers the coordinator's liveness pings from its
   // own thread, however long its workers keep the scheduler busy.
-  return sys.spawn<caf::detached>([name](self_ptr self) -> node_actor::behavior_type {
+  return sys.spawn<caf::detached>([name, secret](self_ptr self) -> node_actor::behavior_type {
     self->state.label = name;
+    self->state.secret = secret;
     self->set_down_handler([self](caf::down_msg& dm) {
       auto& st = self->state;
       auto job = st.jobs.find(dm.source);
@@ -88,8 +112,32 @@ node_actor spawn_node(caf::actor_system& sys, std::string name) {
         [self](hello_atom) -> caf::result<std::string, int64_t, int32_t> {
           return {self->state.label, static_cast<int64_t>(::getpid()), self->state.hosted()};
         },
+        [self](challenge_atom) -> caf::result<std::string> {
+          auto& st = self->state;
+          if (st.secret.empty()) return std::string();
+          std::string nonce = net::NewAdmissionNonce();
+          st.nonces[sender_process(self)] = nonce;
+          return nonce;
+        },
+        [self](admit_atom, const std::string& proof) -> caf::result<bool> {
+          auto& st = self->state;
+          if (st.secret.empty()) return true;
+          const std::string peer = sender_process(self);
+          auto it = st.nonces.find(peer);
+          if (it == st.nonces.end()) {
+            return refuse(st, "admission refused: no challenge was asked first");
+          }
+          const std::string nonce = std::move(it->second);
+          st.nonces.erase(it);  // one proof per nonce
+          if (!net::AdmissionProofMatches(proof, st.secret, nonce, peer)) {
+            return refuse(st, "admission refused: wrong cluster secret");
+          }
+          st.admitted.insert(peer);
+          return true;
+        },
         [self](worker_atom, const worker_spec& spec,
                const caf::actor& coordinator) -> caf::result<caf::actor> {
+          if (auto err = admission_error(self)) return err;
           auto& st = self->state;
           if (!spec.wire_error.empty()) return refuse(st, "worker spec: " + spec.wire_error);
           if (spec.mode == Mode::kHogwild) {
@@ -106,6 +154,7 @@ node_actor spawn_node(caf::actor_system& sys, std::string name) {
         },
         [self](shard_atom, const shard_config& config,
                const caf::actor& coordinator) -> caf::result<caf::actor> {
+          if (auto err = admission_error(self)) return err;
           auto& st = self->state;
           if (!config.wire_error.empty()) return refuse(st, "shard spec: " + config.wire_error);
           if (!coordinator) return refuse(st, "shard without a coordinator");
@@ -115,6 +164,32 @@ node_actor spawn_node(caf::actor_system& sys, std::string name) {
         },
     };
   });
+}
+
+absl::Status AdmitTo(caf::scoped_actor& self, const node_actor& node, const std::string& secret,
+                     caf::timespan timeout) {
+  std::string nonce;
+  absl::Status status;
+  self->request(node, timeout, challenge_atom_v)
+      .receive([&](const std::string& n) { nonce = n; },
+               [&](caf::error& e) { status = absl::UnavailableError(self->system().render(e)); });
+  if (!status.ok() || nonce.empty()) return status;
+  if (secret.empty()) {
+    return absl::PermissionDeniedError(
+        "the node requires a cluster secret and none is set (runtime_options.cluster_secret, "
+        "dml-train --secret-file)");
+  }
+  const std::string proof = net::AdmissionProof(secret, nonce, caf::to_string(self->node()));
+  self->request(node, timeout, admit_atom_v, proof)
+      .receive([](bool) {},
+               [&](caf::error& e) {
+                 // The node's refusal says why; a lost node says it did not answer.
+                 status = e.category() == caf::atom("system") &&
+                                  e.code() == static_cast<uint8_t>(caf::sec::invalid_argument)
+                              ? absl::PermissionDeniedError(self->system().render(e))
+                              : absl::UnavailableError(self->system().render(e));
+               });
+  return status;
 }
 
 }  // namespace dml::actors

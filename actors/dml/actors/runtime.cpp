@@ -12,6 +12,7 @@
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
 #include <caf/io/middleman.hpp>
+#include <caf/scoped_actor.hpp>
 #include <caf/send.hpp>
 
 #include <map>
@@ -20,6 +21,7 @@
 #include "dml/actors/coordinator.hpp"
 #include "dml/actors/internal/job_state.hpp"
 #include "dml/actors/network.hpp"
+#include "dml/actors/node.hpp"
 #include "dml/actors/register_types.hpp"
 #include "dml/util/status.hpp"
 
@@ -206,6 +208,14 @@ struct runtime::impl {
                                                    "): cannot connect: ",
                                                    sys.render(node.error())));
       }
+      {
+        caf::scoped_actor self{sys};
+        if (auto s = actors::AdmitTo(self, *node, options.cluster_secret, std::chrono::seconds(30));
+            !s.ok()) {
+          return absl::Status(s.code(), absl::StrCat("job_spec.nodes[", i, "] (", addrs[i],
+                                                     "): ", s.message()));
+        }
+      }
       std::lock_guard<std::mutex> lock(mu);
       nodes.emplace(addrs[i], *node);
       out.push_back(*node);
@@ -257,6 +267,16 @@ absl::StatusOr<job> runtime::submit(job_spec spec,
   auto coord = actors::spawn_coordinator(impl_->sys, std::move(spec), state, std::move(nodes));
   caf::anon_send(coord, actors::start_atom_v);
   return job(state);
+}
+
+transport_stats runtime::transport() const {
+  const net::BulkStats b = impl_->cfg.bulk().stats();
+  transport_stats t;
+  t.bulk_offers = b.offers;
+  t.bulk_fetches = b.fetches;
+  t.bulk_single_copy = b.single_copy;
+  t.bulk_bytes = b.bytes;
+  return t;
 }
 
 }  // namespace dml

@@ -167,6 +167,20 @@ struct runtime_options {
   /// instead of inside CAF's messages. Nodes must be able to connect back
   /// to this process on the address it uses to reach them.
   bool bulk = true;
+  /// The shared secret of dml-node processes started with --secret-file:
+  /// this runtime proves it to each node before using it (HMAC challenge,
+  /// dml/net/admission.hpp; the secret itself never crosses the network).
+  /// Empty: only nodes without a secret can be used.
+  std::string cluster_secret;
+};
+
+/// Counters of a runtime's bulk channel (large vectors of jobs on nodes,
+/// carried beside CAF's messages).
+struct transport_stats {
+  uint64_t bulk_offers = 0;       ///< vectors this process handed out by reference
+  uint64_t bulk_fetches = 0;      ///< vectors it fetched from peers
+  uint64_t bulk_single_copy = 0;  ///< ... of which by a single copy (same machine)
+  uint64_t bulk_bytes = 0;        ///< bytes fetched
 };
 
 class runtime {
@@ -182,6 +196,9 @@ class runtime {
   /// call wait() from it. Errors: InvalidArgument naming the bad field.
   absl::StatusOr<job> submit(job_spec spec,
                              std::function<void(const job_progress&)> on_progress = {});
+
+  /// This runtime's transport counters so far. Thread-safe.
+  transport_stats transport() const;
 
  private:
   struct impl;

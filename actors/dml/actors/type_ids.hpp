@@ -37,6 +37,8 @@ CAF_BEGIN_TYPE_ID_BLOCK(dml_actors, caf::first_custom_type_id)
   CAF_ADD_ATOM(dml_actors, dml::actors, shard_atom, "shard")
   CAF_ADD_ATOM(dml_actors, dml::actors, hello_atom, "hello")
   CAF_ADD_ATOM(dml_actors, dml::actors, recover_atom, "recover")
+  CAF_ADD_ATOM(dml_actors, dml::actors, challenge_atom, "challenge")
+  CAF_ADD_ATOM(dml_actors, dml::actors, admit_atom, "admit")
 
   // Payload types.
   CAF_ADD_TYPE_ID(dml_actors, (dml::actors::dense_block))

@@ -1,0 +1,64 @@
+#include "dml/net/admission.hpp"
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <sys/random.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+
+namespace dml::net {
+
+std::string NewAdmissionNonce() {
+  unsigned char bytes[32];
+  std::size_t got = 0;
+  while (got < sizeof(bytes)) {
+    const ssize_t r = ::getrandom(bytes + got, sizeof(bytes) - got, 0);
+    if (r > 0) got += static_cast<std::size_t>(r);
+    // EINTR: again. No other failure is possible for 32 bytes on Linux.
+  }
+  return absl::BytesToHexString(
+      absl::string_view(reinterpret_cast<const char*>(bytes), sizeof(bytes)));
+}
+
+std::string AdmissionProof(std::string_view secret, std::string_view nonce, std::string_view peer) {
+  std::string message = "dml-admit-v1\n";
+  message.append(nonce).append("\n").append(peer);
+  unsigned char mac[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()),
+       reinterpret_cast<const unsigned char*>(message.data()), message.size(), mac, &len);
+  return absl::BytesToHexString(absl::string_view(reinterpret_cast<const char*>(mac), len));
+}
+
+bool AdmissionProofMatches(std::string_view proof, std::string_view secret,
+                           std::string_view nonce, std::string_view peer) {
+  const std::string want = AdmissionProof(secret, nonce, peer);
+  return proof.size() == want.size() &&
+         CRYPTO_memcmp(proof.data(), want.data(), want.size()) == 0;
+}
+
+absl::StatusOr<std::string> ReadSecretFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return absl::NotFoundError(absl::StrCat(path, ": cannot open secret file: ",
+                                            std::strerror(errno)));
+  }
+  std::string s((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (!s.empty() && s.back() == '\n') s.pop_back();
+  if (!s.empty() && s.back() == '\r') s.pop_back();
+  if (s.empty()) return absl::InvalidArgumentError(absl::StrCat(path, ": the secret is empty"));
+  if (s.size() > 4096) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": the secret has ", s.size(), " bytes; at most 4096"));
+  }
+  return s;
+}
+
+}  // namespace dml::net
