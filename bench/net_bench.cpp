@@ -88,7 +88,7 @@ double Since(Clock::time_point t) {
 }
 
 // The payload paths compared: "caf" (every vector inside CAF's messages),
-// "tcp" (vectors of >= 256 KiB by reference, fetched over TCP: the path
+// "tcp" (vectors of >= 128 KiB by reference, fetched over TCP: the path
 // between machines) and "local" (the same, fetched by a single copy from
 // the sender's memory: the default between processes of one machine).
 struct payload_path {
@@ -186,9 +186,7 @@ double RawTcp(size_t bytes, int count) {
   return secs;
 }
 
-// One pass of the throughput table over one payload path: "caf" (every
-// vector inside CAF's messages) or "bulk" (vectors of >= 256 KiB by
-// reference, fetched over the bulk channel; both ends have one).
+// One pass of the throughput table over one payload path (payload_path).
 int ThroughputPath(const payload_path& path, const std::vector<long>& sizes, int repeat) {
   auto cluster = dml::LocalCluster::Start(NodeBinary(), 1, path.node_args());
   if (!cluster.ok()) {

@@ -65,6 +65,13 @@ struct coord_state {
   StopReason reason = StopReason::kMaxEpochs;
   // cocoa.
   dvec shared;  // the shared vector of the current round (one buffer for all)
+  struct round_pipe {
+    int64_t round = -1;
+    bool go_on = false;       // the round's certificate said continue
+    std::size_t parts = 0;    // ranges of the next shared vector received
+    std::shared_ptr<std::vector<double>> next;  // assembled from S > 1 ranges
+    dvec single;              // S = 1: the one range, uncopied
+  } pipe;
   // Recovery (jobs on nodes). Every reply handler checks the generation it
   // was sent in: after a recovery, answers to older requests are dropped.
   uint64_t generation = 0;
@@ -324,18 +331,27 @@ void save_checkpoint(self_ptr self) {
 }
 
 // ---------------------------------------------------------------- cocoa
+// Round r, pipelined: the coordinator sends every worker round(r, s_r); each
+// answers at once with its share of the certificate at s_r, then solves
+// and pushes its delta; each shard, once all K deltas of round r are in,
+// sends its range of s_{r+1}. The coordinator decides on the certificate
+// while the workers solve: if it stops, the model is s_r (and, for primal
+// models, the coordinates of round r, which workers keep); otherwise round
+// r + 1 starts as soon as every range of s_{r+1} is in. Three message hops
+// per round on the critical path (round, push, range).
 
 void cocoa_round(self_ptr self);
 
 void cocoa_finish(self_ptr self) {
   auto& st = self->state;
   if (!st.primal_cocoa) return finish_job(self, *st.shared.data, 0);
-  // Primal models: w is the workers' own coordinates, in column order.
+  // Primal models: w is the workers' own coordinates of this round, in
+  // column order.
   ask_workers<dvec>(self, [self](std::vector<dvec>& parts) {
     std::vector<double> w;
     for (const auto& p : parts) w.insert(w.end(), p.view().begin(), p.view().end());
     finish_job(self, std::move(w), 0);
-  }, coords_atom_v);
+  }, coords_atom_v, int64_t{st.round});
 }
 
 bool checkpointing(const coord_state& st) {
@@ -365,59 +381,118 @@ void cocoa_checkpoint(self_ptr self, Then then) {
     c.clock = 0;
     save_checkpoint(self);
     then();
-  }, coords_atom_v);
+  }, coords_atom_v, int64_t{st.round});
 }
 
+// Starts round r + 1 once round r's certificate said go on and every range
+// of s_{r+1} has arrived.
+void cocoa_maybe_next(self_ptr self) {
+  auto& st = self->state;
+  auto& p = st.pipe;
+  if (!p.go_on || p.parts < st.shards.size()) return;
+  st.shared = st.shards.size() == 1 ? std::move(p.single) : dvec(std::move(*p.next));
+  ++st.round;
+  cocoa_round(self);
+}
+
+// A shard's range of the next shared vector (see parameter_shard).
+void cocoa_range(self_ptr self, int64_t begin, int64_t round, const dvec& part) {
+  auto& st = self->state;
+  if (st.finished || st.spec.mode != Mode::kCocoa) return;
+  // Only the current shards count: a replaced one may still be talking.
+  const auto& sender = self->current_sender();
+  std::size_t s = 0;
+  while (s < st.shards.size() && (!sender || st.shards[s].address() != sender->address())) ++s;
+  if (s == st.shards.size() || round != st.pipe.round) return;
+  if (begin != st.bounds[s]) {
+    return fail_job(self, absl::DataLossError(absl::StrCat(
+                              "parameter shard ", s, " announced the range starting at ", begin,
+                              "; it owns the one starting at ", st.bounds[s])));
+  }
+  if (auto bad = checked_part(st, s, part); !bad.ok()) return fail_job(self, bad);
+  st.coordinator_bytes += part.bytes();
+  if (st.shards.size() == 1) {
+    st.pipe.single = part;
+  } else {
+    std::copy(part.view().begin(), part.view().end(), st.pipe.next->begin() + st.bounds[s]);
+  }
+  ++st.pipe.parts;
+  cocoa_maybe_next(self);
+}
+
+// Round r's certificate from the workers' shares: record it, then stop or
+// let the round go on.
+void cocoa_decide(self_ptr self, const std::vector<block_sums>& sums) {
+  auto& st = self->state;
+  block_sums total;
+  for (const auto& b : sums) {
+    total.loss_sum += b.loss_sum;
+    total.gap_sum += b.gap_sum;
+    total.reg_sum += b.reg_sum;
+  }
+  const double inv_n = 1.0 / static_cast<double>(st.n);
+  double primal, gap;
+  if (st.primal_cocoa) {
+    primal = total.loss_sum * inv_n + total.reg_sum;
+    gap = std::max(0.0, total.gap_sum);
+  } else {
+    primal = total.loss_sum * inv_n + RegularizerValue(st.spec.model, *st.shared.data);
+    gap = std::max(0.0, total.gap_sum * inv_n);
+  }
+  record(self, primal, primal - gap, gap);
+  const StopRule& stop = st.spec.stop;
+  StopReason why;
+  if (gap <= std::max(stop.gap_abs, stop.gap_rel * std::abs(primal))) {
+    st.reason = StopReason::kConverged;
+  } else if (stop.target_primal && primal <= *stop.target_primal) {
+    st.reason = StopReason::kTargetReached;
+  } else if (st.epochs >= stop.max_epochs) {
+    st.reason = StopReason::kMaxEpochs;
+  } else if (external_stop(st, &why)) {
+    st.reason = why;
+  } else {
+    st.pipe.go_on = true;
+    return cocoa_maybe_next(self);
+  }
+  cocoa_finish(self);
+}
+
+void cocoa_send_round(self_ptr self) {
+  auto& st = self->state;
+  auto& p = st.pipe;
+  p = coord_state::round_pipe{};
+  p.round = st.round;
+  if (st.shards.size() > 1) p.next = std::make_shared<std::vector<double>>(st.m);
+  const dvec s = st.shared;
+  st.coordinator_bytes += static_cast<int64_t>(st.workers.size()) * s.bytes();
+  auto sums = std::make_shared<std::vector<block_sums>>(st.workers.size());
+  auto remaining = std::make_shared<std::size_t>(st.workers.size());
+  const uint64_t gen = st.generation;
+  const int64_t r = st.round;
+  for (std::size_t k = 0; k < st.workers.size(); ++k) {
+    self->request(st.workers[k], kRequestTimeout, round_atom_v, r, s, int64_t{0})
+        .then(
+            [self, k, sums, remaining, gen, r](block_sums& b, worker_report& report) {
+              auto& st = self->state;
+              if (st.finished || gen != st.generation || r != st.pipe.round) return;
+              if (!b.wire_error.empty() || !report.wire_error.empty()) {
+                return fail_job(self, absl::DataLossError(absl::StrCat(
+                                          "round reply of worker ", k, ": ",
+                                          b.wire_error.empty() ? report.wire_error : b.wire_error)));
+              }
+              absorb(st, report);
+              (*sums)[k] = b;
+              if (--*remaining == 0) cocoa_decide(self, *sums);
+            },
+            [self, gen](caf::error& err) {
+              if (gen == self->state.generation) fail_job(self, err);
+            });
+  }
+}
+
+// Round st.round with st.shared (s_r): checkpoint if due, then send it.
 void cocoa_round(self_ptr self) {
-  read_shards(self, [self](dvec shared) {
-    auto& st = self->state;
-    st.shared = std::move(shared);
-    dvec s = st.shared;
-    st.coordinator_bytes += static_cast<int64_t>(st.workers.size()) * s.bytes();
-    ask_workers<block_sums>(self, [self, s](std::vector<block_sums>& sums) {
-      auto& st = self->state;
-      block_sums total;
-      for (const auto& b : sums) {
-        total.loss_sum += b.loss_sum;
-        total.gap_sum += b.gap_sum;
-        total.reg_sum += b.reg_sum;
-      }
-      const double inv_n = 1.0 / static_cast<double>(st.n);
-      double primal, gap;
-      if (st.primal_cocoa) {
-        primal = total.loss_sum * inv_n + total.reg_sum;
-        gap = std::max(0.0, total.gap_sum);
-      } else {
-        primal = total.loss_sum * inv_n + RegularizerValue(st.spec.model, *st.shared.data);
-        gap = std::max(0.0, total.gap_sum * inv_n);
-      }
-      record(self, primal, primal - gap, gap);
-      const StopRule& stop = st.spec.stop;
-      StopReason why;
-      if (gap <= std::max(stop.gap_abs, stop.gap_rel * std::abs(primal))) {
-        st.reason = StopReason::kConverged;
-      } else if (stop.target_primal && primal <= *stop.target_primal) {
-        st.reason = StopReason::kTargetReached;
-      } else if (st.epochs >= stop.max_epochs) {
-        st.reason = StopReason::kMaxEpochs;
-      } else if (external_stop(st, &why)) {
-        st.reason = why;
-      } else {
-        cocoa_checkpoint(self, [self, s] {
-          auto& st = self->state;
-          st.coordinator_bytes += static_cast<int64_t>(st.workers.size()) * s.bytes();
-          ask_workers<worker_report>(self, [self](std::vector<worker_report>& reports) {
-            auto& st = self->state;
-            for (const auto& r : reports) absorb(st, r);
-            ++st.round;
-            cocoa_round(self);
-          }, round_atom_v, int64_t{st.round}, s, int64_t{0});
-        });
-        return;
-      }
-      cocoa_finish(self);
-    }, certify_atom_v, s);
-  });
+  cocoa_checkpoint(self, [self] { cocoa_send_round(self); });
 }
 
 // ------------------------------------------------------------ SGD modes
@@ -599,6 +674,7 @@ void connect_and_train(self_ptr self) {
     return init_shards_then_resume(self);
   }
   if (st.spec.mode == Mode::kCocoa) {
+    st.shared = dvec(st.ckpt.shared);  // zeros: shards start at zero too
     cocoa_round(self);
   } else {
     sgd_start(self, 0);
@@ -680,7 +756,9 @@ void wire_and_train(self_ptr self) {
   // Shards go to the nodes after the workers' (worker k on node k mod N).
   spawn_all<parameter_shard>(
       self, st.workers.size(), shard_atom_v, std::move(configs),
-      [self](shard_config c) { return spawn_parameter_shard(self->system(), c); },
+      [self](shard_config c) {
+        return spawn_parameter_shard(self->system(), c, caf::actor_cast<caf::actor>(self));
+      },
       [self](std::vector<parameter_shard> shards) {
         auto& st = self->state;
         st.shards = std::move(shards);
@@ -872,12 +950,14 @@ void recovery_resume(self_ptr self) {
     sgd_start(self, c.clock);
     return;
   }
-  // cocoa: every worker's coordinates back to the checkpoint.
+  // cocoa: every worker's coordinates back to the checkpoint, and the
+  // shared vector (the shards hold it again) with them.
+  st.shared = dvec(c.shared);
   const uint64_t gen = st.generation;
   auto remaining = std::make_shared<std::size_t>(st.workers.size());
   for (std::size_t k = 0; k < st.workers.size(); ++k) {
     dvec coords = k < c.coords.size() ? dvec(c.coords[k]) : dvec();
-    self->request(st.workers[k], kRequestTimeout, coords_atom_v, coords)
+    self->request(st.workers[k], kRequestTimeout, coords_atom_v, int64_t{c.round}, coords)
         .then(
             [self, gen, remaining](int64_t) {
               if (self->state.finished || gen != self->state.generation) return;
@@ -930,9 +1010,11 @@ void init_shards_then_resume(self_ptr self) {
   for (std::size_t s = 0; s < st.shards.size(); ++s) {
     dvec range(std::vector<double>(c.shared.begin() + st.bounds[s],
                                    c.shared.begin() + st.bounds[s + 1]));
-    // Model-averaging shards count exchanges (one per tau steps).
-    const int64_t shard_clock =
-        st.spec.mode == Mode::kModelAveraging ? c.clock / st.spec.tau : c.clock;
+    // Model-averaging shards count exchanges (one per tau steps), cocoa
+    // shards rounds.
+    const int64_t shard_clock = st.spec.mode == Mode::kModelAveraging ? c.clock / st.spec.tau
+                                : st.spec.mode == Mode::kCocoa        ? c.round
+                                                                      : c.clock;
     self->request(st.shards[s], kRequestTimeout, init_atom_v, range, shard_clock)
         .then(
             [self, remaining, gen](int64_t) {
@@ -1054,6 +1136,9 @@ coordinator_actor::behavior_type coordinator_impl(self_ptr self, job_spec spec,
   return {
       [self](start_atom) { start(self); },
       [self](recover_atom) { recover(self); },
+      [self](round_atom, int64_t begin, int64_t round, const dvec& part) {
+        cocoa_range(self, begin, round, part);
+      },
       [self](tick_atom) {
         auto& st = self->state;
         if (st.finished) return;
@@ -1074,12 +1159,12 @@ coordinator_actor::behavior_type coordinator_impl(self_ptr self, job_spec spec,
       [self](const worker_report& r) {
         auto& st = self->state;
         if (st.finished) return;
-        if (!r.wire_error.empty() || r.worker < 0 ||
-            r.worker >= static_cast<int32_t>(st.workers.size())) {
-          return fail_job(self, absl::DataLossError(absl::StrCat(
-                                    "bad worker report: ",
-                                    r.wire_error.empty() ? absl::StrCat("worker ", r.worker)
-                                                         : r.wire_error)));
+        // A report carrying an error: a worker's failure after it replied
+        // (a cocoa push), or bytes that did not decode.
+        if (!r.wire_error.empty()) return fail_job(self, absl::InternalError(r.wire_error));
+        if (r.worker < 0 || r.worker >= static_cast<int32_t>(st.workers.size())) {
+          return fail_job(self, absl::DataLossError(
+                                    absl::StrCat("bad worker report: worker ", r.worker)));
         }
         absorb(st, r);
         StopReason why;

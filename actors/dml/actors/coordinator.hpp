@@ -29,11 +29,14 @@ namespace dml::actors {
 /// Message interface of a coordinator.
 ///  - start: spawn the topology and train.
 ///  - tick: internal timer (cancellation, wall-time budget).
-///  - worker_report: a worker's progress (SGD modes).
+///  - worker_report: a worker's progress (SGD modes), or its failure.
 ///  - recover: internal, after a node loss (see "recovery" in the .cpp).
+///  - round(begin, r, range): cocoa, a shard's range of round r + 1's
+///    shared vector (all K deltas of round r are in).
 using coordinator_actor =
     caf::typed_actor<caf::reacts_to<start_atom>, caf::reacts_to<tick_atom>,
-                     caf::reacts_to<worker_report>, caf::reacts_to<recover_atom>>;
+                     caf::reacts_to<worker_report>, caf::reacts_to<recover_atom>,
+                     caf::reacts_to<round_atom, int64_t, int64_t, dvec>>;
 
 /// Spawns the coordinator of `spec` (already validated); it reports into
 /// `job` and quits when the job has ended. With `nodes`, worker k runs on

@@ -158,7 +158,8 @@ node_actor spawn_node(caf::actor_system& sys, std::string name, std::string secr
           auto& st = self->state;
           if (!config.wire_error.empty()) return refuse(st, "shard spec: " + config.wire_error);
           if (!coordinator) return refuse(st, "shard without a coordinator");
-          auto s = caf::actor_cast<caf::actor>(spawn_parameter_shard(self->system(), config));
+          auto s = caf::actor_cast<caf::actor>(
+              spawn_parameter_shard(self->system(), config, coordinator));
           adopt(self, coordinator, s);
           return s;
         },

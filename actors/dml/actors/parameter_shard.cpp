@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include <caf/actor_cast.hpp>
 #include <caf/actor_system.hpp>
 #include <caf/result.hpp>
 #include <caf/sec.hpp>
@@ -15,6 +16,7 @@
 #include <caf/typed_event_based_actor.hpp>
 #include <caf/typed_response_promise.hpp>
 
+#include "dml/actors/coordinator.hpp"
 #include "dml/solver/sgd.hpp"
 
 namespace dml::actors {
@@ -86,7 +88,8 @@ struct held_push {
 struct shard_state {
   shard_config cfg;
   cow_values w;
-  int64_t round = 0;    // sync / model-averaging: clocks completed
+  int64_t round = 0;    // sync / model-averaging: clocks completed; cocoa: rounds announced
+  caf::actor coordinator;  // cocoa: told when all K deltas of a round are in
   int64_t applied = 0;  // gradients or deltas applied
   std::vector<held_push> gathered;  // sync / model-averaging: per worker
   std::vector<double> scratch;      // sync: the mean gradient
@@ -279,23 +282,40 @@ struct shard_state {
         flush_waiting();
         return err;
       }
-      case Mode::kCocoa:
-      {
+      case Mode::kCocoa: {
         std::vector<double>& v = w.mut();
         for (std::size_t k = 0; k < nnz; ++k) v[idx ? idx[k] : k] += cfg.gamma * x[k];
-      }
         ++applied;
         return caf::none;
+      }
       default:
         return bad(std::string("push is not part of mode ") + std::string(ModeName(cfg.mode)));
     }
   }
 };
 
-parameter_shard::behavior_type shard_impl(parameter_shard::stateful_pointer<shard_state> self,
-                                          shard_config cfg) {
+using shard_ptr = parameter_shard::stateful_pointer<shard_state>;
+
+// cocoa: once every worker's delta of round r is in (each pushes once per
+// round, with clock r), the range is the shared vector of round r + 1; the
+// coordinator gets it at once (it starts the next round with it).
+void announce_rounds(shard_ptr self) {
+  auto& st = self->state;
+  if (st.cfg.mode != Mode::kCocoa || !st.coordinator) return;
+  const int64_t done = st.min_clock();
+  if (done <= st.round) return;
+  st.round = done;
+  const dvec range = st.snapshot();
+  st.stats.bytes_out += range.bytes();
+  self->send(caf::actor_cast<coordinator_actor>(st.coordinator), round_atom_v, st.cfg.begin,
+             done - 1, range);
+}
+
+parameter_shard::behavior_type shard_impl(shard_ptr self, shard_config cfg,
+                                          caf::actor coordinator) {
   auto& st = self->state;
   st.cfg = cfg;
+  st.coordinator = std::move(coordinator);
   st.w.assign(static_cast<std::size_t>(st.size()), 0.0);
   st.clocks.assign(cfg.workers, 0);
   if (st.gathers()) {
@@ -323,6 +343,7 @@ parameter_shard::behavior_type shard_impl(parameter_shard::stateful_pointer<shar
                                 held_push{x.data, nullptr})) {
           return err;
         }
+        announce_rounds(self);
         return st.gathers() ? st.round : st.applied;
       },
       [self](push_atom, int32_t worker, int64_t clock, const sparse_dvec& x) -> caf::result<int64_t> {
@@ -353,6 +374,7 @@ parameter_shard::behavior_type shard_impl(parameter_shard::stateful_pointer<shar
                                 held_push{x.index, x.value})) {
           return err;
         }
+        announce_rounds(self);
         return st.gathers() ? st.round : st.applied;
       },
       [self](pull_atom, int32_t worker, int64_t clock) -> caf::result<dvec> {
@@ -458,8 +480,9 @@ parameter_shard::behavior_type shard_impl(parameter_shard::stateful_pointer<shar
 
 }  // namespace
 
-parameter_shard spawn_parameter_shard(caf::actor_system& sys, shard_config config) {
-  return sys.spawn(shard_impl, std::move(config));
+parameter_shard spawn_parameter_shard(caf::actor_system& sys, shard_config config,
+                                      caf::actor coordinator) {
+  return sys.spawn(shard_impl, std::move(config), std::move(coordinator));
 }
 
 }  // namespace dml::actors

@@ -9,7 +9,8 @@
 //   ssp             as async, but a pull at clock c waits until every worker
 //                   has pushed c - s clocks (s = staleness)
 //   model-averaging gather the K local models of a round, keep their mean
-//   cocoa           add gamma * delta on arrival
+//   cocoa           add gamma * delta on arrival; when every worker's delta
+//                   of round r is in, send the range to the coordinator
 //   easgd           elastic exchange: e = alpha (x - center), center += e,
 //                   reply e (the worker subtracts it)
 // Steps use step_t = step0 / (1 + decay * t), t the clock (sync) or the
@@ -62,7 +63,10 @@ using parameter_shard = caf::typed_actor<
 
 
 /// Spawns a shard with a zero range. It lives until it gets an exit message
-/// (the coordinator sends one when the job ends).
-parameter_shard spawn_parameter_shard(caf::actor_system& sys, shard_config config);
+/// (the coordinator sends one when the job ends). cocoa: once all K workers
+/// pushed their delta of round r (clock r), it sends `coordinator`
+/// (begin, r, its range), the range of the next round's shared vector.
+parameter_shard spawn_parameter_shard(caf::actor_system& sys, shard_config config,
+                                      caf::actor coordinator = {});
 
 }  // namespace dml::actors

@@ -162,7 +162,7 @@ class job {
 struct runtime_options {
   /// Scheduler threads of the runtime's actor system (0 = hardware threads).
   int threads = 0;
-  /// Jobs on nodes: send large vectors (>= 256 KiB) over the bulk channel
+  /// Jobs on nodes: send large vectors (>= 128 KiB) over the bulk channel
   /// (dml/net/bulk.hpp; single copy between processes of one machine)
   /// instead of inside CAF's messages. Nodes must be able to connect back
   /// to this process on the address it uses to reach them.

@@ -64,6 +64,8 @@ struct worker_state {
   int64_t processed = 0;
   int64_t bytes = 0;
   int64_t default_steps = 1;  // cocoa: H = local_epochs * block size
+  int64_t last_round = -1;      // cocoa: the last round started
+  std::vector<double> round_start_coords;  // cocoa: coordinates before last_round's solve
   std::string connect_error;  // why the last connect was refused
   bool running = false;
   bool halted = false;
@@ -488,7 +490,8 @@ worker_actor::behavior_type worker_impl(self_ptr self, worker_config cfg) {
         if (loop == self->state.loop) sgd_step(self);
       },
       [self](halt_atom) { self->state.halted = true; },
-      [self](round_atom, int64_t, const dvec& shared, int64_t steps) -> caf::result<worker_report> {
+      [self](round_atom, int64_t r, const dvec& shared,
+             int64_t steps) -> caf::result<block_sums, worker_report> {
         auto& st = self->state;
         if (steps <= 0) steps = st.default_steps;
         if (!shared.wire_error.empty()) return fail(st.who + "round: " + shared.wire_error);
@@ -498,20 +501,35 @@ worker_actor::behavior_type worker_impl(self_ptr self, worker_config cfg) {
           return fail(st.who + "round with a shared vector of " + std::to_string(shared.size()) +
                       " entries; expected " + std::to_string(st.w.size()));
         }
+        if (r < 0) return fail(st.who + "round " + std::to_string(r));
+        auto cert = st.solver->Certify(*shared.data);
+        if (!cert.ok()) return as_error(st, cert.status());
         st.bytes += shared.bytes();
+        // The certificate goes out now: the coordinator decides on it while
+        // this round solves.
+        auto promise = self->make_response_promise<block_sums, worker_report>();
+        promise.deliver(block_sums{cert->loss_sum, cert->gap_sum, cert->reg_sum, {}}, st.report());
+        st.last_round = r;
+        st.round_start_coords = st.solver->coordinates();
         auto up = st.solver->Solve(*shared.data, st.cfg.sigma_prime, st.cfg.gamma, steps);
-        if (!up.ok()) return as_error(st, up.status());
+        auto report_failure = [self](const std::string& what) {
+          auto& st = self->state;
+          worker_report failed = st.report();
+          failed.wire_error = what;
+          if (st.cfg.coordinator) caf::anon_send(st.cfg.coordinator, failed);
+        };
+        if (!up.ok()) {
+          report_failure(st.who + std::string(up.status().message()));
+          return promise;
+        }
         st.processed += up->steps;
-        auto promise = std::make_shared<caf::typed_response_promise<worker_report>>(
-            self->make_response_promise<worker_report>());
-        push_all(self, st.clock, up->delta_shared,
-                 [self, promise] {
-                   ++self->state.clock;
-                   promise->deliver(self->state.report());
+        ++st.clock;
+        push_all(self, r, up->delta_shared, [] {},
+                 [self, report_failure](caf::error err) {
+                   report_failure(self->system().render(err));
                  },
-                 [promise](caf::error err) { promise->deliver(std::move(err)); },
                  &up->delta_shared);
-        return *promise;
+        return promise;
       },
       [self](certify_atom, const dvec& shared) -> caf::result<block_sums> {
         auto& st = self->state;
@@ -530,16 +548,22 @@ worker_actor::behavior_type worker_impl(self_ptr self, worker_config cfg) {
         if (!loss.ok()) return as_error(st, loss.status());
         return block_sums{*loss, 0.0, 0.0, {}};
       },
-      [self](coords_atom) -> caf::result<dvec> {
+      [self](coords_atom, int64_t r) -> caf::result<dvec> {
         auto& st = self->state;
-        if (st.solver) return dvec(st.solver->coordinates());
-        return dvec(st.w);
+        if (!st.solver) return dvec(st.w);
+        if (r == st.last_round) return dvec(st.round_start_coords);
+        if (r == st.last_round + 1) return dvec(st.solver->coordinates());
+        return fail(st.who + "coordinates of round " + std::to_string(r) +
+                    " are not kept (last round " + std::to_string(st.last_round) + ")");
       },
-      [self](coords_atom, const dvec& coords) -> caf::result<int64_t> {
-        // Checkpoint restore (cocoa): this block's coordinates.
+      [self](coords_atom, int64_t r, const dvec& coords) -> caf::result<int64_t> {
+        // Checkpoint restore (cocoa): this block's coordinates as of round r.
         auto& st = self->state;
         if (!coords.wire_error.empty()) return fail(st.who + "restore: " + coords.wire_error);
         if (!st.solver) return fail(st.who + "restore is only part of mode cocoa");
+        if (r < 0) return fail(st.who + "restore at round " + std::to_string(r));
+        st.last_round = r - 1;
+        st.round_start_coords.clear();
         // Empty: the zero state (a checkpoint taken before the first round).
         std::vector<double> c = coords.size() > 0
                                     ? *coords.data

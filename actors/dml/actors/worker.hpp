@@ -44,21 +44,29 @@ namespace dml::actors {
 ///    worker_report every `report_every` clocks; replies when it reaches
 ///    max_clock or is halted. A run while running supersedes the old one.
 ///  - step(loop): internal, the next step of run `loop`. halt: stop it.
-///  - round(r, shared, steps): cocoa, one local solve + push; replies after
-///    the shards acknowledged.
+///  - round(r, shared, steps): cocoa round r. Replies at once with this
+///    block's certificate at `shared` (and its progress before the round),
+///    then solves H local steps and pushes the delta to the shards with
+///    clock r (they tell the coordinator when all K are in). Solving is
+///    speculative: the coordinator may stop at this certificate, so the
+///    coordinates it certifies are kept (coords(r)). A push that fails
+///    later reaches the coordinator as a worker_report carrying the error.
 ///  - certify(shared): this partition's share of the objective at `shared`.
-///  - coords: the local coordinates (dual cocoa: alpha of its rows; primal
-///    cocoa: w of its columns). coords(c): replace them (checkpoint restore).
+///  - coords(r): the local coordinates that go with round r's shared vector
+///    (dual cocoa: alpha of its rows; primal cocoa: w of its columns): those
+///    before round r's solve if it started, else the current ones. Errors:
+///    rounds other than the last two. coords(r, c): replace them with c,
+///    as of round r (checkpoint restore; empty = zeros).
 using worker_actor = caf::typed_actor<
     caf::replies_to<init_atom>::with<int64_t, int64_t>,
     caf::reacts_to<connect_atom, std::vector<caf::actor>, int64_list>,
     caf::replies_to<run_atom, int64_t, int64_t, int64_t>::with<worker_report>,
     caf::reacts_to<step_atom, uint64_t>,
     caf::reacts_to<halt_atom>,
-    caf::replies_to<round_atom, int64_t, dvec, int64_t>::with<worker_report>,
+    caf::replies_to<round_atom, int64_t, dvec, int64_t>::with<block_sums, worker_report>,
     caf::replies_to<certify_atom, dvec>::with<block_sums>,
-    caf::replies_to<coords_atom>::with<dvec>,
-    caf::replies_to<coords_atom, dvec>::with<int64_t>>;
+    caf::replies_to<coords_atom, int64_t>::with<dvec>,
+    caf::replies_to<coords_atom, int64_t, dvec>::with<int64_t>>;
 
 /// The in-process model of hogwild mode: one array of relaxed atomics that
 /// every worker of the process reads and writes without locks.

@@ -47,7 +47,7 @@ namespace dml::net {
 
 /// Vectors below this many bytes stay inline in the CAF message: a fetch
 /// costs a round trip, which only pays off once copies dominate.
-inline constexpr std::size_t kBulkMinBytes = std::size_t{256} << 10;
+inline constexpr std::size_t kBulkMinBytes = std::size_t{128} << 10;
 /// How long an offer waits for its fetch.
 inline constexpr std::chrono::seconds kBulkTtl{60};
 /// A fetch (or a held MAP) that stalls this long fails: no hang on a hung peer.
