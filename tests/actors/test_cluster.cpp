@@ -286,6 +286,35 @@ BOOST_AUTO_TEST_CASE(a_node_with_a_secret_admits_only_processes_that_know_it) {
   std::remove(secret_file.c_str());
 }
 
+// Cancelling a cocoa job on nodes cuts the round in progress short there
+// (the coordinator tells each node; its workers' solves check the flag).
+BOOST_AUTO_TEST_CASE(cancel_reaches_solves_on_nodes) {
+  dml::runtime rt;
+  dml::job_spec s = Spec(dml::Mode::kCocoa);
+  s.nodes = fixture->cluster->addresses();
+  s.stop.gap_rel = 0;
+  s.stop.max_epochs = 1e9;
+  s.local_epochs = 20000;  // one round: tens of seconds
+  auto j = rt.submit(s);
+  BOOST_REQUIRE(j.ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  BOOST_TEST(!j->done());
+  const auto t0 = Clock::now();
+  j->cancel();
+  while (!j->done() && Clock::now() - t0 < std::chrono::seconds(10)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  BOOST_REQUIRE(j->done());
+  auto r = j->wait();
+  BOOST_REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+  BOOST_TEST_MESSAGE("cancel on nodes: " << ms << " ms, " << r->epochs << " epochs");
+  BOOST_TEST(ms <= 500.0, "cancel took " << ms << " ms");
+  BOOST_TEST((r->reason == dml::StopReason::kCancelled));
+  BOOST_TEST(r->epochs < 20000.0);
+  BOOST_TEST(r->primal < std::log(2.0));
+}
+
 BOOST_AUTO_TEST_CASE(sync_across_processes_is_bitwise_the_in_process_run) {
   dml::runtime rt;
   dml::job_spec s = Spec(dml::Mode::kSync);

@@ -344,6 +344,37 @@ BOOST_AUTO_TEST_CASE(cancel_stops_a_long_job_within_200ms_and_keeps_the_model) {
   }
 }
 
+// A cocoa round of ~thousands of local epochs is cut short: the solve in
+// progress checks the job's interrupt flag, the shards announce the partial
+// round, and the job ends on a certified shared vector.
+BOOST_AUTO_TEST_CASE(cancel_interrupts_a_long_cocoa_round) {
+  auto data = Problem(dml::Task::kClassification, 3000, 50);
+  const dml::ModelSpec m{dml::ModelKind::kLogisticL2, 1e-3, 0.5};
+  dml::runtime rt(WithThreads(2));
+  dml::job_spec s = SgdSpec(data, m, dml::Mode::kCocoa, 1000000);
+  s.stop.gap_rel = 0;
+  s.local_epochs = 5000;  // one round: 15 million coordinate steps per worker
+  auto j = rt.submit(s);
+  BOOST_REQUIRE(j.ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  BOOST_TEST(!j->done());
+  const auto t0 = Clock::now();
+  j->cancel();
+  const dml::job_result r = MustFinish(*j, 30);
+  const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  BOOST_TEST(ms <= 200.0, "cancel took " << ms << " ms");
+  BOOST_TEST((r.reason == dml::StopReason::kCancelled));
+  // The round 0 certificate (w = 0), then the one of the interrupted round.
+  BOOST_REQUIRE(r.history.size() >= 2u);
+  BOOST_TEST(r.history.back().epochs < 5000.0);  // cut short
+  BOOST_TEST(r.primal < std::log(2.0));
+  BOOST_TEST(std::isfinite(r.gap));
+  BOOST_TEST(r.gap >= 0.0);
+  // The returned model is the certified one.
+  BOOST_TEST(dml::PrimalValue(*data, m, r.w).value() == r.primal,
+             boost::test_tools::tolerance(1e-9));
+}
+
 BOOST_AUTO_TEST_CASE(destroying_a_runtime_cancels_its_jobs_without_hanging) {
   auto data = Problem(dml::Task::kClassification, 2000, 40);
   const dml::ModelSpec m{dml::ModelKind::kLogisticL2, 1e-3, 0.5};

@@ -1,6 +1,7 @@
 #include "dml/actors/coordinator.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <limits>
@@ -45,6 +46,11 @@ struct coord_state {
   std::vector<parameter_shard> shards;
   std::vector<int64_t> bounds;
   std::shared_ptr<hogwild_model> hog;
+  // The job's interrupt flag (job_state): set on cancel by the host, and
+  // here on other outside stops; in-process workers' cocoa solves end early.
+  std::shared_ptr<std::atomic<bool>> interrupt;
+  bool nodes_interrupted = false;
+  bool draining = false;  // cocoa: stopped from outside, collecting the cut round
   int64_t n = 0, d = 0, m = 0;
   bool primal_cocoa = false;
   clock_type::time_point start;
@@ -330,6 +336,17 @@ void save_checkpoint(self_ptr self) {
   }
 }
 
+// cocoa: ends the workers' local solves early (in-process through the
+// shared flag, on nodes through each node's flag for this job). Once.
+void interrupt_solves(self_ptr self) {
+  auto& st = self->state;
+  st.interrupt->store(true);
+  if (st.nodes_interrupted) return;
+  st.nodes_interrupted = true;
+  const auto me = caf::actor_cast<caf::actor>(self);
+  for (auto& n : st.nodes) self->send(n, halt_atom_v, me);
+}
+
 // ---------------------------------------------------------------- cocoa
 // Round r, pipelined: the coordinator sends every worker round(r, s_r); each
 // answers at once with its share of the certificate at s_r, then solves
@@ -450,6 +467,14 @@ void cocoa_decide(self_ptr self, const std::vector<block_sums>& sums) {
     st.reason = StopReason::kMaxEpochs;
   } else if (external_stop(st, &why)) {
     st.reason = why;
+    if (!st.draining) {
+      // The workers are already solving this round: cut it short and take
+      // its result, certified, as the model (one more certificate).
+      st.draining = true;
+      interrupt_solves(self);
+      st.pipe.go_on = true;
+      return cocoa_maybe_next(self);
+    }
   } else {
     st.pipe.go_on = true;
     return cocoa_maybe_next(self);
@@ -834,6 +859,7 @@ void start(self_ptr self) {
     c.gamma = gamma;
     c.sigma_prime = sigma;
     c.hogwild = st.hog;
+    c.interrupt = st.interrupt;
     configs.push_back(std::move(c));
   }
   st.spec.data.reset();  // the workers hold what they need
@@ -1106,6 +1132,7 @@ coordinator_actor::behavior_type coordinator_impl(self_ptr self, job_spec spec,
   self->state.spec = std::move(spec);
   self->state.nodes = std::move(nodes);
   self->state.job = std::move(job);
+  self->state.interrupt = self->state.job->interrupt;
   self->set_down_handler([self](caf::down_msg& dm) {
     auto& st = self->state;
     if (st.finished) return;
@@ -1150,8 +1177,13 @@ coordinator_actor::behavior_type coordinator_impl(self_ptr self, job_spec spec,
                                           ? "job cancelled before training started"
                                           : "wall-time budget spent before training started"));
           }
-          // cocoa checks between rounds; SGD workers are told to halt.
-          if (st.spec.mode != Mode::kCocoa) halt_workers(self, why);
+          // SGD workers are told to halt. cocoa stops at the next
+          // certificate; the local solves in progress end early.
+          if (st.spec.mode != Mode::kCocoa) {
+            halt_workers(self, why);
+          } else {
+            interrupt_solves(self);
+          }
         }
         ping_nodes(self);
         self->delayed_send(self, kTick, tick_atom_v);

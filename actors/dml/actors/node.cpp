@@ -2,7 +2,9 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <map>
+#include <memory>
 #include <set>
 #include <utility>
 #include <vector>
@@ -30,13 +32,18 @@ struct node_state {
   // Per asking process (CAF node id): its latest nonce, and who is admitted.
   std::map<std::string, std::string> nonces;
   std::set<std::string> admitted;
-  // Per coordinator (by address): the actors spawned for it.
-  std::map<caf::actor_addr, std::vector<caf::actor>> jobs;
+  // Per coordinator (by address): the actors spawned for it, and the flag
+  // that interrupts its workers' solves.
+  struct job_actors {
+    std::vector<caf::actor> actors;
+    std::shared_ptr<std::atomic<bool>> interrupt = std::make_shared<std::atomic<bool>>(false);
+  };
+  std::map<caf::actor_addr, job_actors> jobs;
   static inline const char* name = "dml.node";
 
   int32_t hosted() const {
     std::size_t n = 0;
-    for (const auto& [_, v] : jobs) n += v.size();
+    for (const auto& [_, v] : jobs) n += v.actors.size();
     return static_cast<int32_t>(n);
   }
 };
@@ -62,19 +69,24 @@ caf::error admission_error(self_ptr self) {
                          "secret (runtime_options.cluster_secret, dml-train --secret-file)");
 }
 
-// Records `child` under its coordinator, watching the coordinator the
-// first time.
-void adopt(self_ptr self, const caf::actor& coordinator, caf::actor child) {
+// The record of `coordinator`'s job here, made (and the coordinator
+// watched) the first time.
+node_state::job_actors& job_of(self_ptr self, const caf::actor& coordinator) {
   auto& st = self->state;
   auto addr = coordinator.address();
   auto it = st.jobs.find(addr);
   if (it == st.jobs.end()) {
     self->monitor(coordinator);
-    it = st.jobs.emplace(addr, std::vector<caf::actor>{}).first;
+    it = st.jobs.emplace(addr, node_state::job_actors{}).first;
   }
+  return it->second;
+}
+
+// Records `child` under its coordinator.
+void adopt(self_ptr self, const caf::actor& coordinator, caf::actor child) {
   // Also watch the child, to forget it once it is gone.
   self->monitor(child);
-  it->second.push_back(std::move(child));
+  job_of(self, coordinator).actors.push_back(std::move(child));
 }
 
 }  // namespace
@@ -89,11 +101,13 @@ node_actor spawn_node(caf::actor_system& sys, std::string name, std::string secr
       auto& st = self->state;
       auto job = st.jobs.find(dm.source);
       if (job != st.jobs.end()) {  // a coordinator: stop its actors here
-        for (auto& a : job->second) self->send_exit(a, caf::exit_reason::user_shutdown);
+        job->second.interrupt->store(true);
+        for (auto& a : job->second.actors) self->send_exit(a, caf::exit_reason::user_shutdown);
         st.jobs.erase(job);
         return;
       }
-      for (auto& [_, v] : st.jobs) {  // a child: forget it
+      for (auto& [_, job] : st.jobs) {  // a child: forget it
+        auto& v = job.actors;
         for (auto i = v.begin(); i != v.end(); ++i) {
           if (i->address() == dm.source) {
             v.erase(i);
@@ -103,14 +117,22 @@ node_actor spawn_node(caf::actor_system& sys, std::string name, std::string secr
       }
     });
     self->set_exit_handler([self](caf::exit_msg& em) {
-      for (auto& [_, v] : self->state.jobs) {
-        for (auto& a : v) self->send_exit(a, em.reason);
+      for (auto& [_, job] : self->state.jobs) {
+        job.interrupt->store(true);
+        for (auto& a : job.actors) self->send_exit(a, em.reason);
       }
       self->quit(em.reason);
     });
     return {
         [self](hello_atom) -> caf::result<std::string, int64_t, int32_t> {
           return {self->state.label, static_cast<int64_t>(::getpid()), self->state.hosted()};
+        },
+        [self](halt_atom, const caf::actor& coordinator) {
+          // Only a job's own coordinator stops it.
+          const auto& sender = self->current_sender();
+          if (!coordinator || !sender || sender->address() != coordinator.address()) return;
+          auto it = self->state.jobs.find(coordinator.address());
+          if (it != self->state.jobs.end()) it->second.interrupt->store(true);
         },
         [self](challenge_atom) -> caf::result<std::string> {
           auto& st = self->state;
@@ -148,7 +170,9 @@ node_actor spawn_node(caf::actor_system& sys, std::string name, std::string secr
           worker_config cfg;
           static_cast<worker_spec&>(cfg) = spec;
           cfg.coordinator = coordinator;
-          auto w = caf::actor_cast<caf::actor>(spawn_worker(self->system(), std::move(cfg)));
+          cfg.interrupt = job_of(self, coordinator).interrupt;
+          auto w = caf::actor_cast<caf::actor>(
+              spawn_worker(self->system(), std::move(cfg), /*detached=*/true));
           adopt(self, coordinator, w);
           return w;
         },

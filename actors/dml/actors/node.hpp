@@ -23,6 +23,8 @@
 //    a mode that needs an in-process model (hogwild).
 //  - shard(config, coordinator): spawn a parameter shard; replies its
 //    handle. Errors: not admitted, a bad config.
+//  - halt(coordinator): that job is stopping: local solves of its workers
+//    here end early (they check a flag every few hundred steps).
 
 #include <cstdint>
 #include <string>
@@ -43,7 +45,8 @@ using node_actor = caf::typed_actor<
     caf::replies_to<challenge_atom>::with<std::string>,
     caf::replies_to<admit_atom, std::string>::with<bool>,
     caf::replies_to<worker_atom, worker_spec, caf::actor>::with<caf::actor>,
-    caf::replies_to<shard_atom, shard_config, caf::actor>::with<caf::actor>>;
+    caf::replies_to<shard_atom, shard_config, caf::actor>::with<caf::actor>,
+    caf::reacts_to<halt_atom, caf::actor>>;
 
 /// Spawns a node actor named `name` (shown by hello and in errors); with a
 /// non-empty `secret`, only admitted processes may use it.

@@ -58,7 +58,7 @@ bool IsSgdMode(Mode mode) { return mode != Mode::kCocoa; }
 // ------------------------------------------------------------------ job
 
 void job::cancel() {
-  if (state_) state_->cancel.store(true);
+  if (state_) state_->request_cancel();
 }
 
 absl::StatusOr<job_result> job::wait() {
@@ -234,7 +234,7 @@ runtime::~runtime() {
       if (auto s = w.lock()) live.push_back(std::move(s));
     }
   }
-  for (auto& s : live) s->cancel.store(true);
+  for (auto& s : live) s->request_cancel();
   // Coordinators see the flag within a tick and stop their actors; the
   // actor system's destructor then waits for the last of them.
   for (auto& s : live) {

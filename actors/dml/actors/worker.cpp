@@ -511,7 +511,8 @@ worker_actor::behavior_type worker_impl(self_ptr self, worker_config cfg) {
         promise.deliver(block_sums{cert->loss_sum, cert->gap_sum, cert->reg_sum, {}}, st.report());
         st.last_round = r;
         st.round_start_coords = st.solver->coordinates();
-        auto up = st.solver->Solve(*shared.data, st.cfg.sigma_prime, st.cfg.gamma, steps);
+        auto up = st.solver->Solve(*shared.data, st.cfg.sigma_prime, st.cfg.gamma, steps,
+                                   st.cfg.interrupt.get());
         auto report_failure = [self](const std::string& what) {
           auto& st = self->state;
           worker_report failed = st.report();
@@ -587,7 +588,8 @@ std::vector<int64_t> SampleBatch(uint64_t seed, int32_t index, int64_t clock, in
   return out;
 }
 
-worker_actor spawn_worker(caf::actor_system& sys, worker_config config) {
+worker_actor spawn_worker(caf::actor_system& sys, worker_config config, bool detached) {
+  if (detached) return sys.spawn<caf::detached>(worker_impl, std::move(config));
   return sys.spawn(worker_impl, std::move(config));
 }
 

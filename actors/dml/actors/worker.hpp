@@ -98,9 +98,18 @@ struct worker_config : worker_spec {
   caf::actor coordinator;
   /// hogwild: the process-wide model (in-process only).
   std::shared_ptr<hogwild_model> hogwild;
+  /// Set (by the coordinator, or by the node for a remote coordinator)
+  /// when the job is being stopped: a cocoa solve in progress ends early.
+  std::shared_ptr<std::atomic<bool>> interrupt;
 };
 
-worker_actor spawn_worker(caf::actor_system& sys, worker_config config);
+/// Spawns a worker. `detached`: on a thread of its own instead of the
+/// scheduler's. Nodes detach their workers: a worker computes for long
+/// stretches (a cocoa round, an SGD loop), and the node process must keep
+/// receiving meanwhile (CAF deserialises remote messages on the scheduler:
+/// pings, halts, pushes to its shards). In-process jobs keep workers on the
+/// scheduler, where hand-offs between actors are cheaper.
+worker_actor spawn_worker(caf::actor_system& sys, worker_config config, bool detached = false);
 
 /// The rows worker `index` samples at `clock` (indices into its own
 /// partition of `rows` examples): `batch` draws with replacement from a

@@ -13,6 +13,7 @@
 //
 // Thread-safety: one LocalSolver per worker; not shared between threads.
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -67,9 +68,14 @@ class LocalSolver {
   /// each pass over the block) against `shared`, updating this block's own
   /// coordinates (alpha or w_block) and returning the change of the shared
   /// vector. `gamma` scales the local coordinates' commit, as in CoCoA+.
+  /// `interrupt` (optional, set by another thread) ends the solve early,
+  /// within kInterruptCheck steps: fewer local steps are still a valid
+  /// CoCoA+ update (LocalUpdate::steps says how many ran).
   virtual absl::StatusOr<LocalUpdate> Solve(const std::vector<double>& shared,
-                                            double sigma_prime, double gamma,
-                                            int64_t steps) = 0;
+                                            double sigma_prime, double gamma, int64_t steps,
+                                            const std::atomic<bool>* interrupt = nullptr) = 0;
+  /// How often Solve looks at its interrupt flag (coordinate steps).
+  static constexpr int64_t kInterruptCheck = 256;
   /// This block's share of the certificate at `shared` (w for dual models,
   /// v = A w for primal ones), for the block's current coordinates. Errors:
   /// `shared` of the wrong length.

@@ -44,7 +44,8 @@ class DualLocalSolver final : public LocalSolver {
   }
 
   absl::StatusOr<LocalUpdate> Solve(const std::vector<double>& shared, double sigma_prime,
-                                    double gamma, int64_t steps) override {
+                                    double gamma, int64_t steps,
+                                    const std::atomic<bool>* interrupt) override {
     const CsrMatrix& x = block_.rows;
     if (static_cast<int64_t>(shared.size()) != x.cols()) {
       return absl::InvalidArgumentError(absl::StrCat("shared w has ", shared.size(),
@@ -70,7 +71,12 @@ class DualLocalSolver final : public LocalSolver {
     const double sigma_inv_ln = sigma_prime * inv_ln_;
     LocalUpdate up;
     int64_t pos = nk;
-    for (int64_t s = 0; s < steps; ++s) {
+    int64_t s = 0;
+    for (; s < steps; ++s) {
+      if (interrupt != nullptr && s % kInterruptCheck == 0 &&
+          interrupt->load(std::memory_order_relaxed)) {
+        break;
+      }
       if (pos == nk) {
         rng_.Shuffle(order_);
         pos = 0;
@@ -90,7 +96,7 @@ class DualLocalSolver final : public LocalSolver {
         SparseAxpy<false>(ix, vx, len, d * sigma_inv_ln, u_.data());
       }
     }
-    up.steps = steps;
+    up.steps = s;
     // delta_w exactly from dA (u - w would lose digits), then the commit.
     up.delta_shared.assign(static_cast<std::size_t>(x.cols()), 0.0);
     for (int64_t i = 0; i < nk; ++i) {

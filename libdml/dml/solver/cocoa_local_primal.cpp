@@ -69,7 +69,8 @@ class PrimalLocalSolver final : public LocalSolver {
   PrimalLocalSolver& operator=(const PrimalLocalSolver&) = delete;
 
   absl::StatusOr<LocalUpdate> Solve(const std::vector<double>& shared, double sigma_prime,
-                                    double gamma, int64_t steps) override {
+                                    double gamma, int64_t steps,
+                                    const std::atomic<bool>* interrupt) override {
     const int64_t n = cols_.rows();
     if (static_cast<int64_t>(shared.size()) != n) {
       return absl::InvalidArgumentError(absl::StrCat("primal local solver: shared v has ",
@@ -99,7 +100,12 @@ class PrimalLocalSolver final : public LocalSolver {
     const std::size_t d = w_.size();
     std::vector<double> dw(d, 0.0);
     LocalUpdate update;
-    for (int64_t s = 0; s < steps; ++s) {
+    int64_t s = 0;
+    for (; s < steps; ++s) {
+      if (interrupt != nullptr && s % kInterruptCheck == 0 &&
+          interrupt->load(std::memory_order_relaxed)) {
+        break;
+      }
       if (next_ == d) {
         rng_.Shuffle(order_);
         next_ = 0;
@@ -116,7 +122,7 @@ class PrimalLocalSolver final : public LocalSolver {
         Obj::InitState(v, y_, state.data());
       }
     }
-    update.steps = steps;
+    update.steps = s;
 
     // delta_v = A_[k] dw exactly (not from the drifting local state).
     update.delta_shared = ColumnTimes(cols_, dw);

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <utility>
 #include <vector>
@@ -24,6 +25,15 @@ struct job_state {
   std::function<void(const job_progress&)> on_progress;
   /// Set by job::cancel() and by ~runtime; the coordinator polls it.
   std::atomic<bool> cancel{false};
+  /// Set with `cancel` (and by the coordinator on other outside stops):
+  /// in-process cocoa solves check it, so a cancel reaches them even while
+  /// they occupy every scheduler thread.
+  std::shared_ptr<std::atomic<bool>> interrupt = std::make_shared<std::atomic<bool>>(false);
+
+  void request_cancel() {
+    cancel.store(true);
+    interrupt->store(true);
+  }
 
   void publish(const job_progress& p) {
     {
