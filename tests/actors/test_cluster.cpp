@@ -433,42 +433,56 @@ std::string Events(const std::vector<dml::job_progress>& history) {
 
 }  // namespace
 
-BOOST_AUTO_TEST_CASE(async_job_survives_a_killed_worker_node) {
-  auto cluster = dml::LocalCluster::Start(DML_NODE_BINARY, 3, {"--threads=1"});
-  BOOST_REQUIRE_MESSAGE(cluster.ok(), cluster.status().ToString());
-  dml::runtime rt;
-  dml::job_spec s = Spec(dml::Mode::kAsync);
-  const double p_star = Optimum(s.model);
-  s.nodes = cluster->addresses();  // worker 0 on node 0, worker 1 on node 1, shards on 2 and 0
-  s.stop.gap_rel = 0;
-  s.stop.max_epochs = 400;
-  s.stop.target_primal = p_star + 1e-3;
-  s.eval_every_epochs = 1;
-  auto j = rt.submit(s);
-  BOOST_REQUIRE_MESSAGE(j.ok(), j.status().ToString());
-  auto before = WaitForRounds(*j, 5);
-  BOOST_REQUIRE_MESSAGE(!j->done(), "the job ended before the fault was injected");
-  const auto killed_at = Clock::now();
-  cluster->Kill(1);
-  auto r = j->wait();
-  BOOST_REQUIRE_MESSAGE(r.ok(), r.status().ToString());
-  const std::string events = Events(r->history);
-  BOOST_TEST_MESSAGE("events:\n" << events << "final P-P* " << r->primal - p_star << " after "
-                                 << r->epochs << " epochs");
-  BOOST_TEST(events.find("lost node(s) 1 (1 worker(s) replaced, all 2 shards rebuilt)") !=
-                 std::string::npos,
-             events);
-  // Detected and recovered promptly (the event is recorded with the first
-  // evaluation after the restart).
-  for (const auto& p : r->history) {
-    if (p.event.empty()) continue;
-    BOOST_TEST(p.seconds - before.back().seconds <
-                   2.0 + std::chrono::duration<double>(Clock::now() - killed_at).count(),
-               "event at " << p.seconds << " s");
-    break;
+// async and ssp go on through the loss of a node that held only a worker:
+// the shards and the other worker never stop (no restart from a
+// checkpoint: epochs never go back), the lost worker is replaced on a
+// surviving node from its last clock, and the job reaches its target.
+BOOST_AUTO_TEST_CASE(async_jobs_continue_through_a_killed_worker_node) {
+  for (dml::Mode mode : {dml::Mode::kAsync, dml::Mode::kSsp}) {
+    BOOST_TEST_CONTEXT("mode " << dml::ModeName(mode)) {
+      auto cluster = dml::LocalCluster::Start(DML_NODE_BINARY, 3, {"--threads=1"});
+      BOOST_REQUIRE_MESSAGE(cluster.ok(), cluster.status().ToString());
+      dml::runtime rt;
+      dml::job_spec s = Spec(mode);
+      const double p_star = Optimum(s.model);
+      s.nodes = cluster->addresses();  // worker 0 on node 0, worker 1 on node 1, shards on 2 and 0
+      s.stop.gap_rel = 0;
+      s.stop.max_epochs = 400;
+      s.stop.target_primal = p_star + 1e-3;
+      s.eval_every_epochs = 1;
+      auto j = rt.submit(s);
+      BOOST_REQUIRE_MESSAGE(j.ok(), j.status().ToString());
+      auto before = WaitForRounds(*j, 5);
+      BOOST_REQUIRE_MESSAGE(!j->done(), "the job ended before the fault was injected");
+      const auto killed_at = Clock::now();
+      cluster->Kill(1);
+      auto r = j->wait();
+      BOOST_REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+      const std::string events = Events(r->history);
+      BOOST_TEST_MESSAGE("events:\n" << events << "final P-P* " << r->primal - p_star << " after "
+                                     << r->epochs << " epochs");
+      BOOST_TEST(events.find("lost node(s) 1: worker 1 to node ") != std::string::npos, events);
+      BOOST_TEST(events.find("the shards and the other workers ran on") != std::string::npos,
+                 events);
+      BOOST_TEST(events.find("restarted") == std::string::npos, events);
+      // Nothing was rolled back.
+      for (std::size_t i = 1; i < r->history.size(); ++i) {
+        BOOST_TEST(r->history[i].epochs >= r->history[i - 1].epochs);
+      }
+      // Detected and replaced promptly (the event is recorded with the
+      // first evaluation after the replacement joined).
+      for (const auto& p : r->history) {
+        if (p.event.empty()) continue;
+        BOOST_TEST(p.seconds - before.back().seconds <
+                       2.0 + std::chrono::duration<double>(Clock::now() - killed_at).count(),
+                   "event at " << p.seconds << " s");
+        break;
+      }
+      BOOST_CHECK(r->reason == dml::StopReason::kTargetReached);
+      BOOST_TEST(r->primal - p_star <= 1.2e-3);
+      if (mode == dml::Mode::kSsp) BOOST_TEST(r->max_granted_staleness <= s.staleness);
+    }
   }
-  BOOST_CHECK(r->reason == dml::StopReason::kTargetReached);
-  BOOST_TEST(r->primal - p_star <= 1.2e-3);
 }
 
 BOOST_AUTO_TEST_CASE(a_hung_node_is_detected_by_its_silence_and_replaced) {
@@ -498,8 +512,13 @@ BOOST_AUTO_TEST_CASE(a_hung_node_is_detected_by_its_silence_and_replaced) {
   const std::string events = Events(r->history);
   BOOST_TEST_MESSAGE("events:\n" << events << "final P-P* " << r->primal - p_star << ", "
                                  << waited << " s after SIGSTOP");
-  BOOST_TEST(events.find("node 1 (" + s.nodes[1] + ") silent for 1 s; lost node(s) 1 "
-                         "(1 worker(s) replaced, all 2 shards rebuilt)") != std::string::npos,
+  for (const auto& p : r->history) {
+    BOOST_TEST_MESSAGE("round " << p.round << " t " << p.seconds << " epochs " << p.epochs
+                                << " P " << p.primal);
+  }
+  // async goes on without a restart (see the killed-node test above).
+  BOOST_TEST(events.find("node 1 (" + s.nodes[1] + ") silent for 1 s; lost node(s) 1: worker 1 "
+                         "to node ") != std::string::npos,
              events);
   BOOST_CHECK(r->reason == dml::StopReason::kTargetReached);
   BOOST_TEST(r->primal - p_star <= 1.2e-3);

@@ -81,10 +81,19 @@ struct coord_state {
   // Recovery (jobs on nodes). Every reply handler checks the generation it
   // was sent in: after a recovery, answers to older requests are dropped.
   uint64_t generation = 0;
+  // Fan-outs to the workers (evaluations) check this too: a worker
+  // replaced while the others keep running voids the fan-outs in flight
+  // (the lost one would never answer), not the workers' runs.
+  uint64_t fanouts = 0;
+  // Continuing jobs (async, ssp, easgd): workers being replaced on
+  // surviving nodes while the others run on.
+  int replacing = 0;
+  bool full_recovery = false;  // a loss that needs the restart from a checkpoint
   std::vector<worker_config> worker_specs;  // to respawn a lost worker as it was
   std::vector<int> worker_node, shard_node;  // hosting node of each actor
   std::vector<bool> node_alive;
   std::vector<bool> worker_lost;
+  std::vector<bool> being_replaced;
   bool recovery_scheduled = false;
   clock_type::time_point last_ping;
   std::vector<bool> ping_outstanding;
@@ -169,11 +178,13 @@ void ask_workers(self_ptr self, Done done, Ts... xs) {
   auto replies = std::make_shared<std::vector<Reply>>(st.workers.size());
   auto remaining = std::make_shared<std::size_t>(st.workers.size());
   const uint64_t gen = st.generation;
+  const uint64_t fan = st.fanouts;
   for (std::size_t k = 0; k < st.workers.size(); ++k) {
     self->request(st.workers[k], kRequestTimeout, xs...)
         .then(
-            [self, k, replies, remaining, done, gen](Reply& r) {
-              if (self->state.finished || gen != self->state.generation) return;
+            [self, k, replies, remaining, done, gen, fan](Reply& r) {
+              auto& st = self->state;
+              if (st.finished || gen != st.generation || fan != st.fanouts) return;
               if (!r.wire_error.empty()) {
                 return fail_job(self, absl::DataLossError(absl::StrCat(
                                           "reply of worker ", k, ": ", r.wire_error)));
@@ -181,8 +192,9 @@ void ask_workers(self_ptr self, Done done, Ts... xs) {
               (*replies)[k] = std::move(r);
               if (--*remaining == 0) done(*replies);
             },
-            [self, gen](caf::error& err) {
-              if (gen == self->state.generation) fail_job(self, err);
+            [self, gen, fan](caf::error& err) {
+              auto& st = self->state;
+              if (gen == st.generation && fan == st.fanouts) fail_job(self, err);
             });
   }
 }
@@ -558,9 +570,25 @@ void halt_workers(self_ptr self, StopReason why) {
   for (auto& s : st.shards) self->send(s, halt_atom_v);
 }
 
+// False while a worker is lost and not yet replaced (an evaluation would
+// wait for its answer forever).
+bool all_workers_reachable(const coord_state& st) {
+  for (std::size_t k = 0; k < st.workers.size(); ++k) {
+    if (!st.being_replaced.empty() && st.being_replaced[k]) return false;
+    if (!st.worker_lost.empty() && st.worker_lost[k]) return false;
+    if (!st.worker_node.empty() && st.worker_node[k] >= 0 && !st.node_alive[st.worker_node[k]]) {
+      return false;
+    }
+  }
+  return true;
+}
+
 void maybe_evaluate(self_ptr self) {
   auto& st = self->state;
-  if (st.evaluating || st.halting || st.running == 0 || st.epochs < st.next_eval) return;
+  if (st.evaluating || st.halting || st.running == 0 || !all_workers_reachable(st) ||
+      st.epochs < st.next_eval) {
+    return;
+  }
   st.evaluating = true;
   st.next_eval = st.epochs + st.spec.eval_every_epochs;
   evaluate(self, [self](const std::vector<double>& w) {
@@ -604,9 +632,8 @@ void sgd_all_stopped(self_ptr self) {
   });
 }
 
-void sgd_start(self_ptr self, int64_t start_clock) {
-  auto& st = self->state;
-  const uint64_t gen = st.generation;
+// The clock an SGD run stops at and how often it reports.
+std::pair<int64_t, int64_t> sgd_run_limits(const coord_state& st) {
   const double per_clock = static_cast<double>(st.workers.size()) * st.spec.batch_size;
   const double clocks = std::ceil(st.spec.stop.max_epochs * static_cast<double>(st.n) / per_clock);
   const int64_t max_clock = static_cast<int64_t>(std::min(clocks, 1e15));
@@ -615,22 +642,34 @@ void sgd_start(self_ptr self, int64_t start_clock) {
   // and budget timer queues behind them).
   const double clocks_per_eval = st.spec.eval_every_epochs * static_cast<double>(st.n) / per_clock;
   const int64_t report_every = std::max<int64_t>(1, static_cast<int64_t>(clocks_per_eval / 4));
+  return {max_clock, report_every};
+}
+
+// Worker k's free-running loop from `start_clock`; its final report counts
+// down st.running.
+void sgd_run_worker(self_ptr self, std::size_t k, int64_t start_clock) {
+  auto& st = self->state;
+  const uint64_t gen = st.generation;
+  const auto [max_clock, report_every] = sgd_run_limits(st);
+  self->request(st.workers[k], caf::infinite, run_atom_v, max_clock, report_every, start_clock)
+      .then(
+          [self, gen](const worker_report& r) {
+            auto& st = self->state;
+            if (st.finished || gen != st.generation) return;
+            if (auto bad = WireErrorOf(r); !bad.ok()) return fail_job(self, bad);
+            absorb(st, r);
+            if (--st.running == 0) sgd_all_stopped(self);
+          },
+          [self, gen](caf::error& err) {
+            if (gen == self->state.generation) fail_job(self, err);
+          });
+}
+
+void sgd_start(self_ptr self, int64_t start_clock) {
+  auto& st = self->state;
   st.running = static_cast<int>(st.workers.size());
   st.next_eval = st.epochs + st.spec.eval_every_epochs;
-  for (std::size_t k = 0; k < st.workers.size(); ++k) {
-    self->request(st.workers[k], caf::infinite, run_atom_v, max_clock, report_every, start_clock)
-        .then(
-            [self, gen](const worker_report& r) {
-              auto& st = self->state;
-              if (st.finished || gen != st.generation) return;
-              if (auto bad = WireErrorOf(r); !bad.ok()) return fail_job(self, bad);
-              absorb(st, r);
-              if (--st.running == 0) sgd_all_stopped(self);
-            },
-            [self, gen](caf::error& err) {
-              if (gen == self->state.generation) fail_job(self, err);
-            });
-  }
+  for (std::size_t k = 0; k < st.workers.size(); ++k) sgd_run_worker(self, k, start_clock);
 }
 
 // ------------------------------------------------------------- start-up
@@ -866,6 +905,7 @@ void start(self_ptr self) {
   st.worker_specs = configs;
   st.node_alive.assign(st.nodes.size(), true);
   st.worker_lost.assign(K, false);
+  st.being_replaced.assign(K, false);
   for (int k = 0; k < K; ++k) {
     st.worker_node.push_back(st.nodes.empty() ? -1 : k % static_cast<int>(st.nodes.size()));
   }
@@ -895,11 +935,32 @@ constexpr int kMaxRecoveries = 8;
 // Node n is gone (its actors went down, or it stopped answering): ignore
 // the interrupted round and recover shortly (other actors of the same node
 // go down within milliseconds: one recovery for all of them).
+// Whether the job can go on through the loss of node n: async, ssp and
+// easgd tolerate a missing worker for a while, so when no shard was on n
+// the shards and the other workers keep running while n's workers are
+// replaced. Everything else restarts from the last checkpoint.
+bool continuable(const coord_state& st, int n) {
+  if (!st.started_training || st.halting || st.full_recovery) return false;
+  if (st.spec.mode != Mode::kAsync && st.spec.mode != Mode::kSsp &&
+      st.spec.mode != Mode::kEasgd) {
+    return false;
+  }
+  return std::find(st.shard_node.begin(), st.shard_node.end(), n) == st.shard_node.end();
+}
+
 void node_lost(self_ptr self, int n) {
   auto& st = self->state;
   if (n < 0 || !st.node_alive[n]) return;
   st.node_alive[n] = false;
-  ++st.generation;
+  if (continuable(st, n)) {
+    // An evaluation in flight may wait on a lost worker: drop it (the next
+    // one runs once the replacements are in).
+    ++st.fanouts;
+    st.evaluating = false;
+  } else {
+    st.full_recovery = true;
+    ++st.generation;
+  }
   if (!st.recovery_scheduled) {
     st.recovery_scheduled = true;
     self->delayed_send(self, std::chrono::milliseconds(50), recover_atom_v);
@@ -1053,6 +1114,73 @@ void init_shards_then_resume(self_ptr self) {
   }
 }
 
+// The continuing modes: every worker of a lost node is replaced on a
+// surviving node (it reloads that partition from the node's disk) and
+// runs on from its last reported clock; the shards and the other workers
+// never stop.
+void continue_after_loss(self_ptr self, const std::vector<int>& alive) {
+  auto& st = self->state;
+  std::vector<int> lost;
+  for (std::size_t k = 0; k < st.workers.size(); ++k) {
+    const bool gone =
+        st.worker_lost[k] || (st.worker_node[k] >= 0 && !st.node_alive[st.worker_node[k]]);
+    if (gone && !st.being_replaced[k]) lost.push_back(static_cast<int>(k));
+  }
+  std::string lost_nodes;
+  for (std::size_t n = 0; n < st.node_alive.size(); ++n) {
+    if (!st.node_alive[n]) absl::StrAppend(&lost_nodes, lost_nodes.empty() ? "" : ", ", n);
+  }
+  std::string moved;
+  for (int k : lost) {
+    absl::StrAppend(&moved, moved.empty() ? "" : ", ", "worker ", k, " to node ",
+                    alive[k % alive.size()], " from clock ", st.clocks[k]);
+  }
+  st.event = absl::StrCat(st.event, st.event.empty() ? "" : "; ", "lost node(s) ", lost_nodes,
+                          ": ", lost.empty() ? "no worker there" : moved,
+                          "; the shards and the other workers ran on");
+  for (int k : lost) {
+    self->demonitor(st.workers[k].address());
+    // A hung node may come back: its old worker must not train on.
+    self->send_exit(st.workers[k], caf::exit_reason::kill);
+    const int n = alive[k % alive.size()];
+    st.being_replaced[k] = true;
+    ++st.replacing;
+    const uint64_t gen = st.generation;
+    spawn_on<worker_actor>(self, n, worker_atom_v, st.worker_specs[k], [self, k, n, gen](
+                                                                           worker_actor h) {
+      auto& st = self->state;
+      st.workers[k] = h;
+      st.worker_node[k] = n;
+      st.worker_lost[k] = false;
+      self->request(h, kRequestTimeout, init_atom_v)
+          .then(
+              [self, k, gen](int64_t rows, int64_t cols) {
+                auto& st = self->state;
+                if (st.finished || gen != st.generation) return;
+                if (rows != st.n || cols != st.d) {
+                  return fail_job(self, absl::DataLossError(absl::StrCat(
+                                            "replacement of worker ", k, " read a ", rows, "x",
+                                            cols, " dataset; the job's is ", st.n, "x", st.d)));
+                }
+                std::vector<caf::actor> handles;
+                for (auto& s : st.shards) handles.push_back(caf::actor_cast<caf::actor>(s));
+                self->send(st.workers[k], connect_atom_v, handles, int64_list{st.bounds, {}});
+                st.being_replaced[k] = false;
+                --st.replacing;
+                // The lost worker's run never answers; its replacement's does.
+                if (st.halting) {
+                  if (--st.running == 0) sgd_all_stopped(self);
+                  return;
+                }
+                sgd_run_worker(self, static_cast<std::size_t>(k), st.clocks[k]);
+              },
+              [self, gen](caf::error& err) {
+                if (gen == self->state.generation) fail_job(self, err);
+              });
+    });
+  }
+}
+
 void recover(self_ptr self) {
   auto& st = self->state;
   st.recovery_scheduled = false;
@@ -1066,6 +1194,10 @@ void recover(self_ptr self) {
     return fail_job(self, absl::UnavailableError(absl::StrCat(
                               "gave up after ", kMaxRecoveries, " recoveries from lost nodes")));
   }
+  if (!st.full_recovery) return continue_after_loss(self, alive);
+  st.full_recovery = false;
+  st.replacing = 0;
+  std::fill(st.being_replaced.begin(), st.being_replaced.end(), false);
   ++st.generation;
   st.evaluating = false;
   // Every worker on a lost node is lost, whether or not its down message

@@ -69,6 +69,7 @@ struct worker_state {
   std::string connect_error;  // why the last connect was refused
   bool running = false;
   bool halted = false;
+  bool trained = false;  // a run has started on this worker's local model
   uint64_t loop = 0;  // id of the current run; continuations of older runs are dropped
   caf::typed_response_promise<worker_report> run_promise;
   static inline const char* name = "dml.worker";
@@ -483,7 +484,19 @@ worker_actor::behavior_type worker_impl(self_ptr self, worker_config cfg) {
         st.max_clock = max_clock;
         st.report_every = std::max<int64_t>(1, report_every);
         st.run_promise = self->make_response_promise<worker_report>();
-        self->send(self, step_atom_v, st.loop);
+        // A local model that never trained (a replacement after a lost
+        // node) joining a run past its start begins from the shards' model
+        // (easgd: the center; model-averaging: the last mean), not from 0.
+        const bool local_model =
+            st.cfg.mode == Mode::kEasgd || st.cfg.mode == Mode::kModelAveraging;
+        if (local_model && start_clock > 0 && !st.trained) {
+          const uint64_t loop = st.loop;
+          pull_all(self, st.exchanges, [self, loop] { self->send(self, step_atom_v, loop); },
+                   [self, loop](caf::error err) { finish_run(self, std::move(err), loop); });
+        } else {
+          self->send(self, step_atom_v, st.loop);
+        }
+        st.trained = true;
         return st.run_promise;
       },
       [self](step_atom, uint64_t loop) {
