@@ -29,7 +29,9 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <condition_variable>
 #include <map>
+#include <mutex>
 #include <memory>
 #include <string>
 #include <thread>
@@ -38,6 +40,7 @@
 
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
+#include <caf/event_based_actor.hpp>
 #include <caf/io/middleman.hpp>
 #include <caf/scoped_actor.hpp>
 
@@ -316,9 +319,10 @@ int Cocoa(const std::map<std::string, std::string>& flags) {
 // One member of the allreduce: owns shard `rank` (keys [rank*n/P,
 // (rank+1)*n/P) of the vector, model-averaging rule: gather P pushes, keep
 // their mean), publishes it, connects to the other members' shards, then
-// per iteration pushes each range of its vector to the shard owning it and
-// pulls every range of the result back (reduce-scatter + all-gather through
-// shards). Writes its median seconds per iteration to DIR/time<rank>.
+// per iteration sends each range of its vector to the shard owning it in a
+// pushpull, answered with that range of the result (reduce-scatter +
+// all-gather through shards). Writes its median seconds per iteration to
+// DIR/time<rank>.
 int AllreduceMember(const std::map<std::string, std::string>& flags) {
   const int rank = std::stoi(Get(flags, "rank", "0"));
   const int procs = std::stoi(Get(flags, "procs", "4"));
@@ -341,7 +345,30 @@ int AllreduceMember(const std::map<std::string, std::string>& flags) {
   sc.end = bounds[rank + 1];
   sc.model.kind = dml::ModelKind::kLogisticL2;
   auto own = dml::actors::spawn_parameter_shard(sys, sc);
-  auto port = sys.middleman().publish(own, 0, "127.0.0.1");
+  // Every pair of members shares exactly one connection, opened by the
+  // higher rank: CAF 0.17 lost messages (the run hung) when two processes
+  // connected to each other at the same time. So each member publishes a
+  // directory: a lower rank's directory hands out its shard, and a higher
+  // rank leaves its own shard there (over the connection it opened).
+  struct directory_state {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::vector<caf::actor> shards;
+  };
+  auto known = std::make_shared<directory_state>();
+  known->shards.resize(procs);
+  auto directory = sys.spawn([own, known, procs](caf::event_based_actor*) -> caf::behavior {
+    return {
+        [own](dml::actors::read_atom) { return caf::actor_cast<caf::actor>(own); },
+        [known, procs](dml::actors::init_atom, int32_t r, const caf::actor& shard) {
+          if (r < 0 || r >= procs) return;
+          std::lock_guard<std::mutex> lock(known->mu);
+          known->shards[r] = shard;
+          known->cv.notify_all();
+        },
+    };
+  });
+  auto port = sys.middleman().publish(directory, 0, "127.0.0.1");
   if (!port) return 1;
   {
     const std::string f = dir + "/port" + std::to_string(rank);
@@ -351,23 +378,44 @@ int AllreduceMember(const std::map<std::string, std::string>& flags) {
     std::rename((f + ".tmp").c_str(), f.c_str());
   }
   std::vector<dml::actors::parameter_shard> shards(procs);
-  for (int s = 0; s < procs; ++s) {
-    unsigned p = 0;
-    for (int tries = 0; tries < 4000 && p == 0; ++tries) {
-      FILE* in = std::fopen((dir + "/port" + std::to_string(s)).c_str(), "r");
-      if (in != nullptr) {
-        if (std::fscanf(in, "%u", &p) != 1) p = 0;
-        std::fclose(in);
+  shards[rank] = own;
+  {
+    caf::scoped_actor asker{sys};
+    for (int s = 0; s < rank; ++s) {
+      unsigned p = 0;
+      for (int tries = 0; tries < 4000 && p == 0; ++tries) {
+        FILE* in = std::fopen((dir + "/port" + std::to_string(s)).c_str(), "r");
+        if (in != nullptr) {
+          if (std::fscanf(in, "%u", &p) != 1) p = 0;
+          std::fclose(in);
+        }
+        if (p == 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
       }
-      if (p == 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      auto d = sys.middleman().remote_actor("127.0.0.1", static_cast<uint16_t>(p));
+      if (!d) return 1;
+      bool got = false;
+      asker->request(*d, std::chrono::seconds(30), dml::actors::read_atom_v)
+          .receive(
+              [&](const caf::actor& shard) {
+                shards[s] = caf::actor_cast<dml::actors::parameter_shard>(shard);
+                got = true;
+              },
+              [](caf::error&) {});
+      if (!got) return 1;
+      asker->send(*d, dml::actors::init_atom_v, int32_t{rank}, caf::actor_cast<caf::actor>(own));
     }
-    if (s == rank) {
-      shards[s] = own;
-    } else {
-      auto h = sys.middleman().remote_actor<dml::actors::parameter_shard>("127.0.0.1",
-                                                                         static_cast<uint16_t>(p));
-      if (!h) return 1;
-      shards[s] = *h;
+  }
+  {
+    std::unique_lock<std::mutex> lock(known->mu);
+    const bool all = known->cv.wait_for(lock, std::chrono::seconds(60), [&] {
+      for (int s = rank + 1; s < procs; ++s) {
+        if (!known->shards[s]) return false;
+      }
+      return true;
+    });
+    if (!all) return 1;
+    for (int s = rank + 1; s < procs; ++s) {
+      shards[s] = caf::actor_cast<dml::actors::parameter_shard>(known->shards[s]);
     }
   }
   caf::scoped_actor self{sys};
@@ -384,33 +432,29 @@ int AllreduceMember(const std::map<std::string, std::string>& flags) {
   bool ok = true;
   for (int it = 0; it < iters + 2 && ok; ++it) {  // 2 warm-up iterations
     const auto t = Clock::now();
+    // One pushpull per shard, all in flight at once: each pushes this
+    // member's range and is answered with the range's mean once all P
+    // pushes of the round are in.
+    using handle = decltype(self->request(shards[0], std::chrono::seconds(60),
+                                          dml::actors::pushpull_atom_v, int32_t{rank},
+                                          int64_t{it}, parts[0]));
+    std::vector<handle> exchanges;
     for (int s = 0; s < procs; ++s) {
-      self->send(shards[s], dml::actors::push_atom_v, int32_t{rank}, int64_t{it}, parts[s]);
-    }
-    // All pulls in flight at once (a request waits for the shard's round).
-    using pull_handle = decltype(self->request(shards[0], std::chrono::seconds(60),
-                                               dml::actors::pull_atom_v, int32_t{rank},
-                                               int64_t{it + 1}));
-    std::vector<pull_handle> pulls;
-    for (int s = 0; s < procs; ++s) {
-      pulls.push_back(self->request(shards[s], std::chrono::seconds(60), dml::actors::pull_atom_v,
-                                    int32_t{rank}, int64_t{it + 1}));
+      exchanges.push_back(self->request(shards[s], std::chrono::seconds(60),
+                                        dml::actors::pushpull_atom_v, int32_t{rank}, int64_t{it},
+                                        parts[s]));
     }
     for (int s = 0; s < procs; ++s) {
-      pulls[s].receive(
-              [&](const dml::actors::dvec& v) {
-                if (concat) {
-                  std::copy(v.view().begin(), v.view().end(), sum.begin() + bounds[s]);
-                }
-                pieces[s] = v;
-              },
-              [&](caf::error& e) {
-                std::fprintf(stderr, "rank %d: %s\n", rank, sys.render(e).c_str());
-                ok = false;
-              });
+      exchanges[s].receive(
+          [&](const dml::actors::dvec& v) {
+            if (concat) std::copy(v.view().begin(), v.view().end(), sum.begin() + bounds[s]);
+            pieces[s] = v;
+          },
+          [&](caf::error& e) {
+            std::fprintf(stderr, "rank %d: %s\n", rank, sys.render(e).c_str());
+            ok = false;
+          });
     }
-    // Push replies (clocks) arrive too; drop them.
-    for (int s = 0; s < procs; ++s) self->receive([](int64_t) {}, [](caf::error&) {});
     if (it >= 2) per_iter.push_back(Since(t));
   }
   // The shards keep the mean: sum = mean * P. Check every value of the
@@ -434,7 +478,8 @@ int AllreduceMember(const std::map<std::string, std::string>& flags) {
   // Let the peers finish their last pulls before the shard goes away.
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   self->send_exit(own, caf::exit_reason::user_shutdown);
-  sys.middleman().unpublish(own, *port);
+  self->send_exit(directory, caf::exit_reason::user_shutdown);
+  sys.middleman().unpublish(directory, *port);
   return ok ? 0 : 1;
 }
 

@@ -311,6 +311,31 @@ void announce_rounds(shard_ptr self) {
              done - 1, range);
 }
 
+// A dense push, checked, then applied by the mode's rule.
+caf::error push_dense(shard_ptr self, int32_t worker, int64_t clock, const dvec& x) {
+  auto& st = self->state;
+  if (!x.wire_error.empty()) return bad("dense push: " + x.wire_error);
+  if (auto err = st.check_worker(worker)) return err;
+  if (static_cast<int64_t>(x.size()) != st.size()) {
+    return bad("dense push of " + std::to_string(x.size()) + " values to a range of " +
+               std::to_string(st.size()));
+  }
+  // A decoder that checked the values as they arrived said so.
+  for (std::size_t j = 0; !x.finite && j < x.size(); ++j) {
+    if (!std::isfinite((*x.data)[j])) {
+      return bad("push from worker " + std::to_string(worker) + ": value at key " +
+                 std::to_string(st.cfg.begin + static_cast<int64_t>(j)) + " is not finite");
+    }
+  }
+  st.stats.bytes_in += x.bytes();
+  if (auto err = st.apply(worker, clock, nullptr, x.data->data(), x.size(),
+                          held_push{x.data, nullptr})) {
+    return err;
+  }
+  announce_rounds(self);
+  return caf::none;
+}
+
 parameter_shard::behavior_type shard_impl(shard_ptr self, shard_config cfg,
                                           caf::actor coordinator) {
   auto& st = self->state;
@@ -324,27 +349,16 @@ parameter_shard::behavior_type shard_impl(shard_ptr self, shard_config cfg,
   }
   return {
       [self](push_atom, int32_t worker, int64_t clock, const dvec& x) -> caf::result<int64_t> {
+        if (auto err = push_dense(self, worker, clock, x)) return err;
+        return self->state.gathers() ? self->state.round : self->state.applied;
+      },
+      [self](pushpull_atom, int32_t worker, int64_t clock, const dvec& x) -> caf::result<dvec> {
+        if (auto err = push_dense(self, worker, clock, x)) return err;
         auto& st = self->state;
-        if (!x.wire_error.empty()) return bad("dense push: " + x.wire_error);
-        if (auto err = st.check_worker(worker)) return err;
-        if (static_cast<int64_t>(x.size()) != st.size()) {
-          return bad("dense push of " + std::to_string(x.size()) + " values to a range of " +
-                     std::to_string(st.size()));
-        }
-        // A decoder that checked the values as they arrived said so.
-        for (std::size_t j = 0; !x.finite && j < x.size(); ++j) {
-          if (!std::isfinite((*x.data)[j])) {
-            return bad("push from worker " + std::to_string(worker) + ": value at key " +
-                       std::to_string(st.cfg.begin + static_cast<int64_t>(j)) + " is not finite");
-          }
-        }
-        st.stats.bytes_in += x.bytes();
-        if (auto err = st.apply(worker, clock, nullptr, x.data->data(), x.size(),
-                                held_push{x.data, nullptr})) {
-          return err;
-        }
-        announce_rounds(self);
-        return st.gathers() ? st.round : st.applied;
+        if (st.pull_ready(clock + 1)) return st.serve(clock + 1, key_list{});
+        auto promise = self->make_response_promise<dvec>();
+        st.waiting.push_back(pending_pull{clock + 1, worker, key_list{}, promise});
+        return promise;
       },
       [self](push_atom, int32_t worker, int64_t clock, const sparse_dvec& x) -> caf::result<int64_t> {
         auto& st = self->state;

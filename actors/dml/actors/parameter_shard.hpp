@@ -42,6 +42,9 @@ namespace dml::actors {
 ///    shard's clock (rounds completed, or updates applied).
 ///  - pull(worker, clock[, keys]): the range (or the listed keys, in order),
 ///    once the mode allows that clock.
+///  - pushpull(worker, clock, x): push x, then pull clock + 1, in one
+///    exchange (model averaging's step, an allreduce through shards): half
+///    the messages of a push and a pull.
 ///  - elastic(worker, x): EASGD exchange; replies e.
 ///  - read: the range now, no clock (coordinator, final model).
 ///  - halt: the job is stopping: answer every waiting pull now and every
@@ -54,6 +57,7 @@ using parameter_shard = caf::typed_actor<
     caf::replies_to<push_atom, int32_t, int64_t, dvec>::with<int64_t>,
     caf::replies_to<push_atom, int32_t, int64_t, sparse_dvec>::with<int64_t>,
     caf::replies_to<pull_atom, int32_t, int64_t>::with<dvec>,
+    caf::replies_to<pushpull_atom, int32_t, int64_t, dvec>::with<dvec>,
     caf::replies_to<pull_atom, int32_t, int64_t, key_list>::with<dvec>,
     caf::replies_to<elastic_atom, int32_t, dvec>::with<dvec>,
     caf::replies_to<read_atom>::with<dvec>,

@@ -413,16 +413,34 @@ void sgd_step(self_ptr self) {
         }
         return;
       }
-      // Model averaging: push the local model, continue from the mean.
-      push_all(self, st.exchanges, st.w, [self, on_error, loop] {
-        auto& st = self->state;
-        if (loop != st.loop) return;
-        pull_all(self, st.exchanges + 1, [self, loop] {
-          if (loop != self->state.loop) return;
-          ++self->state.exchanges;
-          step_done(self, loop);
-        }, on_error);
-      }, on_error);
+      // Model averaging: push the local model and continue from the mean,
+      // one pushpull per shard.
+      auto counter = std::make_shared<fan_in>(st.shards.size());
+      for (std::size_t s = 0; s < st.shards.size(); ++s) {
+        const int64_t b = st.bounds[s], e = st.bounds[s + 1];
+        dvec x(std::vector<double>(st.w.begin() + b, st.w.begin() + e));
+        st.bytes += 2 * x.bytes();
+        self->request(st.shards[s], kRequestTimeout, pushpull_atom_v, st.cfg.index, st.exchanges, x)
+            .then(
+                [self, b, len = e - b, counter, loop,
+                 on_err = first_error(counter, on_error)](const dvec& mean) mutable {
+                  auto& st = self->state;
+                  if (counter->failed || loop != st.loop) return;
+                  if (!mean.wire_error.empty() || static_cast<int64_t>(mean.size()) != len) {
+                    return on_err(fail(st.who + "model-averaging reply: " +
+                                       (mean.wire_error.empty()
+                                            ? std::to_string(mean.size()) + " values, expected " +
+                                                  std::to_string(len)
+                                            : mean.wire_error)));
+                  }
+                  std::copy(mean.view().begin(), mean.view().end(), st.w.begin() + b);
+                  if (--counter->remaining == 0) {
+                    ++st.exchanges;
+                    step_done(self, loop);
+                  }
+                },
+                first_error(counter, on_error));
+      }
       return;
     }
     case Mode::kCocoa: break;
