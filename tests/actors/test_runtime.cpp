@@ -273,6 +273,68 @@ BOOST_AUTO_TEST_CASE(parameter_shard_refuses_bad_pushes_and_pulls) {
   self->send_exit(shard, caf::exit_reason::user_shutdown);
 }
 
+// pushpull on a model-averaging shard: the first worker's exchange waits
+// for the second's push; both get the mean (the allreduce primitive). The
+// cocoa shard tells its coordinator when every worker's delta is in.
+BOOST_AUTO_TEST_CASE(pushpull_answers_with_the_mean_and_cocoa_shards_announce_rounds) {
+  using namespace dml::actors;
+  dml::actors::test_config_holder h;
+  caf::scoped_actor self{h.sys};
+  shard_config c;
+  c.mode = dml::Mode::kModelAveraging;
+  c.workers = 2;
+  c.begin = 0;
+  c.end = 4;
+  auto shard = spawn_parameter_shard(h.sys, c);
+  auto first = self->request(shard, std::chrono::seconds(10), pushpull_atom_v, int32_t{0},
+                             int64_t{0}, dvec({1.0, 2.0, 3.0, 4.0}));
+  auto second = self->request(shard, std::chrono::seconds(10), pushpull_atom_v, int32_t{1},
+                              int64_t{0}, dvec({3.0, 2.0, 1.0, -4.0}));
+  for (auto* h2 : {&first, &second}) {
+    dvec got;
+    h2->receive([&](const dvec& v) { got = v; }, [](caf::error&) {});
+    BOOST_REQUIRE_EQUAL(got.size(), 4u);
+    BOOST_TEST(got.view()[0] == 2.0);
+    BOOST_TEST(got.view()[1] == 2.0);
+    BOOST_TEST(got.view()[2] == 2.0);
+    BOOST_TEST(got.view()[3] == 0.0);
+  }
+  self->send_exit(shard, caf::exit_reason::user_shutdown);
+
+  // cocoa: gamma * delta added on arrival; (begin, r, range) once all K
+  // deltas of round r are in, to the coordinator given at spawn.
+  shard_config cc;
+  cc.mode = dml::Mode::kCocoa;
+  cc.workers = 2;
+  cc.begin = 10;
+  cc.end = 13;
+  cc.gamma = 0.5;
+  auto cocoa = spawn_parameter_shard(h.sys, cc, caf::actor_cast<caf::actor>(self));
+  self->request(cocoa, std::chrono::seconds(10), push_atom_v, int32_t{1}, int64_t{0},
+                dvec({2.0, 4.0, 6.0}))
+      .receive([](int64_t) {}, [](caf::error&) {});
+  int64_t begin = -1, round = -1;
+  dvec range;
+  self->receive([&](round_atom, int64_t b, int64_t r, const dvec& v) { begin = b; round = r; },
+                caf::after(std::chrono::milliseconds(100)) >> [] {});
+  BOOST_TEST(round == -1);  // one of two deltas: nothing yet
+  self->request(cocoa, std::chrono::seconds(10), push_atom_v, int32_t{0}, int64_t{0},
+                dvec({-2.0, 0.0, 2.0}))
+      .receive([](int64_t) {}, [](caf::error&) {});
+  self->receive([&](round_atom, int64_t b, int64_t r, const dvec& v) {
+    begin = b;
+    round = r;
+    range = v;
+  });
+  BOOST_TEST(begin == 10);
+  BOOST_TEST(round == 0);
+  BOOST_REQUIRE_EQUAL(range.size(), 3u);
+  BOOST_TEST(range.view()[0] == 0.0);
+  BOOST_TEST(range.view()[1] == 2.0);
+  BOOST_TEST(range.view()[2] == 4.0);
+  self->send_exit(cocoa, caf::exit_reason::user_shutdown);
+}
+
 BOOST_AUTO_TEST_CASE(ssp_never_grants_more_than_s_clocks_of_lead) {
   auto data = Problem(dml::Task::kClassification, 1500, 40, 5);
   const dml::ModelSpec m{dml::ModelKind::kLogisticL2, 1e-2, 0.5};
