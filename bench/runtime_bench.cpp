@@ -168,7 +168,9 @@ int main(int argc, char** argv) {
               static_cast<long long>(data->x.nnz()), std::string(dml::ModelName(m.kind)).c_str(), c,
               m.lambda);
   // --threads: the runtime's scheduler threads (0 = one per core).
-  dml::runtime rt(dml::runtime_options{std::stoi(Get(flags, "threads", "0"))});
+  dml::runtime_options options;
+  options.threads = std::stoi(Get(flags, "threads", "0"));
+  dml::runtime rt(options);
 
   if (what == "overhead") {
     const double tol = 1e-6;

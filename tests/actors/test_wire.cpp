@@ -673,6 +673,53 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(wrong_version_or_kind, T, AllPayloads) {
 
 // ------------------------------------------------------------ invariants
 
+// A BulkVector reference: round trip, every truncation refused, and its
+// invariants on both sides (we never send, and never follow, a bad one).
+BOOST_AUTO_TEST_CASE(bulk_references) {
+  const dml::net::BulkRef ref{"10.0.0.2", 4243, "dml-bulk.77.abc", 0x1234567890abcdefull, 1u << 20};
+  const std::string bytes = MustEncode(ref);
+  dml::net::BulkRef back;
+  BOOST_REQUIRE(FromWire(bytes, &back).ok());
+  BOOST_TEST(back.host == ref.host);
+  BOOST_TEST(back.port == ref.port);
+  BOOST_TEST(back.local == ref.local);
+  BOOST_TEST(back.ticket == ref.ticket);
+  BOOST_TEST(back.count == ref.count);
+  for (std::size_t n = 0; n < bytes.size(); ++n) {
+    dml::net::BulkRef cut;
+    BOOST_TEST(!FromWire(bytes.substr(0, n), &cut).ok(), "prefix of " << n << " bytes");
+  }
+  // A plain Vector is no reference, and a reference is no Vector.
+  dvec v;
+  CheckInvalid(FromWire(bytes, &v), "expected payload kind 'vector', got payload kind 'bulkVector'");
+  dml::net::BulkRef not_ref;
+  CheckInvalid(FromWire(MustEncode(dvec({1.0})), &not_ref),
+               "expected payload kind 'bulkVector', got payload kind 'vector'");
+  auto bad = ref;
+  bad.port = 0;
+  CheckInvalid(ToWire(bad).status(), "BulkVector.port: zero");
+  bad = ref;
+  bad.host.clear();
+  CheckInvalid(ToWire(bad).status(), "BulkVector.host: length 0 not in [1, 255]");
+  bad = ref;
+  bad.local.assign(101, 'x');
+  CheckInvalid(ToWire(bad).status(), "BulkVector.local: length 101 above 100");
+  bad = ref;
+  bad.host = std::string("10.0.0.2\0evil", 13);
+  CheckInvalid(ToWire(bad).status(), "BulkVector.host: byte 0 at position 8 is not printable ASCII");
+  bad = ref;
+  bad.count = (uint64_t{1} << 28) + 1;
+  CheckInvalid(ToWire(bad).status(),
+               "BulkVector.count: 268435457 entries exceed the limit of 268435456");
+  // The same checks when a peer sends them.
+  CheckInvalid(FromWire(Mutated(bytes, [](Envelope::Builder e) { e.getBulkVector().setPort(0); }),
+                        &back),
+               "BulkVector.port: zero");
+  CheckInvalid(FromWire(Mutated(bytes, [](Envelope::Builder e) { e.getBulkVector().setHost(""); }),
+                        &back),
+               "BulkVector.host: length 0 not in [1, 255]");
+}
+
 BOOST_AUTO_TEST_CASE(sparse_update_invariants) {
   using W = Wire<sparse_dvec>;
   ExpectRefused<sparse_dvec>(

@@ -647,30 +647,51 @@ absl::Status FromWireImpl(std::string_view bytes, T* out, const net::DecodeLimit
 
 // ------------------------------------------------------------ CAF glue
 
+// BulkVector: a large dvec by reference (see dml/net/bulk.hpp).
+// A host name or socket name: printable ASCII only (a NUL would also end
+// the text early on the way back out).
+absl::Status CheckName(const std::string& s, const char* field) {
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c < 0x21 || c > 0x7e) {
+      return Invalid(field, absl::StrCat("byte ", static_cast<int>(c), " at position ", i,
+                                         " is not printable ASCII"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckBulkRef(const net::BulkRef& r) {
+  if (r.host.empty() || r.host.size() > 255) {
+    return Invalid("BulkVector.host", absl::StrCat("length ", r.host.size(), " not in [1, 255]"));
+  }
+  DML_RETURN_IF_ERROR(CheckName(r.host, "BulkVector.host"));
+  if (r.local.size() > 100) {
+    return Invalid("BulkVector.local", absl::StrCat("length ", r.local.size(), " above 100"));
+  }
+  DML_RETURN_IF_ERROR(CheckName(r.local, "BulkVector.local"));
+  if (r.port == 0) return Invalid("BulkVector.port", "zero");
+  return CheckVectorLength<double>(r.count, "BulkVector.count");
+}
+
+absl::Status BuildBulkRef(const net::BulkRef& r, capnp::MallocMessageBuilder& builder) {
+  DML_RETURN_IF_ERROR(CheckBulkRef(r));
+  auto b = Root(builder).initBulkVector();
+  b.setHost(r.host);
+  b.setPort(r.port);
+  b.setLocal(r.local);
+  b.setTicket(r.ticket);
+  b.setCount(r.count);
+  return absl::OkStatus();
+}
+
 // The values a BulkVector envelope stands for, fetched from its sender over
 // `bulk`. Errors: the decoder's ("expected payload kind 'vector'..." when it
 // is no BulkVector), InvalidArgument for a bad reference, the fetch's.
 absl::StatusOr<net::BulkValues> FetchBulkVector(std::string_view bytes, net::BulkChannel& bulk) {
-  auto r = DecodeEnvelope<net::BulkRef>(
-      bytes, net::DecodeLimits{}, wire::Envelope::BULK_VECTOR,
-      [](wire::Envelope::Reader env) -> absl::StatusOr<net::BulkRef> {
-        auto b = env.getBulkVector();
-        return net::BulkRef{FromText(b.getHost()), b.getPort(), FromText(b.getLocal()),
-                            b.getTicket(), b.getCount()};
-      });
-  if (!r.ok()) return r.status();
-  if (r->host.empty() || r->host.size() > 255) {
-    return Invalid("BulkVector.host", absl::StrCat("length ", r->host.size(), " not in [1, 255]"));
-  }
-  if (r->local.size() > 100) {
-    return Invalid("BulkVector.local", absl::StrCat("length ", r->local.size(), " above 100"));
-  }
-  if (r->port == 0) return Invalid("BulkVector.port", "zero");
-  if (r->count > kMaxVectorEntries) {
-    return Invalid("BulkVector.count", absl::StrCat(r->count, " entries exceed the limit of ",
-                                                    kMaxVectorEntries));
-  }
-  return bulk.Fetch(*r);
+  net::BulkRef ref;
+  DML_RETURN_IF_ERROR(FromWire(bytes, &ref));
+  return bulk.Fetch(ref);
 }
 
 // A large dvec leaves through the sending system's bulk channel, where it
@@ -688,13 +709,7 @@ bool BuildBulk(const dvec& x, net::BulkChannel* bulk, capnp::MallocMessageBuilde
   if (!WantsBulk(x, bulk)) return false;
   auto ref = bulk->Offer(x.data, x.data->data(), x.size());
   if (!ref) return false;  // not serving, or too much waits already
-  auto b = Root(builder).initBulkVector();
-  b.setHost(ref->host);
-  b.setPort(ref->port);
-  b.setLocal(ref->local);
-  b.setTicket(ref->ticket);
-  b.setCount(ref->count);
-  return true;
+  return BuildBulkRef(*ref, builder).ok();
 }
 template <class T>
 bool BuildBulk(const T&, net::BulkChannel*, capnp::MallocMessageBuilder&) {
@@ -809,6 +824,26 @@ DML_WIRE_IMPL(dense_block)
 DML_WIRE_IMPL(job_progress)
 DML_WIRE_IMPL(job_checkpoint)
 #undef DML_WIRE_IMPL
+
+absl::StatusOr<std::string> ToWire(const net::BulkRef& ref) {
+  capnp::MallocMessageBuilder builder(16);
+  DML_RETURN_IF_ERROR(BuildBulkRef(ref, builder));
+  return Flatten(builder);
+}
+
+absl::Status FromWire(std::string_view bytes, net::BulkRef* out, const net::DecodeLimits& limits) {
+  auto r = DecodeEnvelope<net::BulkRef>(
+      bytes, limits, wire::Envelope::BULK_VECTOR,
+      [](wire::Envelope::Reader env) -> absl::StatusOr<net::BulkRef> {
+        auto b = env.getBulkVector();
+        return net::BulkRef{FromText(b.getHost()), b.getPort(), FromText(b.getLocal()),
+                            b.getTicket(), b.getCount()};
+      });
+  if (!r.ok()) return r.status();
+  DML_RETURN_IF_ERROR(CheckBulkRef(*r));
+  *out = *std::move(r);
+  return absl::OkStatus();
+}
 
 #define DML_CAF_IMPL(T)                                                           \
   caf::error inspect(caf::serializer& f, T& x) { return WriteEnvelope(f, x); }   \

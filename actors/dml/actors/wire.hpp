@@ -19,6 +19,7 @@
 #include "absl/status/statusor.h"
 #include "dml/actors/dense_block.hpp"
 #include "dml/actors/messages.hpp"
+#include "dml/net/bulk.hpp"
 #include "dml/net/codec.hpp"
 
 namespace dml::actors {
@@ -63,6 +64,13 @@ DML_WIRE_CODEC(dense_block)
 DML_WIRE_CODEC(job_progress)
 
 #undef DML_WIRE_CODEC
+
+/// A BulkVector envelope: a large dvec by reference to its sender's bulk
+/// channel (dml/net/bulk.hpp), valid only inside CAF messages. The dvec
+/// decoder of a CAF message falls back to this and fetches the values.
+absl::StatusOr<std::string> ToWire(const net::BulkRef& ref);
+absl::Status FromWire(std::string_view bytes, net::BulkRef* out,
+                      const net::DecodeLimits& limits = net::DecodeLimits{});
 
 /// Writes `c` to `path` atomically (a temporary file, then rename), so a
 /// crash mid-write leaves the previous checkpoint. Errors: I/O, with the path.
