@@ -44,25 +44,31 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// Generated classification data written to a temporary LIBSVM file (what
+// nodes read "from their own disk"); returns its path.
+std::string WriteGenerated(int64_t rows, int64_t cols, int64_t nnz_per_row, uint64_t seed) {
+  dml::SyntheticOptions o;
+  o.rows = rows;
+  o.cols = cols;
+  o.nnz_per_row = nnz_per_row;
+  o.noise = 0.3;
+  o.seed = seed;
+  o.task = dml::Task::kClassification;
+  auto s = dml::GenerateSynthetic(o);
+  BOOST_REQUIRE_MESSAGE(s.ok(), s.status().ToString());
+  char tmpl[] = "/tmp/dml-test-cluster-XXXXXX";
+  const int fd = mkstemp(tmpl);
+  BOOST_REQUIRE(fd >= 0);
+  close(fd);
+  BOOST_REQUIRE(dml::WriteLibsvm(s->data, tmpl).ok());
+  return tmpl;
+}
+
 // One cluster and one data file for the whole suite (starting nodes costs
 // ~0.1 s each; the file is what every node reads from "its own disk").
 struct ClusterFixture {
   ClusterFixture() {
-    dml::SyntheticOptions o;
-    o.rows = 3000;
-    o.cols = 120;
-    o.nnz_per_row = 8;
-    o.noise = 0.3;
-    o.seed = 11;
-    o.task = dml::Task::kClassification;
-    auto s = dml::GenerateSynthetic(o);
-    BOOST_REQUIRE_MESSAGE(s.ok(), s.status().ToString());
-    char tmpl[] = "/tmp/dml-test-cluster-XXXXXX";
-    const int fd = mkstemp(tmpl);
-    BOOST_REQUIRE(fd >= 0);
-    close(fd);
-    path = tmpl;
-    BOOST_REQUIRE(dml::WriteLibsvm(s->data, path).ok());
+    path = WriteGenerated(3000, 120, 8, 11);
     auto loaded = dml::ReadLibsvm(path);
     BOOST_REQUIRE_MESSAGE(loaded.ok(), loaded.status().ToString());
     data = std::make_shared<const dml::Dataset>(*std::move(loaded));
@@ -164,24 +170,10 @@ BOOST_AUTO_TEST_CASE(cocoa_across_processes_matches_in_process) {
 // bulk channel (single copy between these same-machine processes), not
 // inside CAF's messages; the run is the in-process one.
 BOOST_AUTO_TEST_CASE(large_vectors_cross_by_the_bulk_channel) {
-  dml::SyntheticOptions o;
-  o.rows = 1500;
-  o.cols = 40000;
-  o.nnz_per_row = 12;
-  o.noise = 0.3;
-  o.seed = 3;
-  o.task = dml::Task::kClassification;
-  auto g = dml::GenerateSynthetic(o);
-  BOOST_REQUIRE_MESSAGE(g.ok(), g.status().ToString());
-  char tmpl[] = "/tmp/dml-test-bulk-XXXXXX";
-  const int fd = mkstemp(tmpl);
-  BOOST_REQUIRE(fd >= 0);
-  close(fd);
-  const std::string path = tmpl;
-  BOOST_REQUIRE(dml::WriteLibsvm(g->data, path).ok());
+  const std::string path = WriteGenerated(1500, 40000, 12, 3);
   dml::job_spec s = Spec(dml::Mode::kCocoa);
   s.data_path = path;
-  s.load_options.num_features = o.cols;
+  s.load_options.num_features = 40000;
   s.stop.gap_rel = 1e-6;
   s.stop.max_epochs = 300;
   s.shards = 1;  // the shard's range is the whole 320 KiB vector

@@ -1114,6 +1114,40 @@ void init_shards_then_resume(self_ptr self) {
   }
 }
 
+// Replaces worker k (lost) by a new one on node n: the old one is killed
+// (a hung node may come back, and it must not train on), the new one loads
+// the same partition there; `then()` runs once it has, with the data's
+// shape checked.
+template <class Then>
+void replace_worker(self_ptr self, int k, int n, Then then) {
+  auto& st = self->state;
+  self->demonitor(st.workers[k].address());
+  self->send_exit(st.workers[k], caf::exit_reason::kill);
+  const uint64_t gen = st.generation;
+  spawn_on<worker_actor>(self, n, worker_atom_v, st.worker_specs[k], [self, k, n, gen, then](
+                                                                         worker_actor h) {
+    auto& st = self->state;
+    st.workers[k] = h;
+    st.worker_node[k] = n;
+    st.worker_lost[k] = false;
+    self->request(h, kRequestTimeout, init_atom_v)
+        .then(
+            [self, k, gen, then](int64_t rows, int64_t cols) {
+              auto& st = self->state;
+              if (st.finished || gen != st.generation) return;
+              if (rows != st.n || cols != st.d) {
+                return fail_job(self, absl::DataLossError(absl::StrCat(
+                                          "replacement of worker ", k, " read a ", rows, "x",
+                                          cols, " dataset; the job's is ", st.n, "x", st.d)));
+              }
+              then();
+            },
+            [self, gen](caf::error& err) {
+              if (gen == self->state.generation) fail_job(self, err);
+            });
+  });
+}
+
 // The continuing modes: every worker of a lost node is replaced on a
 // surviving node (it reloads that partition from the node's disk) and
 // runs on from its last reported clock; the shards and the other workers
@@ -1139,44 +1173,21 @@ void continue_after_loss(self_ptr self, const std::vector<int>& alive) {
                           ": ", lost.empty() ? "no worker there" : moved,
                           "; the shards and the other workers ran on");
   for (int k : lost) {
-    self->demonitor(st.workers[k].address());
-    // A hung node may come back: its old worker must not train on.
-    self->send_exit(st.workers[k], caf::exit_reason::kill);
-    const int n = alive[k % alive.size()];
     st.being_replaced[k] = true;
     ++st.replacing;
-    const uint64_t gen = st.generation;
-    spawn_on<worker_actor>(self, n, worker_atom_v, st.worker_specs[k], [self, k, n, gen](
-                                                                           worker_actor h) {
+    replace_worker(self, k, alive[k % alive.size()], [self, k] {
       auto& st = self->state;
-      st.workers[k] = h;
-      st.worker_node[k] = n;
-      st.worker_lost[k] = false;
-      self->request(h, kRequestTimeout, init_atom_v)
-          .then(
-              [self, k, gen](int64_t rows, int64_t cols) {
-                auto& st = self->state;
-                if (st.finished || gen != st.generation) return;
-                if (rows != st.n || cols != st.d) {
-                  return fail_job(self, absl::DataLossError(absl::StrCat(
-                                            "replacement of worker ", k, " read a ", rows, "x",
-                                            cols, " dataset; the job's is ", st.n, "x", st.d)));
-                }
-                std::vector<caf::actor> handles;
-                for (auto& s : st.shards) handles.push_back(caf::actor_cast<caf::actor>(s));
-                self->send(st.workers[k], connect_atom_v, handles, int64_list{st.bounds, {}});
-                st.being_replaced[k] = false;
-                --st.replacing;
-                // The lost worker's run never answers; its replacement's does.
-                if (st.halting) {
-                  if (--st.running == 0) sgd_all_stopped(self);
-                  return;
-                }
-                sgd_run_worker(self, static_cast<std::size_t>(k), st.clocks[k]);
-              },
-              [self, gen](caf::error& err) {
-                if (gen == self->state.generation) fail_job(self, err);
-              });
+      std::vector<caf::actor> handles;
+      for (auto& s : st.shards) handles.push_back(caf::actor_cast<caf::actor>(s));
+      self->send(st.workers[k], connect_atom_v, handles, int64_list{st.bounds, {}});
+      st.being_replaced[k] = false;
+      --st.replacing;
+      // The lost worker's run never answers; its replacement's does.
+      if (st.halting) {
+        if (--st.running == 0) sgd_all_stopped(self);
+        return;
+      }
+      sgd_run_worker(self, static_cast<std::size_t>(k), st.clocks[k]);
     });
   }
 }
@@ -1223,37 +1234,11 @@ void recover(self_ptr self) {
     self->send_exit(s, caf::exit_reason::user_shutdown);
   }
   st.shards.clear();
-  const uint64_t gen = st.generation;
   if (lost_workers.empty()) return recovery_shards(self, alive);
   auto remaining = std::make_shared<std::size_t>(lost_workers.size());
-  for (std::size_t i = 0; i < lost_workers.size(); ++i) {
-    const int k = lost_workers[i];
-    self->demonitor(st.workers[k].address());
-    // A hung node may come back: its old worker must not train on.
-    self->send_exit(st.workers[k], caf::exit_reason::kill);
-    const int n = alive[k % alive.size()];
-    spawn_on<worker_actor>(self, n, worker_atom_v, st.worker_specs[k], [self, k, n, remaining,
-                                                                        gen, alive](worker_actor h) {
-      auto& st = self->state;
-      st.workers[k] = h;
-      st.worker_node[k] = n;
-      st.worker_lost[k] = false;
-      self->request(h, kRequestTimeout, init_atom_v)
-          .then(
-              [self, k, remaining, gen, alive](int64_t rows, int64_t cols) {
-                auto& st = self->state;
-                if (st.finished || gen != st.generation) return;
-                if (rows != st.n || cols != st.d) {
-                  return fail_job(self, absl::DataLossError(absl::StrCat(
-                                            "recovery: replacement of worker ", k, " read a ",
-                                            rows, "x", cols, " dataset; the job's is ", st.n,
-                                            "x", st.d)));
-                }
-                if (--*remaining == 0) recovery_shards(self, alive);
-              },
-              [self, gen](caf::error& err) {
-                if (gen == self->state.generation) fail_job(self, err);
-              });
+  for (int k : lost_workers) {
+    replace_worker(self, k, alive[k % alive.size()], [self, remaining, alive] {
+      if (--*remaining == 0) recovery_shards(self, alive);
     });
   }
 }
