@@ -13,16 +13,21 @@
 //   machine over TCP too (no single-copy path; for measurements).
 //   --secret-file PATH: run workers and shards only for processes that prove
 //   they know the secret in PATH (dml/net/admission.hpp); others are refused.
-// Exit status: 0 after a clean shutdown, 2 on a bad flag, 1 if it cannot listen.
+// Exit status: 0 after a clean shutdown, 2 on a bad flag, 1 if it cannot listen
+// or its actors did not stop within 3 s of the signal.
 #include <signal.h>
 #include <unistd.h>
 
 #include <charconv>
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <memory>
 #include <string>
+#include <thread>
 
+#include <caf/actor_registry.hpp>
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
 #include <caf/exit_reason.hpp>
@@ -143,9 +148,25 @@ int main(int argc, char** argv) {
   sigwait(&stop, &sig);
   std::fprintf(stderr, "dml-node %s: %s, shutting down\n", name.c_str(),
                sig == SIGTERM ? "SIGTERM" : "SIGINT");
-  // A published actor that is still alive makes ~actor_system wait forever:
-  // stop it (it stops the workers and shards it hosts) and close the port.
+  // Stop the node actor (it stops the workers and shards it hosts) and
+  // wait for every actor to finish, then leave without destroying the actor
+  // system: CAF 0.17.6's destructor can deadlock joining the threads of
+  // detached actors (actor-framework#1196, fixed in 0.18), and a node keeps
+  // nothing that needs unwinding (checkpoints are the coordinator's; peers
+  // see the connections close as if the node were killed).
   caf::anon_send_exit(node, caf::exit_reason::user_shutdown);
-  sys.middleman().unpublish(node, *published);
-  return 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+  while (sys.registry().running() > 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  const std::size_t left = sys.registry().running();
+  if (left > 0) {
+    std::fprintf(stderr, "dml-node %s: %zu actor(s) still running 3 s after %s; exiting anyway\n",
+                 name.c_str(), left, sig == SIGTERM ? "SIGTERM" : "SIGINT");
+  } else {
+    std::fprintf(stderr, "dml-node %s: all actors stopped\n", name.c_str());
+  }
+  std::fflush(stdout);
+  std::fflush(stderr);
+  std::_Exit(left > 0 ? 1 : 0);
 }

@@ -156,7 +156,8 @@ absl::Status LocalCluster::Stop() {
       ::kill(pids_[i], SIGKILL);
       ::waitpid(pids_[i], &status, 0);
       result = absl::DeadlineExceededError(
-          absl::StrCat("node ", i, " ignored SIGTERM for 5 s and was killed"));
+          absl::StrCat("node ", i, " ignored SIGTERM for 5 s and was killed; its log ends: ",
+                       Tail(ReadAll(absl::StrCat(dir_, "/node", i, ".log")), 600)));
     } else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
       if (result.ok()) {
         result = absl::InternalError(absl::StrCat("node ", i, " exited with status ", status));

@@ -161,7 +161,9 @@ struct shard_state {
 
   // The reply to a pull that the mode now allows.
   dvec serve(int64_t clock, const key_list& keys) {
-    if (cfg.mode == Mode::kSsp) {
+    // Pulls released by the halt are not grants of the bound: the job is
+    // over, and a worker left blocked behind a lost peer may be s+1 ahead.
+    if (cfg.mode == Mode::kSsp && !halted) {
       stats.max_granted_staleness = std::max(stats.max_granted_staleness, clock - min_clock());
     }
     ++stats.pulls;
