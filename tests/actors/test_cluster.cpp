@@ -31,6 +31,7 @@
 #include "dml/data/libsvm.hpp"
 #include "dml/data/synthetic.hpp"
 #include "dml/net/admission.hpp"
+#include "dml/objective/evaluate.hpp"
 #include "dml/solver/solver.hpp"
 
 #ifndef DML_TRAIN_BINARY
@@ -257,8 +258,9 @@ BOOST_AUTO_TEST_CASE(a_node_with_a_secret_admits_only_processes_that_know_it) {
     std::string nonce;
     self->request(*node, std::chrono::seconds(10), dml::actors::challenge_atom_v)
         .receive([&](const std::string& n) { nonce = n; }, [](caf::error&) {});
-    BOOST_TEST(nonce.size() == 64u);
-    const std::string stale = dml::net::AdmissionProof("correct horse battery staple", "00" + nonce.substr(2),
+    BOOST_REQUIRE_EQUAL(nonce.size(), 64u);
+    const std::string stale = dml::net::AdmissionProof("correct horse battery staple",
+                                                       (nonce[0] == '0' ? "1" : "0") + nonce.substr(1),
                                                        caf::to_string(sys.node()));
     self->request(*node, std::chrono::seconds(10), dml::actors::admit_atom_v, stale)
         .receive([&](bool) { refusal = "admitted"; },
@@ -343,11 +345,15 @@ BOOST_AUTO_TEST_CASE(sgd_modes_across_processes_reach_the_in_process_objective) 
                                            << local.epochs << " epochs, remote P-P* "
                                            << remote.primal - p_star << " in " << remote.epochs
                                            << " epochs");
-    // Both reach the target (the final model may drift by the steps in
-    // flight when the workers are halted).
-    BOOST_TEST(local.primal - p_star <= 1.2e-3, dml::ModeName(mode));
-    BOOST_TEST(remote.primal - p_star <= 1.2e-3, dml::ModeName(mode));
-    BOOST_TEST(std::abs(remote.primal - local.primal) <= 1.2e-3, dml::ModeName(mode));
+    // Both reach the target, and return the model certified to meet it
+    // (not the one a few in-flight steps after the halt).
+    for (const dml::job_result* r : {&local, &remote}) {
+      BOOST_CHECK(r->reason == dml::StopReason::kTargetReached);
+      BOOST_TEST(r->primal <= *s.stop.target_primal, dml::ModeName(mode));
+      auto exact = dml::PrimalValue(*fixture->data, s.model, r->w);
+      BOOST_REQUIRE(exact.ok());
+      BOOST_TEST(*exact == r->primal, boost::test_tools::tolerance(1e-9));
+    }
     BOOST_TEST(remote.bytes_exchanged > 0);
   }
 }
@@ -471,7 +477,7 @@ BOOST_AUTO_TEST_CASE(async_jobs_continue_through_a_killed_worker_node) {
         break;
       }
       BOOST_CHECK(r->reason == dml::StopReason::kTargetReached);
-      BOOST_TEST(r->primal - p_star <= 1.2e-3);
+      BOOST_TEST(r->primal - p_star <= 1e-3);
       if (mode == dml::Mode::kSsp) BOOST_TEST(r->max_granted_staleness <= s.staleness);
     }
   }
@@ -513,7 +519,7 @@ BOOST_AUTO_TEST_CASE(a_hung_node_is_detected_by_its_silence_and_replaced) {
                          "to node ") != std::string::npos,
              events);
   BOOST_CHECK(r->reason == dml::StopReason::kTargetReached);
-  BOOST_TEST(r->primal - p_star <= 1.2e-3);
+  BOOST_TEST(r->primal - p_star <= 1e-3);
   BOOST_TEST(waited < 20.0);
 }
 

@@ -69,6 +69,8 @@ struct coord_state {
   bool evaluating = false;
   double next_eval = 0.0;
   StopReason reason = StopReason::kMaxEpochs;
+  std::shared_ptr<std::vector<double>> target_model;  // the evaluation that met target_primal
+  job_progress target_progress;
   // cocoa.
   dvec shared;  // the shared vector of the current round (one buffer for all)
   struct round_pipe {
@@ -611,6 +613,10 @@ void maybe_evaluate(self_ptr self) {
     ++st.round;
     const StopRule& stop = st.spec.stop;
     if (stop.target_primal && st.last.primal <= *stop.target_primal) {
+      // The certified model that met the target: workers take a few more
+      // steps before they see the halt, and those may move it back above.
+      st.target_model = std::make_shared<std::vector<double>>(w);
+      st.target_progress = st.last;
       halt_workers(self, StopReason::kTargetReached);
     }
   });
@@ -626,6 +632,12 @@ void sgd_all_stopped(self_ptr self) {
       st.reason = StopReason::kTargetReached;
     }
     auto model = std::make_shared<std::vector<double>>(w);
+    if (st.target_model && st.target_progress.primal < st.last.primal) {
+      // Stopped on the target: return the model certified to meet it, not
+      // the one a few stale steps later.
+      model = st.target_model;
+      st.last = st.target_progress;
+    }
     shard_staleness(self, [self, model](int64_t granted) {
       finish_job(self, std::move(*model), granted);
     });
