@@ -25,6 +25,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "dml/util/finite.hpp"
 
 namespace dml::net {
 namespace {
@@ -92,22 +93,6 @@ void SetTimeouts(int fd, bool recv, bool send) {
 void NoDelay(int fd) {
   int one = 1;
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-}
-
-// True when every value is finite: x - x is +0 for finite x and NaN for
-// NaN or infinity, and a NaN survives the sums. Four accumulators so the
-// compiler vectorises it (~3x the speed of a bit test here).
-bool AllFinite(const double* x, std::size_t n) {
-  double a0 = 0, a1 = 0, a2 = 0, a3 = 0;
-  std::size_t i = 0;
-  for (; i + 4 <= n; i += 4) {
-    a0 += x[i] - x[i];
-    a1 += x[i + 1] - x[i + 1];
-    a2 += x[i + 2] - x[i + 2];
-    a3 += x[i + 3] - x[i + 3];
-  }
-  for (; i < n; ++i) a0 += x[i] - x[i];
-  return (a0 + a1) + (a2 + a3) == 0.0;
 }
 
 // Received vectors come back here when their last user lets them go, so
