@@ -12,7 +12,8 @@
 //   net_bench --what=allreduce [--procs=4] [--bytes=8388608] [--iters=20] [--path=caf,tcp,local]
 //       P processes each contribute a vector; all get the sum (the shards
 //       keep the mean: one multiplication away) through P shards, one per
-//       process (see AllreduceMember). Compare with bench/allreduce_mpi.sh.
+//       process (see AllreduceMember). bench/allreduce_compare.sh runs it against
+//       MPI_Allreduce.
 //   net_bench --what=cocoa --data=FILE [--binarize=T] [--nodes=4] [--rounds=30]
 //       cocoa with K = nodes workers and 2 shards, H = 1 epoch, for a fixed
 //       number of rounds, in-process and on K node processes: seconds and
