@@ -160,9 +160,11 @@ BOOST_AUTO_TEST_CASE(cocoa_across_processes_matches_in_process) {
     BOOST_TEST(remote.gap <= 1e-7 * std::abs(remote.primal));
     // Same rounds in the same order: the same iterates up to the order in
     // which the shards add the workers' deltas (arrival order). That moves
-    // the stopping round a little, more in L1's slow tail (seen: 3 rounds
-    // apart on a loaded machine), hence 2 rounds plus 1%.
-    BOOST_TEST(std::abs(remote.rounds - local.rounds) <= 2 + local.rounds / 100,
+    // the stopping round a little, more in L1's slow tail: over repeated
+    // runs on a loaded machine the in-process L1 job stopped after 77 to 79
+    // rounds and the one on nodes after 76 to 78 (logistic: always 11).
+    // Hence 2 rounds plus 5%.
+    BOOST_TEST(std::abs(remote.rounds - local.rounds) <= 2 + local.rounds / 20,
                "rounds: local " << local.rounds << ", remote " << remote.rounds);
     BOOST_TEST(std::abs(remote.primal - local.primal) <= 1e-9 * std::abs(local.primal));
     BOOST_TEST(remote.primal - p_star <= 1e-6 * std::abs(p_star));
