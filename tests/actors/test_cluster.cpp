@@ -562,6 +562,56 @@ BOOST_AUTO_TEST_CASE(cocoa_job_survives_a_killed_shard_node_with_an_exact_certif
   BOOST_TEST(std::abs(r->primal - p_star) <= 1e-6 * std::abs(p_star));
 }
 
+// sync and cocoa cannot run on without a worker's data: a kill -9 of the
+// node that holds only worker 1 replaces it on a survivor (which loads the
+// partition from its own disk) and restarts every actor from the last
+// checkpoint; the job then finishes as if nothing had happened.
+BOOST_AUTO_TEST_CASE(sync_and_cocoa_survive_a_killed_worker_node) {
+  for (dml::Mode mode : {dml::Mode::kCocoa, dml::Mode::kSync}) {
+    BOOST_TEST_CONTEXT("mode " << dml::ModeName(mode)) {
+      auto cluster = dml::LocalCluster::Start(DML_NODE_BINARY, 3, {"--threads=1"});
+      BOOST_REQUIRE_MESSAGE(cluster.ok(), cluster.status().ToString());
+      dml::runtime rt;
+      dml::job_spec s = Spec(mode);
+      const double p_star = Optimum(s.model);
+      s.nodes = cluster->addresses();  // worker 1 alone on node 1; shards on nodes 2 and 0
+      if (mode == dml::Mode::kCocoa) {
+        s.local_epochs = 0.05;
+        s.checkpoint_every = 4;
+        s.stop.gap_rel = 1e-7;
+        s.stop.max_epochs = 5000;
+      } else {
+        s.stop.gap_rel = 0;
+        s.stop.max_epochs = 400;
+        s.stop.target_primal = p_star + 1e-3;
+        s.eval_every_epochs = 1;
+      }
+      auto j = rt.submit(s);
+      BOOST_REQUIRE_MESSAGE(j.ok(), j.status().ToString());
+      auto before = WaitForRounds(*j, mode == dml::Mode::kCocoa ? 30 : 5);
+      BOOST_REQUIRE_MESSAGE(!j->done(), "the job ended before the fault was injected");
+      cluster->Kill(1);
+      auto r = j->wait();
+      BOOST_REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+      const std::string events = Events(r->history);
+      BOOST_TEST_MESSAGE("events:\n" << events << "killed after " << before.size()
+                                     << " rounds; final P-P* " << r->primal - p_star << " gap "
+                                     << r->gap);
+      BOOST_TEST(events.find("lost node(s) 1 (1 worker(s) replaced, all 2 shards rebuilt); "
+                             "restarted from the checkpoint of round") != std::string::npos,
+                 events);
+      if (mode == dml::Mode::kCocoa) {
+        BOOST_CHECK(r->reason == dml::StopReason::kConverged);
+        BOOST_TEST(r->gap <= 1e-7 * std::abs(r->primal));
+        BOOST_TEST(std::abs(r->primal - p_star) <= 1e-6 * std::abs(p_star));
+      } else {
+        BOOST_CHECK(r->reason == dml::StopReason::kTargetReached);
+        BOOST_TEST(r->primal - p_star <= 1e-3);
+      }
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(a_killed_coordinator_resumes_from_its_checkpoint_file) {
   // The coordinator runs in a dml-train process that is killed with -9
   // once its checkpoint file exists; a new job resumes from that file.
