@@ -134,6 +134,22 @@ dml::job_spec Spec(dml::Mode mode) {
   return s;
 }
 
+// The SGD modes' stopping rule in these tests: suboptimality 1e-3, checked
+// every epoch.
+void StopAtTarget(dml::job_spec& s, double p_star) {
+  s.stop.gap_rel = 0;
+  s.stop.max_epochs = 400;
+  s.stop.target_primal = p_star + 1e-3;
+  s.eval_every_epochs = 1;
+}
+
+// A cluster of its own, for a test that kills one of its nodes.
+dml::LocalCluster StartNodes() {
+  auto c = dml::LocalCluster::Start(DML_NODE_BINARY, 3, {"--threads=1"});
+  BOOST_REQUIRE_MESSAGE(c.ok(), c.status().ToString());
+  return *std::move(c);
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(nodes_are_listening) {
@@ -339,10 +355,7 @@ BOOST_AUTO_TEST_CASE(sgd_modes_across_processes_reach_the_in_process_objective) 
   for (dml::Mode mode : {dml::Mode::kAsync, dml::Mode::kSsp, dml::Mode::kEasgd,
                          dml::Mode::kModelAveraging}) {
     dml::job_spec s = Spec(mode);
-    s.stop.gap_rel = 0;
-    s.stop.max_epochs = 400;
-    s.stop.target_primal = p_star + 1e-3;
-    s.eval_every_epochs = 1;
+    StopAtTarget(s, p_star);
     const dml::job_result local = Run(rt, s);
     s.nodes = fixture->cluster->addresses();
     const dml::job_result remote = Run(rt, s);
@@ -443,22 +456,18 @@ std::string Events(const std::vector<dml::job_progress>& history) {
 BOOST_AUTO_TEST_CASE(async_jobs_continue_through_a_killed_worker_node) {
   for (dml::Mode mode : {dml::Mode::kAsync, dml::Mode::kSsp}) {
     BOOST_TEST_CONTEXT("mode " << dml::ModeName(mode)) {
-      auto cluster = dml::LocalCluster::Start(DML_NODE_BINARY, 3, {"--threads=1"});
-      BOOST_REQUIRE_MESSAGE(cluster.ok(), cluster.status().ToString());
+      auto cluster = StartNodes();
       dml::runtime rt;
       dml::job_spec s = Spec(mode);
       const double p_star = Optimum(s.model);
-      s.nodes = cluster->addresses();  // worker 0 on node 0, worker 1 on node 1, shards on 2 and 0
-      s.stop.gap_rel = 0;
-      s.stop.max_epochs = 400;
-      s.stop.target_primal = p_star + 1e-3;
-      s.eval_every_epochs = 1;
+      s.nodes = cluster.addresses();  // worker 0 on node 0, worker 1 on node 1, shards on 2 and 0
+      StopAtTarget(s, p_star);
       auto j = rt.submit(s);
       BOOST_REQUIRE_MESSAGE(j.ok(), j.status().ToString());
       auto before = WaitForRounds(*j, 5);
       BOOST_REQUIRE_MESSAGE(!j->done(), "the job ended before the fault was injected");
       const auto killed_at = Clock::now();
-      cluster->Kill(1);
+      cluster.Kill(1);
       auto r = j->wait();
       BOOST_REQUIRE_MESSAGE(r.ok(), r.status().ToString());
       const std::string events = Events(r->history);
@@ -491,26 +500,22 @@ BOOST_AUTO_TEST_CASE(async_jobs_continue_through_a_killed_worker_node) {
 BOOST_AUTO_TEST_CASE(a_hung_node_is_detected_by_its_silence_and_replaced) {
   // SIGSTOP closes no socket: CAF reports nothing, only the coordinator's
   // liveness pings notice.
-  auto cluster = dml::LocalCluster::Start(DML_NODE_BINARY, 3, {"--threads=1"});
-  BOOST_REQUIRE_MESSAGE(cluster.ok(), cluster.status().ToString());
+  auto cluster = StartNodes();
   dml::runtime rt;
   dml::job_spec s = Spec(dml::Mode::kAsync);
   const double p_star = Optimum(s.model);
-  s.nodes = cluster->addresses();
+  s.nodes = cluster.addresses();
   s.node_silence_seconds = 1.0;
-  s.stop.gap_rel = 0;
-  s.stop.max_epochs = 400;
-  s.stop.target_primal = p_star + 1e-3;
-  s.eval_every_epochs = 1;
+  StopAtTarget(s, p_star);
   auto j = rt.submit(s);
   BOOST_REQUIRE_MESSAGE(j.ok(), j.status().ToString());
   auto before = WaitForRounds(*j, 5);
   BOOST_REQUIRE_MESSAGE(!j->done(), "the job ended before the fault was injected");
-  BOOST_REQUIRE_EQUAL(::kill(cluster->pid(1), SIGSTOP), 0);
+  BOOST_REQUIRE_EQUAL(::kill(cluster.pid(1), SIGSTOP), 0);
   const auto stopped_at = Clock::now();
   auto r = j->wait();
   const double waited = std::chrono::duration<double>(Clock::now() - stopped_at).count();
-  cluster->Kill(1);  // SIGKILL ends a stopped process too
+  cluster.Kill(1);  // SIGKILL ends a stopped process too
   BOOST_REQUIRE_MESSAGE(r.ok(), r.status().ToString());
   const std::string events = Events(r->history);
   BOOST_TEST_MESSAGE("events:\n" << events << "final P-P* " << r->primal - p_star << ", "
@@ -529,12 +534,11 @@ BOOST_AUTO_TEST_CASE(a_hung_node_is_detected_by_its_silence_and_replaced) {
 }
 
 BOOST_AUTO_TEST_CASE(cocoa_job_survives_a_killed_shard_node_with_an_exact_certificate) {
-  auto cluster = dml::LocalCluster::Start(DML_NODE_BINARY, 3, {"--threads=1"});
-  BOOST_REQUIRE_MESSAGE(cluster.ok(), cluster.status().ToString());
+  auto cluster = StartNodes();
   dml::runtime rt;
   dml::job_spec s = Spec(dml::Mode::kCocoa);
   const double p_star = Optimum(s.model);
-  s.nodes = cluster->addresses();  // workers on nodes 0 and 1, shard 0 on node 2
+  s.nodes = cluster.addresses();  // workers on nodes 0 and 1, shard 0 on node 2
   s.local_epochs = 0.05;           // many short rounds
   s.checkpoint_every = 4;
   s.stop.gap_rel = 1e-7;
@@ -546,7 +550,7 @@ BOOST_AUTO_TEST_CASE(cocoa_job_survives_a_killed_shard_node_with_an_exact_certif
   BOOST_TEST_MESSAGE("killing node 2 after " << before.size() << " rounds, "
                                              << (before.empty() ? 0.0 : before.back().seconds)
                                              << " s");
-  cluster->Kill(2);
+  cluster.Kill(2);
   auto r = j->wait();
   BOOST_REQUIRE_MESSAGE(r.ok(), r.status().ToString());
   const std::string events = Events(r->history);
@@ -569,28 +573,24 @@ BOOST_AUTO_TEST_CASE(cocoa_job_survives_a_killed_shard_node_with_an_exact_certif
 BOOST_AUTO_TEST_CASE(sync_and_cocoa_survive_a_killed_worker_node) {
   for (dml::Mode mode : {dml::Mode::kCocoa, dml::Mode::kSync}) {
     BOOST_TEST_CONTEXT("mode " << dml::ModeName(mode)) {
-      auto cluster = dml::LocalCluster::Start(DML_NODE_BINARY, 3, {"--threads=1"});
-      BOOST_REQUIRE_MESSAGE(cluster.ok(), cluster.status().ToString());
+      auto cluster = StartNodes();
       dml::runtime rt;
       dml::job_spec s = Spec(mode);
       const double p_star = Optimum(s.model);
-      s.nodes = cluster->addresses();  // worker 1 alone on node 1; shards on nodes 2 and 0
+      s.nodes = cluster.addresses();  // worker 1 alone on node 1; shards on nodes 2 and 0
       if (mode == dml::Mode::kCocoa) {
         s.local_epochs = 0.05;
         s.checkpoint_every = 4;
         s.stop.gap_rel = 1e-7;
         s.stop.max_epochs = 5000;
       } else {
-        s.stop.gap_rel = 0;
-        s.stop.max_epochs = 400;
-        s.stop.target_primal = p_star + 1e-3;
-        s.eval_every_epochs = 1;
+        StopAtTarget(s, p_star);
       }
       auto j = rt.submit(s);
       BOOST_REQUIRE_MESSAGE(j.ok(), j.status().ToString());
       auto before = WaitForRounds(*j, mode == dml::Mode::kCocoa ? 30 : 5);
       BOOST_REQUIRE_MESSAGE(!j->done(), "the job ended before the fault was injected");
-      cluster->Kill(1);
+      cluster.Kill(1);
       auto r = j->wait();
       BOOST_REQUIRE_MESSAGE(r.ok(), r.status().ToString());
       const std::string events = Events(r->history);
