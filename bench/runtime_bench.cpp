@@ -7,12 +7,15 @@
 //
 // overhead  cocoa with K=1, H = one epoch per round, vs the same local solver
 //           called directly in a loop (same seed, same rounds, same certificate
-//           per round): time(runtime)/time(direct), median of --repeat.
+//           per round): time(runtime)/time(direct), median of --repeat;
+//           --rounds per run (default 1000).
 // modes     every mode at each K: time, rounds and epochs to suboptimality
 //           P - P* <= 1e-3 (P* from sequential SCD to a 1e-10 gap), bytes
 //           exchanged per round and per epoch; --budget seconds per run.
 // hsweep    cocoa at the first K with H = 0.01 .. 10 local epochs per round:
 //           rounds and seconds to a relative gap of 1e-4, as CSV (--csv).
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -66,6 +69,14 @@ std::vector<int> IntList(const std::string& s) {
     pos = comma + 1;
   }
   return out;
+}
+
+// User + system CPU time of this process so far (all threads).
+double CpuSeconds() {
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         1e-6 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
 }
 
 double Median(std::vector<double> v) {
@@ -174,11 +185,16 @@ int main(int argc, char** argv) {
 
   if (what == "overhead") {
     const double tol = 1e-6;
-    std::vector<double> direct, actor;
+    // --rounds: rounds per run (H = 1 epoch: one epoch per round). Shorter
+    // runs, more pairs: less drift of this machine's speed inside a pair.
+    const int max_rounds = std::stoi(Get(flags, "rounds", "1000"));
+    std::vector<double> direct, actor, cpu_direct, cpu_actor;
     int rounds_direct = 0, rounds_actor = 0;
     double gap_direct = 0, gap_actor = 0;
     for (int i = 0; i < repeat; ++i) {
-      direct.push_back(DirectCocoa(*data, m, tol, 1000, &rounds_direct, &gap_direct));
+      double cpu0 = CpuSeconds();
+      direct.push_back(DirectCocoa(*data, m, tol, max_rounds, &rounds_direct, &gap_direct));
+      cpu_direct.push_back(CpuSeconds() - cpu0);
       dml::job_spec s;
       s.data = data;
       s.model = m;
@@ -186,10 +202,12 @@ int main(int argc, char** argv) {
       s.workers = 1;
       s.shards = 1;
       s.stop.gap_rel = tol;
-      s.stop.max_epochs = 1000;
+      s.stop.max_epochs = max_rounds;
       const auto t0 = Clock::now();
+      cpu0 = CpuSeconds();
       const dml::job_result r = MustRun(rt, s);
       actor.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+      cpu_actor.push_back(CpuSeconds() - cpu0);
       rounds_actor = r.rounds;
       gap_actor = r.gap;
     }
@@ -205,6 +223,10 @@ int main(int argc, char** argv) {
                 Median(actor) / Median(direct), Median(ratios), repeat,
                 *std::min_element(ratios.begin(), ratios.end()),
                 *std::max_element(ratios.begin(), ratios.end()));
+    // CPU time of the whole process (every thread) per run: runtime CPU above
+    // direct CPU is work the runtime adds; wall above CPU is waiting.
+    std::printf("cpu seconds (median): direct %.4f, runtime %.4f\n", Median(cpu_direct),
+                Median(cpu_actor));
     return 0;
   }
 
