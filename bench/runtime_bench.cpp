@@ -191,10 +191,12 @@ int main(int argc, char** argv) {
     std::vector<double> direct, actor, cpu_direct, cpu_actor;
     int rounds_direct = 0, rounds_actor = 0;
     double gap_direct = 0, gap_actor = 0;
-    for (int i = 0; i < repeat; ++i) {
-      double cpu0 = CpuSeconds();
+    auto run_direct = [&] {
+      const double cpu0 = CpuSeconds();
       direct.push_back(DirectCocoa(*data, m, tol, max_rounds, &rounds_direct, &gap_direct));
       cpu_direct.push_back(CpuSeconds() - cpu0);
+    };
+    auto run_runtime = [&] {
       dml::job_spec s;
       s.data = data;
       s.model = m;
@@ -204,16 +206,27 @@ int main(int argc, char** argv) {
       s.stop.gap_rel = tol;
       s.stop.max_epochs = max_rounds;
       const auto t0 = Clock::now();
-      cpu0 = CpuSeconds();
+      const double cpu0 = CpuSeconds();
       const dml::job_result r = MustRun(rt, s);
       actor.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
       cpu_actor.push_back(CpuSeconds() - cpu0);
       rounds_actor = r.rounds;
       gap_actor = r.gap;
+    };
+    // Pairs alternate which side runs first, so neither always meets the
+    // machine a few seconds later (or with warmer caches) than the other.
+    for (int i = 0; i < repeat; ++i) {
+      if (i % 2 == 0) {
+        run_direct();
+        run_runtime();
+      } else {
+        run_runtime();
+        run_direct();
+      }
     }
     // This machine's speed drifts by tens of percent over minutes: each
-    // runtime run is paired with the direct run just before it, and the
-    // median of the pairs' ratios is the figure.
+    // runtime run is paired with the direct run next to it, and the median
+    // of the pairs' ratios is the figure.
     std::vector<double> ratios;
     for (std::size_t i = 0; i < actor.size(); ++i) ratios.push_back(actor[i] / direct[i]);
     std::printf("cocoa K=1 H=1 epoch to gap %g: direct %d rounds %.4f s (gap %.3e) | runtime %d rounds "
