@@ -314,6 +314,16 @@ void announce_rounds(shard_ptr self) {
              done - 1, range);
 }
 
+// A checked pull: answered now if the mode allows `clock`, else once it
+// does (flush_waiting).
+caf::result<dvec> pull_or_wait(shard_ptr self, int32_t worker, int64_t clock, key_list keys) {
+  auto& st = self->state;
+  if (st.pull_ready(clock)) return st.serve(clock, keys);
+  auto promise = self->make_response_promise<dvec>();
+  st.waiting.push_back(pending_pull{clock, worker, std::move(keys), promise});
+  return promise;
+}
+
 // A dense push, checked, then applied by the mode's rule.
 caf::error push_dense(shard_ptr self, int32_t worker, int64_t clock, const dvec& x) {
   auto& st = self->state;
@@ -359,11 +369,7 @@ parameter_shard::behavior_type shard_impl(shard_ptr self, shard_config cfg,
       },
       [self](pushpull_atom, int32_t worker, int64_t clock, const dvec& x) -> caf::result<dvec> {
         if (auto err = push_dense(self, worker, clock, x)) return err;
-        auto& st = self->state;
-        if (st.pull_ready(clock + 1)) return st.serve(clock + 1, key_list{});
-        auto promise = self->make_response_promise<dvec>();
-        st.waiting.push_back(pending_pull{clock + 1, worker, key_list{}, promise});
-        return promise;
+        return pull_or_wait(self, worker, clock + 1, key_list{});
       },
       [self](push_atom, int32_t worker, int64_t clock, const sparse_dvec& x) -> caf::result<int64_t> {
         auto& st = self->state;
@@ -399,10 +405,7 @@ parameter_shard::behavior_type shard_impl(shard_ptr self, shard_config cfg,
       [self](pull_atom, int32_t worker, int64_t clock) -> caf::result<dvec> {
         auto& st = self->state;
         if (auto err = st.check_worker(worker)) return err;
-        if (st.pull_ready(clock)) return st.serve(clock, key_list{});
-        auto promise = self->make_response_promise<dvec>();
-        st.waiting.push_back(pending_pull{clock, worker, key_list{}, promise});
-        return promise;
+        return pull_or_wait(self, worker, clock, key_list{});
       },
       [self](pull_atom, int32_t worker, int64_t clock, const key_list& keys) -> caf::result<dvec> {
         if (!keys.wire_error.empty()) return bad("pull: " + keys.wire_error);
@@ -420,10 +423,7 @@ parameter_shard::behavior_type shard_impl(shard_ptr self, shard_config cfg,
           }
           previous = j;
         }
-        if (st.pull_ready(clock)) return st.serve(clock, keys);
-        auto promise = self->make_response_promise<dvec>();
-        st.waiting.push_back(pending_pull{clock, worker, keys, promise});
-        return promise;
+        return pull_or_wait(self, worker, clock, keys);
       },
       [self](halt_atom) {
         self->state.halted = true;
