@@ -337,6 +337,41 @@ caf::error as_error(const worker_state& st, const absl::Status& s) {
   return fail(st.who + std::string(s.message()));
 }
 
+// easgd and model averaging, every tau steps: each shard gets this
+// worker's range of its local model (`send(s, x)` makes the request) and
+// `fold(w + begin, reply)` takes the reply into that range; the step ends
+// once every shard has answered. `what` names the exchange in errors.
+template <class Send, class Fold, class Fail>
+void exchange_with_shards(self_ptr self, uint64_t loop, const char* what, Send send, Fold fold,
+                          Fail on_error) {
+  auto& st = self->state;
+  auto counter = std::make_shared<fan_in>(st.shards.size());
+  for (std::size_t s = 0; s < st.shards.size(); ++s) {
+    const int64_t b = st.bounds[s], e = st.bounds[s + 1];
+    dvec x(std::vector<double>(st.w.begin() + b, st.w.begin() + e));
+    st.bytes += 2 * x.bytes();
+    send(s, x).then(
+        [self, b, len = e - b, counter, loop, what, fold,
+         on_err = first_error(counter, on_error)](const dvec& reply) mutable {
+          auto& st = self->state;
+          if (counter->failed || loop != st.loop) return;
+          if (!reply.wire_error.empty() || static_cast<int64_t>(reply.size()) != len) {
+            return on_err(fail(st.who + what + " reply: " +
+                               (reply.wire_error.empty()
+                                    ? std::to_string(reply.size()) + " values, expected " +
+                                          std::to_string(len)
+                                    : reply.wire_error)));
+          }
+          fold(st.w.data() + b, reply);
+          if (--counter->remaining == 0) {
+            ++st.exchanges;
+            step_done(self, loop);
+          }
+        },
+        first_error(counter, on_error));
+  }
+}
+
 void sgd_step(self_ptr self) {
   auto& st = self->state;
   if (!st.running) return;
@@ -385,63 +420,30 @@ void sgd_step(self_ptr self) {
       }
       if ((st.clock + 1) % st.cfg.tau != 0) return step_done(self, loop);
       if (st.cfg.mode == Mode::kEasgd) {
-        auto counter = std::make_shared<fan_in>(st.shards.size());
-        for (std::size_t s = 0; s < st.shards.size(); ++s) {
-          const int64_t b = st.bounds[s], e = st.bounds[s + 1];
-          dvec x(std::vector<double>(st.w.begin() + b, st.w.begin() + e));
-          st.bytes += 2 * x.bytes();
-          self->request(st.shards[s], kRequestTimeout, elastic_atom_v, st.cfg.index, x)
-              .then(
-                  [self, b, len = e - b, counter, loop,
-                   on_err = first_error(counter, on_error)](const dvec& e) mutable {
-                    auto& st = self->state;
-                    if (counter->failed || loop != st.loop) return;
-                    if (!e.wire_error.empty() || static_cast<int64_t>(e.size()) != len) {
-                      return on_err(fail(st.who + "elastic reply: " +
-                                         (e.wire_error.empty()
-                                              ? std::to_string(e.size()) + " values, expected " +
-                                                    std::to_string(len)
-                                              : e.wire_error)));
-                    }
-                    for (std::size_t j = 0; j < e.size(); ++j) st.w[b + j] -= (*e.data)[j];
-                    if (--counter->remaining == 0) {
-                      ++st.exchanges;
-                      step_done(self, loop);
-                    }
-                  },
-                  first_error(counter, on_error));
-        }
-        return;
+        // Elastic exchange: the shard moves the center toward x and
+        // replies e; the local model moves by -e.
+        return exchange_with_shards(
+            self, loop, "elastic",
+            [self](std::size_t s, const dvec& x) {
+              auto& st = self->state;
+              return self->request(st.shards[s], kRequestTimeout, elastic_atom_v, st.cfg.index, x);
+            },
+            [](double* w, const dvec& e) {
+              for (std::size_t j = 0; j < e.size(); ++j) w[j] -= (*e.data)[j];
+            },
+            on_error);
       }
       // Model averaging: push the local model and continue from the mean,
       // one pushpull per shard.
-      auto counter = std::make_shared<fan_in>(st.shards.size());
-      for (std::size_t s = 0; s < st.shards.size(); ++s) {
-        const int64_t b = st.bounds[s], e = st.bounds[s + 1];
-        dvec x(std::vector<double>(st.w.begin() + b, st.w.begin() + e));
-        st.bytes += 2 * x.bytes();
-        self->request(st.shards[s], kRequestTimeout, pushpull_atom_v, st.cfg.index, st.exchanges, x)
-            .then(
-                [self, b, len = e - b, counter, loop,
-                 on_err = first_error(counter, on_error)](const dvec& mean) mutable {
-                  auto& st = self->state;
-                  if (counter->failed || loop != st.loop) return;
-                  if (!mean.wire_error.empty() || static_cast<int64_t>(mean.size()) != len) {
-                    return on_err(fail(st.who + "model-averaging reply: " +
-                                       (mean.wire_error.empty()
-                                            ? std::to_string(mean.size()) + " values, expected " +
-                                                  std::to_string(len)
-                                            : mean.wire_error)));
-                  }
-                  std::copy(mean.view().begin(), mean.view().end(), st.w.begin() + b);
-                  if (--counter->remaining == 0) {
-                    ++st.exchanges;
-                    step_done(self, loop);
-                  }
-                },
-                first_error(counter, on_error));
-      }
-      return;
+      return exchange_with_shards(
+          self, loop, "model-averaging",
+          [self](std::size_t s, const dvec& x) {
+            auto& st = self->state;
+            return self->request(st.shards[s], kRequestTimeout, pushpull_atom_v, st.cfg.index,
+                                 st.exchanges, x);
+          },
+          [](double* w, const dvec& mean) { std::copy(mean.view().begin(), mean.view().end(), w); },
+          on_error);
     }
     case Mode::kCocoa: break;
   }
