@@ -87,9 +87,6 @@ struct coord_state {
   // replaced while the others keep running voids the fan-outs in flight
   // (the lost one would never answer), not the workers' runs.
   uint64_t fanouts = 0;
-  // Continuing jobs (async, ssp, easgd): workers being replaced on
-  // surviving nodes while the others run on.
-  int replacing = 0;
   bool full_recovery = false;  // a loss that needs the restart from a checkpoint
   std::vector<worker_config> worker_specs;  // to respawn a lost worker as it was
   std::vector<int> worker_node, shard_node;  // hosting node of each actor
@@ -572,15 +569,28 @@ void halt_workers(self_ptr self, StopReason why) {
   for (auto& s : st.shards) self->send(s, halt_atom_v);
 }
 
+// Worker k went down, or its node is lost (whether or not its own down
+// message has arrived yet).
+bool worker_gone(const coord_state& st, std::size_t k) {
+  if (!st.worker_lost.empty() && st.worker_lost[k]) return true;
+  return !st.worker_node.empty() && st.worker_node[k] >= 0 && !st.node_alive[st.worker_node[k]];
+}
+
+// The lost nodes, as "1, 2" (for the job's event).
+std::string lost_node_list(const coord_state& st) {
+  std::string out;
+  for (std::size_t n = 0; n < st.node_alive.size(); ++n) {
+    if (!st.node_alive[n]) absl::StrAppend(&out, out.empty() ? "" : ", ", n);
+  }
+  return out;
+}
+
 // False while a worker is lost and not yet replaced (an evaluation would
 // wait for its answer forever).
 bool all_workers_reachable(const coord_state& st) {
   for (std::size_t k = 0; k < st.workers.size(); ++k) {
     if (!st.being_replaced.empty() && st.being_replaced[k]) return false;
-    if (!st.worker_lost.empty() && st.worker_lost[k]) return false;
-    if (!st.worker_node.empty() && st.worker_node[k] >= 0 && !st.node_alive[st.worker_node[k]]) {
-      return false;
-    }
+    if (worker_gone(st, k)) return false;
   }
   return true;
 }
@@ -1168,32 +1178,24 @@ void continue_after_loss(self_ptr self, const std::vector<int>& alive) {
   auto& st = self->state;
   std::vector<int> lost;
   for (std::size_t k = 0; k < st.workers.size(); ++k) {
-    const bool gone =
-        st.worker_lost[k] || (st.worker_node[k] >= 0 && !st.node_alive[st.worker_node[k]]);
-    if (gone && !st.being_replaced[k]) lost.push_back(static_cast<int>(k));
-  }
-  std::string lost_nodes;
-  for (std::size_t n = 0; n < st.node_alive.size(); ++n) {
-    if (!st.node_alive[n]) absl::StrAppend(&lost_nodes, lost_nodes.empty() ? "" : ", ", n);
+    if (worker_gone(st, k) && !st.being_replaced[k]) lost.push_back(static_cast<int>(k));
   }
   std::string moved;
   for (int k : lost) {
     absl::StrAppend(&moved, moved.empty() ? "" : ", ", "worker ", k, " to node ",
                     alive[k % alive.size()], " from clock ", st.clocks[k]);
   }
-  st.event = absl::StrCat(st.event, st.event.empty() ? "" : "; ", "lost node(s) ", lost_nodes,
-                          ": ", lost.empty() ? "no worker there" : moved,
+  st.event = absl::StrCat(st.event, st.event.empty() ? "" : "; ", "lost node(s) ",
+                          lost_node_list(st), ": ", lost.empty() ? "no worker there" : moved,
                           "; the shards and the other workers ran on");
   for (int k : lost) {
     st.being_replaced[k] = true;
-    ++st.replacing;
     replace_worker(self, k, alive[k % alive.size()], [self, k] {
       auto& st = self->state;
       std::vector<caf::actor> handles;
       for (auto& s : st.shards) handles.push_back(caf::actor_cast<caf::actor>(s));
       self->send(st.workers[k], connect_atom_v, handles, int64_list{st.bounds, {}});
       st.being_replaced[k] = false;
-      --st.replacing;
       // The lost worker's run never answers; its replacement's does.
       if (st.halting) {
         if (--st.running == 0) sgd_all_stopped(self);
@@ -1219,25 +1221,16 @@ void recover(self_ptr self) {
   }
   if (!st.full_recovery) return continue_after_loss(self, alive);
   st.full_recovery = false;
-  st.replacing = 0;
   std::fill(st.being_replaced.begin(), st.being_replaced.end(), false);
   ++st.generation;
   st.evaluating = false;
-  // Every worker on a lost node is lost, whether or not its down message
-  // has arrived yet.
   std::vector<int> lost_workers;
   for (std::size_t k = 0; k < st.workers.size(); ++k) {
-    if (st.worker_lost[k] || (st.worker_node[k] >= 0 && !st.node_alive[st.worker_node[k]])) {
-      lost_workers.push_back(static_cast<int>(k));
-    }
-  }
-  std::string lost_nodes;
-  for (std::size_t n = 0; n < st.node_alive.size(); ++n) {
-    if (!st.node_alive[n]) absl::StrAppend(&lost_nodes, lost_nodes.empty() ? "" : ", ", n);
+    if (worker_gone(st, k)) lost_workers.push_back(static_cast<int>(k));
   }
   // st.event may already say why (a silent node).
-  st.event = absl::StrCat(st.event, st.event.empty() ? "" : "; ", "lost node(s) ", lost_nodes,
-                          " (", lost_workers.size(), " worker(s) replaced, all ", st.shards.size(),
+  st.event = absl::StrCat(st.event, st.event.empty() ? "" : "; ", "lost node(s) ",
+                          lost_node_list(st), " (", lost_workers.size(), " worker(s) replaced, all ", st.shards.size(),
                           " shards rebuilt); restarted from the checkpoint of round ",
                           st.ckpt.round, st.spec.mode == Mode::kCocoa ? "" : absl::StrCat(
                               " (clock ", st.ckpt.clock, ")"));
