@@ -84,6 +84,14 @@ class LocalSolver {
   virtual const std::vector<double>& coordinates() const = 0;
   /// Replaces them (checkpoint restore, re-partition).
   virtual absl::Status set_coordinates(std::vector<double> c) = 0;
+
+ protected:
+  /// For Solve's loop: whether to stop before step `step` (the flag is read
+  /// once every kInterruptCheck steps).
+  static bool Interrupted(const std::atomic<bool>* interrupt, int64_t step) {
+    return interrupt != nullptr && step % kInterruptCheck == 0 &&
+           interrupt->load(std::memory_order_relaxed);
+  }
 };
 
 /// Errors: invalid model, empty block, labels not in {-1,+1} for a

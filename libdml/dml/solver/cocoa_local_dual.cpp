@@ -73,10 +73,7 @@ class DualLocalSolver final : public LocalSolver {
     int64_t pos = nk;
     int64_t s = 0;
     for (; s < steps; ++s) {
-      if (interrupt != nullptr && s % kInterruptCheck == 0 &&
-          interrupt->load(std::memory_order_relaxed)) {
-        break;
-      }
+      if (Interrupted(interrupt, s)) break;
       if (pos == nk) {
         rng_.Shuffle(order_);
         pos = 0;

@@ -102,10 +102,7 @@ class PrimalLocalSolver final : public LocalSolver {
     LocalUpdate update;
     int64_t s = 0;
     for (; s < steps; ++s) {
-      if (interrupt != nullptr && s % kInterruptCheck == 0 &&
-          interrupt->load(std::memory_order_relaxed)) {
-        break;
-      }
+      if (Interrupted(interrupt, s)) break;
       if (next_ == d) {
         rng_.Shuffle(order_);
         next_ = 0;
