@@ -32,7 +32,6 @@
 #include <caf/actor_system_config.hpp>
 #include <caf/exit_reason.hpp>
 #include <caf/io/middleman.hpp>
-#include <caf/scoped_actor.hpp>
 #include <caf/send.hpp>
 
 #include "dml/actors/network.hpp"
@@ -146,8 +145,8 @@ int main(int argc, char** argv) {
 
   int sig = 0;
   sigwait(&stop, &sig);
-  std::fprintf(stderr, "dml-node %s: %s, shutting down\n", name.c_str(),
-               sig == SIGTERM ? "SIGTERM" : "SIGINT");
+  const char* signal_name = sig == SIGTERM ? "SIGTERM" : "SIGINT";
+  std::fprintf(stderr, "dml-node %s: %s, shutting down\n", name.c_str(), signal_name);
   // Stop the node actor (it stops the workers and shards it hosts) and
   // wait for every actor to finish, then leave without destroying the actor
   // system: CAF 0.17.6's destructor can deadlock joining the threads of
@@ -162,7 +161,7 @@ int main(int argc, char** argv) {
   const std::size_t left = sys.registry().running();
   if (left > 0) {
     std::fprintf(stderr, "dml-node %s: %zu actor(s) still running 3 s after %s; exiting anyway\n",
-                 name.c_str(), left, sig == SIGTERM ? "SIGTERM" : "SIGINT");
+                 name.c_str(), left, signal_name);
   } else {
     std::fprintf(stderr, "dml-node %s: all actors stopped\n", name.c_str());
   }

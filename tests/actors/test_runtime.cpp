@@ -88,6 +88,22 @@ dml::job_result MustFinish(dml::job& j, double seconds = 60) {
   return *std::move(r);
 }
 
+// Submits `s`, lets it run 300 ms, cancels it, and checks that the cancel
+// took at most 200 ms and ended the job as cancelled.
+dml::job_result CancelAfter300ms(dml::runtime& rt, const dml::job_spec& s, double finish_seconds) {
+  auto j = rt.submit(s);
+  BOOST_REQUIRE(j.ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  BOOST_TEST(!j->done());
+  const auto t0 = Clock::now();
+  j->cancel();
+  const dml::job_result r = MustFinish(*j, finish_seconds);
+  const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  BOOST_TEST(ms <= 200.0, "cancel took " << ms << " ms");
+  BOOST_TEST((r.reason == dml::StopReason::kCancelled));
+  return r;
+}
+
 dml::job_spec SgdSpec(std::shared_ptr<const dml::Dataset> data, dml::ModelSpec m, dml::Mode mode,
                       int epochs) {
   dml::job_spec s;
@@ -389,16 +405,7 @@ BOOST_AUTO_TEST_CASE(cancel_stops_a_long_job_within_200ms_and_keeps_the_model) {
       dml::job_spec s = SgdSpec(data, m, mode, 1000000);
       s.stop.gap_rel = 0;  // cocoa: never converges by the gap
       s.local_epochs = 0.1;
-      auto j = rt.submit(s);
-      BOOST_REQUIRE(j.ok());
-      std::this_thread::sleep_for(std::chrono::milliseconds(300));
-      BOOST_TEST(!j->done());
-      const auto t0 = Clock::now();
-      j->cancel();
-      const dml::job_result r = MustFinish(*j, 5);
-      const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-      BOOST_TEST(ms <= 200.0, "cancel took " << ms << " ms");
-      BOOST_TEST((r.reason == dml::StopReason::kCancelled));
+      const dml::job_result r = CancelAfter300ms(rt, s, 5);
       // What was trained is returned, not lost.
       BOOST_TEST(r.w.size() == static_cast<std::size_t>(data->x.cols()));
       BOOST_TEST(r.primal < std::log(2.0));
@@ -416,16 +423,7 @@ BOOST_AUTO_TEST_CASE(cancel_interrupts_a_long_cocoa_round) {
   dml::job_spec s = SgdSpec(data, m, dml::Mode::kCocoa, 1000000);
   s.stop.gap_rel = 0;
   s.local_epochs = 5000;  // one round: 15 million coordinate steps per worker
-  auto j = rt.submit(s);
-  BOOST_REQUIRE(j.ok());
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  BOOST_TEST(!j->done());
-  const auto t0 = Clock::now();
-  j->cancel();
-  const dml::job_result r = MustFinish(*j, 30);
-  const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-  BOOST_TEST(ms <= 200.0, "cancel took " << ms << " ms");
-  BOOST_TEST((r.reason == dml::StopReason::kCancelled));
+  const dml::job_result r = CancelAfter300ms(rt, s, 30);
   // The round 0 certificate (w = 0), then the one of the interrupted round.
   BOOST_REQUIRE(r.history.size() >= 2u);
   BOOST_TEST(r.history.back().epochs < 5000.0);  // cut short
