@@ -13,7 +13,9 @@
 #include <cmath>
 #include <cstring>
 #include <algorithm>
+#include <chrono>
 #include <limits>
+#include <thread>
 #include <sstream>
 #include <memory>
 #include <string>
@@ -51,6 +53,15 @@ BulkRef OfferVector(BulkChannel& c, const std::vector<double>& v) {
   auto ref = c.Offer(owner, owner->data(), owner->size());
   BOOST_REQUIRE(ref.has_value());
   return *ref;
+}
+
+// A direct reader's RELEASE is not waited on: the sender drops the offer
+// when its connection thread reads it.
+bool PendingDrops(const BulkChannel& c, std::size_t n) {
+  for (int i = 0; i < 500 && c.pending() != n; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return c.pending() == n;
 }
 
 bool SameBytes(const std::vector<double>& a, const std::vector<double>& b) {
@@ -119,7 +130,8 @@ BOOST_AUTO_TEST_CASE(same_host_fetch_is_a_single_copy_and_checks_finiteness) {
   BOOST_TEST(SameBytes(*got->values, v));
   BOOST_TEST(got->finite);
   BOOST_TEST(client.stats().single_copy == 1u);
-  BOOST_TEST(server->pending() == 0u);
+  BOOST_TEST(client.stats().direct == 1u);  // read with no request
+  BOOST_TEST(PendingDrops(*server, 0));
 
   // Non-finite values arrive bit for bit, flagged as not all finite (the
   // receiving handler then names the key).
@@ -133,8 +145,9 @@ BOOST_AUTO_TEST_CASE(same_host_fetch_is_a_single_copy_and_checks_finiteness) {
     BOOST_TEST(!r->finite);
   }
   BOOST_TEST(client.stats().single_copy == 3u);
-  // The mapped buffers were released: nothing waits.
-  BOOST_TEST(server->pending() == 0u);
+  BOOST_TEST(client.stats().direct == 3u);
+  // The read buffers were released: nothing waits.
+  BOOST_TEST(PendingDrops(*server, 0));
 
   // A received buffer comes back to the channel when dropped; the next
   // fetch of the same length (single copy or stream) overwrites it whole.
@@ -170,14 +183,15 @@ BOOST_AUTO_TEST_CASE(a_process_on_the_same_machine_is_read_in_place) {
       auto ref = c.Offer(owner, owner->data(), n);
       if (!ref) ::_exit(4);
       const std::string line = ref->local + " " + std::to_string(ref->port) + " " +
-                               std::to_string(ref->ticket) + "\n";
+                               std::to_string(ref->ticket) + " " + std::to_string(ref->address) +
+                               " " + std::to_string(ref->slot) + "\n";
       if (::write(to_parent[1], line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
         ::_exit(5);
       }
     }
     char done = 0;
     (void)!::read(to_child[0], &done, 1);
-    ::_exit(c.pending() == 0 ? 0 : 6);
+    ::_exit(PendingDrops(c, 0) ? 0 : 6);
   }
   std::string text;
   char buf[256];
@@ -189,7 +203,7 @@ BOOST_AUTO_TEST_CASE(a_process_on_the_same_machine_is_read_in_place) {
   std::vector<BulkRef> refs(2);
   std::istringstream in(text);
   for (auto& ref : refs) {
-    in >> ref.local >> ref.port >> ref.ticket;
+    in >> ref.local >> ref.port >> ref.ticket >> ref.address >> ref.slot;
     ref.host = "127.0.0.1";
     ref.count = n;
   }
@@ -198,6 +212,7 @@ BOOST_AUTO_TEST_CASE(a_process_on_the_same_machine_is_read_in_place) {
   BOOST_REQUIRE_MESSAGE(a.ok(), a.status().ToString());
   BOOST_TEST(SameBytes(*a->values, Ramp(n)));
   BOOST_TEST(same_host.stats().single_copy == 1u);
+  BOOST_TEST(same_host.stats().direct == 1u);  // from the other process, with no request
   BulkChannel tcp_only(BulkOptions{false});
   auto b = tcp_only.Fetch(refs[1]);
   BOOST_REQUIRE_MESSAGE(b.ok(), b.status().ToString());
@@ -208,6 +223,60 @@ BOOST_AUTO_TEST_CASE(a_process_on_the_same_machine_is_read_in_place) {
   BOOST_REQUIRE(::waitpid(pid, &status, 0) == pid);
   BOOST_TEST(WIFEXITED(status));
   BOOST_TEST(WEXITSTATUS(status) == 0);  // the sender holds nothing any more
+}
+
+// A same-host reference names the values and the sender's slot; a read
+// whose checks fail is never used: the protocol answers instead.
+BOOST_AUTO_TEST_CASE(a_direct_read_that_fails_its_checks_asks_by_the_protocol) {
+  auto server = Serving();
+  BulkChannel client;
+  const auto v = Ramp(40000);
+  auto w = Ramp(40000);
+  w[123] = 7.5;
+  // A slot address the sender never had (the kernel refuses the read):
+  // served by MAP.
+  const BulkRef r0 = OfferVector(*server, v);
+  BOOST_REQUIRE(r0.address != 0 && r0.slot != 0);
+  BulkRef bogus = r0;
+  bogus.slot = 8;
+  auto a = client.Fetch(bogus);
+  BOOST_REQUIRE_MESSAGE(a.ok(), a.status().ToString());
+  BOOST_TEST(SameBytes(*a->values, v));
+  BOOST_TEST(client.stats().single_copy == 1u);
+  BOOST_TEST(client.stats().direct == 0u);
+  // Another offer's slot: its ticket does not match, so MAP again.
+  const BulkRef r1 = OfferVector(*server, v);
+  const BulkRef r2 = OfferVector(*server, w);
+  BulkRef crossed = r1;
+  crossed.slot = r2.slot;
+  auto b = client.Fetch(crossed);
+  BOOST_REQUIRE_MESSAGE(b.ok(), b.status().ToString());
+  BOOST_TEST(SameBytes(*b->values, v));
+  BOOST_TEST(client.stats().direct == 0u);
+  // Fetched already (over TCP): its slot is cleared, so no stale read.
+  const BulkRef r3 = OfferVector(*server, v);
+  BulkChannel tcp(BulkOptions{false});
+  BOOST_REQUIRE(tcp.Fetch(r3).ok());
+  auto c = client.Fetch(r3);
+  BOOST_TEST((c.status().code() == absl::StatusCode::kNotFound), c.status().ToString());
+  BOOST_TEST(client.stats().direct == 0u);
+  // r2 itself is read directly, once.
+  auto d = client.Fetch(r2);
+  BOOST_REQUIRE_MESSAGE(d.ok(), d.status().ToString());
+  BOOST_TEST(SameBytes(*d->values, w));
+  BOOST_TEST(client.stats().direct == 1u);
+  BOOST_TEST(PendingDrops(*server, 0));
+  auto again = client.Fetch(r2);
+  BOOST_TEST((again.status().code() == absl::StatusCode::kNotFound), again.status().ToString());
+  // A dropped channel clears its slots before its buffers go.
+  BulkRef gone;
+  {
+    auto s = Serving();
+    gone = OfferVector(*s, v);
+  }
+  auto e = client.Fetch(gone);
+  BOOST_TEST(!e.ok());
+  BOOST_TEST(client.stats().direct == 1u);
 }
 
 BOOST_AUTO_TEST_CASE(a_size_other_than_announced_is_data_loss) {
@@ -349,7 +418,7 @@ BOOST_AUTO_TEST_CASE(large_dvecs_travel_by_reference_inside_caf_messages) {
     BOOST_REQUIRE_EQUAL(y.size(), n);
     BOOST_TEST(std::memcmp(y.data->data(), x.data->data(), n * sizeof(double)) == 0);
     BOOST_TEST(y.finite == by_reference);  // checked as it arrived
-    BOOST_TEST(bulk.pending() == 0u);
+    BOOST_TEST(PendingDrops(bulk, 0));
   }
   // The same reference twice: the sender no longer holds it.
   dml::actors::dvec x(Ramp(big));

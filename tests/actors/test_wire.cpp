@@ -676,7 +676,8 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(wrong_version_or_kind, T, AllPayloads) {
 // A BulkVector reference: round trip, every truncation refused, and its
 // invariants on both sides (we never send, and never follow, a bad one).
 BOOST_AUTO_TEST_CASE(bulk_references) {
-  const dml::net::BulkRef ref{"10.0.0.2", 4243, "dml-bulk.77.abc", 0x1234567890abcdefull, 1u << 20};
+  const dml::net::BulkRef ref{"10.0.0.2", 4243, "dml-bulk.77.abc", 0x1234567890abcdefull, 1u << 20,
+                              0x7f0012345000ull, 0x55aa00001230ull};
   const std::string bytes = MustEncode(ref);
   dml::net::BulkRef back;
   BOOST_REQUIRE(FromWire(bytes, &back).ok());
@@ -685,6 +686,8 @@ BOOST_AUTO_TEST_CASE(bulk_references) {
   BOOST_TEST(back.local == ref.local);
   BOOST_TEST(back.ticket == ref.ticket);
   BOOST_TEST(back.count == ref.count);
+  BOOST_TEST(back.address == ref.address);
+  BOOST_TEST(back.slot == ref.slot);
   for (std::size_t n = 0; n < bytes.size(); ++n) {
     dml::net::BulkRef cut;
     BOOST_TEST(!FromWire(bytes.substr(0, n), &cut).ok(), "prefix of " << n << " bytes");
@@ -698,6 +701,12 @@ BOOST_AUTO_TEST_CASE(bulk_references) {
   auto bad = ref;
   bad.port = 0;
   CheckInvalid(ToWire(bad).status(), "BulkVector.port: zero");
+  bad = ref;
+  bad.slot = 0;
+  CheckInvalid(ToWire(bad).status(), "BulkVector.address: set while the other is zero");
+  bad = ref;
+  bad.address = 0;
+  CheckInvalid(ToWire(bad).status(), "BulkVector.slot: set while the other is zero");
   bad = ref;
   bad.host.clear();
   CheckInvalid(ToWire(bad).status(), "BulkVector.host: length 0 not in [1, 255]");
@@ -718,6 +727,9 @@ BOOST_AUTO_TEST_CASE(bulk_references) {
   CheckInvalid(FromWire(Mutated(bytes, [](Envelope::Builder e) { e.getBulkVector().setHost(""); }),
                         &back),
                "BulkVector.host: length 0 not in [1, 255]");
+  CheckInvalid(FromWire(Mutated(bytes, [](Envelope::Builder e) { e.getBulkVector().setSlot(0); }),
+                        &back),
+               "BulkVector.address: set while the other is zero");
 }
 
 BOOST_AUTO_TEST_CASE(sparse_update_invariants) {

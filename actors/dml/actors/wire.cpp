@@ -671,6 +671,10 @@ absl::Status CheckBulkRef(const net::BulkRef& r) {
   }
   DML_RETURN_IF_ERROR(CheckName(r.local, "BulkVector.local"));
   if (r.port == 0) return Invalid("BulkVector.port", "zero");
+  if ((r.address == 0) != (r.slot == 0)) {
+    return Invalid(r.address == 0 ? "BulkVector.slot" : "BulkVector.address",
+                   "set while the other is zero");
+  }
   return CheckVectorLength<double>(r.count, "BulkVector.count");
 }
 
@@ -682,6 +686,8 @@ absl::Status BuildBulkRef(const net::BulkRef& r, capnp::MallocMessageBuilder& bu
   b.setLocal(r.local);
   b.setTicket(r.ticket);
   b.setCount(r.count);
+  b.setAddress(r.address);
+  b.setSlot(r.slot);
   return absl::OkStatus();
 }
 
@@ -836,8 +842,9 @@ absl::Status FromWire(std::string_view bytes, net::BulkRef* out, const net::Deco
       bytes, limits, wire::Envelope::BULK_VECTOR,
       [](wire::Envelope::Reader env) -> absl::StatusOr<net::BulkRef> {
         auto b = env.getBulkVector();
-        return net::BulkRef{FromText(b.getHost()), b.getPort(), FromText(b.getLocal()),
-                            b.getTicket(), b.getCount()};
+        return net::BulkRef{FromText(b.getHost()), b.getPort(),   FromText(b.getLocal()),
+                            b.getTicket(),          b.getCount(),  b.getAddress(),
+                            b.getSlot()};
       });
   if (!r.ok()) return r.status();
   DML_RETURN_IF_ERROR(CheckBulkRef(*r));

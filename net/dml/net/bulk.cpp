@@ -19,9 +19,11 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <deque>
 #include <set>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -95,6 +97,56 @@ void NoDelay(int fd) {
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
+// Liveness words of offers that same-host peers read directly (no round
+// trip): while an offer holds its buffer, its slot holds {ticket, bytes};
+// the ticket word is cleared before the buffer can be freed. A reader
+// checks the slot (right ticket, announced size), copies the values, then
+// reads the ticket word again: still the ticket means the buffer was alive
+// during the whole copy (tickets are random, so a slot reused by another
+// offer does not match). The table lives as long as the process, so a
+// reader never reads freed memory there; the process's channels share it.
+class SlotTable {
+ public:
+  static constexpr std::size_t kSlots = 16384;  // kBulkMaxPendingBytes / kBulkMinBytes
+  struct Slot {
+    std::atomic<uint64_t> ticket{0};
+    std::atomic<uint64_t> bytes{0};
+  };
+
+  static SlotTable& Get() {
+    static SlotTable* table = new SlotTable();  // never freed: readers may still look
+    return *table;
+  }
+  // A slot now holding {ticket, bytes}, or -1 when all are taken.
+  int32_t Take(uint64_t ticket, uint64_t bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (free_.empty()) return -1;
+    const int32_t i = free_.back();
+    free_.pop_back();
+    slots_[i].bytes.store(bytes, std::memory_order_relaxed);
+    slots_[i].ticket.store(ticket, std::memory_order_release);
+    return i;
+  }
+  // Call before the offer's buffer may be freed.
+  void Clear(int32_t i) {
+    if (i < 0) return;
+    slots_[i].ticket.store(0, std::memory_order_seq_cst);
+    std::lock_guard<std::mutex> lock(mu_);
+    free_.push_back(i);
+  }
+  uint64_t Address(int32_t i) const { return reinterpret_cast<uint64_t>(&slots_[i]); }
+
+ private:
+  SlotTable() : slots_(new Slot[kSlots]) {
+    free_.reserve(kSlots);
+    for (std::size_t i = kSlots; i-- > 0;) free_.push_back(static_cast<int32_t>(i));
+  }
+  std::mutex mu_;
+  Slot* slots_;
+  std::vector<int32_t> free_;
+};
+static_assert(sizeof(std::atomic<uint64_t>) == 8, "slot words are read as plain u64 pairs");
+
 // Received vectors come back here when their last user lets them go, so
 // the next fetch of the same length writes into pages that are already
 // mapped, without zeroing them first (std::vector cannot skip that).
@@ -110,10 +162,11 @@ class BufferPool : public std::enable_shared_from_this<BufferPool> {
     std::unique_ptr<std::vector<double>> v;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      for (auto it = free_.begin(); it != free_.end(); ++it) {
+      // Newest first: the buffer freed last is the likeliest still in cache.
+      for (auto it = free_.rbegin(); it != free_.rend(); ++it) {
         if ((*it)->size() == count) {
           v = std::move(*it);
-          free_.erase(it);
+          free_.erase(std::next(it).base());
           bytes_ -= count * sizeof(double);
           break;
         }
@@ -222,6 +275,7 @@ struct BulkChannel::Impl {
     const void* data = nullptr;
     std::size_t bytes = 0;
     std::chrono::steady_clock::time_point expires;
+    int32_t slot = -1;  // SlotTable index while directly readable, else -1
   };
   struct connection {
     std::thread thread;
@@ -254,10 +308,15 @@ struct BulkChannel::Impl {
   std::mutex pool_mu;
   std::map<std::string, std::vector<idle_conn>> idle;
   std::set<std::string> unreachable_local;  // Unix names that refused: use TCP
+  // Tickets this channel read directly, newest last: their senders may not
+  // have read the RELEASE yet, so a repeated reference is refused here.
+  std::unordered_set<uint64_t> direct_seen;
+  std::deque<uint64_t> direct_order;
+  static constexpr std::size_t kDirectSeen = 1 << 16;
   std::atomic<bool> single_copy_refused{false};
 
-  std::atomic<uint64_t> n_offers{0}, n_refused{0}, n_fetches{0}, n_single{0}, n_unix{0},
-      n_bytes{0};
+  std::atomic<uint64_t> n_offers{0}, n_refused{0}, n_fetches{0}, n_single{0}, n_direct{0},
+      n_unix{0}, n_bytes{0};
   std::shared_ptr<BufferPool> pool = std::make_shared<BufferPool>();
 
   // --------------------------------------------------------- serving
@@ -268,9 +327,20 @@ struct BulkChannel::Impl {
     auto it = offers.find(ticket);
     if (it == offers.end()) return false;
     *out = std::move(it->second);
+    SlotTable::Get().Clear(out->slot);
+    out->slot = -1;
     pending_bytes -= out->bytes;
     offers.erase(it);
     return true;
+  }
+
+  // Drops every offer (the channel stops): direct readers see the cleared
+  // words before any buffer can go.
+  void DropAll() {
+    std::lock_guard<std::mutex> lock(mu);
+    for (auto& [_, o] : offers) SlotTable::Get().Clear(o.slot);
+    offers.clear();
+    pending_bytes = 0;
   }
 
   // Joins and closes connections whose peers hung up (a long-lived node
@@ -325,7 +395,12 @@ struct BulkChannel::Impl {
     Request req{};
     while (RecvAll(fd, &req, sizeof(req))) {
       if (req.magic != kMagic || req.version != kVersion) break;  // not our protocol: hang up
-      if (req.op == kRelease) continue;  // nothing held (a late release): ignore
+      if (req.op == kRelease) {
+        // A direct reader is done with the ticket (none held: ignore).
+        offer o;
+        Take(req.ticket, &o);
+        continue;
+      }
       if (req.op != kSend && req.op != kMap) break;
       if (req.op == kMap && !is_unix) {
         Response resp{kMagic, kNotAllowed, req.ticket, 0, 0};
@@ -417,6 +492,86 @@ struct BulkChannel::Impl {
     return {fd, pid};
   }
 
+  // Reads an offer straight from the sender's memory (pid as this process
+  // sees it) with no request: the values, then the offer's liveness word.
+  // nullopt when that word no longer holds the ticket (the offer is gone:
+  // what was copied may be garbage and is dropped) or the read failed;
+  // the caller then asks the sender by the protocol, which answers why.
+  // *repeat: this channel read the ticket before (the caller answers
+  // NotFound, as the sender would once it has read the RELEASE).
+  std::optional<BulkValues> DirectRead(const BulkRef& r, pid_t pid, bool* repeat) {
+    *repeat = false;
+    if (SeenDirect(r.ticket)) {
+      *repeat = true;
+      return std::nullopt;
+    }
+    // The sender's slot first: the offer must be held, at the size announced.
+    uint64_t slot[2] = {0, 0};
+    if (!ReadRemote(pid, slot, r.slot, sizeof(slot)) || slot[0] != r.ticket ||
+        slot[1] != r.count * sizeof(double)) {
+      return std::nullopt;
+    }
+    BulkValues out;
+    std::shared_ptr<std::vector<double>> buffer = pool->Get(r.count);
+    out.values = buffer;
+    if (const int e = ReadValues(pid, r.address, r.count, *buffer, &out.finite); e != 0) {
+      if (e == EPERM || e == ENOSYS || e == EACCES) single_copy_refused.store(true);
+      return std::nullopt;
+    }
+    // Still held after the copy: it was held throughout.
+    uint64_t ticket = 0;
+    if (!ReadRemote(pid, &ticket, r.slot, sizeof(ticket)) || ticket != r.ticket) {
+      return std::nullopt;
+    }
+    std::lock_guard<std::mutex> lock(pool_mu);
+    if (!direct_seen.insert(r.ticket).second) {  // the same reference, read concurrently
+      *repeat = true;
+      return std::nullopt;
+    }
+    direct_order.push_back(r.ticket);
+    if (direct_order.size() > kDirectSeen) {
+      direct_seen.erase(direct_order.front());
+      direct_order.pop_front();
+    }
+    return out;
+  }
+
+  // Copies `count` doubles at `address` in process pid into v (from
+  // BufferPool::Get), checking each chunk while it is in cache. Returns 0,
+  // or the errno of the read that failed (EIO: a short read).
+  static int ReadValues(pid_t pid, uint64_t address, std::size_t count, std::vector<double>& v,
+                        bool* finite) {
+    *finite = true;
+    for (std::size_t at = 0; at < count;) {
+      const std::size_t m = std::min(kChunkDoubles, count - at);
+      double* dst = Extend(v, at, m, count);
+      iovec local{dst, m * sizeof(double)};
+      iovec remote{reinterpret_cast<void*>(address + at * sizeof(double)), m * sizeof(double)};
+      const ssize_t got = ::process_vm_readv(pid, &local, 1, &remote, 1, 0);
+      if (got != static_cast<ssize_t>(m * sizeof(double))) return got < 0 ? errno : EIO;
+      *finite = *finite && AllFinite(dst, m);
+      at += m;
+    }
+    return 0;
+  }
+
+  bool SeenDirect(uint64_t ticket) {
+    std::lock_guard<std::mutex> lock(pool_mu);
+    return direct_seen.count(ticket) != 0;
+  }
+
+  // n bytes at `address` in process pid; a refusal by the kernel (no
+  // ptrace rights, seccomp) switches this channel to streaming.
+  bool ReadRemote(pid_t pid, void* dst, uint64_t address, std::size_t n) {
+    iovec local{dst, n};
+    iovec remote{reinterpret_cast<void*>(address), n};
+    const ssize_t got = ::process_vm_readv(pid, &local, 1, &remote, 1, 0);
+    if (got < 0 && (errno == EPERM || errno == ENOSYS || errno == EACCES)) {
+      single_copy_refused.store(true);
+    }
+    return got == static_cast<ssize_t>(n);
+  }
+
   // One exchange on `c`: op SEND (or MAP, read with process_vm_readv).
   // Returns ok, or an error; *reusable tells whether c may go back to the
   // pool, *retry whether a fresh connection may succeed.
@@ -459,21 +614,7 @@ struct BulkChannel::Impl {
       return out;
     }
     // Single copy from the sender's memory, chunk by chunk.
-    out.finite = true;
-    int read_errno = 0;
-    for (std::size_t at = 0; at < r.count;) {
-      const std::size_t m = std::min(kChunkDoubles, r.count - at);
-      double* dst = Extend(v, at, m, r.count);
-      iovec local{dst, m * sizeof(double)};
-      iovec remote{reinterpret_cast<void*>(resp.address + at * sizeof(double)), m * sizeof(double)};
-      const ssize_t got = ::process_vm_readv(c.pid, &local, 1, &remote, 1, 0);
-      if (got != static_cast<ssize_t>(m * sizeof(double))) {
-        read_errno = got < 0 ? errno : EIO;
-        break;
-      }
-      out.finite = out.finite && AllFinite(dst, m);
-      at += m;
-    }
+    const int read_errno = ReadValues(c.pid, resp.address, r.count, v, &out.finite);
     if (read_errno == 0) {
       const Request release{kMagic, kVersion, kRelease, r.ticket};
       *reusable = SendAll(c.fd, &release, sizeof(release));
@@ -509,6 +650,7 @@ BulkChannel::BulkChannel(BulkOptions options) : impl_(std::make_unique<Impl>()) 
 }
 
 BulkChannel::~BulkChannel() {
+  impl_->DropAll();
   {
     std::lock_guard<std::mutex> lock(impl_->mu);
     impl_->stopping = true;
@@ -610,6 +752,7 @@ std::optional<BulkRef> BulkChannel::Offer(std::shared_ptr<const void> owner, con
   if (!m.serving || m.stopping) return std::nullopt;
   for (auto it = m.offers.begin(); it != m.offers.end();) {
     if (it->second.expires < now) {
+      SlotTable::Get().Clear(it->second.slot);
       m.pending_bytes -= it->second.bytes;
       it = m.offers.erase(it);
     } else {
@@ -623,10 +766,17 @@ std::optional<BulkRef> BulkChannel::Offer(std::shared_ptr<const void> owner, con
   // Random tickets: a peer cannot guess another receiver's ticket.
   uint64_t ticket = RandomU64();
   while (m.offers.count(ticket) != 0) ticket = RandomU64();
-  m.offers[ticket] = Impl::offer{std::move(owner), data, bytes, now + kBulkTtl};
+  // Same-host peers may read it directly (when a liveness word is free).
+  const int32_t slot = m.local.empty() ? -1 : SlotTable::Get().Take(ticket, bytes);
+  m.offers[ticket] = Impl::offer{std::move(owner), data, bytes, now + kBulkTtl, slot};
   m.pending_bytes += bytes;
   m.n_offers.fetch_add(1);
-  return BulkRef{m.host, m.port, m.local, ticket, count};
+  BulkRef ref{m.host, m.port, m.local, ticket, count};
+  if (slot >= 0) {
+    ref.address = reinterpret_cast<uint64_t>(data);
+    ref.slot = SlotTable::Get().Address(slot);
+  }
+  return ref;
 }
 
 std::size_t BulkChannel::pending() const {
@@ -636,9 +786,11 @@ std::size_t BulkChannel::pending() const {
 
 absl::StatusOr<BulkValues> BulkChannel::Fetch(const BulkRef& r) {
   Impl& m = *impl_;
-  auto done = [&m, &r](BulkValues v, bool single, bool unix_stream) -> BulkValues {
+  auto done = [&m, &r](BulkValues v, bool single, bool unix_stream,
+                       bool direct = false) -> BulkValues {
     m.n_fetches.fetch_add(1);
     m.n_single.fetch_add(single ? 1 : 0);
+    m.n_direct.fetch_add(direct ? 1 : 0);
     m.n_unix.fetch_add(unix_stream ? 1 : 0);
     m.n_bytes.fetch_add(r.count * sizeof(double));
     return v;
@@ -664,6 +816,26 @@ absl::StatusOr<BulkValues> BulkChannel::Fetch(const BulkRef& r) {
         }
       }
       const bool map = c.pid > 0 && !m.single_copy_refused.load();
+      if (map && r.address != 0 && r.slot != 0) {
+        bool repeat = false;
+        auto direct = m.DirectRead(r, c.pid, &repeat);
+        if (repeat) {
+          m.PoolPut(key, c);
+          return absl::NotFoundError(absl::StrCat("bulk: ", peer, " holds no ticket ", r.ticket,
+                                                  " (fetched already or expired)"));
+        }
+        if (direct) {
+          // Done with the ticket: no answer awaited (the sender drops the
+          // offer when it reads this; if it never does, the TTL does).
+          const Request release{kMagic, kVersion, kRelease, r.ticket};
+          if (SendAll(c.fd, &release, sizeof(release))) {
+            m.PoolPut(key, c);
+          } else {
+            ::close(c.fd);
+          }
+          return done(*std::move(direct), true, false, true);
+        }
+      }
       bool reusable = false, retry = false, single = false;
       auto got = m.Exchange(r, peer, c, map, &reusable, &retry, &single);
       if (reusable) {
@@ -703,8 +875,8 @@ absl::StatusOr<BulkValues> BulkChannel::Fetch(const BulkRef& r) {
 
 BulkStats BulkChannel::stats() const {
   const Impl& m = *impl_;
-  return {m.n_offers.load(), m.n_refused.load(), m.n_fetches.load(),
-          m.n_single.load(), m.n_unix.load(),    m.n_bytes.load()};
+  return {m.n_offers.load(), m.n_refused.load(), m.n_fetches.load(), m.n_single.load(),
+          m.n_direct.load(), m.n_unix.load(),   m.n_bytes.load()};
 }
 
 absl::StatusOr<std::string> LocalAddressFor(const std::string& host, uint16_t port) {

@@ -10,8 +10,16 @@
 //   - from a process on the same machine (its abstract Unix socket
 //     answers, in this network namespace): single copy, process_vm_readv
 //     straight from the sender's buffer, as MPI's shared-memory transport
-//     does (CMA); where the kernel refuses that (no ptrace rights, seccomp),
-//     the bytes stream over the Unix socket;
+//     does (CMA). The reference carries the buffer's address and that of a
+//     slot holding {ticket, byte count} while the offer is held, so the
+//     receiver reads with no request: the slot (held, at the announced
+//     size?), the values, the slot's ticket again (still there: the buffer
+//     was alive throughout), then a RELEASE it does not wait on; if a check
+//     fails it asks by the protocol below, which says why. A reference is
+//     good for one fetch: the reader remembers the tickets it read directly
+//     (the last 65536), as the sender may not have read the RELEASE yet. Where the kernel
+//     refuses such reads (no ptrace rights, seccomp), the bytes stream over the
+//     Unix socket;
 //   - otherwise over TCP from the sender's host:port.
 // Values are checked finite chunk by chunk as they land (in cache), so the
 // receiving handler need not read them again for that.
@@ -24,7 +32,7 @@
 //     op 1 SEND: answer the header, then (status ok) the bytes
 //     op 2 MAP (Unix socket only): answer the header with the buffer's
 //          address in the sender; the offer is held until op 3
-//     op 3 RELEASE: drop the mapped offer; no answer
+//     op 3 RELEASE: drop the mapped (or directly read) offer; no answer
 //   response 32 bytes: u32 magic, u32 status (0 ok, 1 unknown or expired
 //            ticket, 2 op not allowed here), u64 ticket, u64 byte count,
 //            u64 address (MAP only, else 0)
@@ -63,6 +71,10 @@ struct BulkRef {
   std::string local;  ///< the sender's abstract Unix socket name; "" = none
   uint64_t ticket = 0;
   uint64_t count = 0;  ///< doubles
+  /// Same-host direct read (0, 0: none): where the values and the offer's
+  /// slot {ticket, bytes} are in the sender's memory.
+  uint64_t address = 0;
+  uint64_t slot = 0;
 };
 
 /// A fetched vector. Its buffer returns to the channel's pool when the
@@ -87,6 +99,7 @@ struct BulkStats {
   uint64_t refused_offers = 0;  ///< offers refused (over kBulkMaxPendingBytes)
   uint64_t fetches = 0;         ///< successful fetches, all paths
   uint64_t single_copy = 0;     ///< ... of which process_vm_readv
+  uint64_t direct = 0;          ///< ... of those with no request (address in the ref)
   uint64_t unix_stream = 0;     ///< ... of which streamed over the Unix socket
   uint64_t bytes = 0;           ///< bytes fetched
 };

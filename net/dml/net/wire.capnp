@@ -249,6 +249,15 @@ struct BulkVector {
   local @4 :Text;     # the sender's abstract Unix socket name, 0..100 bytes;
                       # receivers on the same machine fetch there (single
                       # copy), others use host:port. Empty: TCP only.
+  address @5 :UInt64; # same machine only: where the values are in the
+                      # sender's memory, read directly (process_vm_readv)
+                      # with no request; 0: ask by the byte protocol
+  slot @6 :UInt64;    # same machine only: the address of the sender's
+                      # slot, two little-endian u64 {ticket, byte count}
+                      # while the values are held; a reader checks it
+                      # before and (the ticket) after copying.
+                      # 0 with `address` 0. Any value is safe to receive:
+                      # a wrong one fails the check and the reader asks.
 }
 
 struct SparseVector {
