@@ -94,9 +94,12 @@ void adopt(self_ptr self, const caf::actor& coordinator, caf::actor child) {
 node_actor spawn_node(caf::actor_system& sys, std::string name, std::string secret) {
   // Detached: the node answers the coordinator's liveness pings from its
   // own thread, however long its workers keep the scheduler busy.
-  return sys.spawn<caf::detached>([name, secret](self_ptr self) -> node_actor::behavior_type {
-    self->state.label = name;
-    self->state.secret = secret;
+  // name and secret are spawn arguments, not captures: CAF 0.17 binds a
+  // reference to a null tuple for an argument-less spawn (UBSan reports it).
+  auto impl = [](self_ptr self, std::string name,
+                 std::string secret) -> node_actor::behavior_type {
+    self->state.label = std::move(name);
+    self->state.secret = std::move(secret);
     self->set_down_handler([self](caf::down_msg& dm) {
       auto& st = self->state;
       auto job = st.jobs.find(dm.source);
@@ -188,7 +191,8 @@ node_actor spawn_node(caf::actor_system& sys, std::string name, std::string secr
           return s;
         },
     };
-  });
+  };
+  return sys.spawn<caf::detached>(impl, std::move(name), std::move(secret));
 }
 
 absl::Status AdmitTo(caf::scoped_actor& self, const node_actor& node, const std::string& secret,
