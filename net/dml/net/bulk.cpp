@@ -309,10 +309,12 @@ struct BulkChannel::Impl {
   std::map<std::string, std::vector<idle_conn>> idle;
   std::set<std::string> unreachable_local;  // Unix names that refused: use TCP
   // Tickets this channel read directly, newest last: their senders may not
-  // have read the RELEASE yet, so a repeated reference is refused here.
+  // have read the RELEASE yet, so a repeated reference is refused here. A
+  // RELEASE takes microseconds to milliseconds to be read, far less than
+  // 4096 fetches.
   std::unordered_set<uint64_t> direct_seen;
   std::deque<uint64_t> direct_order;
-  static constexpr std::size_t kDirectSeen = 1 << 16;
+  static constexpr std::size_t kDirectSeen = 4096;
   std::atomic<bool> single_copy_refused{false};
 
   std::atomic<uint64_t> n_offers{0}, n_refused{0}, n_fetches{0}, n_single{0}, n_direct{0},

@@ -16,9 +16,10 @@
 //     size?), the values, the slot's ticket again (still there: the buffer
 //     was alive throughout), then a RELEASE it does not wait on; if a check
 //     fails it asks by the protocol below, which says why. A reference is
-//     good for one fetch: the reader remembers the tickets it read directly
-//     (the last 65536), as the sender may not have read the RELEASE yet. Where the kernel
-//     refuses such reads (no ptrace rights, seccomp), the bytes stream over the
+//     good for one fetch: the reader remembers the last 4096 tickets it read
+//     directly, as the sender may not have read their RELEASE yet (once it
+//     has, the cleared slot refuses a repeat). Where the kernel refuses
+//     such reads (no ptrace rights, seccomp), the bytes stream over the
 //     Unix socket;
 //   - otherwise over TCP from the sender's host:port.
 // Values are checked finite chunk by chunk as they land (in cache), so the
