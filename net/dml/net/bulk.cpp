@@ -97,6 +97,24 @@ void NoDelay(int fd) {
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
+// errno values by which the kernel refuses to let us read another process
+// (no ptrace rights, a seccomp filter): the peer then streams instead.
+bool KernelRefused(int e) { return e == EPERM || e == ENOSYS || e == EACCES; }
+
+// The answer to a ticket the sender no longer holds (or that this receiver
+// already read directly).
+absl::Status NoTicket(const std::string& peer, uint64_t ticket) {
+  return absl::NotFoundError(
+      absl::StrCat("bulk: ", peer, " holds no ticket ", ticket, " (fetched already or expired)"));
+}
+
+// Tells the sender we are done with a ticket we read ourselves (MAP or
+// direct); no answer comes.
+bool SendRelease(int fd, uint64_t ticket) {
+  const Request release{kMagic, kVersion, kRelease, ticket};
+  return SendAll(fd, &release, sizeof(release));
+}
+
 // Liveness words of offers that same-host peers read directly (no round
 // trip): while an offer holds its buffer, its slot holds {ticket, bytes};
 // the ticket word is cleared before the buffer can be freed. A reader
@@ -323,16 +341,23 @@ struct BulkChannel::Impl {
 
   // --------------------------------------------------------- serving
 
+  // Removes an offer from the table, its slot cleared first (direct
+  // readers then no longer trust a copy). Called with mu held.
+  std::unordered_map<uint64_t, offer>::iterator Forget(
+      std::unordered_map<uint64_t, offer>::iterator it) {
+    SlotTable::Get().Clear(it->second.slot);
+    pending_bytes -= it->second.bytes;
+    return offers.erase(it);
+  }
+
   // Takes ticket's offer out of the table (it is served once).
   bool Take(uint64_t ticket, offer* out) {
     std::lock_guard<std::mutex> lock(mu);
     auto it = offers.find(ticket);
     if (it == offers.end()) return false;
-    *out = std::move(it->second);
-    SlotTable::Get().Clear(out->slot);
+    *out = std::move(it->second);  // slot and bytes stay behind for Forget
     out->slot = -1;
-    pending_bytes -= out->bytes;
-    offers.erase(it);
+    Forget(it);
     return true;
   }
 
@@ -517,7 +542,7 @@ struct BulkChannel::Impl {
     std::shared_ptr<std::vector<double>> buffer = pool->Get(r.count);
     out.values = buffer;
     if (const int e = ReadValues(pid, r.address, r.count, *buffer, &out.finite); e != 0) {
-      if (e == EPERM || e == ENOSYS || e == EACCES) single_copy_refused.store(true);
+      if (KernelRefused(e)) single_copy_refused.store(true);
       return std::nullopt;
     }
     // Still held after the copy: it was held throughout.
@@ -568,9 +593,7 @@ struct BulkChannel::Impl {
     iovec local{dst, n};
     iovec remote{reinterpret_cast<void*>(address), n};
     const ssize_t got = ::process_vm_readv(pid, &local, 1, &remote, 1, 0);
-    if (got < 0 && (errno == EPERM || errno == ENOSYS || errno == EACCES)) {
-      single_copy_refused.store(true);
-    }
+    if (got < 0 && KernelRefused(errno)) single_copy_refused.store(true);
     return got == static_cast<ssize_t>(n);
   }
 
@@ -595,8 +618,7 @@ struct BulkChannel::Impl {
     }
     if (resp.status == kUnknownTicket) {
       *reusable = true;
-      return absl::NotFoundError(absl::StrCat("bulk: ", peer, " holds no ticket ", r.ticket,
-                                              " (fetched already or expired)"));
+      return NoTicket(peer, r.ticket);
     }
     if (resp.status != kOk || resp.bytes != r.count * sizeof(double)) {
       return absl::DataLossError(absl::StrCat("bulk: ", peer, " sent ", resp.bytes,
@@ -618,12 +640,11 @@ struct BulkChannel::Impl {
     // Single copy from the sender's memory, chunk by chunk.
     const int read_errno = ReadValues(c.pid, resp.address, r.count, v, &out.finite);
     if (read_errno == 0) {
-      const Request release{kMagic, kVersion, kRelease, r.ticket};
-      *reusable = SendAll(c.fd, &release, sizeof(release));
+      *reusable = SendRelease(c.fd, r.ticket);
       *single = true;
       return out;
     }
-    if (read_errno != EPERM && read_errno != ENOSYS && read_errno != EACCES) {
+    if (!KernelRefused(read_errno)) {
       return absl::DataLossError(absl::StrCat("bulk: single-copy read of ticket ", r.ticket,
                                               " from ", peer, " (pid ", c.pid,
                                               ") failed: ", std::strerror(read_errno)));
@@ -754,9 +775,7 @@ std::optional<BulkRef> BulkChannel::Offer(std::shared_ptr<const void> owner, con
   if (!m.serving || m.stopping) return std::nullopt;
   for (auto it = m.offers.begin(); it != m.offers.end();) {
     if (it->second.expires < now) {
-      SlotTable::Get().Clear(it->second.slot);
-      m.pending_bytes -= it->second.bytes;
-      it = m.offers.erase(it);
+      it = m.Forget(it);
     } else {
       ++it;
     }
@@ -823,14 +842,12 @@ absl::StatusOr<BulkValues> BulkChannel::Fetch(const BulkRef& r) {
         auto direct = m.DirectRead(r, c.pid, &repeat);
         if (repeat) {
           m.PoolPut(key, c);
-          return absl::NotFoundError(absl::StrCat("bulk: ", peer, " holds no ticket ", r.ticket,
-                                                  " (fetched already or expired)"));
+          return NoTicket(peer, r.ticket);
         }
         if (direct) {
           // Done with the ticket: no answer awaited (the sender drops the
           // offer when it reads this; if it never does, the TTL does).
-          const Request release{kMagic, kVersion, kRelease, r.ticket};
-          if (SendAll(c.fd, &release, sizeof(release))) {
+          if (SendRelease(c.fd, r.ticket)) {
             m.PoolPut(key, c);
           } else {
             ::close(c.fd);
