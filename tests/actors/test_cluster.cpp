@@ -143,6 +143,15 @@ void StopAtTarget(dml::job_spec& s, double p_star) {
   s.eval_every_epochs = 1;
 }
 
+// cocoa in many short rounds, checkpointed often, to an exact certificate:
+// a fault lands mid-job and the restart has a recent checkpoint.
+void ShortCocoaRounds(dml::job_spec& s) {
+  s.local_epochs = 0.05;
+  s.checkpoint_every = 4;
+  s.stop.gap_rel = 1e-7;
+  s.stop.max_epochs = 5000;
+}
+
 // A cluster of its own, for a test that kills one of its nodes.
 dml::LocalCluster StartNodes() {
   auto c = dml::LocalCluster::Start(DML_NODE_BINARY, 3, {"--threads=1"});
@@ -280,8 +289,9 @@ BOOST_AUTO_TEST_CASE(a_node_with_a_secret_admits_only_processes_that_know_it) {
     self->request(*node, std::chrono::seconds(10), dml::actors::challenge_atom_v)
         .receive([&](const std::string& n) { nonce = n; }, [](caf::error&) {});
     BOOST_REQUIRE_EQUAL(nonce.size(), 64u);
-    const std::string stale = dml::net::AdmissionProof("correct horse battery staple",
-                                                       (nonce[0] == '0' ? "1" : "0") + nonce.substr(1),
+    // Another nonce than the one issued (its first digit changed).
+    const std::string other = (nonce[0] == '0' ? "1" : "0") + nonce.substr(1);
+    const std::string stale = dml::net::AdmissionProof("correct horse battery staple", other,
                                                        caf::to_string(sys.node()));
     self->request(*node, std::chrono::seconds(10), dml::actors::admit_atom_v, stale)
         .receive([&](bool) { refusal = "admitted"; },
@@ -539,10 +549,7 @@ BOOST_AUTO_TEST_CASE(cocoa_job_survives_a_killed_shard_node_with_an_exact_certif
   dml::job_spec s = Spec(dml::Mode::kCocoa);
   const double p_star = Optimum(s.model);
   s.nodes = cluster.addresses();  // workers on nodes 0 and 1, shard 0 on node 2
-  s.local_epochs = 0.05;           // many short rounds
-  s.checkpoint_every = 4;
-  s.stop.gap_rel = 1e-7;
-  s.stop.max_epochs = 5000;
+  ShortCocoaRounds(s);
   auto j = rt.submit(s);
   BOOST_REQUIRE_MESSAGE(j.ok(), j.status().ToString());
   auto before = WaitForRounds(*j, 30);
@@ -579,10 +586,7 @@ BOOST_AUTO_TEST_CASE(sync_and_cocoa_survive_a_killed_worker_node) {
       const double p_star = Optimum(s.model);
       s.nodes = cluster.addresses();  // worker 1 alone on node 1; shards on nodes 2 and 0
       if (mode == dml::Mode::kCocoa) {
-        s.local_epochs = 0.05;
-        s.checkpoint_every = 4;
-        s.stop.gap_rel = 1e-7;
-        s.stop.max_epochs = 5000;
+        ShortCocoaRounds(s);
       } else {
         StopAtTarget(s, p_star);
       }

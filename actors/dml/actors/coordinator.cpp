@@ -1230,7 +1230,8 @@ void recover(self_ptr self) {
   }
   // st.event may already say why (a silent node).
   st.event = absl::StrCat(st.event, st.event.empty() ? "" : "; ", "lost node(s) ",
-                          lost_node_list(st), " (", lost_workers.size(), " worker(s) replaced, all ", st.shards.size(),
+                          lost_node_list(st), " (", lost_workers.size(),
+                          " worker(s) replaced, all ", st.shards.size(),
                           " shards rebuilt); restarted from the checkpoint of round ",
                           st.ckpt.round, st.spec.mode == Mode::kCocoa ? "" : absl::StrCat(
                               " (clock ", st.ckpt.clock, ")"));

@@ -842,9 +842,8 @@ absl::Status FromWire(std::string_view bytes, net::BulkRef* out, const net::Deco
       bytes, limits, wire::Envelope::BULK_VECTOR,
       [](wire::Envelope::Reader env) -> absl::StatusOr<net::BulkRef> {
         auto b = env.getBulkVector();
-        return net::BulkRef{FromText(b.getHost()), b.getPort(),   FromText(b.getLocal()),
-                            b.getTicket(),          b.getCount(),  b.getAddress(),
-                            b.getSlot()};
+        return net::BulkRef{FromText(b.getHost()), b.getPort(), FromText(b.getLocal()),
+                            b.getTicket(), b.getCount(), b.getAddress(), b.getSlot()};
       });
   if (!r.ok()) return r.status();
   DML_RETURN_IF_ERROR(CheckBulkRef(*r));
