@@ -6,6 +6,8 @@
 #define BOOST_TEST_MODULE actors_runtime
 #include <boost/test/unit_test.hpp>
 
+#include <sys/resource.h>
+
 #include <chrono>
 #include <cmath>
 #include <memory>
@@ -52,6 +54,14 @@ dml::runtime_options WithThreads(int threads) {
 }
 
 using Clock = std::chrono::steady_clock;
+
+// User + system CPU time of this process so far, every thread.
+double CpuSeconds() {
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         1e-6 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
 
 std::shared_ptr<const dml::Dataset> Problem(dml::Task task, int64_t rows, int64_t cols,
                                             uint64_t seed = 7) {
@@ -433,6 +443,32 @@ BOOST_AUTO_TEST_CASE(cancel_interrupts_a_long_cocoa_round) {
   // The returned model is the certified one.
   BOOST_TEST(dml::PrimalValue(*data, m, r.w).value() == r.primal,
              boost::test_tools::tolerance(1e-9));
+}
+
+// Cocoa decides on round r's certificate while round r's solve runs: a job
+// that stops there must not leave that solve (nobody reads it) burning a
+// scheduler thread after wait() returned. Here it would run for seconds;
+// the process's CPU time over the next 300 ms shows whether it still does.
+BOOST_AUTO_TEST_CASE(a_finished_cocoa_job_ends_the_solve_nobody_reads) {
+  auto data = Problem(dml::Task::kClassification, 3000, 50);
+  const dml::ModelSpec m{dml::ModelKind::kLogisticL2, 1e-3, 0.5};
+  dml::runtime rt(WithThreads(2));
+  dml::job_spec s = SgdSpec(data, m, dml::Mode::kCocoa, 1000000);
+  s.workers = 1;
+  s.shards = 1;
+  s.stop.gap_rel = 0;
+  s.stop.target_primal = 1.0;  // above log 2: met by round 0's certificate (w = 0)
+  s.local_epochs = 5000;       // round 0's solve: 15 million coordinate steps
+  auto job = rt.submit(s);
+  BOOST_REQUIRE_MESSAGE(job.ok(), job.status().ToString());
+  auto r = job->wait();
+  BOOST_REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+  BOOST_TEST(r->rounds == 0);
+  BOOST_TEST((r->reason == dml::StopReason::kTargetReached));
+  BOOST_TEST(r->primal == std::log(2.0), boost::test_tools::tolerance(1e-12));
+  const double cpu0 = CpuSeconds();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  BOOST_TEST(CpuSeconds() - cpu0 < 0.1);
 }
 
 BOOST_AUTO_TEST_CASE(destroying_a_runtime_cancels_its_jobs_without_hanging) {

@@ -128,8 +128,15 @@ struct coord_state {
 
 using self_ptr = coordinator_actor::stateful_pointer<coord_state>;
 
+void interrupt_solves(self_ptr self);
+
 void stop_children(self_ptr self) {
   auto& st = self->state;
+  // A cocoa job decides on round r's certificate while its workers already
+  // solve round r + 1 (pipelined): once the job is over nobody reads that
+  // solve, so it ends now instead of holding a scheduler thread (or a
+  // node's) for up to a whole round.
+  if (st.spec.mode == Mode::kCocoa && st.interrupt) interrupt_solves(self);
   for (auto& w : st.workers) self->send_exit(w, caf::exit_reason::user_shutdown);
   for (auto& s : st.shards) self->send_exit(s, caf::exit_reason::user_shutdown);
 }
