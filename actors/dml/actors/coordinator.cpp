@@ -379,6 +379,10 @@ void cocoa_round(self_ptr self);
 
 void cocoa_finish(self_ptr self) {
   auto& st = self->state;
+  // The workers are solving the round after the deciding certificate; its
+  // result is never read (primal workers keep this round's coordinates
+  // apart), so it ends now rather than delaying the coordinates below.
+  interrupt_solves(self);
   if (!st.primal_cocoa) return finish_job(self, *st.shared.data, 0);
   // Primal models: w is the workers' own coordinates of this round, in
   // column order.
