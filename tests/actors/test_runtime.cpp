@@ -445,7 +445,7 @@ BOOST_AUTO_TEST_CASE(cancel_interrupts_a_long_cocoa_round) {
              boost::test_tools::tolerance(1e-9));
 }
 
-// Cocoa decides on round r's certificate while round r's solve runs: a job
+// Cocoa decides on the certificate at s_r while the solve from s_r runs: a job
 // that stops there must not wait for that solve (a primal model's job
 // collects the workers' coordinates first), nor leave it burning a
 // scheduler thread after wait() returned. Uninterrupted, the solve here

@@ -132,8 +132,8 @@ void interrupt_solves(self_ptr self);
 
 void stop_children(self_ptr self) {
   auto& st = self->state;
-  // A cocoa job decides on round r's certificate while its workers already
-  // solve round r + 1 (pipelined): once the job is over nobody reads that
+  // A cocoa job decides on the certificate at s_r while its workers already
+  // solve from s_r (pipelined): once the job is over nobody reads that
   // solve, so it ends now instead of holding a scheduler thread (or a
   // node's) for up to a whole round.
   if (st.spec.mode == Mode::kCocoa && st.interrupt) interrupt_solves(self);
@@ -379,9 +379,9 @@ void cocoa_round(self_ptr self);
 
 void cocoa_finish(self_ptr self) {
   auto& st = self->state;
-  // The workers are solving the round after the deciding certificate; its
-  // result is never read (primal workers keep this round's coordinates
-  // apart), so it ends now rather than delaying the coordinates below.
+  // The workers are solving from the s_r just certified; that solve's
+  // result is never read (primal workers keep round r's starting
+  // coordinates apart), so it ends now rather than delaying them below.
   interrupt_solves(self);
   if (!st.primal_cocoa) return finish_job(self, *st.shared.data, 0);
   // Primal models: w is the workers' own coordinates of this round, in
