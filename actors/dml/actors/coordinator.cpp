@@ -379,13 +379,13 @@ void cocoa_round(self_ptr self);
 
 void cocoa_finish(self_ptr self) {
   auto& st = self->state;
-  // The workers are solving from the s_r just certified; that solve's
-  // result is never read (primal workers keep round r's starting
-  // coordinates apart), so it ends now rather than delaying them below.
-  interrupt_solves(self);
   if (!st.primal_cocoa) return finish_job(self, *st.shared.data, 0);
   // Primal models: w is the workers' own coordinates of this round, in
-  // column order.
+  // column order. The workers are solving from the s_r just certified;
+  // that solve is never read (they keep round r's starting coordinates
+  // apart), so it ends now rather than delaying the coordinates (for
+  // dual models, finish_job's stop_children ends it).
+  interrupt_solves(self);
   ask_workers<dvec>(self, [self](std::vector<dvec>& parts) {
     std::vector<double> w;
     for (const auto& p : parts) w.insert(w.end(), p.view().begin(), p.view().end());
