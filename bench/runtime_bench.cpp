@@ -71,12 +71,31 @@ std::vector<int> IntList(const std::string& s) {
   return out;
 }
 
-// User + system CPU time of this process so far (all threads).
-double CpuSeconds() {
+// This process's counters so far (all threads): CPU seconds (user +
+// system), involuntary context switches (a thread preempted while it could
+// still run) and minor page faults.
+struct Usage {
+  double cpu = 0, preempted = 0, faults = 0;
+};
+
+Usage UsageNow() {
   rusage u{};
   ::getrusage(RUSAGE_SELF, &u);
-  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
-         1e-6 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+  return {static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+              1e-6 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec),
+          static_cast<double>(u.ru_nivcsw), static_cast<double>(u.ru_minflt)};
+}
+
+void AddUsage(const Usage& since, std::vector<Usage>* to) {
+  const Usage now = UsageNow();
+  to->push_back({now.cpu - since.cpu, now.preempted - since.preempted, now.faults - since.faults});
+}
+
+double MedianOf(const std::vector<Usage>& v, double Usage::*field) {
+  std::vector<double> x;
+  for (const Usage& u : v) x.push_back(u.*field);
+  std::sort(x.begin(), x.end());
+  return x[x.size() / 2];
 }
 
 double Median(std::vector<double> v) {
@@ -188,13 +207,14 @@ int main(int argc, char** argv) {
     // --rounds: rounds per run (H = 1 epoch: one epoch per round). Shorter
     // runs, more pairs: less drift of this machine's speed inside a pair.
     const int max_rounds = std::stoi(Get(flags, "rounds", "1000"));
-    std::vector<double> direct, actor, cpu_direct, cpu_actor;
+    std::vector<double> direct, actor;
+    std::vector<Usage> use_direct, use_actor;
     int rounds_direct = 0, rounds_actor = 0;
     double gap_direct = 0, gap_actor = 0;
     auto run_direct = [&] {
-      const double cpu0 = CpuSeconds();
+      const Usage u0 = UsageNow();
       direct.push_back(DirectCocoa(*data, m, tol, max_rounds, &rounds_direct, &gap_direct));
-      cpu_direct.push_back(CpuSeconds() - cpu0);
+      AddUsage(u0, &use_direct);
     };
     auto run_runtime = [&] {
       dml::job_spec s;
@@ -206,10 +226,10 @@ int main(int argc, char** argv) {
       s.stop.gap_rel = tol;
       s.stop.max_epochs = max_rounds;
       const auto t0 = Clock::now();
-      const double cpu0 = CpuSeconds();
+      const Usage u0 = UsageNow();
       const dml::job_result r = MustRun(rt, s);
       actor.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
-      cpu_actor.push_back(CpuSeconds() - cpu0);
+      AddUsage(u0, &use_actor);
       rounds_actor = r.rounds;
       gap_actor = r.gap;
     };
@@ -238,8 +258,13 @@ int main(int argc, char** argv) {
                 *std::max_element(ratios.begin(), ratios.end()));
     // CPU time of the whole process (every thread) per run: runtime CPU above
     // direct CPU is work the runtime adds; wall above CPU is waiting.
-    std::printf("cpu seconds (median): direct %.4f, runtime %.4f\n", Median(cpu_direct),
-                Median(cpu_actor));
+    // Preemptions and page faults: what the runtime's extra threads and
+    // per-round buffers cost the thread that solves.
+    std::printf("per run (medians): cpu seconds direct %.4f, runtime %.4f | preempted direct %.0f, "
+                "runtime %.0f | minor faults direct %.0f, runtime %.0f\n",
+                MedianOf(use_direct, &Usage::cpu), MedianOf(use_actor, &Usage::cpu),
+                MedianOf(use_direct, &Usage::preempted), MedianOf(use_actor, &Usage::preempted),
+                MedianOf(use_direct, &Usage::faults), MedianOf(use_actor, &Usage::faults));
     return 0;
   }
 

@@ -31,7 +31,12 @@ namespace dml::actors {
 namespace {
 
 constexpr auto kRequestTimeout = std::chrono::minutes(10);
-constexpr auto kTick = std::chrono::milliseconds(5);
+// Polls the cancel flags and the wall-time budget. Every tick wakes CAF's
+// clock thread and a scheduler thread; at 5 ms those wake-ups preempted the
+// solving threads several times per 10 ms round (the actor-overhead bench
+// measured ~5 involuntary context switches per round). 20 ms keeps cancel
+// well inside its 200 ms.
+constexpr auto kTick = std::chrono::milliseconds(20);
 // A node answers a spawn request at once; only a dead or hung node is slower.
 constexpr auto kSpawnTimeout = std::chrono::seconds(30);
 constexpr double kInf = std::numeric_limits<double>::infinity();
@@ -128,6 +133,15 @@ struct coord_state {
 
 using self_ptr = coordinator_actor::stateful_pointer<coord_state>;
 
+// Timeout of the requests a job makes every round. A finite one costs two
+// events on CAF's clock thread (set, then cancel on the reply), and those
+// wake-ups preempt the threads that solve. In a process none is needed: a
+// worker or shard that dies is reported by its monitor and fails the job.
+// On nodes the pings catch a hung node; the timeout stays as a last guard.
+caf::duration reply_timeout(const coord_state& st) {
+  return st.nodes.empty() ? caf::duration{caf::infinite} : caf::duration{kRequestTimeout};
+}
+
 void interrupt_solves(self_ptr self);
 
 void stop_children(self_ptr self) {
@@ -186,7 +200,7 @@ void ask_workers(self_ptr self, Done done, Ts... xs) {
   const uint64_t gen = st.generation;
   const uint64_t fan = st.fanouts;
   for (std::size_t k = 0; k < st.workers.size(); ++k) {
-    self->request(st.workers[k], kRequestTimeout, xs...)
+    self->request(st.workers[k], reply_timeout(st), xs...)
         .then(
             [self, k, replies, remaining, done, gen, fan](Reply& r) {
               auto& st = self->state;
@@ -224,7 +238,7 @@ void read_shards(self_ptr self, Done done) {
   auto& st = self->state;
   const uint64_t gen = st.generation;
   if (st.shards.size() == 1) {  // the shard's own snapshot, uncopied
-    self->request(st.shards[0], kRequestTimeout, read_atom_v)
+    self->request(st.shards[0], reply_timeout(st), read_atom_v)
         .then(
             [self, done, gen](const dvec& part) {
               auto& st = self->state;
@@ -241,7 +255,7 @@ void read_shards(self_ptr self, Done done) {
   auto out = std::make_shared<std::vector<double>>(static_cast<std::size_t>(st.m));
   auto remaining = std::make_shared<std::size_t>(st.shards.size());
   for (std::size_t s = 0; s < st.shards.size(); ++s) {
-    self->request(st.shards[s], kRequestTimeout, read_atom_v)
+    self->request(st.shards[s], reply_timeout(st), read_atom_v)
         .then(
             [self, s, out, remaining, done, gen](const dvec& part) {
               auto& st = self->state;
@@ -266,7 +280,7 @@ void shard_staleness(self_ptr self, Done done) {
   auto remaining = std::make_shared<std::size_t>(st.shards.size());
   const uint64_t gen = st.generation;
   for (auto& s : st.shards) {
-    self->request(s, kRequestTimeout, stats_atom_v)
+    self->request(s, reply_timeout(st), stats_atom_v)
         .then(
             [self, best, remaining, done, gen](const shard_stats& stats) {
               if (self->state.finished || gen != self->state.generation) return;
@@ -517,7 +531,7 @@ void cocoa_send_round(self_ptr self) {
   const uint64_t gen = st.generation;
   const int64_t r = st.round;
   for (std::size_t k = 0; k < st.workers.size(); ++k) {
-    self->request(st.workers[k], kRequestTimeout, round_atom_v, r, s, int64_t{0})
+    self->request(st.workers[k], reply_timeout(st), round_atom_v, r, s, int64_t{0})
         .then(
             [self, k, sums, remaining, gen, r](block_sums& b, worker_report& report) {
               auto& st = self->state;
@@ -1077,7 +1091,7 @@ void recovery_resume(self_ptr self) {
   auto remaining = std::make_shared<std::size_t>(st.workers.size());
   for (std::size_t k = 0; k < st.workers.size(); ++k) {
     dvec coords = k < c.coords.size() ? dvec(c.coords[k]) : dvec();
-    self->request(st.workers[k], kRequestTimeout, coords_atom_v, int64_t{c.round}, coords)
+    self->request(st.workers[k], reply_timeout(st), coords_atom_v, int64_t{c.round}, coords)
         .then(
             [self, gen, remaining](int64_t) {
               if (self->state.finished || gen != self->state.generation) return;
