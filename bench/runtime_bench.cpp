@@ -24,6 +24,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_split.h"
@@ -91,16 +92,15 @@ void AddUsage(const Usage& since, std::vector<Usage>* to) {
   to->push_back({now.cpu - since.cpu, now.preempted - since.preempted, now.faults - since.faults});
 }
 
-double MedianOf(const std::vector<Usage>& v, double Usage::*field) {
-  std::vector<double> x;
-  for (const Usage& u : v) x.push_back(u.*field);
-  std::sort(x.begin(), x.end());
-  return x[x.size() / 2];
-}
-
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
+}
+
+double MedianOf(const std::vector<Usage>& v, double Usage::*field) {
+  std::vector<double> x;
+  for (const Usage& u : v) x.push_back(u.*field);
+  return Median(std::move(x));
 }
 
 // The direct loop the runtime's cocoa K=1 performs: Solve one epoch, add the
@@ -258,8 +258,9 @@ int main(int argc, char** argv) {
                 *std::max_element(ratios.begin(), ratios.end()));
     // CPU time of the whole process (every thread) per run: runtime CPU above
     // direct CPU is work the runtime adds; wall above CPU is waiting.
-    // Preemptions and page faults: what the runtime's extra threads and
-    // per-round buffers cost the thread that solves.
+    // Preemptions: the runtime's other threads taking the solving thread's
+    // core. Minor faults: memory the run touched fresh (the runtime's come
+    // from the worker's copy of its partition at job start).
     std::printf("per run (medians): cpu seconds direct %.4f, runtime %.4f | preempted direct %.0f, "
                 "runtime %.0f | minor faults direct %.0f, runtime %.0f\n",
                 MedianOf(use_direct, &Usage::cpu), MedianOf(use_actor, &Usage::cpu),

@@ -133,9 +133,10 @@ struct coord_state {
 
 using self_ptr = coordinator_actor::stateful_pointer<coord_state>;
 
-// Timeout of the requests a job makes every round. A finite one costs two
-// events on CAF's clock thread (set, then cancel on the reply), and those
-// wake-ups preempt the threads that solve. In a process none is needed: a
+// Timeout of the requests a job makes to its workers and shards while it
+// trains (every round, and on a restore). A finite one costs two events on
+// CAF's clock thread (set, then cancel on the reply), and those wake-ups
+// preempt the threads that solve. In a process none is needed: a
 // worker or shard that dies is reported by its monitor and fails the job.
 // On nodes the pings catch a hung node; the timeout stays as a last guard.
 caf::duration reply_timeout(const coord_state& st) {
