@@ -54,6 +54,22 @@ void Barrier(std::atomic<int>* arrived, int count) {
   while (arrived->load() < count) sched_yield();
 }
 
+// Reaps `procs` children; nonzero if any failed.
+int WaitForChildren(int procs) {
+  int failed = 0;
+  for (int r = 0; r < procs; ++r) {
+    int status = 0;
+    wait(&status);
+    failed |= !WIFEXITED(status) || WEXITSTATUS(status) != 0;
+  }
+  return failed;
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
 int Run(bool shared_mapping, int procs, int iters) {
   const std::size_t range = kBytes / static_cast<std::size_t>(procs);
   // Shared: the P vectors (used by the mapping path), then the barrier and
@@ -97,21 +113,15 @@ int Run(bool shared_mapping, int procs, int iters) {
       Barrier(arrived, procs * (it + 2));
       ms.push_back(1e3 * std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     }
-    std::sort(ms.begin(), ms.end());
     if (r == 0) {
       std::printf("%-18s %d processes: median %.3f ms per iteration (%.1f MiB read per process)\n",
-                  shared_mapping ? "shared mapping" : "process_vm_readv", procs, ms[ms.size() / 2],
+                  shared_mapping ? "shared mapping" : "process_vm_readv", procs, Median(ms),
                   2.0 * (procs - 1) * static_cast<double>(range) / (1 << 20));
       std::fflush(stdout);
     }
     _exit(0);
   }
-  int failed = 0;
-  for (int r = 0; r < procs; ++r) {
-    int status = 0;
-    wait(&status);
-    failed |= !WIFEXITED(status) || WEXITSTATUS(status) != 0;
-  }
+  const int failed = WaitForChildren(procs);
   munmap(shm, procs * kBytes + meta);
   return failed;
 }
@@ -258,20 +268,14 @@ int RunReduce(Design design, int procs, int iters) {
     for (double v : out) {
       if (v != expect) _exit(4);
     }
-    std::sort(ms.begin(), ms.end());
     if (r == 0) {
       std::printf("%-18s %d processes: median %.3f ms per allreduce\n", Name(design), procs,
-                  ms[ms.size() / 2]);
+                  Median(ms));
       std::fflush(stdout);
     }
     _exit(0);
   }
-  int failed = 0;
-  for (int r = 0; r < procs; ++r) {
-    int status = 0;
-    wait(&status);
-    failed |= !WIFEXITED(status) || WEXITSTATUS(status) != 0;
-  }
+  const int failed = WaitForChildren(procs);
   munmap(shm, meta_at + meta);
   if (failed != 0) std::fprintf(stderr, "copy_paths: %s failed\n", Name(design));
   return failed;
