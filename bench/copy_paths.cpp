@@ -70,6 +70,38 @@ double Median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+// n bytes at `src` in process pid into dst; exits the child on failure.
+void ReadFrom(pid_t pid, void* dst, uintptr_t src, std::size_t n) {
+  iovec local{dst, n};
+  iovec remote{reinterpret_cast<void*>(src), n};
+  if (process_vm_readv(pid, &local, 1, &remote, 1, 0) != static_cast<ssize_t>(n)) {
+    std::perror("process_vm_readv");
+    _exit(1);
+  }
+}
+
+// A received block that is not finite ends the child (it never happens
+// here: the check is there for its cost).
+void CheckFinite(const double* x, std::size_t n) {
+  if (!dml::AllFinite(x, n)) _exit(3);
+}
+
+// `count` values into dst in the bulk channel's 256 KiB pieces, each checked
+// finite as it lands (what a direct read does): from address `src` in
+// process pid, or by memcpy from `mapped` where the designs share memory.
+void Receive(pid_t pid, uintptr_t src, const double* mapped, double* dst, std::size_t count) {
+  constexpr std::size_t kPieceValues = std::size_t{1} << 15;
+  for (std::size_t at = 0; at < count; at += kPieceValues) {
+    const std::size_t m = std::min(kPieceValues, count - at);
+    if (mapped != nullptr) {
+      std::memcpy(dst + at, mapped + at, m * sizeof(double));
+    } else {
+      ReadFrom(pid, dst + at, src + at * sizeof(double), m * sizeof(double));
+    }
+    CheckFinite(dst + at, m);
+  }
+}
+
 int Run(bool shared_mapping, int procs, int iters) {
   const std::size_t range = kBytes / static_cast<std::size_t>(procs);
   // Shared: the P vectors (used by the mapping path), then the barrier and
@@ -96,16 +128,13 @@ int Run(bool shared_mapping, int procs, int iters) {
         const int s = (r + q) % procs;
         for (std::size_t off : {r * range, s * range}) {
           for (std::size_t c = 0; c < range; c += kPiece) {
+            // The last piece of a range that P does not divide is shorter.
+            const std::size_t m = std::min(kPiece, range - c);
             char* d = dst.data() + off + c;
             if (shared_mapping) {
-              std::memcpy(d, shm + s * kBytes + off + c, kPiece);
+              std::memcpy(d, shm + s * kBytes + off + c, m);
             } else {
-              iovec local{d, kPiece};
-              iovec remote{reinterpret_cast<void*>(addrs[s] + off + c), kPiece};
-              if (process_vm_readv(pids[s], &local, 1, &remote, 1, 0) != static_cast<ssize_t>(kPiece)) {
-                std::perror("process_vm_readv");
-                _exit(1);
-              }
+              ReadFrom(pids[s], d, addrs[s] + off + c, m);
             }
           }
         }
@@ -138,27 +167,12 @@ const char* Name(Design d) {
   return "?";
 }
 
-// n bytes at `src` in process pid into dst; exits the child on failure.
-void ReadFrom(pid_t pid, void* dst, uintptr_t src, std::size_t n) {
-  iovec local{dst, n};
-  iovec remote{reinterpret_cast<void*>(src), n};
-  if (process_vm_readv(pid, &local, 1, &remote, 1, 0) != static_cast<ssize_t>(n)) {
-    std::perror("process_vm_readv");
-    _exit(1);
-  }
-}
-
-// A received block that is not finite ends the child (it never happens
-// here: the check is there for its cost).
-void CheckFinite(const double* x, std::size_t n) {
-  if (!dml::AllFinite(x, n)) _exit(3);
-}
-
 // One allreduce design (see the header); returns nonzero if a member failed
 // or got a wrong sum.
 int RunReduce(Design design, int procs, int iters) {
-  const std::size_t n = kBytes / sizeof(double);
-  const std::size_t range = n / static_cast<std::size_t>(procs);  // values per member
+  // Values per member, and in all (8 MiB rounded down to a multiple of P).
+  const std::size_t range = kBytes / sizeof(double) / static_cast<std::size_t>(procs);
+  const std::size_t n = range * static_cast<std::size_t>(procs);
   const bool shared = design == Design::kSharedInPlace || design == Design::kSharedCopyIn;
   // Shared: the P vectors, the P means, then the barrier, pids and addresses.
   const std::size_t meta = 4096;
@@ -206,12 +220,8 @@ int RunReduce(Design design, int procs, int iters) {
       }
       if (design == Design::kCmaThenMean) {
         for (int q = 0; q < procs; ++q) {
-          if (q == r) continue;
-          for (std::size_t at = 0; at < range; at += 32768) {
-            const std::size_t m = std::min<std::size_t>(32768, range - at);
-            ReadFrom(pids[q], pushes[q].data() + at, addrs[q] + (first + at) * sizeof(double),
-                     m * sizeof(double));
-            CheckFinite(pushes[q].data() + at, m);
+          if (q != r) {
+            Receive(pids[q], addrs[q] + first * sizeof(double), nullptr, pushes[q].data(), range);
           }
         }
       }
@@ -249,22 +259,16 @@ int RunReduce(Design design, int procs, int iters) {
           std::memcpy(dst, mean, range * sizeof(double));
           continue;
         }
-        for (std::size_t at = 0; at < range; at += 32768) {
-          const std::size_t m = std::min<std::size_t>(32768, range - at);
-          if (shared) {
-            std::memcpy(dst + at, reinterpret_cast<const double*>(mean_addrs[q]) + at,
-                        m * sizeof(double));
-          } else {
-            ReadFrom(pids[q], dst + at, mean_addrs[q] + at * sizeof(double), m * sizeof(double));
-          }
-          CheckFinite(dst + at, m);
-        }
+        Receive(pids[q], mean_addrs[q],
+                shared ? reinterpret_cast<const double*>(mean_addrs[q]) : nullptr, dst, range);
       }
       // The means are read: the next iteration may overwrite them.
       Barrier(arrived, procs * phase++);
       ms.push_back(1e3 * std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     }
-    const double expect = (procs + 1) / 2.0;  // mean of 1..P
+    // The mean of 1..P as the members compute it: an exact integer sum
+    // times 1/P, the same bits for any P.
+    const double expect = static_cast<double>(procs * (procs + 1) / 2) * (1.0 / procs);
     for (double v : out) {
       if (v != expect) _exit(4);
     }
