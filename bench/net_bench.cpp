@@ -425,9 +425,18 @@ int AllreduceMember(const std::map<std::string, std::string>& flags) {
   const bool concat = Get(flags, "concat", "1") != "0";
   std::vector<double> mine(static_cast<size_t>(n), 1.0 + rank), sum(static_cast<size_t>(n));
   std::vector<dml::actors::dvec> pieces(procs);
+  // --arena=1: the pushed ranges live in the bulk channel's shared arena
+  // (same-host shards read them in place); 0: ordinary heap vectors.
+  const bool arena = Get(flags, "arena", "1") != "0";
   std::vector<dml::actors::dvec> parts;
   for (int s = 0; s < procs; ++s) {
-    parts.emplace_back(std::vector<double>(mine.begin() + bounds[s], mine.begin() + bounds[s + 1]));
+    const auto m = static_cast<std::size_t>(bounds[s + 1] - bounds[s]);
+    if (auto block = arena ? cfg.bulk().Allocate(m) : std::nullopt) {
+      std::copy(mine.begin() + bounds[s], mine.begin() + bounds[s + 1], block->data);
+      parts.emplace_back(block->owner, block->data, m);
+    } else {
+      parts.emplace_back(std::vector<double>(mine.begin() + bounds[s], mine.begin() + bounds[s + 1]));
+    }
   }
   std::vector<double> per_iter;
   bool ok = true;
@@ -473,6 +482,12 @@ int AllreduceMember(const std::map<std::string, std::string>& flags) {
       }
     }
   }
+  if (std::getenv("DML_BULK_STATS") != nullptr) {
+    const auto b = cfg.bulk().stats();
+    std::fprintf(stderr, "rank %d: fetches %llu in place %llu direct %llu single %llu\n", rank,
+                 (unsigned long long)b.fetches, (unsigned long long)b.in_place,
+                 (unsigned long long)b.direct, (unsigned long long)b.single_copy);
+  }
   FILE* out = std::fopen((dir + "/time" + std::to_string(rank)).c_str(), "w");
   std::fprintf(out, "%.9f\n", ok ? Median(per_iter) : -1.0);
   std::fclose(out);
@@ -501,7 +516,8 @@ int AllreducePath(const std::map<std::string, std::string>& flags, const std::st
                                        "--rank=" + std::to_string(r),
                                        "--procs=" + std::to_string(procs), "--bytes=" + bytes,
                                        "--iters=" + iters, "--dir=" + dir, "--path=" + path,
-                                       "--concat=" + concat, "--threads=" + Get(flags, "threads", "2")};
+                                       "--concat=" + concat, "--threads=" + Get(flags, "threads", "2"),
+                                       "--arena=" + Get(flags, "arena", "1")};
       std::vector<char*> argv;
       for (auto& a : args) argv.push_back(a.data());
       argv.push_back(nullptr);

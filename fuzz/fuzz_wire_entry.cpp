@@ -77,7 +77,7 @@ const std::vector<T>& Or(const std::shared_ptr<const std::vector<T>>& p) {
   if (!(same)) return field
 
 const char* Diff(const dvec& a, const dvec& b) {
-  DML_DIFF("dvec.data", SameVec(Or(a.data), Or(b.data)));
+  DML_DIFF("dvec.data", SameVec(a.to_vector(), b.to_vector()));
   return nullptr;
 }
 const char* Diff(const sparse_dvec& a, const sparse_dvec& b) {

@@ -123,7 +123,7 @@ struct Wire<dvec> {
   static constexpr Envelope::Which kWhich = Envelope::VECTOR;
   static dvec Sample() { return dvec({1.5, -2.25, 0.0, -0.0, 1e300, -4.9e-324, 3.0}); }
   static void Expect(const dvec& got, const dvec& want) {
-    ExpectSameVec(Or(got.data), Or(want.data), "data");
+    ExpectSameVec(got.to_vector(), want.to_vector(), "data");
   }
 };
 
@@ -677,7 +677,7 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(wrong_version_or_kind, T, AllPayloads) {
 // invariants on both sides (we never send, and never follow, a bad one).
 BOOST_AUTO_TEST_CASE(bulk_references) {
   const dml::net::BulkRef ref{"10.0.0.2", 4243, "dml-bulk.77.abc", 0x1234567890abcdefull, 1u << 20,
-                              0x7f0012345000ull, 0x55aa00001230ull};
+                              0x7f0012345000ull, 0x55aa00001230ull, 3, 0x200000};
   const std::string bytes = MustEncode(ref);
   dml::net::BulkRef back;
   BOOST_REQUIRE(FromWire(bytes, &back).ok());
@@ -688,6 +688,8 @@ BOOST_AUTO_TEST_CASE(bulk_references) {
   BOOST_TEST(back.count == ref.count);
   BOOST_TEST(back.address == ref.address);
   BOOST_TEST(back.slot == ref.slot);
+  BOOST_TEST(back.segment == 3u);
+  BOOST_TEST(back.offset == 0x200000u);
   for (std::size_t n = 0; n < bytes.size(); ++n) {
     dml::net::BulkRef cut;
     BOOST_TEST(!FromWire(bytes.substr(0, n), &cut).ok(), "prefix of " << n << " bytes");
@@ -707,6 +709,15 @@ BOOST_AUTO_TEST_CASE(bulk_references) {
   bad = ref;
   bad.address = 0;
   CheckInvalid(ToWire(bad).status(), "BulkVector.slot: set while the other is zero");
+  bad = ref;
+  bad.offset = 0x200004;
+  CheckInvalid(ToWire(bad).status(), "BulkVector.offset: 2097156 is not a multiple of 8");
+  bad = ref;
+  bad.segment = 0;
+  CheckInvalid(ToWire(bad).status(), "BulkVector.offset: set while segment is 0");
+  bad = ref;
+  bad.local.clear();
+  CheckInvalid(ToWire(bad).status(), "BulkVector.segment: set with no local socket");
   bad = ref;
   bad.host.clear();
   CheckInvalid(ToWire(bad).status(), "BulkVector.host: length 0 not in [1, 255]");

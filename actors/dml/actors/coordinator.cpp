@@ -394,7 +394,7 @@ void cocoa_round(self_ptr self);
 
 void cocoa_finish(self_ptr self) {
   auto& st = self->state;
-  if (!st.primal_cocoa) return finish_job(self, *st.shared.data, 0);
+  if (!st.primal_cocoa) return finish_job(self, st.shared.to_vector(), 0);
   // Primal models: w is the workers' own coordinates of this round, in
   // column order. The workers are solving from the s_r just certified;
   // that solve is never read (they keep round r's starting coordinates
@@ -426,11 +426,11 @@ void cocoa_checkpoint(self_ptr self, Then then) {
     c.epochs = st.epochs;
     c.processed = st.processed;
     c.clocks = st.clocks;
-    c.shared = *st.shared.data;
+    c.shared = st.shared.to_vector();
     c.coords.clear();
     for (auto& p : parts) {
       st.coordinator_bytes += p.bytes();
-      c.coords.push_back(p.data ? *p.data : std::vector<double>{});
+      c.coords.push_back(p.to_vector());
     }
     c.clock = 0;
     save_checkpoint(self);
@@ -490,7 +490,7 @@ void cocoa_decide(self_ptr self, const std::vector<block_sums>& sums) {
     primal = total.loss_sum * inv_n + total.reg_sum;
     gap = std::max(0.0, total.gap_sum);
   } else {
-    primal = total.loss_sum * inv_n + RegularizerValue(st.spec.model, *st.shared.data);
+    primal = total.loss_sum * inv_n + RegularizerValue(st.spec.model, *st.shared.as_vector());
     gap = std::max(0.0, total.gap_sum * inv_n);
   }
   record(self, primal, primal - gap, gap);
@@ -577,9 +577,9 @@ void evaluate(self_ptr self, Done done) {
       double loss = 0.0;
       for (const auto& b : sums) loss += b.loss_sum;
       const double primal =
-          loss / static_cast<double>(st.n) + RegularizerValue(st.spec.model, *wd.data);
+          loss / static_cast<double>(st.n) + RegularizerValue(st.spec.model, *wd.as_vector());
       record(self, primal, -kInf, kInf);
-      done(*wd.data);
+      done(*wd.as_vector());
     }, certify_atom_v, wd);
   });
 }

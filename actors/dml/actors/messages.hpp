@@ -34,9 +34,15 @@ namespace dml::actors {
 /// Largest vector a peer may send (2^28 entries).
 inline constexpr std::size_t kMaxVectorEntries = std::size_t{1} << 28;
 
-/// An immutable shared vector of doubles (model ranges, gradients, deltas).
+/// An immutable shared vector of doubles (model ranges, gradients, deltas):
+/// `count` values at `values`, kept alive by `owner` (a std::vector, a
+/// block of the bulk channel's shared arena, or a peer's block mapped in
+/// place). Copying a dvec copies the reference, never the numbers. Nobody
+/// writes through a dvec's values while any copy of it exists.
 struct dvec {
-  std::shared_ptr<const std::vector<double>> data;
+  std::shared_ptr<const void> owner;
+  const double* values = nullptr;
+  std::size_t count = 0;
   std::string wire_error;  ///< set when a peer's bytes did not decode
   /// Every value is known finite: set only by this process's decoders,
   /// which checked them as they arrived (never sent); lets a receiving
@@ -45,12 +51,29 @@ struct dvec {
 
   dvec() = default;
   explicit dvec(std::vector<double> v)
-      : data(std::make_shared<const std::vector<double>>(std::move(v))) {}
-  std::size_t size() const { return data ? data->size() : 0; }
-  absl::Span<const double> view() const {
-    return data ? absl::Span<const double>(*data) : absl::Span<const double>();
+      : dvec(std::make_shared<const std::vector<double>>(std::move(v))) {}
+  /// Shares `v` (null: no values).
+  explicit dvec(std::shared_ptr<const std::vector<double>> v)
+      : owner(v), values(v ? v->data() : nullptr), count(v ? v->size() : 0), vector_(std::move(v)) {}
+  dvec(std::shared_ptr<const void> keep, const double* p, std::size_t n)
+      : owner(std::move(keep)), values(p), count(n) {}
+
+  /// False for a default-constructed (or failed) dvec; true even when empty.
+  bool has_values() const { return owner != nullptr; }
+  std::size_t size() const { return count; }
+  const double* data() const { return values; }
+  absl::Span<const double> view() const { return absl::Span<const double>(values, count); }
+  std::vector<double> to_vector() const { return std::vector<double>(values, values + count); }
+  /// The values as a std::vector (for numerics that take one): the shared
+  /// vector itself where one owns them, else a copy.
+  std::shared_ptr<const std::vector<double>> as_vector() const {
+    if (vector_) return vector_;
+    return std::make_shared<const std::vector<double>>(to_vector());
   }
   int64_t bytes() const { return static_cast<int64_t>(size() * sizeof(double)); }
+
+ private:
+  std::shared_ptr<const std::vector<double>> vector_;  // set when a vector owns the values
 };
 
 /// A sparse update of a shard's range: offsets relative to the range start,

@@ -74,6 +74,11 @@ net::BulkChannel* BulkChannelOf(caf::execution_unit* ctx) {
   return cfg != nullptr ? &cfg->bulk() : nullptr;
 }
 
+net::BulkChannel* BulkChannelOf(caf::actor_system& sys) {
+  const auto* cfg = dynamic_cast<const process_config*>(&sys.config());
+  return cfg != nullptr ? &cfg->bulk() : nullptr;
+}
+
 absl::StatusOr<std::pair<std::string, uint16_t>> ParseHostPort(std::string_view addr) {
   const auto colon = addr.rfind(':');
   if (colon == std::string_view::npos) {

@@ -52,6 +52,8 @@ class process_config : public caf::actor_system_config {
 /// context), or null where there is none (no context, or a system not
 /// built from a process_config).
 net::BulkChannel* BulkChannelOf(caf::execution_unit* ctx);
+/// The bulk channel of `sys`, or null (not built from a process_config).
+net::BulkChannel* BulkChannelOf(caf::actor_system& sys);
 
 /// For libdml's own executables (dml-node, dml-train, benchmarks), never
 /// called by the embedded runtime (the host owns its allocator): keeps

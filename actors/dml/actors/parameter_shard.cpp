@@ -17,6 +17,7 @@
 #include <caf/typed_response_promise.hpp>
 
 #include "dml/actors/coordinator.hpp"
+#include "dml/actors/network.hpp"
 #include "dml/solver/sgd.hpp"
 #include "dml/util/finite.hpp"
 
@@ -37,13 +38,27 @@ struct pending_pull {
 // The range's values, shared copy-on-write with the snapshots handed to
 // pullers: K pulls of one state share one buffer, and a push copies it only
 // while a snapshot of it is still referenced (in flight or held).
+// Model averaging replaces every value each round (overwrite_block): then
+// they live in a block of the bulk channel's shared arena, which pullers on
+// this machine read in place (no copy); the other modes update in place
+// and keep a std::vector.
 class cow_values {
  public:
-  void assign(std::size_t n, double v) { p_ = std::make_shared<std::vector<double>>(n, v); }
-  void replace(std::vector<double> v) { p_ = std::make_shared<std::vector<double>>(std::move(v)); }
-  std::size_t size() const { return p_->size(); }
-  double operator[](std::size_t j) const { return (*p_)[j]; }
+  void assign(std::size_t n, double v) {
+    b_.reset();
+    p_ = std::make_shared<std::vector<double>>(n, v);
+  }
+  void replace(std::vector<double> v) {
+    b_.reset();
+    p_ = std::make_shared<std::vector<double>>(std::move(v));
+  }
+  std::size_t size() const { return b_ ? bn_ : p_->size(); }
+  double operator[](std::size_t j) const { return b_ ? b_.get()[j] : (*p_)[j]; }
   std::vector<double>& mut() {
+    if (b_) {  // back into a vector (a mode that updates in place)
+      p_ = std::make_shared<std::vector<double>>(b_.get(), b_.get() + bn_);
+      b_.reset();
+    }
     if (p_.use_count() > 1) {
       std::vector<double>& fresh = unshared(p_->size());
       fresh.assign(p_->begin(), p_->end());
@@ -51,10 +66,33 @@ class cow_values {
     }
     return *p_;
   }
-  std::shared_ptr<const std::vector<double>> share() const { return p_; }
+  dvec share() const { return b_ ? dvec(b_, b_.get(), bn_) : dvec(p_); }
+  // For a writer that replaces all n values: where to write them. A block
+  // of `bulk`'s arena (w's own when no snapshot shares it, else the spare
+  // one or a new one), or with no arena a vector, as overwrite does.
+  double* overwrite_block(std::size_t n, net::BulkChannel* bulk) {
+    if (b_ && b_.use_count() == 1 && bn_ == n) return b_.get();
+    if (bulk != nullptr) {
+      if (!(b_spare_ && b_spare_.use_count() == 1 && bn_spare_ == n)) {
+        b_spare_.reset();
+        if (auto block = bulk->Allocate(n)) {
+          b_spare_ = std::shared_ptr<double>(block->owner, block->data);
+          bn_spare_ = n;
+        }
+      }
+      if (b_spare_) {
+        std::swap(b_, b_spare_);
+        std::swap(bn_, bn_spare_);
+        return b_.get();
+      }
+    }
+    b_.reset();
+    return overwrite(n).data();
+  }
   // For a writer that replaces every value: w itself when no snapshot
   // shares it, else another buffer (the old one stays with the snapshot).
   std::vector<double>& overwrite(std::size_t n) {
+    b_.reset();
     if (p_.use_count() > 1 || p_->size() != n) {
       unshared(n);
       std::swap(p_, spare_);
@@ -74,6 +112,8 @@ class cow_values {
 
   std::shared_ptr<std::vector<double>> p_ = std::make_shared<std::vector<double>>();
   std::shared_ptr<std::vector<double>> spare_;
+  std::shared_ptr<double> b_, b_spare_;  // arena blocks; b_ set: the values are there
+  std::size_t bn_ = 0, bn_spare_ = 0;
 };
 
 // One worker's push of a gathering round (sync, model-averaging), kept
@@ -89,6 +129,7 @@ struct held_push {
 struct shard_state {
   shard_config cfg;
   cow_values w;
+  net::BulkChannel* bulk = nullptr;  // the system's, if any (outlives the actor)
   int64_t round = 0;    // sync / model-averaging: clocks completed; cocoa: rounds announced
   caf::actor coordinator;  // cocoa: told when all K deltas of a round are in
   int64_t applied = 0;  // gradients or deltas applied
@@ -151,9 +192,7 @@ struct shard_state {
 
   dvec snapshot() const {
     if (scale == 1.0) {
-      dvec out;
-      out.data = w.share();
-      return out;
+      return w.share();
     }
     std::vector<double> out(w.size());
     for (std::size_t j = 0; j < w.size(); ++j) out[j] = value(j);
@@ -206,8 +245,7 @@ struct shard_state {
   // out = mean of the K gathered pushes, summed in worker order
   // (((x_0 + x_1) + x_2) + ...) / K, for every key. All dense: in blocks
   // that stay in L1 (one pass over each push, one write of out).
-  void gathered_mean(std::vector<double>& out) const {
-    const std::size_t n = out.size();
+  void gathered_mean(double* o, std::size_t n) const {
     const double inv_k = 1.0 / cfg.workers;
     const bool dense = std::all_of(gathered.begin(), gathered.end(),
                                    [](const held_push& g) { return g.idx == nullptr; });
@@ -215,7 +253,6 @@ struct shard_state {
       constexpr std::size_t kBlock = 2048;
       for (std::size_t b = 0; b < n; b += kBlock) {
         const std::size_t e = std::min(n, b + kBlock);
-        double* o = out.data();
         const double* x0 = gathered[0].x;
         for (std::size_t j = b; j < e; ++j) o[j] = x0[j];
         for (std::size_t k = 1; k < gathered.size(); ++k) {
@@ -226,11 +263,11 @@ struct shard_state {
       }
       return;
     }
-    std::fill(out.begin(), out.end(), 0.0);
+    std::fill(o, o + n, 0.0);
     for (const auto& g : gathered) {
-      for (std::size_t k = 0; k < g.nnz; ++k) out[g.idx ? g.idx[k] : k] += g.x[k];
+      for (std::size_t k = 0; k < g.nnz; ++k) o[g.idx ? g.idx[k] : k] += g.x[k];
     }
-    for (double& v : out) v *= inv_k;
+    for (std::size_t j = 0; j < n; ++j) o[j] *= inv_k;
   }
 
   // `held` owns idx and x (kept by the gathering modes until the round ends).
@@ -262,14 +299,19 @@ struct shard_state {
         // Model averaging writes it over w (whose old values it replaces),
         // sync into a scratch buffer for the step; neither allocates in
         // steady state.
-        std::vector<double>& mean =
-            cfg.mode == Mode::kSync ? scratch : w.overwrite(static_cast<std::size_t>(size()));
-        mean.resize(static_cast<std::size_t>(size()));
-        gathered_mean(mean);
+        const auto n = static_cast<std::size_t>(size());
+        double* mean = nullptr;
+        if (cfg.mode == Mode::kSync) {
+          scratch.resize(n);
+          mean = scratch.data();
+        } else {
+          mean = w.overwrite_block(n, bulk);
+        }
+        gathered_mean(mean, n);
         for (auto& g : gathered) g = held_push{};
         caf::error err;
         if (cfg.mode == Mode::kSync) {
-          err = sgd_step(nullptr, mean.data(), mean.size(), static_cast<double>(round));
+          err = sgd_step(nullptr, mean, n, static_cast<double>(round));
         }
         std::fill(arrived.begin(), arrived.end(), false);
         arrivals = 0;
@@ -335,16 +377,16 @@ caf::error push_dense(shard_ptr self, int32_t worker, int64_t clock, const dvec&
   }
   // A decoder that checked the values as they arrived said so; otherwise
   // one fast pass, and the slow one only to name the bad key.
-  const bool finite = x.finite || AllFinite(x.data->data(), x.size());
+  const bool finite = x.finite || AllFinite(x.data(), x.size());
   for (std::size_t j = 0; !finite && j < x.size(); ++j) {
-    if (!std::isfinite((*x.data)[j])) {
+    if (!std::isfinite(x.data()[j])) {
       return bad("push from worker " + std::to_string(worker) + ": value at key " +
                  std::to_string(st.cfg.begin + static_cast<int64_t>(j)) + " is not finite");
     }
   }
   st.stats.bytes_in += x.bytes();
-  if (auto err = st.apply(worker, clock, nullptr, x.data->data(), x.size(),
-                          held_push{x.data, nullptr})) {
+  if (auto err = st.apply(worker, clock, nullptr, x.data(), x.size(),
+                          held_push{x.owner, nullptr})) {
     return err;
   }
   announce_rounds(self);
@@ -356,6 +398,7 @@ parameter_shard::behavior_type shard_impl(shard_ptr self, shard_config cfg,
   auto& st = self->state;
   st.cfg = cfg;
   st.coordinator = std::move(coordinator);
+  st.bulk = BulkChannelOf(self->home_system());
   st.w.assign(static_cast<std::size_t>(st.size()), 0.0);
   st.clocks.assign(cfg.workers, 0);
   if (st.gathers()) {
@@ -438,12 +481,12 @@ parameter_shard::behavior_type shard_impl(shard_ptr self, shard_config cfg,
         }
         if (clock < 0) return bad("restore at negative clock " + std::to_string(clock));
         for (std::size_t j = 0; j < values.size(); ++j) {
-          if (!std::isfinite((*values.data)[j])) {
+          if (!std::isfinite(values.data()[j])) {
             return bad("restore: value at key " +
                        std::to_string(st.cfg.begin + static_cast<int64_t>(j)) + " is not finite");
           }
         }
-        st.w.replace(*values.data);
+        st.w.replace(values.to_vector());
         st.scale = 1.0;
         // Clocks as if every worker had pushed `clock` times: sync and
         // model-averaging wait for that round next, ssp grants from there,
@@ -472,7 +515,7 @@ parameter_shard::behavior_type shard_impl(shard_ptr self, shard_config cfg,
         std::vector<double> e(x.size());
         std::vector<double>& center = st.w.mut();
         for (std::size_t j = 0; j < e.size(); ++j) {
-          const double xj = (*x.data)[j];
+          const double xj = x.data()[j];
           if (!std::isfinite(xj)) {
             return bad("elastic exchange from worker " + std::to_string(worker) +
                        ": value at key " + std::to_string(st.cfg.begin + static_cast<int64_t>(j)) +

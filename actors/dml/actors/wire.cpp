@@ -346,7 +346,8 @@ void Build(const job_checkpoint& x, wire::Envelope::Builder env) {
 
 void Build(const dvec& x, wire::Envelope::Builder env) {
   auto v = env.initVector();
-  PutList<double>(v.initValues(static_cast<unsigned>(x.size())), x.data.get());
+  auto list = v.initValues(static_cast<unsigned>(x.size()));
+  if (x.size() > 0) FillList<double>(list, x.data(), x.size());
 }
 void Build(const sparse_dvec& x, wire::Envelope::Builder env) {
   auto v = env.initSparseUpdate();
@@ -452,7 +453,7 @@ std::size_t WordsOf(const T&) {
 absl::Status Read(wire::Envelope::Reader env, dvec* out) {
   auto list = env.getVector().getValues();
   DML_RETURN_IF_ERROR(CheckVectorLength<double>(list.size(), "Vector.values"));
-  out->data = TakeList<double>(list);
+  *out = dvec(TakeList<double>(list));
   return absl::OkStatus();
 }
 absl::Status Read(wire::Envelope::Reader env, sparse_dvec* out) {
@@ -675,6 +676,11 @@ absl::Status CheckBulkRef(const net::BulkRef& r) {
     return Invalid(r.address == 0 ? "BulkVector.slot" : "BulkVector.address",
                    "set while the other is zero");
   }
+  if (r.segment == 0 && r.offset != 0) return Invalid("BulkVector.offset", "set while segment is 0");
+  if (r.segment != 0 && r.local.empty()) return Invalid("BulkVector.segment", "set with no local socket");
+  if (r.offset % sizeof(double) != 0) {
+    return Invalid("BulkVector.offset", absl::StrCat(r.offset, " is not a multiple of 8"));
+  }
   return CheckVectorLength<double>(r.count, "BulkVector.count");
 }
 
@@ -688,6 +694,8 @@ absl::Status BuildBulkRef(const net::BulkRef& r, capnp::MallocMessageBuilder& bu
   b.setCount(r.count);
   b.setAddress(r.address);
   b.setSlot(r.slot);
+  b.setSegment(r.segment);
+  b.setOffset(r.offset);
   return absl::OkStatus();
 }
 
@@ -713,7 +721,7 @@ bool WantsBulk(const T&, net::BulkChannel*) {
 }
 bool BuildBulk(const dvec& x, net::BulkChannel* bulk, capnp::MallocMessageBuilder& builder) {
   if (!WantsBulk(x, bulk)) return false;
-  auto ref = bulk->Offer(x.data, x.data->data(), x.size());
+  auto ref = bulk->Offer(x.owner, x.data(), x.size());
   if (!ref) return false;  // not serving, or too much waits already
   return BuildBulkRef(*ref, builder).ok();
 }
@@ -794,7 +802,9 @@ caf::error ReadEnvelope(caf::deserializer& f, T& x) {
       if (!not_bulk) {
         s = fetched.status();
         if (fetched.ok()) {
-          value.data = std::move(fetched->values);
+          value = fetched->vector
+                      ? dvec(std::move(fetched->vector))
+                      : dvec(std::move(fetched->owner), fetched->values, fetched->count);
           value.finite = fetched->finite;
         }
       }
@@ -843,7 +853,8 @@ absl::Status FromWire(std::string_view bytes, net::BulkRef* out, const net::Deco
       [](wire::Envelope::Reader env) -> absl::StatusOr<net::BulkRef> {
         auto b = env.getBulkVector();
         return net::BulkRef{FromText(b.getHost()), b.getPort(), FromText(b.getLocal()),
-                            b.getTicket(), b.getCount(), b.getAddress(), b.getSlot()};
+                            b.getTicket(), b.getCount(), b.getAddress(), b.getSlot(),
+                            b.getSegment(), b.getOffset()};
       });
   if (!r.ok()) return r.status();
   DML_RETURN_IF_ERROR(CheckBulkRef(*r));

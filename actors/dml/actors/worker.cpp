@@ -218,7 +218,7 @@ void pull_all(self_ptr self, int64_t clock, Done done, Fail on_error,
       }
       if (k.keys) {
         for (std::size_t i = 0; i < part.size(); ++i) {
-          st.w[b + (*k.keys)[i]] = (*part.data)[i];
+          st.w[b + (*k.keys)[i]] = part.data()[i];
         }
         st.bytes += k.bytes();
       } else {
@@ -429,7 +429,7 @@ void sgd_step(self_ptr self) {
               return self->request(st.shards[s], kRequestTimeout, elastic_atom_v, st.cfg.index, x);
             },
             [](double* w, const dvec& e) {
-              for (std::size_t j = 0; j < e.size(); ++j) w[j] -= (*e.data)[j];
+              for (std::size_t j = 0; j < e.size(); ++j) w[j] -= e.data()[j];
             },
             on_error);
       }
@@ -535,7 +535,7 @@ worker_actor::behavior_type worker_impl(self_ptr self, worker_config cfg) {
                       " entries; expected " + std::to_string(st.w.size()));
         }
         if (r < 0) return fail(st.who + "round " + std::to_string(r));
-        auto cert = st.solver->Certify(*shared.data);
+        auto cert = st.solver->Certify(*shared.as_vector());
         if (!cert.ok()) return as_error(st, cert.status());
         st.bytes += shared.bytes();
         // The certificate goes out now: the coordinator decides on it while
@@ -544,7 +544,7 @@ worker_actor::behavior_type worker_impl(self_ptr self, worker_config cfg) {
         promise.deliver(block_sums{cert->loss_sum, cert->gap_sum, cert->reg_sum, {}}, st.report());
         st.last_round = r;
         st.round_start_coords = st.solver->coordinates();
-        auto up = st.solver->Solve(*shared.data, st.cfg.sigma_prime, st.cfg.gamma, steps,
+        auto up = st.solver->Solve(*shared.as_vector(), st.cfg.sigma_prime, st.cfg.gamma, steps,
                                    st.cfg.interrupt.get());
         auto report_failure = [self](const std::string& what) {
           auto& st = self->state;
@@ -568,17 +568,17 @@ worker_actor::behavior_type worker_impl(self_ptr self, worker_config cfg) {
       [self](certify_atom, const dvec& shared) -> caf::result<block_sums> {
         auto& st = self->state;
         if (!shared.wire_error.empty()) return fail(st.who + "certify: " + shared.wire_error);
-        if (!shared.data) return fail(st.who + "certify without a shared vector");
+        if (!shared.has_values()) return fail(st.who + "certify without a shared vector");
         if (st.solver) {
-          auto c = st.solver->Certify(*shared.data);
+          auto c = st.solver->Certify(*shared.as_vector());
           if (!c.ok()) return as_error(st, c.status());
           return block_sums{c->loss_sum, c->gap_sum, c->reg_sum, {}};
         }
-        if (!shared.data || static_cast<int64_t>(shared.size()) != st.d) {
+        if (!shared.has_values() || static_cast<int64_t>(shared.size()) != st.d) {
           return fail(st.who + "certify with " + std::to_string(shared.size()) +
                       " weights; the model has " + std::to_string(st.d));
         }
-        auto loss = LossSum(st.local, st.cfg.model, *shared.data);
+        auto loss = LossSum(st.local, st.cfg.model, *shared.as_vector());
         if (!loss.ok()) return as_error(st, loss.status());
         return block_sums{*loss, 0.0, 0.0, {}};
       },
@@ -600,7 +600,7 @@ worker_actor::behavior_type worker_impl(self_ptr self, worker_config cfg) {
         st.round_start_coords.clear();
         // Empty: the zero state (a checkpoint taken before the first round).
         std::vector<double> c = coords.size() > 0
-                                    ? *coords.data
+                                    ? coords.to_vector()
                                     : std::vector<double>(st.solver->coordinates().size(), 0.0);
         if (auto s = st.solver->set_coordinates(std::move(c)); !s.ok()) {
           return as_error(st, s);

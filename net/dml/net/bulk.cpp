@@ -6,8 +6,10 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -37,7 +39,7 @@ static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
 
 constexpr uint32_t kMagic = 0x424c4d44;  // "DMLB"
 constexpr uint16_t kVersion = 2;
-enum Op : uint16_t { kSend = 1, kMap = 2, kRelease = 3 };
+enum Op : uint16_t { kSend = 1, kMap = 2, kRelease = 3, kHold = 4, kSegment = 5 };
 enum Status : uint32_t { kOk = 0, kUnknownTicket = 1, kNotAllowed = 2 };
 // Values land and are checked in chunks this large (stays in L2).
 constexpr std::size_t kChunkDoubles = std::size_t{1} << 15;  // 256 KiB
@@ -113,6 +115,201 @@ absl::Status NoTicket(const std::string& peer, uint64_t ticket) {
 bool SendRelease(int fd, uint64_t ticket) {
   const Request release{kMagic, kVersion, kRelease, ticket};
   return SendAll(fd, &release, sizeof(release));
+}
+
+// The shared arena: blocks that same-host receivers read in place. Memory
+// comes in memfd segments, sealed so that they can never shrink under a
+// reader's mapping (a read past the end would be SIGBUS), mapped shared.
+// Blocks are whole pages; a freed block waits in a list by its byte size
+// for the next request of that size (steady-state training asks for the
+// same sizes every round), so a block's pages stay faulted in.
+class SharedArena : public std::enable_shared_from_this<SharedArena> {
+ public:
+  ~SharedArena() {
+    for (auto& g : segments_) {
+      ::munmap(g.base, g.size);
+      ::close(g.fd);
+    }
+  }
+
+  std::optional<SharedBlock> Allocate(std::size_t count) {
+    constexpr std::size_t kPage = 4096;
+    if (count == 0 || count > (kBulkArenaMaxBytes / sizeof(double))) return std::nullopt;
+    const std::size_t bytes = (count * sizeof(double) + kPage - 1) / kPage * kPage;
+    char* at = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto& list = free_[bytes];
+      if (!list.empty()) {
+        at = list.back();
+        list.pop_back();
+      } else if (!segments_.empty() && segments_.back().size - used_ >= bytes) {
+        at = segments_.back().base + used_;
+        used_ += bytes;
+      } else {
+        const std::size_t size = std::max(kBulkArenaSegmentBytes, bytes);
+        if (total_ + size > kBulkArenaMaxBytes || !Grow(size)) return std::nullopt;
+        at = segments_.back().base;
+        used_ = bytes;
+      }
+    }
+    std::shared_ptr<SharedArena> home = shared_from_this();
+    std::shared_ptr<void> owner(at, [home, bytes](void* p) {
+      std::lock_guard<std::mutex> lock(home->mu_);
+      home->free_[bytes].push_back(static_cast<char*>(p));
+    });
+    return SharedBlock{std::move(owner), reinterpret_cast<double*>(at), count};
+  }
+
+  // Where [p, p + bytes) lies: segment id (1-based) and offset; false when
+  // it is not inside one segment of this arena.
+  bool Locate(const void* p, std::size_t bytes, uint32_t* segment, uint64_t* offset) const {
+    const auto* c = static_cast<const char*>(p);
+    std::lock_guard<std::mutex> lock(mu_);
+    for (std::size_t i = 0; i < segments_.size(); ++i) {
+      const Seg& g = segments_[i];
+      if (c >= g.base && c < g.base + g.size && bytes <= static_cast<std::size_t>(g.base + g.size - c)) {
+        *segment = static_cast<uint32_t>(i + 1);
+        *offset = static_cast<uint64_t>(c - g.base);
+        return true;
+      }
+    }
+    return false;
+  }
+
+  // The memfd and size of segment id (1-based); fd -1 when there is none.
+  int Fd(uint64_t segment, std::size_t* size) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (segment == 0 || segment > segments_.size()) return -1;
+    *size = segments_[segment - 1].size;
+    return segments_[segment - 1].fd;
+  }
+
+ private:
+  struct Seg {
+    int fd;
+    char* base;
+    std::size_t size;
+  };
+
+  // Called with mu_ held.
+  bool Grow(std::size_t size) {
+    const int fd = ::memfd_create("dml-bulk-arena", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd < 0) return false;
+    if (::ftruncate(fd, static_cast<off_t>(size)) != 0 ||
+        ::fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+      ::close(fd);
+      return false;
+    }
+    void* base = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (base == MAP_FAILED) {
+      ::close(fd);
+      return false;
+    }
+    segments_.push_back(Seg{fd, static_cast<char*>(base), size});
+    total_ += size;
+    return true;
+  }
+
+  mutable std::mutex mu_;
+  std::vector<Seg> segments_;
+  std::size_t used_ = 0;  // bytes handed out of the last segment
+  std::size_t total_ = 0;
+  std::map<std::size_t, std::vector<char*>> free_;
+};
+
+// A peer's arena segment mapped read-only here; unmapped when the last
+// view into it goes.
+struct PeerSegment {
+  const char* base = nullptr;
+  std::size_t size = 0;
+  ~PeerSegment() {
+    if (base != nullptr) ::munmap(const_cast<char*>(base), size);
+  }
+};
+
+// The connection on which this receiver holds a peer's offers: the peer
+// drops them when it closes, so it lives as long as any view it holds (and
+// the channel). One request at a time (mu).
+struct HoldLink {
+  std::mutex mu;
+  int fd = -1;
+  bool broken = false;
+  ~HoldLink() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+// What keeps an in-place view valid: the mapping and the hold, released
+// when the view's last copy goes.
+struct InPlaceHold {
+  std::shared_ptr<PeerSegment> segment;
+  std::shared_ptr<HoldLink> link;
+  uint64_t ticket = 0;
+  ~InPlaceHold();
+};
+
+// Sends `fd` with the response header (SCM_RIGHTS).
+bool SendWithFd(int sock, const void* header, std::size_t n, int fd) {
+  iovec iov{const_cast<void*>(header), n};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof(control);
+  cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int));
+  std::memcpy(CMSG_DATA(c), &fd, sizeof(int));
+  ssize_t r;
+  do {
+    r = ::sendmsg(sock, &msg, MSG_NOSIGNAL);
+  } while (r < 0 && errno == EINTR);
+  if (r <= 0) return false;
+  const auto sent = static_cast<std::size_t>(r);
+  return sent == n || SendAll(sock, static_cast<const char*>(header) + sent, n - sent);
+}
+
+// Receives n header bytes and the descriptor sent with them (*fd -1: none).
+bool RecvWithFd(int sock, void* header, std::size_t n, int* fd) {
+  *fd = -1;
+  iovec iov{header, n};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof(control);
+  ssize_t r;
+  do {
+    r = ::recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
+  } while (r < 0 && errno == EINTR);
+  if (r == 0) errno = ECONNRESET;
+  if (r <= 0) return false;
+  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
+        c->cmsg_len >= CMSG_LEN(sizeof(int))) {
+      const std::size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+      for (std::size_t i = 0; i < k; ++i) {
+        int got = -1;
+        std::memcpy(&got, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+        if (*fd < 0) {
+          *fd = got;
+        } else {
+          ::close(got);  // more than we asked for
+        }
+      }
+    }
+  }
+  const auto read = static_cast<std::size_t>(r);
+  if (read < n && !RecvAll(sock, static_cast<char*>(header) + read, n - read)) {
+    if (*fd >= 0) ::close(*fd);
+    *fd = -1;
+    return false;
+  }
+  return true;
 }
 
 // Liveness words of offers that same-host peers read directly (no round
@@ -269,6 +466,15 @@ uint64_t RandomU64() {
   return x;
 }
 
+// `out` now refers to the whole of `buffer` (filled: its data no longer moves).
+BulkValues Own(BulkValues out, std::shared_ptr<std::vector<double>> buffer) {
+  out.values = buffer->data();
+  out.count = buffer->size();
+  out.owner = buffer;
+  out.vector = std::move(buffer);
+  return out;
+}
+
 // Receives `count` doubles into `v` (from BufferPool::Get), checking each
 // chunk while it is in cache; *finite says whether all were.
 bool RecvValues(int fd, std::size_t count, std::vector<double>& v, bool* finite) {
@@ -283,6 +489,12 @@ bool RecvValues(int fd, std::size_t count, std::vector<double>& v, bool* finite)
   return true;
 }
 
+InPlaceHold::~InPlaceHold() {
+  std::lock_guard<std::mutex> lock(link->mu);
+  // A peer that is gone dropped the hold itself; nothing to tell it.
+  if (!link->broken && !SendRelease(link->fd, ticket)) link->broken = true;
+}
+
 }  // namespace
 
 // ------------------------------------------------------------------ state
@@ -294,6 +506,7 @@ struct BulkChannel::Impl {
     std::size_t bytes = 0;
     std::chrono::steady_clock::time_point expires;
     int32_t slot = -1;  // SlotTable index while directly readable, else -1
+    uint64_t holder = 0;  // the connection that HOLDs it (served to no other), else 0
   };
   struct connection {
     std::thread thread;
@@ -321,6 +534,9 @@ struct BulkChannel::Impl {
   std::unordered_map<uint64_t, offer> offers;
   std::size_t pending_bytes = 0;
   std::vector<connection> connections;
+  uint64_t next_connection = 1;
+  // Null without same_host (then no block is offered in place).
+  std::shared_ptr<SharedArena> arena;
 
   // Client side.
   std::mutex pool_mu;
@@ -334,9 +550,13 @@ struct BulkChannel::Impl {
   std::deque<uint64_t> direct_order;
   static constexpr std::size_t kDirectSeen = 4096;
   std::atomic<bool> single_copy_refused{false};
+  // In-place reads: per sender (Unix name), the connection that holds its
+  // offers and its segments mapped here. Guarded by pool_mu.
+  std::map<std::string, std::shared_ptr<HoldLink>> links;
+  std::map<std::pair<std::string, uint64_t>, std::shared_ptr<PeerSegment>> segments;
 
   std::atomic<uint64_t> n_offers{0}, n_refused{0}, n_fetches{0}, n_single{0}, n_direct{0},
-      n_unix{0}, n_bytes{0};
+      n_unix{0}, n_in_place{0}, n_bytes{0};
   std::shared_ptr<BufferPool> pool = std::make_shared<BufferPool>();
 
   // --------------------------------------------------------- serving
@@ -350,15 +570,31 @@ struct BulkChannel::Impl {
     return offers.erase(it);
   }
 
-  // Takes ticket's offer out of the table (it is served once).
-  bool Take(uint64_t ticket, offer* out) {
+  // Takes ticket's offer out of the table (it is served once) for
+  // connection `by`; an offer another connection holds is not served.
+  bool Take(uint64_t ticket, offer* out, uint64_t by) {
     std::lock_guard<std::mutex> lock(mu);
     auto it = offers.find(ticket);
     if (it == offers.end()) return false;
+    if (it->second.holder != 0 && it->second.holder != by) return false;
     *out = std::move(it->second);  // slot and bytes stay behind for Forget
     out->slot = -1;
     Forget(it);
     return true;
+  }
+
+  // Marks ticket's offer held by connection `by`: no expiry, no direct
+  // reads, served to nobody else. Its byte count, or nullopt when the
+  // offer is gone or held already.
+  std::optional<std::size_t> Hold(uint64_t ticket, uint64_t by) {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = offers.find(ticket);
+    if (it == offers.end() || it->second.holder != 0) return std::nullopt;
+    SlotTable::Get().Clear(it->second.slot);
+    it->second.slot = -1;
+    it->second.holder = by;
+    it->second.expires = std::chrono::steady_clock::time_point::max();
+    return it->second.bytes;
   }
 
   // Drops every offer (the channel stops): direct readers see the cleared
@@ -406,8 +642,9 @@ struct BulkChannel::Impl {
         }
         Reap();
         auto done = std::make_shared<std::atomic<bool>>(false);
-        connections.push_back(connection{std::thread([this, fd, is_unix, done] {
-                                           ServeConnection(fd, is_unix);
+        const uint64_t id = next_connection++;
+        connections.push_back(connection{std::thread([this, fd, is_unix, done, id] {
+                                           ServeConnection(fd, is_unix, id);
                                            done->store(true);
                                          }),
                                          fd, done});
@@ -415,17 +652,40 @@ struct BulkChannel::Impl {
     }
   }
 
-  void ServeConnection(int fd, bool is_unix) {
+  void ServeConnection(int fd, bool is_unix, uint64_t id) {
     // An idle pooled connection waits for its next request without a time
     // limit; a send to a reader that stopped reading must not block forever.
     SetTimeouts(fd, /*recv=*/false, /*send=*/true);
+    std::unordered_set<uint64_t> held;  // offers this connection HOLDs
     Request req{};
     while (RecvAll(fd, &req, sizeof(req))) {
       if (req.magic != kMagic || req.version != kVersion) break;  // not our protocol: hang up
       if (req.op == kRelease) {
-        // A direct reader is done with the ticket (none held: ignore).
+        // A reader is done with the ticket (none held: ignore).
         offer o;
-        Take(req.ticket, &o);
+        Take(req.ticket, &o, id);
+        held.erase(req.ticket);
+        continue;
+      }
+      if ((req.op == kHold || req.op == kSegment) && !is_unix) {
+        const Response resp{kMagic, kNotAllowed, req.ticket, 0, 0};
+        if (!SendAll(fd, &resp, sizeof(resp))) break;
+        continue;
+      }
+      if (req.op == kHold) {
+        const auto bytes = Hold(req.ticket, id);
+        if (bytes) held.insert(req.ticket);
+        const Response resp{kMagic, bytes ? kOk : kUnknownTicket, req.ticket, bytes ? *bytes : 0, 0};
+        if (!SendAll(fd, &resp, sizeof(resp))) break;
+        continue;
+      }
+      if (req.op == kSegment) {
+        std::size_t size = 0;
+        const int seg = arena ? arena->Fd(req.ticket, &size) : -1;
+        const Response resp{kMagic, seg >= 0 ? kOk : kUnknownTicket, req.ticket, size, 0};
+        if (!(seg >= 0 ? SendWithFd(fd, &resp, sizeof(resp), seg) : SendAll(fd, &resp, sizeof(resp)))) {
+          break;
+        }
         continue;
       }
       if (req.op != kSend && req.op != kMap) break;
@@ -435,7 +695,7 @@ struct BulkChannel::Impl {
         continue;
       }
       offer o;
-      const bool found = Take(req.ticket, &o);
+      const bool found = Take(req.ticket, &o, id);
       Response resp{kMagic, found ? kOk : kUnknownTicket, req.ticket, found ? o.bytes : 0,
                     found && req.op == kMap ? reinterpret_cast<uint64_t>(o.data) : 0};
       if (!SendAll(fd, &resp, sizeof(resp))) break;
@@ -458,6 +718,11 @@ struct BulkChannel::Impl {
       } else if (next.op != kRelease) {
         break;
       }
+    }
+    // The reader is gone (or broke the protocol): what it held goes.
+    for (uint64_t t : held) {
+      offer o;
+      Take(t, &o, id);
     }
     // Hang up (a peer that broke the protocol sees EOF); the destructor
     // closes the fd, so no other thread can meet a reused number.
@@ -519,6 +784,143 @@ struct BulkChannel::Impl {
     return {fd, pid};
   }
 
+  // The connection holding r's sender's offers (opened on first use), or
+  // null when its Unix socket does not answer.
+  std::shared_ptr<HoldLink> LinkTo(const BulkRef& r) {
+    {
+      std::lock_guard<std::mutex> lock(pool_mu);
+      auto it = links.find(r.local);
+      if (it != links.end()) return it->second;
+    }
+    idle_conn c = ConnectUnix(r);
+    if (c.fd < 0) return nullptr;
+    auto link = std::make_shared<HoldLink>();
+    link->fd = c.fd;
+    std::lock_guard<std::mutex> lock(pool_mu);
+    auto [it, fresh] = links.emplace(r.local, link);
+    return it->second;  // another thread's link wins; ours closes
+  }
+
+  // Forgets a broken link and what was mapped through it (views keep
+  // their own mappings).
+  void DropLink(const BulkRef& r, const std::shared_ptr<HoldLink>& link) {
+    std::lock_guard<std::mutex> lock(pool_mu);
+    auto it = links.find(r.local);
+    if (it != links.end() && it->second == link) links.erase(it);
+    for (auto s = segments.begin(); s != segments.end();) {
+      s = s->first.first == r.local ? segments.erase(s) : std::next(s);
+    }
+  }
+
+  // r's segment mapped here: cached, else asked for on `link` (its mutex
+  // held by the caller). Errors: DataLoss naming what was wrong.
+  absl::StatusOr<std::shared_ptr<PeerSegment>> SegmentOf(const BulkRef& r, const std::string& peer,
+                                                         HoldLink& link) {
+    const auto key = std::make_pair(r.local, static_cast<uint64_t>(r.segment));
+    {
+      std::lock_guard<std::mutex> lock(pool_mu);
+      auto it = segments.find(key);
+      if (it != segments.end()) return it->second;
+    }
+    const Request req{kMagic, kVersion, kSegment, r.segment};
+    Response resp{};
+    int fd = -1;
+    if (!SendAll(link.fd, &req, sizeof(req)) || !RecvWithFd(link.fd, &resp, sizeof(resp), &fd)) {
+      link.broken = true;
+      return absl::UnavailableError(
+          absl::StrCat("bulk: segment ", r.segment, " from ", peer, ": ", Errno()));
+    }
+    auto fail = [&](const std::string& why) -> absl::Status {
+      if (fd >= 0) ::close(fd);
+      return absl::DataLossError(absl::StrCat("bulk: segment ", r.segment, " from ", peer, ": ", why));
+    };
+    if (resp.magic != kMagic || resp.ticket != r.segment) return fail("malformed header");
+    if (resp.status != kOk || fd < 0) return fail(absl::StrCat("refused (status ", resp.status, ")"));
+    struct stat st {};
+    const int seals = ::fcntl(fd, F_GET_SEALS);
+    if (::fstat(fd, &st) != 0 || static_cast<uint64_t>(st.st_size) != resp.bytes) {
+      return fail(absl::StrCat("announced ", resp.bytes, " bytes, the memfd has ", st.st_size));
+    }
+    // Unsealed, the sender could shrink it under our mapping (SIGBUS here).
+    if (seals < 0 || (seals & F_SEAL_SHRINK) == 0) return fail("not sealed against shrinking");
+    void* base = ::mmap(nullptr, resp.bytes, PROT_READ, MAP_SHARED, fd, 0);
+    ::close(fd);
+    fd = -1;
+    if (base == MAP_FAILED) return fail("mmap: " + Errno());
+    auto seg = std::make_shared<PeerSegment>();
+    seg->base = static_cast<const char*>(base);
+    seg->size = resp.bytes;
+    std::lock_guard<std::mutex> lock(pool_mu);
+    segments[key] = seg;
+    return seg;
+  }
+
+  // Reads r in place from the sender's arena: holds the offer, maps its
+  // segment, checks the values. nullopt when that path is not open to us
+  // (no answer on the Unix socket, a broken link): the caller then fetches
+  // by copy, which says why if that fails too.
+  std::optional<absl::StatusOr<BulkValues>> InPlace(const BulkRef& r, const std::string& peer) {
+    std::shared_ptr<HoldLink> link = LinkTo(r);
+    if (!link) return std::nullopt;
+    std::unique_lock<std::mutex> lock(link->mu);
+    if (link->broken) {
+      lock.unlock();
+      DropLink(r, link);
+      return std::nullopt;
+    }
+    const Request req{kMagic, kVersion, kHold, r.ticket};
+    Response resp{};
+    if (!SendAll(link->fd, &req, sizeof(req)) || !RecvAll(link->fd, &resp, sizeof(resp))) {
+      link->broken = true;
+      lock.unlock();
+      DropLink(r, link);
+      return std::nullopt;
+    }
+    if (resp.magic != kMagic || resp.ticket != r.ticket) {
+      link->broken = true;
+      return absl::DataLossError(absl::StrCat("bulk: ", peer, " answered HOLD of ticket ",
+                                              r.ticket, " with a malformed header"));
+    }
+    if (resp.status == kUnknownTicket) return NoTicket(peer, r.ticket);
+    const uint64_t bytes = r.count * sizeof(double);
+    absl::Status bad;
+    std::shared_ptr<PeerSegment> seg;
+    if (resp.status != kOk || resp.bytes != bytes) {
+      bad = absl::DataLossError(absl::StrCat("bulk: ", peer, " holds ", resp.bytes,
+                                             " bytes (status ", resp.status, ") for ticket ",
+                                             r.ticket, ", announced ", r.count, " doubles"));
+    } else if (auto got = SegmentOf(r, peer, *link); !got.ok()) {
+      bad = got.status();
+    } else if ((*got)->size < r.offset || (*got)->size - r.offset < bytes) {
+      bad = absl::DataLossError(absl::StrCat("bulk: ticket ", r.ticket, " from ", peer, ": ",
+                                             bytes, " bytes at offset ", r.offset,
+                                             " pass the end of segment ", r.segment, " (",
+                                             (*got)->size, " bytes)"));
+    } else {
+      seg = *std::move(got);
+    }
+    if (!bad.ok()) {
+      if (!link->broken && !SendRelease(link->fd, r.ticket)) link->broken = true;
+      return bad;
+    }
+    lock.unlock();
+    BulkValues out;
+    out.values = reinterpret_cast<const double*>(seg->base + r.offset);
+    out.count = r.count;
+    // Not checked here: a pass over values that stay where they are would
+    // not leave them in cache for the consumer (unlike a copy's chunks), so
+    // the consumer that needs them finite checks them as it reads them
+    // anyway (the shard's push), as it does for a decoded inline Vector.
+    out.finite = false;
+    out.in_place = true;
+    auto hold = std::make_shared<InPlaceHold>();
+    hold->segment = std::move(seg);
+    hold->link = std::move(link);
+    hold->ticket = r.ticket;
+    out.owner = std::move(hold);
+    return out;
+  }
+
   // Reads an offer straight from the sender's memory (pid as this process
   // sees it) with no request: the values, then the offer's liveness word.
   // nullopt when that word no longer holds the ticket (the offer is gone:
@@ -540,7 +942,6 @@ struct BulkChannel::Impl {
     }
     BulkValues out;
     std::shared_ptr<std::vector<double>> buffer = pool->Get(r.count);
-    out.values = buffer;
     if (const int e = ReadValues(pid, r.address, r.count, *buffer, &out.finite); e != 0) {
       if (KernelRefused(e)) single_copy_refused.store(true);
       return std::nullopt;
@@ -560,7 +961,7 @@ struct BulkChannel::Impl {
       direct_seen.erase(direct_order.front());
       direct_order.pop_front();
     }
-    return out;
+    return Own(std::move(out), std::move(buffer));
   }
 
   // Copies `count` doubles at `address` in process pid into v (from
@@ -628,21 +1029,20 @@ struct BulkChannel::Impl {
     BulkValues out;
     std::shared_ptr<std::vector<double>> buffer = pool->Get(r.count);
     std::vector<double>& v = *buffer;
-    out.values = buffer;
     if (!map) {
       if (!RecvValues(c.fd, r.count, v, &out.finite)) {
         return absl::UnavailableError(absl::StrCat("bulk: fetch of ticket ", r.ticket, " from ",
                                                    peer, " broke off: ", Errno()));
       }
       *reusable = true;
-      return out;
+      return Own(std::move(out), std::move(buffer));
     }
     // Single copy from the sender's memory, chunk by chunk.
     const int read_errno = ReadValues(c.pid, resp.address, r.count, v, &out.finite);
     if (read_errno == 0) {
       *reusable = SendRelease(c.fd, r.ticket);
       *single = true;
-      return out;
+      return Own(std::move(out), std::move(buffer));
     }
     if (!KernelRefused(read_errno)) {
       return absl::DataLossError(absl::StrCat("bulk: single-copy read of ticket ", r.ticket,
@@ -662,7 +1062,7 @@ struct BulkChannel::Impl {
                                                  "read: ", Errno()));
     }
     *reusable = true;
-    return out;
+    return Own(std::move(out), std::move(buffer));
   }
 };
 
@@ -670,6 +1070,7 @@ struct BulkChannel::Impl {
 
 BulkChannel::BulkChannel(BulkOptions options) : impl_(std::make_unique<Impl>()) {
   impl_->options = options;
+  if (options.same_host) impl_->arena = std::make_shared<SharedArena>();
 }
 
 BulkChannel::~BulkChannel() {
@@ -797,7 +1198,13 @@ std::optional<BulkRef> BulkChannel::Offer(std::shared_ptr<const void> owner, con
     ref.address = reinterpret_cast<uint64_t>(data);
     ref.slot = SlotTable::Get().Address(slot);
   }
+  if (!m.local.empty() && m.arena) m.arena->Locate(data, bytes, &ref.segment, &ref.offset);
   return ref;
+}
+
+std::optional<SharedBlock> BulkChannel::Allocate(std::size_t count) {
+  if (!impl_->arena) return std::nullopt;
+  return impl_->arena->Allocate(count);
 }
 
 std::size_t BulkChannel::pending() const {
@@ -810,6 +1217,7 @@ absl::StatusOr<BulkValues> BulkChannel::Fetch(const BulkRef& r) {
   auto done = [&m, &r](BulkValues v, bool single, bool unix_stream,
                        bool direct = false) -> BulkValues {
     m.n_fetches.fetch_add(1);
+    m.n_in_place.fetch_add(v.in_place ? 1 : 0);
     m.n_single.fetch_add(single ? 1 : 0);
     m.n_direct.fetch_add(direct ? 1 : 0);
     m.n_unix.fetch_add(unix_stream ? 1 : 0);
@@ -825,6 +1233,12 @@ absl::StatusOr<BulkValues> BulkChannel::Fetch(const BulkRef& r) {
   if (try_local) {
     const std::string key = Impl::UnixKey(r);
     const std::string peer = absl::StrCat(r.host, ":", r.port, " (local)");
+    if (r.segment != 0) {
+      if (auto got = m.InPlace(r, peer)) {
+        if (!got->ok()) return got->status();
+        return done(**std::move(got), false, false);
+      }
+    }
     for (int attempt = 0; attempt < 2; ++attempt) {
       Impl::idle_conn c;
       const bool reused = m.PoolTake(key, &c);
@@ -894,8 +1308,16 @@ absl::StatusOr<BulkValues> BulkChannel::Fetch(const BulkRef& r) {
 
 BulkStats BulkChannel::stats() const {
   const Impl& m = *impl_;
-  return {m.n_offers.load(), m.n_refused.load(), m.n_fetches.load(), m.n_single.load(),
-          m.n_direct.load(), m.n_unix.load(),   m.n_bytes.load()};
+  BulkStats out;
+  out.offers = m.n_offers.load();
+  out.refused_offers = m.n_refused.load();
+  out.fetches = m.n_fetches.load();
+  out.single_copy = m.n_single.load();
+  out.direct = m.n_direct.load();
+  out.unix_stream = m.n_unix.load();
+  out.in_place = m.n_in_place.load();
+  out.bytes = m.n_bytes.load();
+  return out;
 }
 
 absl::StatusOr<std::string> LocalAddressFor(const std::string& host, uint16_t port) {

@@ -21,6 +21,16 @@
 //     has, the cleared slot refuses a repeat). Where the kernel refuses
 //     such reads (no ptrace rights, seccomp), the bytes stream over the
 //     Unix socket;
+//   - from a block of the sender's shared arena (Allocate), on the same
+//     machine: no copy at all. The receiver holds the offer (HOLD, one
+//     round trip on a connection it keeps to that sender), maps the
+//     arena's segment once (SEGMENT: a memfd sealed against shrinking,
+//     passed with SCM_RIGHTS, mapped read-only), checks the values finite
+//     where they lie and hands out a view of them; RELEASE goes when the
+//     last copy of the view goes (or the connection closes). This trusts a
+//     same-host peer, which the same user runs and which could write our
+//     memory anyway where the kernel lets us read its (CMA), not to write
+//     a block it offered: blocks are immutable by contract (a dvec's);
 //   - otherwise over TCP from the sender's host:port.
 // Values are checked finite chunk by chunk as they land (in cache), so the
 // receiving handler need not read them again for that.
@@ -33,7 +43,13 @@
 //     op 1 SEND: answer the header, then (status ok) the bytes
 //     op 2 MAP (Unix socket only): answer the header with the buffer's
 //          address in the sender; the offer is held until op 3
-//     op 3 RELEASE: drop the mapped (or directly read) offer; no answer
+//     op 3 RELEASE: drop the mapped, held (or directly read) offer; no answer
+//     op 4 HOLD (Unix only): keep the offer, answer the header; the offer
+//          is then served to nobody else, never expires, and is dropped on
+//          RELEASE from this connection or when this connection closes
+//     op 5 SEGMENT (Unix only): `ticket` is an arena segment id; answer
+//          the header (byte count: the segment's size) with the segment's
+//          memfd attached (SCM_RIGHTS)
 //   response 32 bytes: u32 magic, u32 status (0 ok, 1 unknown or expired
 //            ticket, 2 op not allowed here), u64 ticket, u64 byte count,
 //            u64 address (MAP only, else 0)
@@ -64,6 +80,20 @@ inline constexpr std::chrono::seconds kBulkIoTimeout{20};
 /// Offers beyond this many bytes waiting are refused (memory bound when
 /// receivers die before fetching).
 inline constexpr std::size_t kBulkMaxPendingBytes = std::size_t{2} << 30;
+/// The shared arena grows in segments of this size (a larger block gets a
+/// segment of its own) up to kBulkArenaMaxBytes; Allocate then fails.
+inline constexpr std::size_t kBulkArenaSegmentBytes = std::size_t{64} << 20;
+inline constexpr std::size_t kBulkArenaMaxBytes = std::size_t{2} << 30;
+
+/// A writable block of a channel's shared arena. The block returns to the
+/// arena when the last copy of `owner` goes; until then nobody else gets
+/// it. Write it before offering it, never after (receivers on this machine
+/// read it in place).
+struct SharedBlock {
+  std::shared_ptr<void> owner;
+  double* data = nullptr;
+  std::size_t count = 0;
+};
 
 /// Where an offered vector waits (what a wire.capnp BulkVector carries).
 struct BulkRef {
@@ -76,15 +106,29 @@ struct BulkRef {
   /// slot {ticket, bytes} are in the sender's memory.
   uint64_t address = 0;
   uint64_t slot = 0;
+  /// Same-host in-place read (0: none): the values are `offset` bytes into
+  /// segment `segment` (1-based) of the sender's shared arena.
+  uint32_t segment = 0;
+  uint64_t offset = 0;
 };
 
-/// A fetched vector. Its buffer returns to the channel's pool when the
-/// last reference goes (the next fetch of that length reuses it), or is
-/// freed if the channel is gone.
+/// A fetched vector: `count` doubles at `values`, alive while `owner` is.
+/// Either a buffer of this process (it returns to the channel's pool when
+/// the last reference goes, and the next fetch of that length reuses it),
+/// or, for an offer from the sender's shared arena, the sender's own block
+/// mapped read-only in place: then `owner` holds the offer (the sender
+/// keeps the block unchanged and unreused until the owner goes).
 struct BulkValues {
-  std::shared_ptr<const std::vector<double>> values;
-  /// Every value was checked finite while it arrived.
+  std::shared_ptr<const void> owner;
+  const double* values = nullptr;
+  std::size_t count = 0;
+  /// The same as owner when a buffer of this process holds the values.
+  std::shared_ptr<const std::vector<double>> vector;
+  /// Every value was checked finite while it arrived (never set for an
+  /// in-place read, whose consumer checks as it reads).
   bool finite = false;
+  /// Read in place from the sender's shared arena (no copy).
+  bool in_place = false;
 };
 
 struct BulkOptions {
@@ -102,6 +146,7 @@ struct BulkStats {
   uint64_t single_copy = 0;     ///< ... of which process_vm_readv
   uint64_t direct = 0;          ///< ... of those with no request (address in the ref)
   uint64_t unix_stream = 0;     ///< ... of which streamed over the Unix socket
+  uint64_t in_place = 0;        ///< ... of which read in place from a peer's arena
   uint64_t bytes = 0;           ///< bytes fetched
 };
 
@@ -130,6 +175,14 @@ class BulkChannel {
                                std::size_t count);
   /// Offers not fetched yet.
   std::size_t pending() const;
+
+  /// `count` doubles (uninitialized) in this channel's shared arena: an
+  /// Offer of them lets same-host receivers read them in place. Freed
+  /// blocks are kept for reuse (same byte size) and the arena's memory is
+  /// returned to the system only when the channel and every block are
+  /// gone. nullopt when there is no arena (same_host off, memfd refused)
+  /// or kBulkArenaMaxBytes are in use: the caller then uses the heap.
+  std::optional<SharedBlock> Allocate(std::size_t count);
 
   /// Fetches `ref` (same-host path first where possible). Connections are
   /// pooled per peer. Errors: Unavailable (connect, I/O, timeout),

@@ -258,6 +258,12 @@ struct BulkVector {
                       # before and (the ticket) after copying.
                       # 0 with `address` 0. Any value is safe to receive:
                       # a wrong one fails the check and the reader asks.
+  segment @7 :UInt32; # same machine only: the values lie in segment
+                      # `segment` (1-based) of the sender's shared arena, at
+                      # byte `offset`; a reader holds the offer (op HOLD),
+                      # maps the segment (op SEGMENT: a sealed memfd) and
+                      # reads them in place. 0: not in the arena.
+  offset @8 :UInt64;  # a multiple of 8; 0 with `segment` 0
 }
 
 struct SparseVector {
