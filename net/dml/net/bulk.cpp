@@ -249,15 +249,23 @@ struct InPlaceHold {
   ~InPlaceHold();
 };
 
-// Sends `fd` with the response header (SCM_RIGHTS).
-bool SendWithFd(int sock, const void* header, std::size_t n, int fd) {
-  iovec iov{const_cast<void*>(header), n};
+// Room for one descriptor beside a header (SCM_RIGHTS).
+struct FdMessage {
+  iovec iov;
   alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
   msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof(control);
+  FdMessage(void* header, std::size_t n) : iov{header, n} {
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof(control);
+  }
+};
+
+// Sends `fd` with the response header.
+bool SendWithFd(int sock, const void* header, std::size_t n, int fd) {
+  FdMessage m(const_cast<void*>(header), n);
+  msghdr& msg = m.msg;
   cmsghdr* c = CMSG_FIRSTHDR(&msg);
   c->cmsg_level = SOL_SOCKET;
   c->cmsg_type = SCM_RIGHTS;
@@ -275,13 +283,8 @@ bool SendWithFd(int sock, const void* header, std::size_t n, int fd) {
 // Receives n header bytes and the descriptor sent with them (*fd -1: none).
 bool RecvWithFd(int sock, void* header, std::size_t n, int* fd) {
   *fd = -1;
-  iovec iov{header, n};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof(control);
+  FdMessage m(header, n);
+  msghdr& msg = m.msg;
   ssize_t r;
   do {
     r = ::recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
