@@ -13,7 +13,9 @@
 //       P processes each contribute a vector; all get the sum (the shards
 //       keep the mean: one multiplication away) through P shards, one per
 //       process (see AllreduceMember). bench/allreduce_compare.sh runs it against
-//       MPI_Allreduce.
+//       MPI_Allreduce. [--concat=1] copies the result into one vector per member;
+//       [--arena=1] pushes blocks of the shared arena (0: heap vectors).
+//       DML_BULK_STATS=1 in the environment prints each member's fetch counters.
 //   net_bench --what=cocoa --data=FILE [--binarize=T] [--nodes=4] [--rounds=30]
 //       cocoa with K = nodes workers and 2 shards, H = 1 epoch, for a fixed
 //       number of rounds, in-process and on K node processes: seconds and

@@ -576,10 +576,11 @@ void evaluate(self_ptr self, Done done) {
       auto& st = self->state;
       double loss = 0.0;
       for (const auto& b : sums) loss += b.loss_sum;
-      const double primal =
-          loss / static_cast<double>(st.n) + RegularizerValue(st.spec.model, *wd.as_vector());
+      // One vector for both (a shard's arena block is a view: copied once).
+      const std::shared_ptr<const std::vector<double>> w = wd.as_vector();
+      const double primal = loss / static_cast<double>(st.n) + RegularizerValue(st.spec.model, *w);
       record(self, primal, -kInf, kInf);
-      done(*wd.as_vector());
+      done(*w);
     }, certify_atom_v, wd);
   });
 }

@@ -535,7 +535,9 @@ worker_actor::behavior_type worker_impl(self_ptr self, worker_config cfg) {
                       " entries; expected " + std::to_string(st.w.size()));
         }
         if (r < 0) return fail(st.who + "round " + std::to_string(r));
-        auto cert = st.solver->Certify(*shared.as_vector());
+        // One vector for both calls (a copy only where no vector owns the values).
+        const std::shared_ptr<const std::vector<double>> s_r = shared.as_vector();
+        auto cert = st.solver->Certify(*s_r);
         if (!cert.ok()) return as_error(st, cert.status());
         st.bytes += shared.bytes();
         // The certificate goes out now: the coordinator decides on it while
@@ -544,7 +546,7 @@ worker_actor::behavior_type worker_impl(self_ptr self, worker_config cfg) {
         promise.deliver(block_sums{cert->loss_sum, cert->gap_sum, cert->reg_sum, {}}, st.report());
         st.last_round = r;
         st.round_start_coords = st.solver->coordinates();
-        auto up = st.solver->Solve(*shared.as_vector(), st.cfg.sigma_prime, st.cfg.gamma, steps,
+        auto up = st.solver->Solve(*s_r, st.cfg.sigma_prime, st.cfg.gamma, steps,
                                    st.cfg.interrupt.get());
         auto report_failure = [self](const std::string& what) {
           auto& st = self->state;

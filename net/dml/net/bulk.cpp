@@ -800,8 +800,7 @@ struct BulkChannel::Impl {
     auto link = std::make_shared<HoldLink>();
     link->fd = c.fd;
     std::lock_guard<std::mutex> lock(pool_mu);
-    auto [it, fresh] = links.emplace(r.local, link);
-    return it->second;  // another thread's link wins; ours closes
+    return links.emplace(r.local, link).first->second;  // another thread's link wins; ours closes
   }
 
   // Forgets a broken link and what was mapped through it (views keep
@@ -859,7 +858,7 @@ struct BulkChannel::Impl {
   }
 
   // Reads r in place from the sender's arena: holds the offer, maps its
-  // segment, checks the values. nullopt when that path is not open to us
+  // segment, checks the reference against it. nullopt when that path is not open to us
   // (no answer on the Unix socket, a broken link): the caller then fetches
   // by copy, which says why if that fails too.
   std::optional<absl::StatusOr<BulkValues>> InPlace(const BulkRef& r, const std::string& peer) {
