@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <memory>
 #include <string>
 #include <thread>
@@ -326,6 +327,101 @@ BOOST_AUTO_TEST_CASE(pushpull_answers_with_the_mean_and_cocoa_shards_announce_ro
     BOOST_TEST(got.view()[3] == 0.0);
   }
   self->send_exit(shard, caf::exit_reason::user_shutdown);
+
+  // A pushpull's values are checked while the round's mean sums them: a
+  // non-finite push is refused to its own exchange, whether it came first
+  // or last, the other worker keeps waiting, the model keeps the last
+  // round's mean, and the round completes once the worker pushes again.
+  for (const bool offender_first : {true, false}) {
+    BOOST_TEST_CONTEXT("offender first " << offender_first) {
+      auto avg = spawn_parameter_shard(h.sys, c);
+      auto round0a = self->request(avg, std::chrono::seconds(10), pushpull_atom_v, int32_t{0},
+                                   int64_t{0}, dvec({1.0, 2.0, 3.0, 4.0}));
+      auto round0b = self->request(avg, std::chrono::seconds(10), pushpull_atom_v, int32_t{1},
+                                   int64_t{0}, dvec({3.0, 2.0, 1.0, 0.0}));
+      round0a.receive([](const dvec&) {}, [](caf::error&) {});
+      round0b.receive([](const dvec&) {}, [](caf::error&) {});
+      std::vector<double> bad = {1.0, 1.0, 1.0, 1.0};
+      bad[2] = offender_first ? std::nan("") : -std::numeric_limits<double>::infinity();
+      const int32_t offender = offender_first ? 0 : 1;
+      const int32_t good = 1 - offender;
+      std::string refused = "no reply", good_reply = "no reply";
+      dvec mean;
+      auto send_bad = [&] {
+        return self->request(avg, std::chrono::seconds(10), pushpull_atom_v, offender, int64_t{1},
+                             dvec(bad));
+      };
+      auto send_good = [&] {
+        return self->request(avg, std::chrono::seconds(10), pushpull_atom_v, good, int64_t{1},
+                             dvec({5.0, 6.0, 7.0, 8.0}));
+      };
+      auto first_h = offender_first ? send_bad() : send_good();
+      auto second_h = offender_first ? send_good() : send_bad();
+      auto& bad_h = offender_first ? first_h : second_h;
+      auto& good_h = offender_first ? second_h : first_h;
+      bad_h.receive([&](const dvec&) { refused = "answered"; },
+                    [&](caf::error& e) { refused = h.sys.render(e); });
+      BOOST_TEST(refused.find("push from worker " + std::to_string(offender) +
+                              ": value at key 2 is not finite") != std::string::npos,
+                 refused);
+      dvec now;
+      self->request(avg, std::chrono::seconds(10), read_atom_v)
+          .receive([&](const dvec& v) { now = v; }, [](caf::error&) {});
+      BOOST_REQUIRE_EQUAL(now.size(), 4u);
+      BOOST_TEST(now.to_vector() == std::vector<double>({2.0, 2.0, 2.0, 2.0}),
+                 boost::test_tools::per_element());
+      // The good worker's exchange still waits; the offender's retry ends it.
+      auto retry = self->request(avg, std::chrono::seconds(10), pushpull_atom_v, offender,
+                                 int64_t{1}, dvec({3.0, 2.0, 1.0, 0.0}));
+      for (auto* x : {&good_h, &retry}) {
+        x->receive([&](const dvec& v) { mean = v; },
+                   [&](caf::error& e) { good_reply = h.sys.render(e); });
+        BOOST_REQUIRE_EQUAL(mean.size(), 4u);
+        BOOST_TEST(mean.to_vector() == std::vector<double>({4.0, 4.0, 4.0, 4.0}),
+                   boost::test_tools::per_element());
+      }
+      BOOST_TEST(good_reply == "no reply");
+      self->send_exit(avg, caf::exit_reason::user_shutdown);
+    }
+  }
+
+  // The mean is summed in worker order, bit for bit, for K that are and
+  // are not multiples of the four pushes one pass reads, over a range of
+  // several blocks; values of mixed magnitude make another order show.
+  for (const int32_t k : {1, 3, 4, 5, 9}) {
+    BOOST_TEST_CONTEXT("K = " << k) {
+      shard_config mc = c;
+      mc.workers = k;
+      mc.end = 5001;
+      auto avg = spawn_parameter_shard(h.sys, mc);
+      std::vector<std::vector<double>> xs(k, std::vector<double>(5001));
+      for (int32_t w = 0; w < k; ++w) {
+        for (std::size_t j = 0; j < 5001; ++j) {
+          xs[w][j] = (w % 2 == 0 ? 1e16 : -1e16) * ((j + w) % 3) + 0.1 * (w + 1) + 1e-3 * j;
+        }
+      }
+      std::vector<double> expect(5001);
+      for (std::size_t j = 0; j < 5001; ++j) {
+        double sum = xs[0][j];
+        for (int32_t w = 1; w < k; ++w) sum += xs[w][j];
+        expect[j] = sum * (1.0 / k);
+      }
+      using handle = decltype(self->request(avg, std::chrono::seconds(10), pushpull_atom_v,
+                                            int32_t{0}, int64_t{0}, dvec(xs[0])));
+      std::vector<handle> hs;
+      for (int32_t w = 0; w < k; ++w) {
+        hs.push_back(self->request(avg, std::chrono::seconds(10), pushpull_atom_v, w, int64_t{0},
+                                   dvec(xs[w])));
+      }
+      for (auto& x : hs) {
+        dvec got;
+        x.receive([&](const dvec& v) { got = v; }, [](caf::error&) {});
+        BOOST_REQUIRE_EQUAL(got.size(), 5001u);
+        BOOST_TEST(got.to_vector() == expect, boost::test_tools::per_element());
+      }
+      self->send_exit(avg, caf::exit_reason::user_shutdown);
+    }
+  }
 
   // cocoa: gamma * delta added on arrival; (begin, r, range) once all K
   // deltas of round r are in, to the coordinator given at spawn.

@@ -38,7 +38,7 @@ struct pending_pull {
 // The range's values, shared copy-on-write with the snapshots handed to
 // pullers: K pulls of one state share one buffer, and a push copies it only
 // while a snapshot of it is still referenced (in flight or held).
-// Model averaging replaces every value each round (overwrite_block): then
+// Model averaging replaces every value each round (next_block, commit): then
 // they live in a block of the bulk channel's shared arena, which pullers on
 // this machine read in place (no copy); the other modes update in place
 // and keep a std::vector.
@@ -67,11 +67,13 @@ class cow_values {
     return *p_;
   }
   dvec share() const { return b_ ? dvec(b_, b_.get(), bn_) : dvec(p_); }
-  // For a writer that replaces all n values: where to write them. A block
-  // of `bulk`'s arena (w's own when no snapshot shares it, else the spare
-  // one or a new one), or with no arena a vector, as overwrite does.
-  double* overwrite_block(std::size_t n, net::BulkChannel* bulk) {
-    if (b_ && b_.use_count() == 1 && bn_ == n) return b_.get();
+  // For a writer that replaces all n values: where to write them, never
+  // w's own buffer, so a round rejected after the write (a bad value found
+  // while summing) leaves w as it was; commit() makes them w. A block of
+  // `bulk`'s arena (the spare one when no snapshot still reads it, else a
+  // new one), or with no arena a vector.
+  double* next_block(std::size_t n, net::BulkChannel* bulk) {
+    next_in_block_ = false;
     if (bulk != nullptr) {
       if (!(b_spare_ && b_spare_.use_count() == 1 && bn_spare_ == n)) {
         b_spare_.reset();
@@ -81,23 +83,20 @@ class cow_values {
         }
       }
       if (b_spare_) {
-        std::swap(b_, b_spare_);
-        std::swap(bn_, bn_spare_);
-        return b_.get();
+        next_in_block_ = true;
+        return b_spare_.get();
       }
     }
-    b_.reset();
-    return overwrite(n).data();
+    return unshared(n).data();
   }
-  // For a writer that replaces every value: w itself when no snapshot
-  // shares it, else another buffer (the old one stays with the snapshot).
-  std::vector<double>& overwrite(std::size_t n) {
-    b_.reset();
-    if (p_.use_count() > 1 || p_->size() != n) {
-      unshared(n);
+  void commit() {
+    if (next_in_block_) {
+      std::swap(b_, b_spare_);
+      std::swap(bn_, bn_spare_);
+    } else {
+      b_.reset();
       std::swap(p_, spare_);
     }
-    return *p_;
   }
 
  private:
@@ -114,16 +113,22 @@ class cow_values {
   std::shared_ptr<std::vector<double>> spare_;
   std::shared_ptr<double> b_, b_spare_;  // arena blocks; b_ set: the values are there
   std::size_t bn_ = 0, bn_spare_ = 0;
+  bool next_in_block_ = false;  // what next_block handed out
 };
 
 // One worker's push of a gathering round (sync, model-averaging), kept
 // uncopied until all K are in: its nonzeros (idx null: dense) and the
-// buffers that own them.
+// buffers that own them. A dense pushpull's values are checked while the
+// mean sums them (checked false until then: one pass over the push, not
+// two); prev_clock and bytes undo its arrival if that check fails.
 struct held_push {
   std::shared_ptr<const void> owner, owner2;
   const uint32_t* idx = nullptr;
   const double* x = nullptr;
   std::size_t nnz = 0;
+  bool checked = true;
+  int64_t prev_clock = 0;
+  int64_t bytes = 0;
 };
 
 struct shard_state {
@@ -241,38 +246,110 @@ struct shard_state {
     return caf::none;
   }
 
-  // Applies one update given by its nonzeros (idx null: dense).
   // out = mean of the K gathered pushes, summed in worker order
   // (((x_0 + x_1) + x_2) + ...) / K, for every key. All dense: in blocks
-  // that stay in L1 (one pass over each push, one write of out).
-  void gathered_mean(double* o, std::size_t n) const {
+  // that stay in L1 (one pass over each push, one write of out). Returns
+  // false when a push not yet checked may hold a non-finite value: a sum
+  // with a NaN or an infinity in it is not finite, so a finite block of
+  // out clears every push for that block (the check costs a pass over an
+  // L1-resident block, not over the pushes).
+  bool gathered_mean(double* o, std::size_t n) const {
     const double inv_k = 1.0 / cfg.workers;
-    const bool dense = std::all_of(gathered.begin(), gathered.end(),
-                                   [](const held_push& g) { return g.idx == nullptr; });
+    bool dense = true, unchecked = false;
+    for (const held_push& g : gathered) {
+      dense = dense && g.idx == nullptr;
+      unchecked = unchecked || !g.checked;
+    }
+    bool clear = true;
     if (dense) {
+      // Up to four pushes per pass (the same order of additions): the
+      // pushes are read as concurrent streams, not one short run after
+      // another, and out is written once per four instead of per push.
       constexpr std::size_t kBlock = 2048;
+      const std::size_t kk = gathered.size();
       for (std::size_t b = 0; b < n; b += kBlock) {
         const std::size_t e = std::min(n, b + kBlock);
-        const double* x0 = gathered[0].x;
-        for (std::size_t j = b; j < e; ++j) o[j] = x0[j];
-        for (std::size_t k = 1; k < gathered.size(); ++k) {
-          const double* xk = gathered[k].x;
-          for (std::size_t j = b; j < e; ++j) o[j] += xk[j];
+        for (std::size_t k = 0; k < kk; k += 4) {
+          const std::size_t m = std::min<std::size_t>(4, kk - k);
+          const double* x0 = gathered[k].x;
+          const double* x1 = m > 1 ? gathered[k + 1].x : nullptr;
+          const double* x2 = m > 2 ? gathered[k + 2].x : nullptr;
+          const double* x3 = m > 3 ? gathered[k + 3].x : nullptr;
+          const bool first = k == 0, last = k + m == kk;
+          const double s = last ? inv_k : 1.0;
+          if (m == 4 && first) {
+            for (std::size_t j = b; j < e; ++j) o[j] = (((x0[j] + x1[j]) + x2[j]) + x3[j]) * s;
+          } else if (m == 4) {
+            for (std::size_t j = b; j < e; ++j) {
+              o[j] = ((((o[j] + x0[j]) + x1[j]) + x2[j]) + x3[j]) * s;
+            }
+          } else {
+            for (std::size_t j = b; j < e; ++j) {
+              double t = first ? x0[j] : o[j] + x0[j];
+              if (m > 1) t += x1[j];
+              if (m > 2) t += x2[j];
+              o[j] = t * s;
+            }
+          }
         }
-        for (std::size_t j = b; j < e; ++j) o[j] *= inv_k;
+        if (unchecked && clear) clear = AllFinite(o + b, e - b);
       }
-      return;
+      return clear;
     }
     std::fill(o, o + n, 0.0);
     for (const auto& g : gathered) {
       for (std::size_t k = 0; k < g.nnz; ++k) o[g.idx ? g.idx[k] : k] += g.x[k];
     }
     for (std::size_t j = 0; j < n; ++j) o[j] *= inv_k;
+    return !unchecked || AllFinite(o, n);
   }
 
+  // After gathered_mean found a non-finite sum: every gathered push not
+  // yet checked that holds a non-finite value is refused as push_dense
+  // would have refused it on arrival (its arrival undone; the round waits
+  // for a good push from that worker). The error goes to `current` (the
+  // pusher being handled) as the return value, to any other offender
+  // through the pull of its pushpull, still waiting. Nothing refused: the
+  // pushes were finite and their sum overflowed (kept, as before).
+  caf::error refuse_nonfinite(int32_t current) {
+    caf::error mine;
+    for (int32_t k = 0; k < cfg.workers; ++k) {
+      held_push& g = gathered[k];
+      if (!arrived[k] || g.checked) continue;
+      std::size_t j = 0;
+      while (j < g.nnz && std::isfinite(g.x[j])) ++j;
+      if (j == g.nnz) {
+        g.checked = true;
+        continue;
+      }
+      caf::error err = bad("push from worker " + std::to_string(k) + ": value at key " +
+                           std::to_string(cfg.begin + static_cast<int64_t>(j)) + " is not finite");
+      clocks[k] = g.prev_clock;
+      --stats.updates;
+      stats.bytes_in -= g.bytes;
+      arrived[k] = false;
+      --arrivals;
+      g = held_push{};
+      if (k == current) {
+        mine = std::move(err);
+        continue;
+      }
+      auto it = std::find_if(waiting.begin(), waiting.end(), [&](const pending_pull& p) {
+        return p.worker == k && p.clock == round + 1 && !p.keys.keys;
+      });
+      if (it != waiting.end()) {  // gone only if a halt answered it already
+        it->promise.deliver(std::move(err));
+        waiting.erase(it);
+      }
+    }
+    return mine;
+  }
+
+  // Applies one update given by its nonzeros (idx null: dense).
   // `held` owns idx and x (kept by the gathering modes until the round ends).
   caf::error apply(int32_t worker, int64_t clock, const uint32_t* idx, const double* x,
                    std::size_t nnz, held_push held) {
+    held.prev_clock = clocks[worker];
     clocks[worker] = std::max(clocks[worker], clock + 1);
     ++stats.updates;
     switch (cfg.mode) {
@@ -296,22 +373,27 @@ struct shard_state {
         gathered[worker] = std::move(held);
         if (++arrivals < cfg.workers) return caf::none;
         // All K are in: their mean, summed in worker order (deterministic).
-        // Model averaging writes it over w (whose old values it replaces),
-        // sync into a scratch buffer for the step; neither allocates in
-        // steady state.
+        // Model averaging writes it into w's next buffer (w's values once
+        // committed), sync into a scratch buffer for the step; neither
+        // allocates in steady state.
         const auto n = static_cast<std::size_t>(size());
         double* mean = nullptr;
         if (cfg.mode == Mode::kSync) {
           scratch.resize(n);
           mean = scratch.data();
         } else {
-          mean = w.overwrite_block(n, bulk);
+          mean = w.next_block(n, bulk);
         }
-        gathered_mean(mean, n);
+        if (!gathered_mean(mean, n)) {
+          caf::error refused = refuse_nonfinite(worker);
+          if (arrivals < cfg.workers) return refused;  // w untouched
+        }
         for (auto& g : gathered) g = held_push{};
         caf::error err;
         if (cfg.mode == Mode::kSync) {
           err = sgd_step(nullptr, mean, n, static_cast<double>(round));
+        } else {
+          w.commit();
         }
         std::fill(arrived.begin(), arrived.end(), false);
         arrivals = 0;
@@ -366,8 +448,11 @@ caf::result<dvec> pull_or_wait(shard_ptr self, int32_t worker, int64_t clock, ke
   return promise;
 }
 
-// A dense push, checked, then applied by the mode's rule.
-caf::error push_dense(shard_ptr self, int32_t worker, int64_t clock, const dvec& x) {
+// A dense push, checked, then applied by the mode's rule. defer_finite: a
+// gathering round's pushpull, whose reply waits for the round anyway, has
+// its values checked while the round's mean sums them (refuse_nonfinite).
+caf::error push_dense(shard_ptr self, int32_t worker, int64_t clock, const dvec& x,
+                      bool defer_finite = false) {
   auto& st = self->state;
   if (!x.wire_error.empty()) return bad("dense push: " + x.wire_error);
   if (auto err = st.check_worker(worker)) return err;
@@ -377,7 +462,7 @@ caf::error push_dense(shard_ptr self, int32_t worker, int64_t clock, const dvec&
   }
   // A decoder that checked the values as they arrived said so; otherwise
   // one fast pass, and the slow one only to name the bad key.
-  const bool finite = x.finite || AllFinite(x.data(), x.size());
+  const bool finite = x.finite || defer_finite || AllFinite(x.data(), x.size());
   for (std::size_t j = 0; !finite && j < x.size(); ++j) {
     if (!std::isfinite(x.data()[j])) {
       return bad("push from worker " + std::to_string(worker) + ": value at key " +
@@ -385,8 +470,10 @@ caf::error push_dense(shard_ptr self, int32_t worker, int64_t clock, const dvec&
     }
   }
   st.stats.bytes_in += x.bytes();
-  if (auto err = st.apply(worker, clock, nullptr, x.data(), x.size(),
-                          held_push{x.owner, nullptr})) {
+  held_push held{x.owner, nullptr};
+  held.checked = x.finite || !defer_finite;
+  held.bytes = x.bytes();
+  if (auto err = st.apply(worker, clock, nullptr, x.data(), x.size(), std::move(held))) {
     return err;
   }
   announce_rounds(self);
@@ -411,7 +498,10 @@ parameter_shard::behavior_type shard_impl(shard_ptr self, shard_config cfg,
         return self->state.gathers() ? self->state.round : self->state.applied;
       },
       [self](pushpull_atom, int32_t worker, int64_t clock, const dvec& x) -> caf::result<dvec> {
-        if (auto err = push_dense(self, worker, clock, x)) return err;
+        auto& st = self->state;
+        // Halted, the pull is answered now: nothing would wait for the
+        // round's check, so check on arrival.
+        if (auto err = push_dense(self, worker, clock, x, st.gathers() && !st.halted)) return err;
         return pull_or_wait(self, worker, clock + 1, key_list{});
       },
       [self](push_atom, int32_t worker, int64_t clock, const sparse_dvec& x) -> caf::result<int64_t> {

@@ -44,7 +44,10 @@ namespace dml::actors {
 ///    once the mode allows that clock.
 ///  - pushpull(worker, clock, x): push x, then pull clock + 1, in one
 ///    exchange (model averaging's step, an allreduce through shards): half
-///    the messages of a push and a pull.
+///    the messages of a push and a pull. In sync and model averaging its
+///    values are checked while the round's mean sums them: a non-finite
+///    one fails that exchange once the round's last push is in (the
+///    round then waits for that worker again; w is left as it was).
 ///  - elastic(worker, x): EASGD exchange; replies e.
 ///  - read: the range now, no clock (coordinator, final model).
 ///  - halt: the job is stopping: answer every waiting pull now and every
