@@ -586,6 +586,17 @@ struct BulkChannel::Impl {
     return true;
   }
 
+  // Drops ticket's offer for connection `by` (a RELEASE, or its holder
+  // gone) under mu, so its owner is let go before pending() stops counting
+  // it: once pending() says it is gone, an arena block is back in its free
+  // list. An offer another connection holds stays.
+  void Drop(uint64_t ticket, uint64_t by) {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = offers.find(ticket);
+    if (it == offers.end() || (it->second.holder != 0 && it->second.holder != by)) return;
+    Forget(it);
+  }
+
   // Marks ticket's offer held by connection `by`: no expiry, no direct
   // reads, served to nobody else. Its byte count, or nullopt when the
   // offer is gone or held already.
@@ -665,8 +676,7 @@ struct BulkChannel::Impl {
       if (req.magic != kMagic || req.version != kVersion) break;  // not our protocol: hang up
       if (req.op == kRelease) {
         // A reader is done with the ticket (none held: ignore).
-        offer o;
-        Take(req.ticket, &o, id);
+        Drop(req.ticket, id);
         held.erase(req.ticket);
         continue;
       }
@@ -723,10 +733,7 @@ struct BulkChannel::Impl {
       }
     }
     // The reader is gone (or broke the protocol): what it held goes.
-    for (uint64_t t : held) {
-      offer o;
-      Take(t, &o, id);
-    }
+    for (uint64_t t : held) Drop(t, id);
     // Hang up (a peer that broke the protocol sees EOF); the destructor
     // closes the fd, so no other thread can meet a reused number.
     ::shutdown(fd, SHUT_RDWR);
