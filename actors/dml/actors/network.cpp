@@ -69,9 +69,7 @@ process_config::process_config(int threads, net::BulkOptions bulk)
 process_config::~process_config() = default;
 
 net::BulkChannel* BulkChannelOf(caf::execution_unit* ctx) {
-  if (ctx == nullptr) return nullptr;
-  const auto* cfg = dynamic_cast<const process_config*>(&ctx->system().config());
-  return cfg != nullptr ? &cfg->bulk() : nullptr;
+  return ctx != nullptr ? BulkChannelOf(ctx->system()) : nullptr;
 }
 
 net::BulkChannel* BulkChannelOf(caf::actor_system& sys) {

@@ -304,6 +304,18 @@ struct shard_state {
     return !unchecked || AllFinite(o, n);
   }
 
+  // The refusal of worker's dense push x[0, n) naming its first
+  // non-finite key, or none when every value is finite.
+  caf::error nonfinite_push(int32_t worker, const double* x, std::size_t n) const {
+    for (std::size_t j = 0; j < n; ++j) {
+      if (!std::isfinite(x[j])) {
+        return bad("push from worker " + std::to_string(worker) + ": value at key " +
+                   std::to_string(cfg.begin + static_cast<int64_t>(j)) + " is not finite");
+      }
+    }
+    return caf::none;
+  }
+
   // After gathered_mean found a non-finite sum: every gathered push not
   // yet checked that holds a non-finite value is refused as push_dense
   // would have refused it on arrival (its arrival undone; the round waits
@@ -316,14 +328,11 @@ struct shard_state {
     for (int32_t k = 0; k < cfg.workers; ++k) {
       held_push& g = gathered[k];
       if (!arrived[k] || g.checked) continue;
-      std::size_t j = 0;
-      while (j < g.nnz && std::isfinite(g.x[j])) ++j;
-      if (j == g.nnz) {
+      caf::error err = nonfinite_push(k, g.x, g.nnz);
+      if (!err) {
         g.checked = true;
         continue;
       }
-      caf::error err = bad("push from worker " + std::to_string(k) + ": value at key " +
-                           std::to_string(cfg.begin + static_cast<int64_t>(j)) + " is not finite");
       clocks[k] = g.prev_clock;
       --stats.updates;
       stats.bytes_in -= g.bytes;
@@ -462,12 +471,8 @@ caf::error push_dense(shard_ptr self, int32_t worker, int64_t clock, const dvec&
   }
   // A decoder that checked the values as they arrived said so; otherwise
   // one fast pass, and the slow one only to name the bad key.
-  const bool finite = x.finite || defer_finite || AllFinite(x.data(), x.size());
-  for (std::size_t j = 0; !finite && j < x.size(); ++j) {
-    if (!std::isfinite(x.data()[j])) {
-      return bad("push from worker " + std::to_string(worker) + ": value at key " +
-                 std::to_string(st.cfg.begin + static_cast<int64_t>(j)) + " is not finite");
-    }
+  if (!(x.finite || defer_finite || AllFinite(x.data(), x.size()))) {
+    return st.nonfinite_push(worker, x.data(), x.size());
   }
   st.stats.bytes_in += x.bytes();
   held_push held{x.owner, nullptr};

@@ -573,13 +573,20 @@ struct BulkChannel::Impl {
     return offers.erase(it);
   }
 
+  // ticket's offer if connection `by` may have it (nobody else holds it),
+  // else offers.end(). Called with mu held.
+  std::unordered_map<uint64_t, offer>::iterator Servable(uint64_t ticket, uint64_t by) {
+    auto it = offers.find(ticket);
+    if (it != offers.end() && it->second.holder != 0 && it->second.holder != by) return offers.end();
+    return it;
+  }
+
   // Takes ticket's offer out of the table (it is served once) for
   // connection `by`; an offer another connection holds is not served.
   bool Take(uint64_t ticket, offer* out, uint64_t by) {
     std::lock_guard<std::mutex> lock(mu);
-    auto it = offers.find(ticket);
+    auto it = Servable(ticket, by);
     if (it == offers.end()) return false;
-    if (it->second.holder != 0 && it->second.holder != by) return false;
     *out = std::move(it->second);  // slot and bytes stay behind for Forget
     out->slot = -1;
     Forget(it);
@@ -592,9 +599,8 @@ struct BulkChannel::Impl {
   // list. An offer another connection holds stays.
   void Drop(uint64_t ticket, uint64_t by) {
     std::lock_guard<std::mutex> lock(mu);
-    auto it = offers.find(ticket);
-    if (it == offers.end() || (it->second.holder != 0 && it->second.holder != by)) return;
-    Forget(it);
+    auto it = Servable(ticket, by);
+    if (it != offers.end()) Forget(it);
   }
 
   // Marks ticket's offer held by connection `by`: no expiry, no direct
