@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <cmath>
 #include <memory>
 #include <string>
@@ -19,6 +20,7 @@
 #include <caf/typed_response_promise.hpp>
 
 #include "dml/actors/parameter_shard.hpp"
+#include "dml/actors/topology/topology.hpp"
 #include "dml/data/libsvm.hpp"
 #include "dml/data/partition.hpp"
 #include "dml/objective/evaluate.hpp"
@@ -46,6 +48,7 @@ caf::error fail(std::string what) {
 
 struct worker_state {
   worker_config cfg;
+  std::shared_ptr<const topology> topo;  // the job's mode
   std::string who;  // "worker k: " prefix of every error
   Dataset local;    // this worker's rows (all modes but primal cocoa)
   int64_t n_global = 0;
@@ -120,9 +123,7 @@ absl::Status LoadAndPartition(worker_state& st) {
                                                    cfg.workers, " workers"));
   }
   const bool classification = TaskOf(cfg.model.kind) == Task::kClassification;
-  const bool primal_cocoa =
-      cfg.mode == Mode::kCocoa && FormulationOf(cfg.model.kind) == Formulation::kPrimal;
-  if (primal_cocoa) {
+  if (st.topo->shares_predictions(cfg.model.kind)) {
     CscMatrix cols = x.Convert();
     auto ranges = BalancedRanges(cols.offsets(), cfg.workers);
     if (!ranges.ok()) return ranges.status();
@@ -160,8 +161,8 @@ absl::Status LoadAndPartition(worker_state& st) {
   }
   // Hogwild threads share memory, so each samples from the whole dataset
   // (Niu et al.): a worker that runs ahead must not fit only its own rows.
-  if (cfg.mode == Mode::kHogwild) st.shared_data = full;
-  if (cfg.mode == Mode::kCocoa) {
+  if (st.topo->samples_whole_data()) st.shared_data = full;
+  if (st.topo->solves_locally()) {
     LocalBlock block;
     block.rows = st.local.x;
     block.y = st.local.y;
@@ -372,6 +373,94 @@ void exchange_with_shards(self_ptr self, uint64_t loop, const char* what, Send s
   }
 }
 
+// The operations a mode's SGD step is made of (topology.hpp), on this
+// worker's state; one per step, `rows` its minibatch.
+class step_ops final : public worker_ops {
+ public:
+  step_ops(self_ptr self, uint64_t loop, std::vector<int64_t> rows)
+      : self_(self), loop_(loop), rows_(std::move(rows)) {}
+
+  int64_t clock() const override { return self_->state.clock; }
+  int32_t tau() const override { return self_->state.cfg.tau; }
+
+  void gradient_exchange() override {
+    // The loss gradient reads w only at the batch's columns: pull those.
+    auto self = self_;
+    const uint64_t loop = loop_;
+    auto on_error = error_handler();
+    auto& st = self->state;
+    pull_all(self, st.clock, [self, rows = rows_, on_error, loop] {
+      auto& st = self->state;
+      if (loop != st.loop) return;  // superseded: never push to the new shards
+      auto g = MinibatchGradient(st.local, st.cfg.model, rows, st.w, /*include_regularizer=*/false);
+      if (!g.ok()) return on_error(as_error(st, g.status()));
+      push_all(self, st.clock, *g, [self, loop] { dml::actors::step_done(self, loop); },
+               on_error);
+    }, on_error, batch_keys(st, rows_));
+  }
+
+  absl::Status local_step() override {
+    auto& st = self_->state;
+    return SgdStep(st.local, st.cfg.model, rows_, st.step_size(), st.w);
+  }
+
+  absl::Status shared_model_step() override {
+    auto& st = self_->state;
+    hogwild_model& m = *st.cfg.hogwild;
+    const Dataset& data = *st.shared_data;
+    if (st.inv_touch.empty()) st.inv_touch = InverseTouchProbabilities(data, st.cfg.batch_size);
+    const double t = static_cast<double>(m.steps.fetch_add(1, std::memory_order_relaxed)) /
+                     static_cast<double>(st.cfg.workers);
+    const double step = st.cfg.step0 / (1.0 + st.cfg.step_decay * t);
+    return HogwildStep(data, st.cfg.model, rows_, step, st.inv_touch, m.w.data(), m.w.size(),
+                       st.hog_scratch);
+  }
+
+  void elastic_exchange() override {
+    // The shard moves the center toward x and replies e; the local model
+    // moves by -e.
+    auto self = self_;
+    exchange_with_shards(
+        self, loop_, "elastic",
+        [self](std::size_t s, const dvec& x) {
+          auto& st = self->state;
+          return self->request(st.shards[s], kRequestTimeout, elastic_atom_v, st.cfg.index, x);
+        },
+        [](double* w, const dvec& e) {
+          for (std::size_t j = 0; j < e.size(); ++j) w[j] -= e.data()[j];
+        },
+        error_handler());
+  }
+
+  void average_exchange() override {
+    // Push the local model and continue from the mean, one pushpull per shard.
+    auto self = self_;
+    exchange_with_shards(
+        self, loop_, "model-averaging",
+        [self](std::size_t s, const dvec& x) {
+          auto& st = self->state;
+          return self->request(st.shards[s], kRequestTimeout, pushpull_atom_v, st.cfg.index,
+                               st.exchanges, x);
+        },
+        [](double* w, const dvec& mean) { std::copy(mean.view().begin(), mean.view().end(), w); },
+        error_handler());
+  }
+
+  void step_done() override { dml::actors::step_done(self_, loop_); }
+  void fail(absl::Status why) override { error_handler()(as_error(self_->state, why)); }
+
+ private:
+  std::function<void(caf::error)> error_handler() const {
+    auto self = self_;
+    const uint64_t loop = loop_;
+    return [self, loop](caf::error err) { finish_run(self, std::move(err), loop); };
+  }
+
+  self_ptr self_;
+  uint64_t loop_;
+  std::vector<int64_t> rows_;
+};
+
 void sgd_step(self_ptr self) {
   auto& st = self->state;
   if (!st.running) return;
@@ -380,77 +469,15 @@ void sgd_step(self_ptr self) {
     finish_run(self, caf::none, loop);
     return;
   }
-  auto on_error = [self, loop](caf::error err) { finish_run(self, std::move(err), loop); };
   const Dataset& sample_from = st.shared_data ? *st.shared_data : st.local;
-  const std::vector<int64_t> rows =
-      SampleBatch(st.cfg.seed, st.cfg.index, st.clock, sample_from.x.rows(), st.cfg.batch_size);
-  switch (st.cfg.mode) {
-    case Mode::kSync:
-    case Mode::kAsync:
-    case Mode::kSsp:
-      // The loss gradient reads w only at the batch's columns: pull those.
-      pull_all(self, st.clock, [self, rows, on_error, loop] {
-        auto& st = self->state;
-        if (loop != st.loop) return;  // superseded: never push to the new shards
-        auto g = MinibatchGradient(st.local, st.cfg.model, rows, st.w, /*include_regularizer=*/false);
-        if (!g.ok()) return on_error(as_error(st, g.status()));
-        push_all(self, st.clock, *g, [self, loop] { step_done(self, loop); }, on_error);
-      }, on_error, batch_keys(st, rows));
-      return;
-    case Mode::kHogwild: {
-      hogwild_model& m = *st.cfg.hogwild;
-      if (st.inv_touch.empty()) {
-        st.inv_touch = InverseTouchProbabilities(sample_from, st.cfg.batch_size);
-      }
-      const double t = static_cast<double>(m.steps.fetch_add(1, std::memory_order_relaxed)) /
-                       static_cast<double>(st.cfg.workers);
-      const double step = st.cfg.step0 / (1.0 + st.cfg.step_decay * t);
-      if (auto s = HogwildStep(sample_from, st.cfg.model, rows, step, st.inv_touch,
-                               m.w.data(), m.w.size(), st.hog_scratch);
-          !s.ok()) {
-        return on_error(as_error(st, s));
-      }
-      step_done(self, loop);
-      return;
-    }
-    case Mode::kEasgd:
-    case Mode::kModelAveraging: {
-      if (auto s = SgdStep(st.local, st.cfg.model, rows, st.step_size(), st.w); !s.ok()) {
-        return on_error(as_error(st, s));
-      }
-      if ((st.clock + 1) % st.cfg.tau != 0) return step_done(self, loop);
-      if (st.cfg.mode == Mode::kEasgd) {
-        // Elastic exchange: the shard moves the center toward x and
-        // replies e; the local model moves by -e.
-        return exchange_with_shards(
-            self, loop, "elastic",
-            [self](std::size_t s, const dvec& x) {
-              auto& st = self->state;
-              return self->request(st.shards[s], kRequestTimeout, elastic_atom_v, st.cfg.index, x);
-            },
-            [](double* w, const dvec& e) {
-              for (std::size_t j = 0; j < e.size(); ++j) w[j] -= e.data()[j];
-            },
-            on_error);
-      }
-      // Model averaging: push the local model and continue from the mean,
-      // one pushpull per shard.
-      return exchange_with_shards(
-          self, loop, "model-averaging",
-          [self](std::size_t s, const dvec& x) {
-            auto& st = self->state;
-            return self->request(st.shards[s], kRequestTimeout, pushpull_atom_v, st.cfg.index,
-                                 st.exchanges, x);
-          },
-          [](double* w, const dvec& mean) { std::copy(mean.view().begin(), mean.view().end(), w); },
-          on_error);
-    }
-    case Mode::kCocoa: break;
-  }
-  on_error(fail(st.who + "run is not part of mode cocoa"));
+  step_ops ops(self, loop,
+               SampleBatch(st.cfg.seed, st.cfg.index, st.clock, sample_from.x.rows(),
+                           st.cfg.batch_size));
+  st.topo->sgd_step(ops);
 }
 
 worker_actor::behavior_type worker_impl(self_ptr self, worker_config cfg) {
+  self->state.topo = MakeTopology(cfg.mode);
   self->state.cfg = std::move(cfg);
   self->state.who = "worker " + std::to_string(self->state.cfg.index) + ": ";
   return {
@@ -459,10 +486,7 @@ worker_actor::behavior_type worker_impl(self_ptr self, worker_config cfg) {
         absl::Status s = LoadAndPartition(st);
         st.cfg.data.reset();  // the partition is ours now; let the host's copy go
         if (!s.ok()) return as_error(st, s);
-        const int64_t m = st.cfg.mode == Mode::kCocoa &&
-                                  FormulationOf(st.cfg.model.kind) == Formulation::kPrimal
-                              ? st.n_global
-                              : st.d;
+        const int64_t m = st.topo->shares_predictions(st.cfg.model.kind) ? st.n_global : st.d;
         st.w.assign(static_cast<std::size_t>(m), 0.0);
         return {st.n_global, st.d};
       },
@@ -481,13 +505,15 @@ worker_actor::behavior_type worker_impl(self_ptr self, worker_config cfg) {
         auto& st = self->state;
         if (!st.connect_error.empty()) return fail(st.who + st.connect_error);
         if (start_clock < 0) return fail(st.who + "run from a negative clock");
-        if (st.cfg.mode == Mode::kCocoa) return fail(st.who + "run is not part of mode cocoa");
-        if (st.cfg.mode != Mode::kHogwild &&
+        if (st.topo->coordinator_rounds()) {
+          return fail(st.who + "run is not part of mode " + std::string(ModeName(st.cfg.mode)));
+        }
+        if (st.topo->uses_shards() &&
             (st.shards.empty() || st.bounds.size() != st.shards.size() + 1 ||
              st.bounds.back() != static_cast<int64_t>(st.w.size()))) {
           return fail(st.who + "not connected to shards covering the model");
         }
-        if (st.cfg.mode == Mode::kHogwild &&
+        if (!st.topo->uses_shards() &&
             (!st.cfg.hogwild || static_cast<int64_t>(st.cfg.hogwild->w.size()) != st.d)) {
           return fail(st.who + "hogwild mode without a shared model of the data's dimension");
         }
@@ -507,9 +533,7 @@ worker_actor::behavior_type worker_impl(self_ptr self, worker_config cfg) {
         // A local model that never trained (a replacement after a lost
         // node) joining a run past its start begins from the shards' model
         // (easgd: the center; model-averaging: the last mean), not from 0.
-        const bool local_model =
-            st.cfg.mode == Mode::kEasgd || st.cfg.mode == Mode::kModelAveraging;
-        if (local_model && start_clock > 0 && !st.trained) {
+        if (st.topo->keeps_local_model() && start_clock > 0 && !st.trained) {
           const uint64_t loop = st.loop;
           pull_all(self, st.exchanges, [self, loop] { self->send(self, step_atom_v, loop); },
                    [self, loop](caf::error err) { finish_run(self, std::move(err), loop); });

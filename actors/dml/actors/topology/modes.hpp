@@ -1,0 +1,20 @@
+#pragma once
+// The topology of each mode, one per file of this folder; MakeTopology
+// (factory.cpp) is the only caller.
+
+#include <memory>
+
+#include "dml/actors/messages.hpp"
+#include "dml/actors/topology/topology.hpp"
+
+namespace dml::actors {
+
+std::shared_ptr<const topology> MakeSyncTopology();
+std::shared_ptr<const topology> MakeAsyncTopology();
+std::shared_ptr<const topology> MakeSspTopology();
+std::shared_ptr<const topology> MakeEasgdTopology();
+std::shared_ptr<const topology> MakeHogwildTopology();
+std::shared_ptr<const topology> MakeModelAveragingTopology();
+std::shared_ptr<const topology> MakeCocoaTopology();
+
+}  // namespace dml::actors
