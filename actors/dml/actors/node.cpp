@@ -20,6 +20,7 @@
 #include <caf/typed_event_based_actor.hpp>
 
 #include "dml/actors/parameter_shard.hpp"
+#include "dml/actors/topology/topology.hpp"
 #include "dml/net/admission.hpp"
 #include "dml/actors/worker.hpp"
 
@@ -165,7 +166,7 @@ node_actor spawn_node(caf::actor_system& sys, std::string name, std::string secr
           if (auto err = admission_error(self)) return err;
           auto& st = self->state;
           if (!spec.wire_error.empty()) return refuse(st, "worker spec: " + spec.wire_error);
-          if (spec.mode == Mode::kHogwild) {
+          if (auto topo = MakeTopology(spec.mode); !topo || !topo->uses_shards()) {
             return refuse(st, "hogwild workers share one in-process model; they cannot be "
                               "spawned on a node");
           }

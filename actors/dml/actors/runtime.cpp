@@ -23,6 +23,7 @@
 #include "dml/actors/network.hpp"
 #include "dml/actors/node.hpp"
 #include "dml/actors/register_types.hpp"
+#include "dml/actors/topology/topology.hpp"
 #include "dml/util/status.hpp"
 
 namespace dml {
@@ -53,7 +54,7 @@ absl::StatusOr<Mode> ParseMode(std::string_view name) {
                    "\"; expected sync, async, ssp, easgd, hogwild, model-averaging or cocoa"));
 }
 
-bool IsSgdMode(Mode mode) { return mode != Mode::kCocoa; }
+bool IsSgdMode(Mode mode) { return !actors::MakeTopology(mode)->coordinator_rounds(); }
 
 // ------------------------------------------------------------------ job
 
@@ -136,7 +137,8 @@ absl::Status ValidateSpec(const job_spec& s) {
   if (s.resume && s.checkpoint_path.empty()) {
     return Invalid("resume", "needs checkpoint_path (the file to resume from)");
   }
-  if (s.mode == Mode::kHogwild && (!s.checkpoint_path.empty() || s.resume)) {
+  const bool shared_memory = !actors::MakeTopology(s.mode)->uses_shards();
+  if (shared_memory && (!s.checkpoint_path.empty() || s.resume)) {
     return Invalid("checkpoint_path", "hogwild jobs are not checkpointed");
   }
   if (!s.nodes.empty()) {
@@ -144,7 +146,7 @@ absl::Status ValidateSpec(const job_spec& s) {
       return Invalid("data", "an in-memory dataset cannot be sent to nodes; set data_path "
                              "(every node reads it from its own disk)");
     }
-    if (s.mode == Mode::kHogwild) {
+    if (shared_memory) {
       return Invalid("mode", "hogwild workers share one in-process model and cannot run on "
                              "nodes; use async or ssp across processes");
     }

@@ -1,0 +1,192 @@
+// The free-running driver (SGD topologies): workers run their own loops
+// from a clock and report every few clocks; the coordinator evaluates the
+// primal every eval_every_epochs (each evaluation is also the restart point
+// after a node loss), halts everyone when a rule holds, and certifies the
+// final model.
+#include <cmath>
+#include <limits>
+
+#include "dml/actors/internal/coordinator_state.hpp"
+#include "dml/actors/wire.hpp"
+#include "dml/objective/evaluate.hpp"
+
+namespace dml::actors::internal {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// The ssp statistic: the largest lead any shard granted.
+template <class Done>
+void shard_staleness(self_ptr self, Done done) {
+  auto& st = self->state;
+  if (st.shards.empty()) return done(int64_t{0});
+  auto best = std::make_shared<int64_t>(0);
+  auto remaining = std::make_shared<std::size_t>(st.shards.size());
+  const uint64_t gen = st.generation;
+  for (auto& s : st.shards) {
+    self->request(s, reply_timeout(st), stats_atom_v)
+        .then(
+            [self, best, remaining, done, gen](const shard_stats& stats) {
+              if (self->state.finished() || gen != self->state.generation) return;
+              if (auto bad = WireErrorOf(stats); !bad.ok()) return fail_job(self, bad);
+              *best = std::max(*best, stats.max_granted_staleness);
+              if (--*remaining == 0) done(*best);
+            },
+            [self, gen](caf::error& err) {
+              if (gen == self->state.generation) fail_job(self, err);
+            });
+  }
+}
+
+template <class Done>
+void read_model(self_ptr self, Done done) {
+  auto& st = self->state;
+  if (!st.topo().uses_shards()) return done(dvec(st.hog->snapshot()));
+  read_shards(self, std::move(done));
+}
+
+// Certifies the current model: P(w) from the workers' loss sums.
+template <class Done>
+void evaluate(self_ptr self, Done done) {
+  read_model(self, [self, done](dvec wd) {
+    auto& st = self->state;
+    st.coordinator_bytes += static_cast<int64_t>(st.workers.size()) * wd.bytes();
+    ask_workers<block_sums>(self, [self, wd, done](std::vector<block_sums>& sums) {
+      auto& st = self->state;
+      double loss = 0.0;
+      for (const auto& b : sums) loss += b.loss_sum;
+      // One vector for both (a shard's arena block is a view: copied once).
+      const std::shared_ptr<const std::vector<double>> w = wd.as_vector();
+      const double primal = loss / static_cast<double>(st.n) + RegularizerValue(st.spec().model, *w);
+      record(self, primal, -kInf, kInf);
+      done(*w);
+    }, certify_atom_v, wd);
+  });
+}
+
+}  // namespace
+
+void halt_workers(self_ptr self, StopReason why) {
+  auto& st = self->state;
+  if (!enter(st, job_phase::kStopping)) return;
+  st.reason = why;
+  for (auto& w : st.workers) self->send(w, halt_atom_v);
+  // Sync and model-averaging workers may be waiting at a barrier that a
+  // halted peer never reaches: the shards release them.
+  for (auto& s : st.shards) self->send(s, halt_atom_v);
+}
+
+void maybe_evaluate(self_ptr self) {
+  auto& st = self->state;
+  if (st.evaluating || st.phase != job_phase::kTraining || st.running == 0 || !all_workers_reachable(st) ||
+      st.epochs < st.next_eval) {
+    return;
+  }
+  st.evaluating = true;
+  st.next_eval = st.epochs + st.spec().eval_every_epochs;
+  evaluate(self, [self](const std::vector<double>& w) {
+    auto& st = self->state;
+    st.evaluating = false;
+    // The evaluated model is the restart point after a loss: every worker
+    // resumes from the slowest clock seen (a multiple of tau for the
+    // local-model modes, whose exchanges are counted in tau steps).
+    auto& c = st.ckpt;
+    c.round = st.round;
+    c.epochs = st.epochs;
+    c.processed = st.processed;
+    c.clocks = st.clocks;
+    c.shared = w;
+    c.clock = st.topo().restart_clock(*std::min_element(st.clocks.begin(), st.clocks.end()),
+                                      st.spec().tau);
+    save_checkpoint(self);
+    ++st.round;
+    const StopRule& stop = st.spec().stop;
+    if (stop.target_primal && st.last.primal <= *stop.target_primal) {
+      // The certified model that met the target: workers take a few more
+      // steps before they see the halt, and those may move it back above.
+      st.target_model = std::make_shared<std::vector<double>>(w);
+      st.target_progress = st.last;
+      halt_workers(self, StopReason::kTargetReached);
+    }
+  });
+}
+
+void sgd_all_stopped(self_ptr self) {
+  // Final certificate of the final model, then the ssp statistic.
+  evaluate(self, [self](const std::vector<double>& w) {
+    auto& st = self->state;
+    ++st.round;
+    const StopRule& stop = st.spec().stop;
+    if (st.phase != job_phase::kStopping && stop.target_primal && st.last.primal <= *stop.target_primal) {
+      st.reason = StopReason::kTargetReached;
+    }
+    auto model = std::make_shared<std::vector<double>>(w);
+    if (st.target_model && st.target_progress.primal < st.last.primal) {
+      // Stopped on the target: return the model certified to meet it, not
+      // the one a few stale steps later.
+      model = st.target_model;
+      st.last = st.target_progress;
+    }
+    shard_staleness(self, [self, model](int64_t granted) {
+      finish_job(self, std::move(*model), granted);
+    });
+  });
+}
+
+namespace {
+
+// The clock an SGD run stops at and how often it reports.
+std::pair<int64_t, int64_t> sgd_run_limits(const coord_state& st) {
+  const double per_clock = static_cast<double>(st.workers.size()) * st.spec().batch_size;
+  const double clocks = std::ceil(st.spec().stop.max_epochs * static_cast<double>(st.n) / per_clock);
+  const int64_t max_clock = static_cast<int64_t>(std::min(clocks, 1e15));
+  // Reports a few times per evaluation interval: enough to evaluate on
+  // time, few enough never to flood the coordinator's mailbox (the cancel
+  // and budget timer queues behind them).
+  const double clocks_per_eval = st.spec().eval_every_epochs * static_cast<double>(st.n) / per_clock;
+  const int64_t report_every = std::max<int64_t>(1, static_cast<int64_t>(clocks_per_eval / 4));
+  return {max_clock, report_every};
+}
+
+}  // namespace
+
+// Worker k's free-running loop from `start_clock`; its final report counts
+// down st.running.
+void sgd_run_worker(self_ptr self, std::size_t k, int64_t start_clock) {
+  auto& st = self->state;
+  const uint64_t gen = st.generation;
+  const auto [max_clock, report_every] = sgd_run_limits(st);
+  self->request(st.workers[k], caf::infinite, run_atom_v, max_clock, report_every, start_clock)
+      .then(
+          [self, gen](const worker_report& r) {
+            auto& st = self->state;
+            if (st.finished() || gen != st.generation) return;
+            if (auto bad = WireErrorOf(r); !bad.ok()) return fail_job(self, bad);
+            absorb(st, r);
+            if (--st.running == 0) sgd_all_stopped(self);
+          },
+          [self, gen](caf::error& err) {
+            if (gen == self->state.generation) fail_job(self, err);
+          });
+}
+
+namespace {
+
+void sgd_start(self_ptr self, int64_t start_clock) {
+  auto& st = self->state;
+  st.running = static_cast<int>(st.workers.size());
+  st.next_eval = st.epochs + st.spec().eval_every_epochs;
+  for (std::size_t k = 0; k < st.workers.size(); ++k) sgd_run_worker(self, k, start_clock);
+}
+
+void free_begin(self_ptr self) { sgd_start(self, 0); }
+void free_resume(self_ptr self) { sgd_start(self, self->state.ckpt.clock); }
+
+}  // namespace
+
+const training_driver& FreeRunningDriver() {
+  static const training_driver d{free_begin, free_resume, halt_workers};
+  return d;
+}
+
+}  // namespace dml::actors::internal

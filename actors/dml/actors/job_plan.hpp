@@ -1,0 +1,42 @@
+#pragma once
+// A job_spec resolved once: every default decided (sigma' = gamma K, the
+// EASGD alpha 0.9 / K), the mode's topology chosen, and the config of
+// worker k and of shard s handed out from it. The coordinator builds one at
+// start and uses it again to respawn actors after a node loss, so a
+// replacement is configured exactly as the actor it replaces.
+//
+// Immutable after Resolve; thread-compatible.
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "dml/actors/messages.hpp"
+#include "dml/actors/runtime.hpp"
+#include "dml/actors/topology/topology.hpp"
+#include "dml/actors/worker.hpp"
+
+namespace dml::actors {
+
+struct job_plan {
+  job_spec spec;  ///< with every default resolved (no 0 = "default" left)
+  std::shared_ptr<const topology> topo;
+
+  /// The length of the shared vector for data of n x d.
+  int64_t shared_length(int64_t n, int64_t d) const {
+    return topo->shares_predictions(spec.model.kind) ? n : d;
+  }
+  /// Worker k's config; the in-process parts (coordinator, hogwild model,
+  /// interrupt flag) are the caller's to set.
+  worker_config worker(int32_t k) const;
+  /// Shard s's config for the key boundaries `bounds` (S + 1 entries).
+  shard_config shard(int32_t s, const std::vector<int64_t>& bounds) const;
+};
+
+/// Resolves the defaults of a validated spec.
+job_plan ResolvePlan(job_spec spec);
+
+/// Range partition of m keys into S shards: S + 1 boundaries.
+std::vector<int64_t> ShardBounds(int64_t m, int32_t shards);
+
+}  // namespace dml::actors
