@@ -1,0 +1,207 @@
+// Node loss in every phase of a job on three dml-node processes: a job
+// never fails because a node died at the wrong moment. Training-phase
+// losses (async continues, sync and cocoa restart from a checkpoint) are
+// in test_cluster; this file covers the start-up: a node lost while the
+// actors are spawned (connecting) and while the workers load their data
+// (loading), where the start-up begins again on the nodes left.
+#define BOOST_TEST_MODULE actors_node_loss
+#include <boost/test/unit_test.hpp>
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <fcntl.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "dml/actors/local_cluster.hpp"
+#include "dml/actors/runtime.hpp"
+#include "dml/data/libsvm.hpp"
+#include "dml/data/synthetic.hpp"
+#include "dml/solver/solver.hpp"
+
+#ifndef DML_NODE_BINARY
+#error "DML_NODE_BINARY must name the dml-node executable"
+#endif
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string TempPath(const char* stem) {
+  char tmpl[64];
+  std::snprintf(tmpl, sizeof tmpl, "/tmp/dml-test-%s-XXXXXX", stem);
+  const int fd = mkstemp(tmpl);
+  BOOST_REQUIRE(fd >= 0);
+  close(fd);
+  return tmpl;
+}
+
+struct Data {
+  Data() {
+    dml::SyntheticOptions o;
+    o.rows = 2000;
+    o.cols = 80;
+    o.nnz_per_row = 8;
+    o.noise = 0.3;
+    o.seed = 21;
+    o.task = dml::Task::kClassification;
+    auto s = dml::GenerateSynthetic(o);
+    BOOST_REQUIRE_MESSAGE(s.ok(), s.status().ToString());
+    path = TempPath("loss");
+    BOOST_REQUIRE(dml::WriteLibsvm(s->data, path).ok());
+    data = std::make_shared<const dml::Dataset>(std::move(s->data));
+  }
+  ~Data() { std::remove(path.c_str()); }
+  std::string path;
+  std::shared_ptr<const dml::Dataset> data;
+};
+
+double Optimum(const Data& d, const dml::ModelSpec& m) {
+  dml::SolverOptions o;
+  o.stop.gap_rel = 1e-12;
+  o.stop.max_epochs = 5000;
+  auto r = dml::Train(*d.data, m, o);
+  BOOST_REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+  return r->primal;
+}
+
+dml::job_spec Spec(dml::Mode mode, const std::string& path, double p_star) {
+  dml::job_spec s;
+  s.data_path = path;
+  s.model.kind = dml::ModelKind::kLogisticL2;
+  s.model.lambda = 1e-3;
+  s.mode = mode;
+  s.workers = 2;  // worker 0 on node 0, worker 1 on node 1, shards on nodes 2 and 0
+  s.shards = 2;
+  s.seed = 5;
+  s.batch_size = 32;
+  s.step0 = 0.5;
+  s.step_decay = s.model.lambda * s.step0;
+  s.stop.max_seconds = 60;
+  if (mode == dml::Mode::kCocoa) {
+    s.stop.gap_rel = 1e-7;
+    s.stop.max_epochs = 5000;
+  } else {
+    s.stop.gap_rel = 0;
+    s.stop.max_epochs = 400;
+    s.stop.target_primal = p_star + 1e-3;
+  }
+  return s;
+}
+
+std::string Events(const std::vector<dml::job_progress>& history) {
+  std::string all;
+  for (const auto& p : history) {
+    if (!p.event.empty()) all += "[round " + std::to_string(p.round) + "] " + p.event + "\n";
+  }
+  return all;
+}
+
+void CheckFinished(const dml::job_result& r, dml::Mode mode, double p_star) {
+  if (mode == dml::Mode::kCocoa) {
+    BOOST_CHECK(r.reason == dml::StopReason::kConverged);
+    BOOST_TEST(r.gap <= 1e-7 * std::abs(r.primal));
+    BOOST_TEST(std::abs(r.primal - p_star) <= 1e-6 * std::abs(p_star));
+  } else {
+    BOOST_CHECK(r.reason == dml::StopReason::kTargetReached);
+    BOOST_TEST(r.primal - p_star <= 1e-3);
+  }
+}
+
+}  // namespace
+
+// Loading: the data path is a FIFO, so every worker of the first start-up
+// blocks in its load (the job sits in the loading phase for as long as the
+// test wants). The real file then takes the FIFO's name, node 1 is killed,
+// and the start-up begins again on nodes 0 and 2, whose new workers read
+// the file. The blocked readers of the first start-up are released after
+// the job (their answers belong to a voided generation).
+BOOST_AUTO_TEST_CASE(a_node_lost_while_the_workers_load_restarts_the_start_up) {
+  Data d;
+  for (dml::Mode mode : {dml::Mode::kCocoa, dml::Mode::kSync, dml::Mode::kAsync}) {
+    BOOST_TEST_CONTEXT("mode " << dml::ModeName(mode)) {
+      const double p_star = Optimum(d, dml::ModelSpec{dml::ModelKind::kLogisticL2, 1e-3});
+      auto c = dml::LocalCluster::Start(DML_NODE_BINARY, 3, {"--threads=1"});
+      BOOST_REQUIRE_MESSAGE(c.ok(), c.status().ToString());
+      const std::string path = TempPath("fifo");
+      const std::string fifo_link = path + ".fifo";
+      std::remove(path.c_str());
+      BOOST_REQUIRE_EQUAL(::mkfifo(path.c_str(), 0600), 0);
+      BOOST_REQUIRE_EQUAL(::link(path.c_str(), fifo_link.c_str()), 0);
+      dml::runtime rt;
+      dml::job_spec s = Spec(mode, path, p_star);
+      s.nodes = c->addresses();
+      auto j = rt.submit(s);
+      BOOST_REQUIRE_MESSAGE(j.ok(), j.status().ToString());
+      // Spawning takes milliseconds; the loads then wait on the FIFO.
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      BOOST_REQUIRE(!j->done());
+      {
+        const std::string copy = path + ".data";
+        std::ifstream in(d.path, std::ios::binary);
+        std::ofstream out(copy, std::ios::binary);
+        out << in.rdbuf();
+        out.close();
+        BOOST_REQUIRE_EQUAL(std::rename(copy.c_str(), path.c_str()), 0);
+      }
+      c->Kill(1);
+      auto r = j->wait();
+      const int fd = ::open(fifo_link.c_str(), O_WRONLY | O_NONBLOCK);
+      if (fd >= 0) ::close(fd);  // EOF for the first start-up's blocked readers
+      BOOST_REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+      const std::string events = Events(r->history);
+      BOOST_TEST_MESSAGE("events:\n" << events << "final P-P* " << r->primal - p_star);
+      BOOST_TEST(events.find("lost node(s) 1 while loading; the start-up began again on 2 "
+                             "node(s)") != std::string::npos,
+                 events);
+      CheckFinished(*r, mode, p_star);
+      BOOST_TEST(c->Stop().ok());
+      std::remove(path.c_str());
+      std::remove(fifo_link.c_str());
+    }
+  }
+}
+
+// Connecting: node 1 is stopped (SIGSTOP: it keeps its socket, so only the
+// coordinator's liveness pings can tell) after this runtime connected to
+// it, so the spawn request sent there never answers. The silent node is
+// taken as lost while connecting and the job starts up on the other two.
+BOOST_AUTO_TEST_CASE(a_node_lost_while_the_actors_are_spawned_restarts_the_start_up) {
+  Data d;
+  const double p_star = Optimum(d, dml::ModelSpec{dml::ModelKind::kLogisticL2, 1e-3});
+  auto c = dml::LocalCluster::Start(DML_NODE_BINARY, 3, {"--threads=1"});
+  BOOST_REQUIRE_MESSAGE(c.ok(), c.status().ToString());
+  dml::runtime rt;
+  dml::job_spec s = Spec(dml::Mode::kCocoa, d.path, p_star);
+  s.nodes = c->addresses();
+  s.node_silence_seconds = 1.0;
+  {
+    // A first job connects this runtime to the nodes (and admits it).
+    auto first = rt.submit(s);
+    BOOST_REQUIRE_MESSAGE(first.ok(), first.status().ToString());
+    auto r = first->wait();
+    BOOST_REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+  }
+  BOOST_REQUIRE_EQUAL(::kill(c->pid(1), SIGSTOP), 0);
+  auto j = rt.submit(s);
+  BOOST_REQUIRE_MESSAGE(j.ok(), j.status().ToString());
+  auto r = j->wait();
+  c->Kill(1);  // SIGKILL ends a stopped process too
+  BOOST_REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+  const std::string events = Events(r->history);
+  BOOST_TEST_MESSAGE("events:\n" << events);
+  BOOST_TEST(events.find("node 1 (" + c->addresses()[1] + ") silent for 1 s; lost node(s) 1 "
+                         "while connecting; the start-up began again on 2 node(s)") !=
+                 std::string::npos,
+             events);
+  CheckFinished(*r, dml::Mode::kCocoa, p_star);
+  BOOST_TEST(c->Stop().ok());
+}
