@@ -161,9 +161,37 @@ dml::LocalCluster StartNodes() {
 
 }  // namespace
 
+// Each address answers as the process the cluster started there: a hello
+// over CAF's network layer returns that node's name and pid.
 BOOST_AUTO_TEST_CASE(nodes_are_listening) {
-  BOOST_REQUIRE_EQUAL(fixture->cluster->addresses().size(), 3u);
-  for (const auto& a : fixture->cluster->addresses()) BOOST_TEST(a.rfind("127.0.0.1:", 0) == 0u);
+  const auto& addrs = fixture->cluster->addresses();
+  BOOST_REQUIRE_EQUAL(addrs.size(), 3u);
+  dml::actors::process_config cfg(1);
+  caf::actor_system sys(cfg);
+  caf::scoped_actor self{sys};
+  for (std::size_t i = 0; i < addrs.size(); ++i) {
+    BOOST_TEST_CONTEXT("node " << i << " at " << addrs[i]) {
+      auto hp = dml::actors::ParseHostPort(addrs[i]);
+      BOOST_REQUIRE(hp.ok());
+      BOOST_TEST(hp->first == "127.0.0.1");
+      auto node = sys.middleman().remote_actor<dml::actors::node_actor>(hp->first, hp->second);
+      if (!node) BOOST_FAIL("cannot connect: " << sys.render(node.error()));
+      std::string name;
+      int64_t pid = -1;
+      int32_t hosted = -1;
+      self->request(*node, std::chrono::seconds(10), dml::actors::hello_atom_v)
+          .receive(
+              [&](const std::string& n, int64_t p, int32_t h) {
+                name = n;
+                pid = p;
+                hosted = h;
+              },
+              [&](caf::error& e) { BOOST_FAIL("hello: " << sys.render(e)); });
+      BOOST_TEST(name == "node" + std::to_string(i));
+      BOOST_TEST(pid == static_cast<int64_t>(fixture->cluster->pid(static_cast<int>(i))));
+      BOOST_TEST(hosted >= 0);
+    }
+  }
 }
 
 BOOST_AUTO_TEST_CASE(cocoa_across_processes_matches_in_process) {

@@ -91,10 +91,9 @@ double Optimum(const dml::Dataset& data, const dml::ModelSpec& m) {
 
 // wait() with a deadline: a hung job fails the test instead of hanging it.
 dml::job_result MustFinish(dml::job& j, double seconds = 60) {
-  const auto deadline = Clock::now() + std::chrono::duration<double>(seconds);
-  while (!j.done() && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  BOOST_REQUIRE_MESSAGE(j.done(), "job did not finish within " << seconds << " s");
-  auto r = j.wait();
+  auto r = j.wait_for(std::chrono::duration<double>(seconds));
+  BOOST_REQUIRE_MESSAGE(r.status().code() != absl::StatusCode::kDeadlineExceeded,
+                        "job did not finish within " << seconds << " s");
   BOOST_REQUIRE_MESSAGE(r.ok(), r.status().ToString());
   return *std::move(r);
 }
@@ -500,6 +499,34 @@ BOOST_AUTO_TEST_CASE(progress_streams_to_callback_and_poll) {
     BOOST_TEST(r.history[i].round == r.history[i - 1].round + 1);
     BOOST_TEST(r.history[i].bytes_exchanged > r.history[i - 1].bytes_exchanged);
   }
+}
+
+// wait_for: a running job is still running after the timeout (and goes
+// on); once it ends, the result comes back at once.
+BOOST_AUTO_TEST_CASE(wait_for_times_out_on_a_running_job_and_returns_a_finished_one) {
+  auto data = Problem(dml::Task::kClassification, 2000, 40);
+  dml::runtime rt(WithThreads(2));
+  dml::job_spec s = SgdSpec(data, {dml::ModelKind::kLogisticL2, 1e-3, 0.5}, dml::Mode::kAsync,
+                            1000000);
+  auto j = rt.submit(s);
+  BOOST_REQUIRE(j.ok());
+  const auto t0 = Clock::now();
+  auto early = j->wait_for(std::chrono::milliseconds(50));
+  const double waited = std::chrono::duration<double>(Clock::now() - t0).count();
+  BOOST_TEST((early.status().code() == absl::StatusCode::kDeadlineExceeded));
+  BOOST_TEST(std::string(early.status().message()) == "job still running after 0.05 s");
+  BOOST_TEST(waited >= 0.05);
+  BOOST_TEST(!j->done());
+  j->cancel();
+  auto r = j->wait_for(std::chrono::seconds(10));
+  BOOST_REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+  BOOST_TEST((r->reason == dml::StopReason::kCancelled));
+  auto again = j->wait_for(std::chrono::seconds(0));  // ended: no waiting
+  BOOST_REQUIRE(again.ok());
+  BOOST_TEST(again->primal == r->primal);
+  dml::job empty;
+  BOOST_TEST((empty.wait_for(std::chrono::seconds(1)).status().code() ==
+              absl::StatusCode::kFailedPrecondition));
 }
 
 BOOST_AUTO_TEST_CASE(cancel_stops_a_long_job_within_200ms_and_keeps_the_model) {

@@ -657,19 +657,4 @@ BOOST_AUTO_TEST_CASE(checksum_properties) {
   BOOST_CHECK_EQUAL(Checksum64(shifted.data() + 3, buf.size()), h);
 }
 
-// Not a pass/fail test: prints the throughput.
-BOOST_AUTO_TEST_CASE(checksum_throughput_report) {
-  std::vector<uint64_t> buf(std::size_t{32} << 20 >> 3);  // 32 MiB
-  for (std::size_t i = 0; i < buf.size(); ++i) buf[i] = i * 0x9e3779b97f4a7c15ULL;
-  uint64_t h = 0;
-  double best = 1e9;
-  for (int r = 0; r < 5; ++r) {
-    const auto t0 = std::chrono::steady_clock::now();
-    h ^= Checksum64(buf.data(), buf.size() * 8, h);
-    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
-  BOOST_CHECK_NE(h, 0u);
-  BOOST_TEST_MESSAGE("Checksum64: " << buf.size() * 8 / best / 1e9 << " GB/s");
-}
-
 }  // namespace dml

@@ -353,18 +353,4 @@ BOOST_AUTO_TEST_CASE(invalid_options_name_the_field) {
   }
 }
 
-// Not a pass/fail test: prints the speed of a benchmark-sized problem.
-BOOST_AUTO_TEST_CASE(speed_report) {
-  SyntheticOptions o;
-  o.rows = 100000;
-  o.cols = 1000000;
-  o.nnz_per_row = 100;
-  const auto t0 = std::chrono::steady_clock::now();
-  const SyntheticData d = Generate(o);
-  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  BOOST_CHECK_EQUAL(d.data.x.nnz(), 100 * o.rows);
-  BOOST_TEST_MESSAGE("generated " << o.rows << " x 100 nnz in " << s << " s: " << o.rows / s
-                                  << " rows/s");
-}
-
 }  // namespace dml

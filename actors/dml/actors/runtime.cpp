@@ -69,6 +69,18 @@ absl::StatusOr<job_result> job::wait() {
   return state_->result;
 }
 
+absl::StatusOr<job_result> job::wait_for(std::chrono::duration<double> timeout) {
+  if (!state_) return absl::FailedPreconditionError("job handle is empty");
+  std::unique_lock<std::mutex> lock(state_->mu);
+  const auto wait = std::chrono::duration_cast<std::chrono::nanoseconds>(
+      std::max(timeout, std::chrono::duration<double>::zero()));
+  if (!state_->cv.wait_for(lock, wait, [this] { return state_->finished; })) {
+    return absl::DeadlineExceededError(
+        absl::StrCat("job still running after ", timeout.count(), " s"));
+  }
+  return state_->result;
+}
+
 bool job::done() const {
   if (!state_) return true;
   std::lock_guard<std::mutex> lock(state_->mu);

@@ -14,6 +14,7 @@
 // Errors are values (absl::Status); nothing here throws across the API,
 // aborts, exits or prints.
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -149,6 +150,10 @@ class job {
   /// Blocks until the job ends: its result, or the error that failed it
   /// (a worker's load or solver error, a lost actor, bad spec).
   absl::StatusOr<job_result> wait();
+  /// As wait(), for at most `timeout`: DeadlineExceeded when the job is
+  /// still running then (it goes on; wait again or cancel).
+  absl::StatusOr<job_result> wait_for(std::chrono::duration<double> timeout);
+  /// Whether the job has ended (wait() would return at once).
   bool done() const;
   /// Metrics entries recorded since the previous poll (pollable stream).
   std::vector<job_progress> poll();
