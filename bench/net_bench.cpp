@@ -237,7 +237,16 @@ int ThroughputPath(const payload_path& path, const std::vector<long>& sizes, int
       for (int i = 0; i < count; ++i) {
         self->request(shard, std::chrono::seconds(60), dml::actors::pull_atom_v, int32_t{0},
                       int64_t{0})
-            .receive([](const dml::actors::dvec&) {}, [&](caf::error& e) {
+            .receive(
+                [&](const dml::actors::dvec& v) {
+                  // A large range arrives by reference: fetched here, as an
+                  // actor would.
+                  auto got = dml::actors::ResolveBlocking(sys, v);
+                  if (!got.wire_error.empty()) {
+                    std::fprintf(stderr, "pull: %s\n", got.wire_error.c_str());
+                  }
+                },
+                [&](caf::error& e) {
               std::fprintf(stderr, "pull: %s\n", sys.render(e).c_str());
             });
       }
@@ -458,7 +467,13 @@ int AllreduceMember(const std::map<std::string, std::string>& flags) {
     }
     for (int s = 0; s < procs; ++s) {
       exchanges[s].receive(
-          [&](const dml::actors::dvec& v) {
+          [&](const dml::actors::dvec& reply) {
+            const dml::actors::dvec v = dml::actors::ResolveBlocking(sys, reply);
+            if (!v.wire_error.empty()) {
+              std::fprintf(stderr, "rank %d: %s\n", rank, v.wire_error.c_str());
+              ok = false;
+              return;
+            }
             if (concat) std::copy(v.view().begin(), v.view().end(), sum.begin() + bounds[s]);
             pieces[s] = v;
           },

@@ -203,10 +203,39 @@ std::vector<char> CafFramed(std::string_view bytes) {
   return out;
 }
 
+// What a CAF message's decoder does with these bytes, done directly. A dvec
+// may arrive as a BulkVector reference (by the envelope's kind): then
+// `ref` is set and the CAF payload must carry the same reference.
+template <class T>
+absl::Status Direct(std::string_view bytes, T* out, std::shared_ptr<const dml::net::BulkRef>*) {
+  return dml::actors::FromWire(bytes, out);
+}
+absl::Status Direct(std::string_view bytes, dvec* out,
+                    std::shared_ptr<const dml::net::BulkRef>* ref) {
+  dml::net::BulkRef r;
+  absl::Status s = dml::net::FromWire(bytes, out, &r);
+  if (s.ok() && !r.host.empty()) *ref = std::make_shared<const dml::net::BulkRef>(r);
+  return s;
+}
+template <class T>
+const dml::net::BulkRef* RefOf(const T&) {
+  return nullptr;
+}
+const dml::net::BulkRef* RefOf(const dvec& x) { return x.ref.get(); }
+
+bool SameRef(const dml::net::BulkRef* a, const dml::net::BulkRef* b) {
+  if ((a == nullptr) != (b == nullptr)) return false;
+  if (a == nullptr) return true;
+  return a->host == b->host && a->port == b->port && a->local == b->local &&
+         a->ticket == b->ticket && a->count == b->count && a->address == b->address &&
+         a->slot == b->slot && a->segment == b->segment && a->offset == b->offset;
+}
+
 template <class T>
 void DecodeAs(const char* type, std::string_view bytes) {
   T first;
-  const absl::Status direct = dml::actors::FromWire(bytes, &first);
+  std::shared_ptr<const dml::net::BulkRef> ref;
+  const absl::Status direct = Direct(bytes, &first, &ref);
 
   if constexpr (kIsCafPayload<T>) {
     // Intact framing: the CAF message survives and carries FromWire's outcome.
@@ -217,6 +246,7 @@ void DecodeAs(const char* type, std::string_view bytes) {
     if (direct.ok()) {
       if (!got.wire_error.empty()) Fail(type, "CAF set wire_error on a good payload", got.wire_error);
       if (const char* f = Diff(first, got)) Fail(type, "CAF decoded a different value", f);
+      if (!SameRef(ref.get(), RefOf(got))) Fail(type, "CAF decoded a different bulk reference", "");
     } else {
       const std::string expected =
           direct.message().empty() ? "undecodable payload" : std::string(direct.message());
@@ -231,7 +261,7 @@ void DecodeAs(const char* type, std::string_view bytes) {
     (void)raw(junk);
   }
 
-  if (!direct.ok()) return;
+  if (!direct.ok() || ref) return;  // a reference's round trip: DecodeBulkRef
   auto again = dml::actors::ToWire(first);
   if (!again.ok()) Fail(type, "ToWire refused a value FromWire accepted", again.status().ToString());
   T second;
@@ -251,8 +281,8 @@ void DecodeAs(const char* type, std::string_view bytes) {
   }
 }
 
-// A BulkVector reference (no CAF message type of its own: the dvec decoder
-// of a CAF message falls back to it, and only with a bulk channel): decode,
+// A BulkVector reference (no CAF message type of its own: a CAF message's
+// dvec decodes to one when the envelope is of that kind): decode,
 // re-encode, decode again, field for field.
 void DecodeBulkRef(std::string_view bytes) {
   dml::net::BulkRef first;

@@ -553,6 +553,14 @@ BOOST_AUTO_TEST_CASE(large_dvecs_travel_by_reference_inside_caf_messages) {
     dml::actors::dvec y;
     caf::binary_deserializer source(sys, buf);
     BOOST_REQUIRE(!inspect(source, y));
+    // The deserializer only decodes the reference: nothing is fetched
+    // inside it (the sender still holds the offer).
+    BOOST_TEST((y.ref != nullptr) == by_reference, "n = " << n);
+    if (by_reference) {
+      BOOST_TEST(y.size() == 0u);
+      BOOST_TEST(bulk.pending() == 1u);
+    }
+    y = dml::actors::ResolveBlocking(sys, y);
     BOOST_TEST(y.wire_error.empty(), y.wire_error);
     BOOST_REQUIRE_EQUAL(y.size(), n);
     BOOST_TEST(std::memcmp(y.data(), x.data(), n * sizeof(double)) == 0);
@@ -568,6 +576,8 @@ BOOST_AUTO_TEST_CASE(large_dvecs_travel_by_reference_inside_caf_messages) {
     dml::actors::dvec y;
     caf::binary_deserializer source(sys, buf);
     BOOST_REQUIRE(!inspect(source, y));
+    BOOST_REQUIRE(y.ref != nullptr);
+    y = dml::actors::ResolveBlocking(sys, y);
     if (k == 0) {
       BOOST_TEST(y.wire_error.empty(), y.wire_error);
     } else {
@@ -591,6 +601,8 @@ BOOST_AUTO_TEST_CASE(large_dvecs_travel_by_reference_inside_caf_messages) {
   dml::actors::dvec w;
   caf::binary_deserializer source2(sys, b2);
   BOOST_REQUIRE(!inspect(source2, w));
+  BOOST_REQUIRE(w.ref != nullptr);
+  w = dml::actors::ResolveBlocking(sys, w);
   BOOST_TEST(w.size() == 0u);
   BOOST_TEST(w.wire_error == "bulk: cannot connect to 127.0.0.1:" + std::to_string(dead_port) +
                                  ": Connection refused",

@@ -556,7 +556,11 @@ coordinator_actor::behavior_type coordinator_impl(self_ptr self, job_spec spec,
       [self](start_atom) { start(self); },
       [self](recover_atom) { recover(self); },
       [self](round_atom, int64_t begin, int64_t round, const dvec& part) {
-        cocoa_range(self, begin, round, part);
+        // The shard that sent it (a fetch's answer comes from the fetcher).
+        caf::actor_addr from = caf::actor_cast<caf::actor_addr>(self->current_sender());
+        with_values(self, self->state.fetcher, part, [self, from, begin, round](dvec v) {
+          cocoa_range(self, from, begin, round, v);
+        });
       },
       [self](tick_atom) { on_tick(self); },
       [self](const worker_report& r) { on_report(self, r); },

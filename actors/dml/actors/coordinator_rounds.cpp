@@ -197,13 +197,13 @@ void round_stop(self_ptr self, StopReason) { interrupt_solves(self); }
 
 }  // namespace
 
-void cocoa_range(self_ptr self, int64_t begin, int64_t round, const dvec& part) {
+void cocoa_range(self_ptr self, const caf::actor_addr& from, int64_t begin, int64_t round,
+                 const dvec& part) {
   auto& st = self->state;
   if (st.finished() || !st.topo().coordinator_rounds()) return;
   // Only the current shards count: a replaced one may still be talking.
-  const auto& sender = self->current_sender();
   std::size_t s = 0;
-  while (s < st.shards.size() && (!sender || st.shards[s].address() != sender->address())) ++s;
+  while (s < st.shards.size() && (!from || st.shards[s].address() != from)) ++s;
   if (s == st.shards.size() || round != st.pipe.round) return;
   if (begin != st.bounds[s]) {
     return fail_job(self, absl::DataLossError(absl::StrCat(

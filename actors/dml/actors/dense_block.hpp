@@ -20,29 +20,15 @@
 
 namespace dml::actors {
 
-/// An immutable, shareable float vector. Copying a dense_block copies a
-/// pointer; the floats are never mutated after construction, so any number
-/// of actors may read them concurrently. A default-constructed block is
-/// empty (no allocation).
-struct dense_block {
-  std::shared_ptr<const std::vector<float>> data;
+using net::dense_block;
 
-  dense_block() = default;
-  /// Takes ownership of `values`.
-  std::string wire_error;  ///< set when a peer's bytes did not decode
+}  // namespace dml::actors
 
-  explicit dense_block(std::vector<float> values)
-      : data(std::make_shared<const std::vector<float>>(std::move(values))) {}
-
-  std::size_t size() const { return data ? data->size() : 0; }
-  absl::Span<const float> view() const {
-    return data ? absl::Span<const float>(*data) : absl::Span<const float>();
-  }
-};
+namespace dml::net {
 
 std::string describe(const dense_block& x);
 /// Across processes a dense_block is a wire.capnp DenseVector Envelope
 /// (dml/actors/wire.hpp), at most kMaxVectorEntries floats.
 DML_WIRE_PAYLOAD(dense_block)
 
-}  // namespace dml::actors
+}  // namespace dml::net

@@ -14,8 +14,11 @@
 
 #include "absl/status/statusor.h"
 #include "dml/net/bulk.hpp"
+#include "dml/net/payloads.hpp"
 
 namespace dml::actors {
+
+using net::dvec;
 
 /// Middleman settings of a libdml process: no automatic connections (they
 /// hung 4-process bulk exchanges: traffic to a third node is relayed by the
@@ -54,6 +57,13 @@ class process_config : public caf::actor_system_config {
 net::BulkChannel* BulkChannelOf(caf::execution_unit* ctx);
 /// The bulk channel of `sys`, or null (not built from a process_config).
 net::BulkChannel* BulkChannelOf(caf::actor_system& sys);
+
+/// `x` with its values: x itself, or, for a dvec that arrived as a
+/// reference to its sender's bulk channel, the values fetched now on the
+/// calling thread (a failed fetch: a dvec whose wire_error says why). For
+/// blocking callers (scoped actors, benchmarks); actors use
+/// internal/bulk_resolve.hpp instead, which never blocks a scheduler thread.
+dvec ResolveBlocking(caf::actor_system& sys, dvec x);
 
 /// For libdml's own executables (dml-node, dml-train, benchmarks), never
 /// called by the embedded runtime (the host owns its allocator): keeps

@@ -5,6 +5,7 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -17,6 +18,7 @@
 #include <caf/typed_response_promise.hpp>
 
 #include "dml/actors/coordinator.hpp"
+#include "dml/actors/internal/bulk_resolve.hpp"
 #include "dml/actors/internal/shard_core.hpp"
 #include "dml/actors/network.hpp"
 #include "dml/actors/topology/topology.hpp"
@@ -49,6 +51,7 @@ struct shard_state {
   std::unique_ptr<shard_rule> rule;
   caf::actor coordinator;  // cocoa: told when all K deltas of a round are in
   std::vector<pending_pull> waiting;
+  caf::actor fetcher;  // fetches dvecs that arrive by reference (bulk_resolve.hpp)
   static inline const char* name = "dml.parameter_shard";
 
   bool pull_ready(int64_t clock) const { return core.halted || rule->pull_ready(core, clock); }
@@ -187,11 +190,22 @@ parameter_shard::behavior_type shard_impl(shard_ptr self, shard_config cfg,
   st.core.clocks.assign(st.core.cfg.workers, 0);
   return {
       [self](push_atom, int32_t worker, int64_t clock, const dvec& x) -> caf::result<int64_t> {
+        if (x.ref) {
+          return internal::fetch_and_redeliver<parameter_shard>(
+              self, self->state.fetcher, self->make_response_promise<int64_t>(), x,
+              [worker, clock](dvec v) { return std::make_tuple(push_atom_v, worker, clock, std::move(v)); });
+        }
         if (auto err = push_dense(self, worker, clock, x)) return err;
         return self->state.rule->push_reply(self->state.core);
       },
       [self](pushpull_atom, int32_t worker, int64_t clock, const dvec& x) -> caf::result<dvec> {
         auto& st = self->state;
+        if (x.ref) {
+          return internal::fetch_and_redeliver<parameter_shard>(
+              self, st.fetcher, self->make_response_promise<dvec>(), x, [worker, clock](dvec v) {
+                return std::make_tuple(pushpull_atom_v, worker, clock, std::move(v));
+              });
+        }
         // Halted, the pull is answered now: nothing would wait for the
         // round's check, so check on arrival.
         const bool defer = st.rule->checks_while_folding() && !st.core.halted;
@@ -260,6 +274,11 @@ parameter_shard::behavior_type shard_impl(shard_ptr self, shard_config cfg,
       },
       [self](init_atom, const dvec& values, int64_t clock) -> caf::result<int64_t> {
         auto& st = self->state;
+        if (values.ref) {
+          return internal::fetch_and_redeliver<parameter_shard>(
+              self, st.fetcher, self->make_response_promise<int64_t>(), values,
+              [clock](dvec v) { return std::make_tuple(init_atom_v, std::move(v), clock); });
+        }
         auto& core = st.core;
         if (!values.wire_error.empty()) return bad("restore: " + values.wire_error);
         if (static_cast<int64_t>(values.size()) != core.size()) {
@@ -283,6 +302,11 @@ parameter_shard::behavior_type shard_impl(shard_ptr self, shard_config cfg,
         return core.size();
       },
       [self](elastic_atom, int32_t worker, const dvec& x) -> caf::result<dvec> {
+        if (x.ref) {
+          return internal::fetch_and_redeliver<parameter_shard>(
+              self, self->state.fetcher, self->make_response_promise<dvec>(), x,
+              [worker](dvec v) { return std::make_tuple(elastic_atom_v, worker, std::move(v)); });
+        }
         if (!x.wire_error.empty()) return bad("elastic exchange: " + x.wire_error);
         auto& st = self->state;
         if (auto err = st.check_worker(worker)) return err;

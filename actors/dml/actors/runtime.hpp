@@ -27,23 +27,10 @@
 #include "dml/data/sparse.hpp"
 #include "dml/objective/model.hpp"
 #include "dml/solver/solver.hpp"
+#include "dml/solver/training.hpp"
 
 namespace dml {
 
-/// Training modes; each is a topology of workers, parameter shards and a
-/// coordinator (see ARCHITECTURE.md).
-enum class Mode {
-  kSync,            ///< BSP: every clock, shards average all K gradients, then all pull
-  kAsync,           ///< Downpour: push/pull whenever, shards apply on arrival
-  kSsp,             ///< async with a staleness bound s (s = 0 behaves like BSP)
-  kEasgd,           ///< elastic averaging with the center on the shards
-  kHogwild,         ///< workers share one in-process model, lock-free
-  kModelAveraging,  ///< local SGD, models averaged every tau steps
-  kCocoa,           ///< CoCoA+: H local SCD steps, shared-vector deltas added with gamma
-};
-std::string_view ModeName(Mode mode);
-/// "sync"|"bsp", "async", "ssp", "easgd", "hogwild", "model-averaging"|"mavg", "cocoa".
-absl::StatusOr<Mode> ParseMode(std::string_view name);
 /// Whether the mode trains by minibatch SGD (reports primal only, no gap).
 bool IsSgdMode(Mode mode);
 
@@ -102,21 +89,6 @@ struct job_spec {
   /// every second) for this long is treated as lost, like a killed one.
   /// Catches hung processes and machines, which close no socket.
   double node_silence_seconds = 10.0;
-};
-
-/// One entry of a job's metrics stream.
-struct job_progress {
-  int round = 0;         ///< coordinator rounds (cocoa) or evaluations (SGD modes)
-  double seconds = 0.0;  ///< since the job started
-  double epochs = 0.0;   ///< examples (coordinates) processed / n
-  double primal = 0.0;
-  double dual = 0.0;  ///< -inf for SGD modes
-  double gap = 0.0;   ///< +inf for SGD modes
-  int64_t bytes_exchanged = 0;  ///< payload bytes of pushes, pulls and exchanges so far
-  /// Per worker: its clock minus the slowest worker's (SGD modes), else 0.
-  std::vector<int64_t> staleness;
-  /// What happened besides training (a lost node, a restored shard), or empty.
-  std::string event;
 };
 
 struct job_result {

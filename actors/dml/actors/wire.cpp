@@ -1,11 +1,14 @@
-// Payload <-> wire.capnp Envelope, and the CAF inspect overloads that put
-// the Envelope into a CAF message as one raw block.
+// The CAF shim of the wire format: the inspect overloads that put a
+// payload's Envelope (dml/net/payload_codec.hpp, the one codec) into a CAF
+// message as one raw block, and take it out again.
 //
 // Copies: encoding copies each vector once into the Cap'n Proto builder,
 // whose segments CAF's serializer then copies into its send buffer (no
 // intermediate flat array). Decoding copies CAF's bytes once into an
 // aligned buffer that Cap'n Proto reads in place, then each list once into
-// the payload's vector.
+// the payload's vector. A large dvec leaves as a reference to this
+// process's bulk channel and arrives as one: nothing is fetched here (the
+// receiving actor fetches it, dml/actors/internal/bulk_resolve.hpp).
 
 #include "dml/actors/wire.hpp"
 
@@ -13,720 +16,47 @@
 #include <caf/none.hpp>
 #include <caf/sec.hpp>
 
-#include <unistd.h>
-
-#include <cerrno>
-#include <cmath>
-#include <cstdio>
-#include <cstring>
-#include <limits>
 #include <memory>
+#include <string>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "dml/actors/dense_block.hpp"
 #include "dml/actors/network.hpp"
-#include "dml/net/bulk.hpp"
-#include "dml/net/envelope.hpp"
+#include "dml/net/internal/envelope.hpp"
+#include "dml/net/internal/payload_builder.hpp"
 #include "dml/util/status.hpp"
 
-namespace dml::actors {
+namespace dml::net {
 namespace {
 
-using net::internal::CheckListLength;
-using net::internal::DecodeEnvelope;
-using net::internal::FillList;
-using net::internal::Flatten;
-using net::internal::kWordBytes;
-using net::internal::ReadList;
-using net::internal::WordsForList;
-namespace wire = net::wire;
-using Which = wire::Envelope::Which;
+using internal::kWordBytes;
 
 /// Largest Envelope CAF may hand us (2^31 bytes); a larger length in CAF's
 /// framing is refused before any allocation.
 constexpr std::size_t kMaxEnvelopeBytes = std::size_t{1} << 31;
 
-absl::Status Invalid(absl::string_view field, absl::string_view what) {
-  return absl::InvalidArgumentError(absl::StrCat(field, ": ", what));
-}
-
-template <class T>
-absl::Status CheckVectorLength(std::size_t n, const char* field) {
-  if (n > kMaxVectorEntries) {
-    return Invalid(field, absl::StrCat(n, " entries exceed the limit of ", kMaxVectorEntries));
-  }
-  return CheckListLength(n, field);
-}
-
-// Strictly increasing 32-bit offsets, the first bad position named.
-absl::Status CheckIncreasing(const std::vector<uint32_t>& v, const char* field) {
-  for (std::size_t k = 1; k < v.size(); ++k) {
-    if (v[k] <= v[k - 1]) {
-      return Invalid(field, absl::StrCat("not strictly increasing at position ", k, ": ", v[k],
-                                         " after ", v[k - 1]));
-    }
-  }
-  return absl::OkStatus();
-}
-
-absl::Status CheckFinite(double x, const char* field) {
-  if (!std::isfinite(x)) return Invalid(field, absl::StrCat("not finite (", x, ")"));
-  return absl::OkStatus();
-}
-
-absl::Status CheckNonNegative(int64_t x, const char* field) {
-  if (x < 0) return Invalid(field, absl::StrCat("negative (", x, ")"));
-  return absl::OkStatus();
-}
-
-// ------------------------------------------------------------- builders
-// Each Build writes one payload into a fresh Envelope; the first segment is
-// sized for the whole message where the size is known, so big vectors are
-// one contiguous segment.
-
-capnp::MallocMessageBuilder MakeBuilder(std::size_t words) {
-  return capnp::MallocMessageBuilder(static_cast<unsigned>(std::max<std::size_t>(words, 16)));
-}
-
-wire::Envelope::Builder Root(capnp::MessageBuilder& b) {
-  auto env = b.initRoot<wire::Envelope>();
-  env.setSchemaVersion(net::kWireSchemaVersion);
-  return env;
-}
-
-void SetModel(wire::Model::Builder m, const ModelSpec& x) {
-  m.setKind(static_cast<wire::ModelKind>(static_cast<uint16_t>(x.kind)));
-  m.setLambda(x.lambda);
-  m.setL1Ratio(x.l1_ratio);
-}
-
-// Enum values a reader knows (checked as integers: a C++ enum may hold
-// others through a cast, and we never send those).
-absl::Status CheckModelKind(uint16_t kind, const char* field) {
-  if (kind > static_cast<uint16_t>(ModelKind::kSquaredHingeSvm)) {
-    return Invalid(field, absl::StrCat("unknown model kind ", kind));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status CheckMode(uint16_t mode, const char* field) {
-  if (mode > static_cast<uint16_t>(Mode::kCocoa)) {
-    return Invalid(field, absl::StrCat("unknown mode ", mode));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status CheckModel(const ModelSpec& x, const char* field) {
-  DML_RETURN_IF_ERROR(CheckModelKind(static_cast<uint16_t>(x.kind), field));
-  if (auto s = Validate(x); !s.ok()) return Invalid(field, s.message());
-  return absl::OkStatus();
-}
-
-absl::StatusOr<ModelSpec> GetModel(wire::Model::Reader m, const char* field) {
-  const auto kind = static_cast<uint16_t>(m.getKind());
-  DML_RETURN_IF_ERROR(CheckModelKind(kind, field));
-  ModelSpec x;
-  x.kind = static_cast<ModelKind>(kind);
-  x.lambda = m.getLambda();
-  x.l1_ratio = m.getL1Ratio();
-  if (auto s = Validate(x); !s.ok()) return Invalid(field, s.message());
-  return x;
-}
-
-absl::StatusOr<Mode> GetMode(wire::Mode m, const char* field) {
-  const auto v = static_cast<uint16_t>(m);
-  DML_RETURN_IF_ERROR(CheckMode(v, field));
-  return static_cast<Mode>(v);
-}
-
-void SetLoad(wire::LoadOptions::Builder b, const LibsvmOptions& x) {
-  b.setRegression(x.task == Task::kRegression);
-  b.setHasBinarize(x.binarize_threshold.has_value());
-  b.setBinarizeThreshold(x.binarize_threshold.value_or(0.0));
-  b.setNumFeatures(x.num_features);
-  b.setThreads(x.threads);
-}
-
-absl::Status CheckLoad(const LibsvmOptions& x) {
-  if (x.binarize_threshold) {
-    DML_RETURN_IF_ERROR(CheckFinite(*x.binarize_threshold, "LoadOptions.binarizeThreshold"));
-  }
-  DML_RETURN_IF_ERROR(CheckNonNegative(x.num_features, "LoadOptions.numFeatures"));
-  return CheckNonNegative(x.threads, "LoadOptions.threads");
-}
-
-absl::StatusOr<LibsvmOptions> GetLoad(wire::LoadOptions::Reader r) {
-  LibsvmOptions x;
-  x.task = r.getRegression() ? Task::kRegression : Task::kClassification;
-  if (r.getHasBinarize()) x.binarize_threshold = r.getBinarizeThreshold();
-  x.num_features = r.getNumFeatures();
-  x.threads = r.getThreads();
-  DML_RETURN_IF_ERROR(CheckLoad(x));
-  return x;
-}
-
-// Text with its exact length (kj's std::string conversions stop at a NUL).
-capnp::Text::Reader AsText(const std::string& s) { return capnp::Text::Reader(s.data(), s.size()); }
-std::string FromText(capnp::Text::Reader t) { return std::string(t.begin(), t.size()); }
-
-template <class T>
-void PutList(typename capnp::List<T>::Builder list, const std::vector<T>* v) {
-  if (v != nullptr) FillList<T>(list, v->data(), v->size());
-}
-
-template <class T>
-std::shared_ptr<const std::vector<T>> TakeList(typename capnp::List<T>::Reader list) {
-  auto out = std::make_shared<std::vector<T>>(list.size());
-  ReadList<T>(list, out->data());
-  return out;
-}
-
-template <class T>
-std::vector<T> CopyList(typename capnp::List<T>::Reader list) {
-  std::vector<T> out(list.size());
-  ReadList<T>(list, out.data());
-  return out;
-}
-
-// Validation of what we are about to send (the same rules the decoder
-// applies on the other end).
-absl::Status Check(const dvec& x) { return CheckVectorLength<double>(x.size(), "Vector.values"); }
-absl::Status Check(const sparse_dvec& x) {
-  const std::size_t ni = x.index ? x.index->size() : 0;
-  if (ni != x.size()) {
-    return Invalid("SparseUpdate", absl::StrCat(ni, " offsets but ", x.size(), " values"));
-  }
-  DML_RETURN_IF_ERROR(CheckVectorLength<double>(ni, "SparseUpdate.values"));
-  return x.index ? CheckIncreasing(*x.index, "SparseUpdate.offsets") : absl::OkStatus();
-}
-absl::Status Check(const key_list& x) {
-  DML_RETURN_IF_ERROR(CheckVectorLength<uint32_t>(x.size(), "KeyList.keys"));
-  return x.keys ? CheckIncreasing(*x.keys, "KeyList.keys") : absl::OkStatus();
-}
-absl::Status Check(const block_sums& x) {
-  DML_RETURN_IF_ERROR(CheckFinite(x.loss_sum, "BlockSums.lossSum"));
-  DML_RETURN_IF_ERROR(CheckFinite(x.gap_sum, "BlockSums.gapSum"));
-  return CheckFinite(x.reg_sum, "BlockSums.regSum");
-}
-absl::Status Check(const worker_report& x) {
-  DML_RETURN_IF_ERROR(CheckNonNegative(x.worker, "WorkerReport.worker"));
-  DML_RETURN_IF_ERROR(CheckNonNegative(x.clock, "WorkerReport.clock"));
-  DML_RETURN_IF_ERROR(CheckNonNegative(x.processed, "WorkerReport.processed"));
-  return CheckNonNegative(x.bytes, "WorkerReport.bytes");
-}
-absl::Status Check(const shard_stats& x) {
-  DML_RETURN_IF_ERROR(CheckNonNegative(x.updates, "ShardStats.updates"));
-  DML_RETURN_IF_ERROR(CheckNonNegative(x.pulls, "ShardStats.pulls"));
-  DML_RETURN_IF_ERROR(CheckNonNegative(x.bytes_in, "ShardStats.bytesIn"));
-  DML_RETURN_IF_ERROR(CheckNonNegative(x.bytes_out, "ShardStats.bytesOut"));
-  DML_RETURN_IF_ERROR(CheckNonNegative(x.max_granted_staleness, "ShardStats.maxGrantedStaleness"));
-  return CheckVectorLength<int64_t>(x.clocks.size(), "ShardStats.clocks");
-}
-absl::Status Check(const int64_list& x) {
-  return CheckVectorLength<int64_t>(x.values.size(), "Int64List.values");
-}
-absl::Status Check(const worker_spec& x) {
-  DML_RETURN_IF_ERROR(CheckMode(static_cast<uint16_t>(x.mode), "WorkerSpec.mode"));
-  DML_RETURN_IF_ERROR(CheckModel(x.model, "WorkerSpec.model"));
-  if (x.workers < 1) return Invalid("WorkerSpec.workers", absl::StrCat(x.workers, " < 1"));
-  if (x.index < 0 || x.index >= x.workers) {
-    return Invalid("WorkerSpec.index",
-                   absl::StrCat(x.index, " outside [0, ", x.workers, ")"));
-  }
-  if (x.path.empty()) return Invalid("WorkerSpec.dataPath", "empty");
-  if (auto nul = x.path.find('\0'); nul != std::string::npos) {
-    return Invalid("WorkerSpec.dataPath", absl::StrCat("contains a NUL byte at position ", nul));
-  }
-  if (x.batch_size < 1) return Invalid("WorkerSpec.batchSize", absl::StrCat(x.batch_size, " < 1"));
-  if (!(x.step0 > 0) || !std::isfinite(x.step0)) {
-    return Invalid("WorkerSpec.step0", absl::StrCat(x.step0, " is not positive and finite"));
-  }
-  if (!(x.step_decay >= 0) || !std::isfinite(x.step_decay)) {
-    return Invalid("WorkerSpec.stepDecay", absl::StrCat(x.step_decay, " is not >= 0"));
-  }
-  if (x.tau < 1) return Invalid("WorkerSpec.tau", absl::StrCat(x.tau, " < 1"));
-  if (!(x.local_epochs > 0) || !std::isfinite(x.local_epochs)) {
-    return Invalid("WorkerSpec.localEpochs", absl::StrCat(x.local_epochs, " is not > 0"));
-  }
-  if (!(x.gamma > 0 && x.gamma <= 1)) {
-    return Invalid("WorkerSpec.gamma", absl::StrCat(x.gamma, " outside (0, 1]"));
-  }
-  if (!(x.sigma_prime > 0) || !std::isfinite(x.sigma_prime)) {
-    return Invalid("WorkerSpec.sigmaPrime", absl::StrCat(x.sigma_prime, " is not > 0"));
-  }
-  return CheckLoad(x.load);
-}
-absl::Status Check(const shard_config& x) {
-  DML_RETURN_IF_ERROR(CheckMode(static_cast<uint16_t>(x.mode), "ShardSpec.mode"));
-  DML_RETURN_IF_ERROR(CheckModel(x.model, "ShardSpec.model"));
-  if (x.workers < 1) return Invalid("ShardSpec.workers", absl::StrCat(x.workers, " < 1"));
-  if (x.begin < 0 || x.end <= x.begin) {
-    return Invalid("ShardSpec.end", absl::StrCat("range [", x.begin, ", ", x.end, ") is empty"));
-  }
-  if (x.end - x.begin > static_cast<int64_t>(kMaxVectorEntries)) {
-    return Invalid("ShardSpec.end", absl::StrCat("range of ", x.end - x.begin,
-                                                 " keys exceeds ", kMaxVectorEntries));
-  }
-  if (!(x.step0 > 0) || !std::isfinite(x.step0)) {
-    return Invalid("ShardSpec.step0", absl::StrCat(x.step0, " is not positive and finite"));
-  }
-  if (!(x.step_decay >= 0) || !std::isfinite(x.step_decay)) {
-    return Invalid("ShardSpec.stepDecay", absl::StrCat(x.step_decay, " is not >= 0"));
-  }
-  if (!(x.gamma > 0 && x.gamma <= 1)) {
-    return Invalid("ShardSpec.gamma", absl::StrCat(x.gamma, " outside (0, 1]"));
-  }
-  if (!(x.easgd_alpha > 0 && x.easgd_alpha < 1)) {
-    return Invalid("ShardSpec.easgdAlpha", absl::StrCat(x.easgd_alpha, " outside (0, 1)"));
-  }
-  return CheckNonNegative(x.staleness, "ShardSpec.staleness");
-}
-absl::Status Check(const dense_block& x) {
-  return CheckVectorLength<float>(x.size(), "DenseVector.values");
-}
-absl::Status Check(const job_progress& x) {
-  return CheckVectorLength<int64_t>(x.staleness.size(), "Progress.staleness");
-}
-
-absl::Status Check(const job_checkpoint& x) {
-  DML_RETURN_IF_ERROR(CheckMode(static_cast<uint16_t>(x.mode), "Checkpoint.mode"));
-  DML_RETURN_IF_ERROR(CheckModel(x.model, "Checkpoint.model"));
-  DML_RETURN_IF_ERROR(CheckNonNegative(x.round, "Checkpoint.round"));
-  DML_RETURN_IF_ERROR(CheckNonNegative(x.clock, "Checkpoint.clock"));
-  if (x.workers < 1) return Invalid("Checkpoint.workerCount", absl::StrCat(x.workers, " < 1"));
-  if (!x.coords.empty() && static_cast<int32_t>(x.coords.size()) != x.workers) {
-    return Invalid("Checkpoint.workers", absl::StrCat(x.coords.size(), " worker states for ",
-                                                      x.workers, " workers"));
-  }
-  if (static_cast<int32_t>(x.processed.size()) != x.workers) {
-    return Invalid("Checkpoint.workers", absl::StrCat(x.processed.size(),
-                                                      " processed counters for ", x.workers,
-                                                      " workers"));
-  }
-  DML_RETURN_IF_ERROR(CheckVectorLength<double>(x.shared.size(), "Checkpoint.shared"));
-  for (std::size_t j = 0; j < x.shared.size(); ++j) {
-    if (!std::isfinite(x.shared[j])) {
-      return Invalid("Checkpoint.shared", absl::StrCat("value at position ", j, " is not finite"));
-    }
-  }
-  return absl::OkStatus();
-}
-
-void Build(const job_progress& x, wire::Progress::Builder b);
-void Read(wire::Progress::Reader r, job_progress* out);
-
-void Build(const job_checkpoint& x, wire::Envelope::Builder env) {
-  auto b = env.initCheckpoint();
-  b.setMode(static_cast<wire::Mode>(static_cast<uint16_t>(x.mode)));
-  SetModel(b.initModel(), x.model);
-  b.setRound(x.round);
-  b.setEpochs(x.epochs);
-  b.setSeconds(x.seconds);
-  b.setClock(x.clock);
-  b.setBytesExchanged(x.bytes);
-  b.setDataRows(x.rows);
-  b.setDataCols(x.cols);
-  b.setSeed(x.seed);
-  b.setWorkerCount(x.workers);
-  PutList<double>(b.initShared(static_cast<unsigned>(x.shared.size())), &x.shared);
-  auto ws = b.initWorkers(static_cast<unsigned>(x.processed.size()));
-  for (std::size_t k = 0; k < x.processed.size(); ++k) {
-    auto w = ws[static_cast<unsigned>(k)];
-    w.setIndex(static_cast<int32_t>(k));
-    w.setProcessed(x.processed[k]);
-    const std::vector<double>* local = k < x.coords.size() ? &x.coords[k] : nullptr;
-    PutList<double>(w.initLocal(static_cast<unsigned>(local ? local->size() : 0)), local);
-  }
-  auto h = b.initHistory(static_cast<unsigned>(x.history.size()));
-  for (std::size_t i = 0; i < x.history.size(); ++i) Build(x.history[i], h[static_cast<unsigned>(i)]);
-}
-
-void Build(const dvec& x, wire::Envelope::Builder env) {
-  auto v = env.initVector();
-  auto list = v.initValues(static_cast<unsigned>(x.size()));
-  if (x.size() > 0) FillList<double>(list, x.data(), x.size());
-}
-void Build(const sparse_dvec& x, wire::Envelope::Builder env) {
-  auto v = env.initSparseUpdate();
-  PutList<uint32_t>(v.initOffsets(static_cast<unsigned>(x.size())), x.index.get());
-  PutList<double>(v.initValues(static_cast<unsigned>(x.size())), x.value.get());
-}
-void Build(const key_list& x, wire::Envelope::Builder env) {
-  PutList<uint32_t>(env.initKeyList().initKeys(static_cast<unsigned>(x.size())), x.keys.get());
-}
-void Build(const block_sums& x, wire::Envelope::Builder env) {
-  auto b = env.initBlockSums();
-  b.setLossSum(x.loss_sum);
-  b.setGapSum(x.gap_sum);
-  b.setRegSum(x.reg_sum);
-}
-void Build(const worker_report& x, wire::Envelope::Builder env) {
-  auto b = env.initWorkerReport();
-  b.setWorker(x.worker);
-  b.setClock(x.clock);
-  b.setProcessed(x.processed);
-  b.setBytes(x.bytes);
-}
-void Build(const shard_stats& x, wire::Envelope::Builder env) {
-  auto b = env.initShardStats();
-  b.setUpdates(x.updates);
-  b.setPulls(x.pulls);
-  b.setBytesIn(x.bytes_in);
-  b.setBytesOut(x.bytes_out);
-  b.setMaxGrantedStaleness(x.max_granted_staleness);
-  PutList<int64_t>(b.initClocks(static_cast<unsigned>(x.clocks.size())), &x.clocks);
-}
-void Build(const int64_list& x, wire::Envelope::Builder env) {
-  PutList<int64_t>(env.initInt64List().initValues(static_cast<unsigned>(x.values.size())),
-                   &x.values);
-}
-void Build(const worker_spec& x, wire::Envelope::Builder env) {
-  auto b = env.initWorkerSpec();
-  b.setMode(static_cast<wire::Mode>(static_cast<uint16_t>(x.mode)));
-  b.setIndex(x.index);
-  b.setWorkers(x.workers);
-  SetModel(b.initModel(), x.model);
-  b.setSeed(x.seed);
-  b.setDataPath(AsText(x.path));
-  SetLoad(b.initLoad(), x.load);
-  b.setBatchSize(x.batch_size);
-  b.setStep0(x.step0);
-  b.setStepDecay(x.step_decay);
-  b.setTau(x.tau);
-  b.setLocalEpochs(x.local_epochs);
-  b.setGamma(x.gamma);
-  b.setSigmaPrime(x.sigma_prime);
-}
-void Build(const shard_config& x, wire::Envelope::Builder env) {
-  auto b = env.initShardSpec();
-  b.setMode(static_cast<wire::Mode>(static_cast<uint16_t>(x.mode)));
-  b.setWorkers(x.workers);
-  b.setBegin(x.begin);
-  b.setEnd(x.end);
-  SetModel(b.initModel(), x.model);
-  b.setStep0(x.step0);
-  b.setStepDecay(x.step_decay);
-  b.setGamma(x.gamma);
-  b.setEasgdAlpha(x.easgd_alpha);
-  b.setStaleness(x.staleness);
-}
-void Build(const dense_block& x, wire::Envelope::Builder env) {
-  PutList<float>(env.initDenseVector().initValues(static_cast<unsigned>(x.size())), x.data.get());
-}
-void Build(const job_progress& x, wire::Envelope::Builder env) { Build(x, env.initProgress()); }
-void Build(const job_progress& x, wire::Progress::Builder b) {
-  b.setRound(x.round);
-  b.setSeconds(x.seconds);
-  b.setEpochs(x.epochs);
-  b.setPrimal(x.primal);
-  b.setDual(x.dual);
-  b.setGap(x.gap);
-  b.setBytesExchanged(x.bytes_exchanged);
-  PutList<int64_t>(b.initStaleness(static_cast<unsigned>(x.staleness.size())), &x.staleness);
-  b.setEvent(AsText(x.event));
-}
-
-// Rough message size in words, so vectors land in one first segment.
-std::size_t WordsOf(const dvec& x) { return 8 + x.size(); }
-std::size_t WordsOf(const sparse_dvec& x) { return 8 + x.size() + WordsForList(x.size(), 4); }
-std::size_t WordsOf(const key_list& x) { return 8 + WordsForList(x.size(), 4); }
-std::size_t WordsOf(const shard_stats& x) { return 16 + x.clocks.size(); }
-std::size_t WordsOf(const int64_list& x) { return 8 + x.values.size(); }
-std::size_t WordsOf(const dense_block& x) { return 8 + WordsForList(x.size(), 4); }
-std::size_t WordsOf(const job_checkpoint& x) {
-  std::size_t w = 64 + x.shared.size() + 32 * x.history.size();
-  for (const auto& c : x.coords) w += 4 + c.size();
-  return w + 4 * x.processed.size();
-}
-std::size_t WordsOf(const job_progress& x) { return 24 + x.staleness.size() + x.event.size() / 8; }
-std::size_t WordsOf(const worker_spec& x) { return 48 + x.path.size() / 8; }
-template <class T>
-std::size_t WordsOf(const T&) {
-  return 16;
-}
-
-// ------------------------------------------------------------- readers
-
-absl::Status Read(wire::Envelope::Reader env, dvec* out) {
-  auto list = env.getVector().getValues();
-  DML_RETURN_IF_ERROR(CheckVectorLength<double>(list.size(), "Vector.values"));
-  *out = dvec(TakeList<double>(list));
-  return absl::OkStatus();
-}
-absl::Status Read(wire::Envelope::Reader env, sparse_dvec* out) {
-  auto r = env.getSparseUpdate();
-  auto offsets = r.getOffsets();
-  auto values = r.getValues();
-  if (offsets.size() != values.size()) {
-    return Invalid("SparseUpdate",
-                   absl::StrCat(offsets.size(), " offsets but ", values.size(), " values"));
-  }
-  DML_RETURN_IF_ERROR(CheckVectorLength<double>(values.size(), "SparseUpdate.values"));
-  auto index = TakeList<uint32_t>(offsets);
-  DML_RETURN_IF_ERROR(CheckIncreasing(*index, "SparseUpdate.offsets"));
-  out->index = std::move(index);
-  out->value = TakeList<double>(values);
-  return absl::OkStatus();
-}
-absl::Status Read(wire::Envelope::Reader env, key_list* out) {
-  auto list = env.getKeyList().getKeys();
-  DML_RETURN_IF_ERROR(CheckVectorLength<uint32_t>(list.size(), "KeyList.keys"));
-  auto keys = TakeList<uint32_t>(list);
-  DML_RETURN_IF_ERROR(CheckIncreasing(*keys, "KeyList.keys"));
-  out->keys = std::move(keys);
-  return absl::OkStatus();
-}
-absl::Status Read(wire::Envelope::Reader env, block_sums* out) {
-  auto r = env.getBlockSums();
-  out->loss_sum = r.getLossSum();
-  out->gap_sum = r.getGapSum();
-  out->reg_sum = r.getRegSum();
-  return Check(*out);
-}
-absl::Status Read(wire::Envelope::Reader env, worker_report* out) {
-  auto r = env.getWorkerReport();
-  out->worker = r.getWorker();
-  out->clock = r.getClock();
-  out->processed = r.getProcessed();
-  out->bytes = r.getBytes();
-  return Check(*out);
-}
-absl::Status Read(wire::Envelope::Reader env, shard_stats* out) {
-  auto r = env.getShardStats();
-  out->updates = r.getUpdates();
-  out->pulls = r.getPulls();
-  out->bytes_in = r.getBytesIn();
-  out->bytes_out = r.getBytesOut();
-  out->max_granted_staleness = r.getMaxGrantedStaleness();
-  out->clocks = CopyList<int64_t>(r.getClocks());
-  return Check(*out);
-}
-absl::Status Read(wire::Envelope::Reader env, int64_list* out) {
-  out->values = CopyList<int64_t>(env.getInt64List().getValues());
-  return Check(*out);
-}
-absl::Status Read(wire::Envelope::Reader env, worker_spec* out) {
-  auto r = env.getWorkerSpec();
-  DML_ASSIGN_OR_RETURN(out->mode, GetMode(r.getMode(), "WorkerSpec.mode"));
-  out->index = r.getIndex();
-  out->workers = r.getWorkers();
-  DML_ASSIGN_OR_RETURN(out->model, GetModel(r.getModel(), "WorkerSpec.model"));
-  out->seed = r.getSeed();
-  out->path = FromText(r.getDataPath());
-  DML_ASSIGN_OR_RETURN(out->load, GetLoad(r.getLoad()));
-  out->batch_size = r.getBatchSize();
-  out->step0 = r.getStep0();
-  out->step_decay = r.getStepDecay();
-  out->tau = r.getTau();
-  out->local_epochs = r.getLocalEpochs();
-  out->gamma = r.getGamma();
-  out->sigma_prime = r.getSigmaPrime();
-  return Check(*out);
-}
-absl::Status Read(wire::Envelope::Reader env, shard_config* out) {
-  auto r = env.getShardSpec();
-  DML_ASSIGN_OR_RETURN(out->mode, GetMode(r.getMode(), "ShardSpec.mode"));
-  out->workers = r.getWorkers();
-  out->begin = r.getBegin();
-  out->end = r.getEnd();
-  DML_ASSIGN_OR_RETURN(out->model, GetModel(r.getModel(), "ShardSpec.model"));
-  out->step0 = r.getStep0();
-  out->step_decay = r.getStepDecay();
-  out->gamma = r.getGamma();
-  out->easgd_alpha = r.getEasgdAlpha();
-  out->staleness = r.getStaleness();
-  return Check(*out);
-}
-absl::Status Read(wire::Envelope::Reader env, dense_block* out) {
-  auto list = env.getDenseVector().getValues();
-  DML_RETURN_IF_ERROR(CheckVectorLength<float>(list.size(), "DenseVector.values"));
-  out->data = TakeList<float>(list);
-  return absl::OkStatus();
-}
-absl::Status Read(wire::Envelope::Reader env, job_progress* out) {
-  Read(env.getProgress(), out);
-  return Check(*out);
-}
-void Read(wire::Progress::Reader r, job_progress* out) {
-  out->round = r.getRound();
-  out->seconds = r.getSeconds();
-  out->epochs = r.getEpochs();
-  out->primal = r.getPrimal();
-  out->dual = r.getDual();
-  out->gap = r.getGap();
-  out->bytes_exchanged = r.getBytesExchanged();
-  out->staleness = CopyList<int64_t>(r.getStaleness());
-  out->event = FromText(r.getEvent());
-}
-
-absl::Status Read(wire::Envelope::Reader env, job_checkpoint* out) {
-  auto r = env.getCheckpoint();
-  DML_ASSIGN_OR_RETURN(out->mode, GetMode(r.getMode(), "Checkpoint.mode"));
-  DML_ASSIGN_OR_RETURN(out->model, GetModel(r.getModel(), "Checkpoint.model"));
-  out->round = r.getRound();
-  out->epochs = r.getEpochs();
-  out->seconds = r.getSeconds();
-  out->clock = r.getClock();
-  out->bytes = r.getBytesExchanged();
-  out->rows = r.getDataRows();
-  out->cols = r.getDataCols();
-  out->seed = r.getSeed();
-  out->workers = r.getWorkerCount();
-  auto shared = r.getShared();
-  DML_RETURN_IF_ERROR(CheckVectorLength<double>(shared.size(), "Checkpoint.shared"));
-  out->shared = CopyList<double>(shared);
-  // Each object is read once: the traversal limit is the message's size.
-  auto ws = r.getWorkers();
-  bool any_local = false;
-  for (unsigned k = 0; k < ws.size(); ++k) {
-    auto w = ws[k];
-    if (w.getIndex() != static_cast<int32_t>(k)) {
-      return Invalid("Checkpoint.workers", absl::StrCat("entry ", k, " has index ",
-                                                        w.getIndex()));
-    }
-    out->processed.push_back(w.getProcessed());
-    out->coords.push_back(CopyList<double>(w.getLocal()));
-    any_local |= !out->coords.back().empty();
-  }
-  if (!any_local) out->coords.clear();  // SGD modes keep no coordinates
-  for (auto p : r.getHistory()) {
-    job_progress jp;
-    Read(p, &jp);
-    out->history.push_back(std::move(jp));
-  }
-  return Check(*out);
-}
-
-Which KindOf(const dvec*) { return wire::Envelope::VECTOR; }
-Which KindOf(const sparse_dvec*) { return wire::Envelope::SPARSE_UPDATE; }
-Which KindOf(const key_list*) { return wire::Envelope::KEY_LIST; }
-Which KindOf(const block_sums*) { return wire::Envelope::BLOCK_SUMS; }
-Which KindOf(const worker_report*) { return wire::Envelope::WORKER_REPORT; }
-Which KindOf(const shard_stats*) { return wire::Envelope::SHARD_STATS; }
-Which KindOf(const int64_list*) { return wire::Envelope::INT64_LIST; }
-Which KindOf(const worker_spec*) { return wire::Envelope::WORKER_SPEC; }
-Which KindOf(const shard_config*) { return wire::Envelope::SHARD_SPEC; }
-Which KindOf(const dense_block*) { return wire::Envelope::DENSE_VECTOR; }
-Which KindOf(const job_progress*) { return wire::Envelope::PROGRESS; }
-Which KindOf(const job_checkpoint*) { return wire::Envelope::CHECKPOINT; }
-
-// Builds x's Envelope into `builder` after checking it.
-template <class T>
-absl::Status BuildChecked(const T& x, capnp::MallocMessageBuilder& builder) {
-  DML_RETURN_IF_ERROR(Check(x));
-  try {
-    Build(x, Root(builder));
-  } catch (const kj::Exception& e) {
-    return absl::InternalError(
-        absl::StrCat("Cap'n Proto error while encoding: ", e.getDescription().cStr()));
-  }
-  return absl::OkStatus();
-}
-
-template <class T>
-absl::StatusOr<std::string> ToWireImpl(const T& x) {
-  auto builder = MakeBuilder(WordsOf(x));
-  DML_RETURN_IF_ERROR(BuildChecked(x, builder));
-  return Flatten(builder);
-}
-
-template <class T>
-absl::Status FromWireImpl(std::string_view bytes, T* out, const net::DecodeLimits& limits) {
-  T value;
-  auto decoded = DecodeEnvelope<bool>(bytes, limits, KindOf(out),
-                                      [&value](wire::Envelope::Reader env) -> absl::StatusOr<bool> {
-                                        DML_RETURN_IF_ERROR(Read(env, &value));
-                                        return true;
-                                      });
-  if (!decoded.ok()) return decoded.status();
-  *out = std::move(value);
-  return absl::OkStatus();
-}
-
-// ------------------------------------------------------------ CAF glue
-
-// BulkVector: a large dvec by reference (see dml/net/bulk.hpp).
-// A host name or socket name: printable ASCII only (a NUL would also end
-// the text early on the way back out).
-absl::Status CheckName(const std::string& s, const char* field) {
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    const unsigned char c = static_cast<unsigned char>(s[i]);
-    if (c < 0x21 || c > 0x7e) {
-      return Invalid(field, absl::StrCat("byte ", static_cast<int>(c), " at position ", i,
-                                         " is not printable ASCII"));
-    }
-  }
-  return absl::OkStatus();
-}
-
-absl::Status CheckBulkRef(const net::BulkRef& r) {
-  if (r.host.empty() || r.host.size() > 255) {
-    return Invalid("BulkVector.host", absl::StrCat("length ", r.host.size(), " not in [1, 255]"));
-  }
-  DML_RETURN_IF_ERROR(CheckName(r.host, "BulkVector.host"));
-  if (r.local.size() > 100) {
-    return Invalid("BulkVector.local", absl::StrCat("length ", r.local.size(), " above 100"));
-  }
-  DML_RETURN_IF_ERROR(CheckName(r.local, "BulkVector.local"));
-  if (r.port == 0) return Invalid("BulkVector.port", "zero");
-  if ((r.address == 0) != (r.slot == 0)) {
-    return Invalid(r.address == 0 ? "BulkVector.slot" : "BulkVector.address",
-                   "set while the other is zero");
-  }
-  if (r.segment == 0 && r.offset != 0) return Invalid("BulkVector.offset", "set while segment is 0");
-  if (r.segment != 0 && r.local.empty()) return Invalid("BulkVector.segment", "set with no local socket");
-  if (r.offset % sizeof(double) != 0) {
-    return Invalid("BulkVector.offset", absl::StrCat(r.offset, " is not a multiple of 8"));
-  }
-  return CheckVectorLength<double>(r.count, "BulkVector.count");
-}
-
-absl::Status BuildBulkRef(const net::BulkRef& r, capnp::MallocMessageBuilder& builder) {
-  DML_RETURN_IF_ERROR(CheckBulkRef(r));
-  auto b = Root(builder).initBulkVector();
-  b.setHost(r.host);
-  b.setPort(r.port);
-  b.setLocal(r.local);
-  b.setTicket(r.ticket);
-  b.setCount(r.count);
-  b.setAddress(r.address);
-  b.setSlot(r.slot);
-  b.setSegment(r.segment);
-  b.setOffset(r.offset);
-  return absl::OkStatus();
-}
-
-// The values a BulkVector envelope stands for, fetched from its sender over
-// `bulk`. Errors: the decoder's ("expected payload kind 'vector'..." when it
-// is no BulkVector), InvalidArgument for a bad reference, the fetch's.
-absl::StatusOr<net::BulkValues> FetchBulkVector(std::string_view bytes, net::BulkChannel& bulk) {
-  net::BulkRef ref;
-  DML_RETURN_IF_ERROR(FromWire(bytes, &ref));
-  return bulk.Fetch(ref);
-}
-
 // A large dvec leaves through the sending system's bulk channel, where it
-// serves: only a BulkVector reference enters the CAF message. Returns
-// whether it did.
-bool WantsBulk(const dvec& x, net::BulkChannel* bulk) {
-  return bulk != nullptr && static_cast<std::size_t>(x.bytes()) >= net::kBulkMinBytes &&
-         Check(x).ok();
+// serves: only a BulkVector reference enters the CAF message.
+bool WantsBulk(const dvec& x, BulkChannel* bulk) {
+  return bulk != nullptr && static_cast<std::size_t>(x.bytes()) >= kBulkMinBytes &&
+         x.size() <= kMaxVectorEntries && !x.ref;
 }
 template <class T>
-bool WantsBulk(const T&, net::BulkChannel*) {
+bool WantsBulk(const T&, BulkChannel*) {
   return false;
 }
-bool BuildBulk(const dvec& x, net::BulkChannel* bulk, capnp::MallocMessageBuilder& builder) {
+// Returns whether the reference was built.
+bool BuildBulk(const dvec& x, BulkChannel* bulk, capnp::MallocMessageBuilder& builder) {
   if (!WantsBulk(x, bulk)) return false;
   auto ref = bulk->Offer(x.owner, x.data(), x.size());
   if (!ref) return false;  // not serving, or too much waits already
-  return BuildBulkRef(*ref, builder).ok();
+  return internal::BuildBulkReference(*ref, builder).ok();
 }
 template <class T>
-bool BuildBulk(const T&, net::BulkChannel*, capnp::MallocMessageBuilder&) {
+bool BuildBulk(const T&, BulkChannel*, capnp::MallocMessageBuilder&) {
   return false;
 }
 
@@ -735,13 +65,22 @@ bool BuildBulk(const T&, net::BulkChannel*, capnp::MallocMessageBuilder&) {
 // BulkVector reference to it).
 template <class T>
 caf::error WriteEnvelope(caf::serializer& f, const T& x) {
-  net::BulkChannel* bulk = BulkChannelOf(f.context());
+  if constexpr (std::is_same_v<T, dvec>) {
+    // A reference still unresolved is never forwarded (it names a peer's
+    // offer, not ours).
+    if (x.ref) {
+      return caf::make_error(caf::sec::invalid_argument,
+                             "a bulk reference cannot be sent on; fetch its values first");
+    }
+  }
+  BulkChannel* bulk = actors::BulkChannelOf(f.context());
   // Sized for the reference when one is likely, else for the whole payload
   // (one contiguous segment); a refused offer only costs extra segments.
-  auto builder = MakeBuilder(WantsBulk(x, bulk) ? 16 : WordsOf(x));
+  capnp::MallocMessageBuilder builder(static_cast<unsigned>(
+      std::max<std::size_t>(WantsBulk(x, bulk) ? 16 : internal::PayloadWords(x), 16)));
   if (BuildBulk(x, bulk, builder)) {
     // the reference is built
-  } else if (auto s = BuildChecked(x, builder); !s.ok()) {
+  } else if (auto s = internal::BuildPayload(x, builder); !s.ok()) {
     return caf::make_error(caf::sec::invalid_argument, std::string(s.message()));
   }
   auto segments = builder.getSegmentsForOutput();
@@ -762,6 +101,22 @@ caf::error WriteEnvelope(caf::serializer& f, const T& x) {
     }
   }
   return f.end_sequence();
+}
+
+// Decodes one payload; a dvec may arrive as a bulk reference (kept as
+// such: no I/O inside the deserializer).
+template <class T>
+absl::Status Decode(std::string_view bytes, T* value) {
+  return FromWire(bytes, value);
+}
+absl::Status Decode(std::string_view bytes, dvec* value) {
+  BulkRef ref;
+  DML_RETURN_IF_ERROR(FromWire(bytes, value, &ref));
+  if (ref.count > 0 || !ref.host.empty()) {
+    *value = dvec{};
+    value->ref = std::make_shared<const BulkRef>(std::move(ref));
+  }
+  return absl::OkStatus();
 }
 
 // Reads the bytes WriteEnvelope wrote. Only CAF framing errors (and a
@@ -790,27 +145,7 @@ caf::error ReadEnvelope(caf::deserializer& f, T& x) {
   if (auto err = f.end_sequence()) return err;
   T value;
   const std::string_view bytes(reinterpret_cast<const char*>(words.get()), n);
-  auto s = FromWire(bytes, &value);
-  if constexpr (std::is_same_v<T, dvec>) {
-    // Not a Vector: maybe a reference to one on the sender's bulk channel
-    // (fetched only inside a CAF message of a system that has a channel).
-    net::BulkChannel* bulk = BulkChannelOf(f.context());
-    if (!s.ok() && bulk != nullptr) {
-      auto fetched = FetchBulkVector(bytes, *bulk);
-      const bool not_bulk = fetched.status().code() == absl::StatusCode::kInvalidArgument &&
-                            absl::StartsWith(fetched.status().message(), "expected ");
-      if (!not_bulk) {
-        s = fetched.status();
-        if (fetched.ok()) {
-          value = fetched->vector
-                      ? dvec(std::move(fetched->vector))
-                      : dvec(std::move(fetched->owner), fetched->values, fetched->count);
-          value.finite = fetched->finite;
-        }
-      }
-    }
-  }
-  if (!s.ok()) {
+  if (auto s = Decode(bytes, &value); !s.ok()) {
     x = T{};
     x.wire_error = std::string(s.message());
     if (x.wire_error.empty()) x.wire_error = "undecodable payload";
@@ -821,46 +156,6 @@ caf::error ReadEnvelope(caf::deserializer& f, T& x) {
 }
 
 }  // namespace
-
-#define DML_WIRE_IMPL(T)                                                              \
-  absl::StatusOr<std::string> ToWire(const T& x) { return ToWireImpl(x); }           \
-  absl::Status FromWire(std::string_view bytes, T* out, const net::DecodeLimits& l) { \
-    return FromWireImpl(bytes, out, l);                                               \
-  }
-DML_WIRE_IMPL(dvec)
-DML_WIRE_IMPL(sparse_dvec)
-DML_WIRE_IMPL(key_list)
-DML_WIRE_IMPL(block_sums)
-DML_WIRE_IMPL(worker_report)
-DML_WIRE_IMPL(shard_stats)
-DML_WIRE_IMPL(int64_list)
-DML_WIRE_IMPL(worker_spec)
-DML_WIRE_IMPL(shard_config)
-DML_WIRE_IMPL(dense_block)
-DML_WIRE_IMPL(job_progress)
-DML_WIRE_IMPL(job_checkpoint)
-#undef DML_WIRE_IMPL
-
-absl::StatusOr<std::string> ToWire(const net::BulkRef& ref) {
-  capnp::MallocMessageBuilder builder(16);
-  DML_RETURN_IF_ERROR(BuildBulkRef(ref, builder));
-  return Flatten(builder);
-}
-
-absl::Status FromWire(std::string_view bytes, net::BulkRef* out, const net::DecodeLimits& limits) {
-  auto r = DecodeEnvelope<net::BulkRef>(
-      bytes, limits, wire::Envelope::BULK_VECTOR,
-      [](wire::Envelope::Reader env) -> absl::StatusOr<net::BulkRef> {
-        auto b = env.getBulkVector();
-        return net::BulkRef{FromText(b.getHost()), b.getPort(), FromText(b.getLocal()),
-                            b.getTicket(), b.getCount(), b.getAddress(), b.getSlot(),
-                            b.getSegment(), b.getOffset()};
-      });
-  if (!r.ok()) return r.status();
-  DML_RETURN_IF_ERROR(CheckBulkRef(*r));
-  *out = *std::move(r);
-  return absl::OkStatus();
-}
 
 #define DML_CAF_IMPL(T)                                                           \
   caf::error inspect(caf::serializer& f, T& x) { return WriteEnvelope(f, x); }   \
@@ -877,45 +172,10 @@ DML_CAF_IMPL(shard_config)
 DML_CAF_IMPL(dense_block)
 #undef DML_CAF_IMPL
 
-absl::Status WriteCheckpointFile(const std::string& path, const job_checkpoint& c) {
-  auto bytes = ToWire(c);
-  if (!bytes.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": ", bytes.status().message()));
-  }
-  const std::string tmp = path + ".tmp";
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (f == nullptr) {
-    return absl::UnavailableError(absl::StrCat(path, ": cannot write: ", std::strerror(errno)));
-  }
-  const bool ok = std::fwrite(bytes->data(), 1, bytes->size(), f) == bytes->size() &&
-                  std::fflush(f) == 0 && ::fsync(::fileno(f)) == 0;
-  std::fclose(f);
-  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    return absl::UnavailableError(absl::StrCat(path, ": write failed: ", std::strerror(errno)));
-  }
-  return absl::OkStatus();
+std::string describe(const dvec& x) {
+  return x.ref ? absl::StrCat("dvec[", x.ref->count, ", by reference]")
+               : absl::StrCat("dvec[", x.size(), "]");
 }
-
-absl::StatusOr<job_checkpoint> ReadCheckpointFile(const std::string& path) {
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr) {
-    return absl::NotFoundError(absl::StrCat(path, ": cannot open checkpoint: ",
-                                            std::strerror(errno)));
-  }
-  std::string bytes;
-  char buf[1 << 16];
-  std::size_t got;
-  while ((got = std::fread(buf, 1, sizeof(buf), f)) > 0) bytes.append(buf, got);
-  std::fclose(f);
-  job_checkpoint c;
-  if (auto s = FromWire(bytes, &c); !s.ok()) {
-    return absl::Status(s.code(), absl::StrCat(path, ": ", s.message()));
-  }
-  return c;
-}
-
-std::string describe(const dvec& x) { return absl::StrCat("dvec[", x.size(), "]"); }
 std::string describe(const sparse_dvec& x) { return absl::StrCat("sparse_dvec[", x.size(), "]"); }
 std::string describe(const key_list& x) { return absl::StrCat("key_list[", x.size(), "]"); }
 std::string describe(const block_sums& x) {
@@ -937,4 +197,4 @@ std::string describe(const shard_config& x) {
   return absl::StrCat("shard_config(", AsAbsl(ModeName(x.mode)), ", [", x.begin, ", ", x.end, "))");
 }
 
-}  // namespace dml::actors
+}  // namespace dml::net

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -19,6 +20,7 @@
 #include <caf/typed_event_based_actor.hpp>
 #include <caf/typed_response_promise.hpp>
 
+#include "dml/actors/internal/bulk_resolve.hpp"
 #include "dml/actors/parameter_shard.hpp"
 #include "dml/actors/topology/topology.hpp"
 #include "dml/data/libsvm.hpp"
@@ -75,6 +77,7 @@ struct worker_state {
   bool trained = false;  // a run has started on this worker's local model
   uint64_t loop = 0;  // id of the current run; continuations of older runs are dropped
   caf::typed_response_promise<worker_report> run_promise;
+  caf::actor fetcher;  // fetches dvecs that arrive by reference (bulk_resolve.hpp)
   static inline const char* name = "dml.worker";
 
   worker_report report() const { return {cfg.index, clock, processed, bytes, {}}; }
@@ -202,7 +205,7 @@ void pull_all(self_ptr self, int64_t clock, Done done, Fail on_error,
   for (std::size_t s = 0; s < st.shards.size(); ++s) {
     key_list k = s < keys.size() ? keys[s] : key_list{};
     auto on_err = first_error(counter, on_error);
-    auto on_part = [self, s, k, counter, done, on_err](const dvec& part) mutable {
+    auto on_part = [self, s, k, counter, done, on_err](dvec part) mutable {
       auto& st = self->state;
       if (counter->failed) return;
       const int64_t b = st.bounds[s];
@@ -228,12 +231,15 @@ void pull_all(self_ptr self, int64_t clock, Done done, Fail on_error,
       st.bytes += part.bytes();
       if (--counter->remaining == 0) done();
     };
+    auto on_reply = [self, on_part](dvec& part) mutable {
+      internal::with_values(self, self->state.fetcher, std::move(part), on_part);
+    };
     if (k.keys) {
       self->request(st.shards[s], kRequestTimeout, pull_atom_v, st.cfg.index, clock, k)
-          .then(on_part, on_err);
+          .then(on_reply, on_err);
     } else {
       self->request(st.shards[s], kRequestTimeout, pull_atom_v, st.cfg.index, clock)
-          .then(on_part, on_err);
+          .then(on_reply, on_err);
     }
   }
 }
@@ -351,9 +357,8 @@ void exchange_with_shards(self_ptr self, uint64_t loop, const char* what, Send s
     const int64_t b = st.bounds[s], e = st.bounds[s + 1];
     dvec x(std::vector<double>(st.w.begin() + b, st.w.begin() + e));
     st.bytes += 2 * x.bytes();
-    send(s, x).then(
-        [self, b, len = e - b, counter, loop, what, fold,
-         on_err = first_error(counter, on_error)](const dvec& reply) mutable {
+    auto on_values = [self, b, len = e - b, counter, loop, what, fold,
+                      on_err = first_error(counter, on_error)](dvec reply) mutable {
           auto& st = self->state;
           if (counter->failed || loop != st.loop) return;
           if (!reply.wire_error.empty() || static_cast<int64_t>(reply.size()) != len) {
@@ -368,6 +373,10 @@ void exchange_with_shards(self_ptr self, uint64_t loop, const char* what, Send s
             ++st.exchanges;
             step_done(self, loop);
           }
+    };
+    send(s, x).then(
+        [self, on_values](dvec& reply) mutable {
+          internal::with_values(self, self->state.fetcher, std::move(reply), on_values);
         },
         first_error(counter, on_error));
   }
@@ -550,6 +559,11 @@ worker_actor::behavior_type worker_impl(self_ptr self, worker_config cfg) {
       [self](round_atom, int64_t r, const dvec& shared,
              int64_t steps) -> caf::result<block_sums, worker_report> {
         auto& st = self->state;
+        if (shared.ref) {
+          return internal::fetch_and_redeliver<worker_actor>(
+              self, st.fetcher, self->make_response_promise<block_sums, worker_report>(), shared,
+              [r, steps](dvec v) { return std::make_tuple(round_atom_v, r, std::move(v), steps); });
+        }
         if (steps <= 0) steps = st.default_steps;
         if (!shared.wire_error.empty()) return fail(st.who + "round: " + shared.wire_error);
         if (!st.connect_error.empty()) return fail(st.who + st.connect_error);
@@ -593,6 +607,11 @@ worker_actor::behavior_type worker_impl(self_ptr self, worker_config cfg) {
       },
       [self](certify_atom, const dvec& shared) -> caf::result<block_sums> {
         auto& st = self->state;
+        if (shared.ref) {
+          return internal::fetch_and_redeliver<worker_actor>(
+              self, st.fetcher, self->make_response_promise<block_sums>(), shared,
+              [](dvec v) { return std::make_tuple(certify_atom_v, std::move(v)); });
+        }
         if (!shared.wire_error.empty()) return fail(st.who + "certify: " + shared.wire_error);
         if (!shared.has_values()) return fail(st.who + "certify without a shared vector");
         if (st.solver) {
@@ -619,6 +638,11 @@ worker_actor::behavior_type worker_impl(self_ptr self, worker_config cfg) {
       [self](coords_atom, int64_t r, const dvec& coords) -> caf::result<int64_t> {
         // Checkpoint restore (cocoa): this block's coordinates as of round r.
         auto& st = self->state;
+        if (coords.ref) {
+          return internal::fetch_and_redeliver<worker_actor>(
+              self, st.fetcher, self->make_response_promise<int64_t>(), coords,
+              [r](dvec v) { return std::make_tuple(coords_atom_v, r, std::move(v)); });
+        }
         if (!coords.wire_error.empty()) return fail(st.who + "restore: " + coords.wire_error);
         if (!st.solver) return fail(st.who + "restore is only part of mode cocoa");
         if (r < 0) return fail(st.who + "restore at round " + std::to_string(r));

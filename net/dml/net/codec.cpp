@@ -22,7 +22,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "dml/net/envelope.hpp"
+#include "dml/net/internal/envelope.hpp"
 #include "dml/net/wire.capnp.h"
 
 namespace dml::net {

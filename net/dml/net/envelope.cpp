@@ -1,4 +1,4 @@
-#include "dml/net/envelope.hpp"
+#include "dml/net/internal/envelope.hpp"
 
 #include <capnp/schema.h>
 

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -27,6 +28,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "dml/actors/coordinator.hpp"
+#include "dml/actors/internal/bulk_resolve.hpp"
 #include "dml/actors/internal/job_state.hpp"
 #include "dml/actors/job_plan.hpp"
 #include "dml/actors/node.hpp"
@@ -122,6 +124,7 @@ struct coord_state {
   std::vector<bool> ping_outstanding;
   int recoveries = 0;
   std::string event;  // recorded with the next progress entry
+  caf::actor fetcher;  // fetches dvecs that arrive by reference (bulk_resolve.hpp)
   struct checkpoint {
     int round = 0;
     double epochs = 0.0;
@@ -193,7 +196,9 @@ void connect_worker(self_ptr self, std::size_t k);
 void start_up(self_ptr self);
 
 // ---- round driver (coordinator_rounds.cpp)
-void cocoa_range(self_ptr self, int64_t begin, int64_t round, const dvec& part);
+/// A range of the next shared vector, from the shard at address `from`.
+void cocoa_range(self_ptr self, const caf::actor_addr& from, int64_t begin, int64_t round,
+                 const dvec& part);
 
 // ---- free-running driver (coordinator_sgd.cpp)
 void maybe_evaluate(self_ptr self);
@@ -222,15 +227,22 @@ void ask_workers(self_ptr self, Done done, Ts... xs) {
   for (std::size_t k = 0; k < st.workers.size(); ++k) {
     self->request(st.workers[k], reply_timeout(st), xs...)
         .then(
-            [self, k, replies, remaining, done, gen, fan](Reply& r) {
-              auto& st = self->state;
-              if (st.finished() || gen != st.generation || fan != st.fanouts) return;
-              if (!r.wire_error.empty()) {
-                return fail_job(self, absl::DataLossError(absl::StrCat(
-                                          "reply of worker ", k, ": ", r.wire_error)));
+            [self, k, replies, remaining, done, gen, fan](Reply& reply) {
+              auto take = [self, k, replies, remaining, done, gen, fan](Reply r) {
+                auto& st = self->state;
+                if (st.finished() || gen != st.generation || fan != st.fanouts) return;
+                if (!r.wire_error.empty()) {
+                  return fail_job(self, absl::DataLossError(absl::StrCat(
+                                            "reply of worker ", k, ": ", r.wire_error)));
+                }
+                (*replies)[k] = std::move(r);
+                if (--*remaining == 0) done(*replies);
+              };
+              if constexpr (std::is_same_v<Reply, dvec>) {
+                with_values(self, self->state.fetcher, std::move(reply), take);
+              } else {
+                take(std::move(reply));
               }
-              (*replies)[k] = std::move(r);
-              if (--*remaining == 0) done(*replies);
             },
             [self, gen, fan](caf::error& err) {
               auto& st = self->state;
@@ -247,12 +259,14 @@ void read_shards(self_ptr self, Done done) {
   if (st.shards.size() == 1) {  // the shard's own snapshot, uncopied
     self->request(st.shards[0], reply_timeout(st), read_atom_v)
         .then(
-            [self, done, gen](const dvec& part) {
-              auto& st = self->state;
-              if (st.finished() || gen != st.generation) return;
-              if (auto s = checked_part(st, 0, part); !s.ok()) return fail_job(self, s);
-              st.coordinator_bytes += part.bytes();
-              done(part);
+            [self, done, gen](dvec& reply) {
+              with_values(self, self->state.fetcher, std::move(reply), [self, done, gen](dvec part) {
+                auto& st = self->state;
+                if (st.finished() || gen != st.generation) return;
+                if (auto s = checked_part(st, 0, part); !s.ok()) return fail_job(self, s);
+                st.coordinator_bytes += part.bytes();
+                done(part);
+              });
             },
             [self, gen](caf::error& err) {
               if (gen == self->state.generation) fail_job(self, err);
@@ -264,13 +278,16 @@ void read_shards(self_ptr self, Done done) {
   for (std::size_t s = 0; s < st.shards.size(); ++s) {
     self->request(st.shards[s], reply_timeout(st), read_atom_v)
         .then(
-            [self, s, out, remaining, done, gen](const dvec& part) {
-              auto& st = self->state;
-              if (st.finished() || gen != st.generation) return;
-              if (auto bad = checked_part(st, s, part); !bad.ok()) return fail_job(self, bad);
-              std::copy(part.view().begin(), part.view().end(), out->begin() + st.bounds[s]);
-              st.coordinator_bytes += part.bytes();
-              if (--*remaining == 0) done(dvec(std::move(*out)));
+            [self, s, out, remaining, done, gen](dvec& reply) {
+              auto take = [self, s, out, remaining, done, gen](dvec part) {
+                auto& st = self->state;
+                if (st.finished() || gen != st.generation) return;
+                if (auto bad = checked_part(st, s, part); !bad.ok()) return fail_job(self, bad);
+                std::copy(part.view().begin(), part.view().end(), out->begin() + st.bounds[s]);
+                st.coordinator_bytes += part.bytes();
+                if (--*remaining == 0) done(dvec(std::move(*out)));
+              };
+              with_values(self, self->state.fetcher, std::move(reply), take);
             },
             [self, gen](caf::error& err) {
               if (gen == self->state.generation) fail_job(self, err);

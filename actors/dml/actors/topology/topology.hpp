@@ -33,9 +33,13 @@
 #include "dml/actors/runtime.hpp"
 #include "dml/objective/model.hpp"
 
+namespace dml::net {
+struct shard_config;
+}  // namespace dml::net
+
 namespace dml::actors {
 
-struct shard_config;
+using net::shard_config;
 
 namespace internal {
 struct shard_core;

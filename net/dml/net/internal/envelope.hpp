@@ -94,12 +94,12 @@ absl::Status CheckListLength(std::size_t n, const char* what);
 /// "a SparseVector", "a Vector", ... or "unknown payload kind N".
 std::string DescribeKind(wire::Envelope::Which which);
 
-/// Frames, limits and opens a message, checks its version and payload kind,
-/// then hands the Envelope to `read`, which returns the decoded value.
-/// Every Cap'n Proto exception becomes DataLoss. Errors: see codec.hpp.
+/// Frames, limits and opens a message, checks its version, then hands the
+/// Envelope to `read`, which returns the decoded value. Every Cap'n Proto
+/// exception becomes DataLoss. Errors: see codec.hpp.
 template <class T, class ReadFn>
-absl::StatusOr<T> DecodeEnvelope(std::string_view bytes, const DecodeLimits& limits,
-                                 wire::Envelope::Which expected, ReadFn&& read) {
+absl::StatusOr<T> OpenEnvelope(std::string_view bytes, const DecodeLimits& limits,
+                               ReadFn&& read) {
   if (bytes.empty()) return absl::DataLossError("empty message");
   if (bytes.size() > limits.max_bytes) {
     return absl::ResourceExhaustedError(absl::StrFormat(
@@ -137,16 +137,35 @@ absl::StatusOr<T> DecodeEnvelope(std::string_view bytes, const DecodeLimits& lim
       return absl::InvalidArgumentError(
           absl::StrFormat("schema version %d, expected %d", version, kWireSchemaVersion));
     }
-    const wire::Envelope::Which which = envelope.which();
-    if (which != expected) {
-      return absl::InvalidArgumentError(absl::StrCat("expected ", DescribeKind(expected),
-                                                     ", got ", DescribeKind(which)));
-    }
     return read(envelope);
   } catch (const kj::Exception& e) {
     return absl::DataLossError(
         absl::StrCat("corrupt Cap'n Proto message: ", e.getDescription().cStr()));
   }
+}
+
+/// OpenEnvelope, and the payload must be of kind `expected`.
+template <class T, class ReadFn>
+absl::StatusOr<T> DecodeEnvelope(std::string_view bytes, const DecodeLimits& limits,
+                                 wire::Envelope::Which expected, ReadFn&& read) {
+  return OpenEnvelope<T>(
+      bytes, limits, [&](wire::Envelope::Reader envelope) -> absl::StatusOr<T> {
+        const wire::Envelope::Which which = envelope.which();
+        if (which != expected) {
+          return absl::InvalidArgumentError(absl::StrCat("expected ", DescribeKind(expected),
+                                                         ", got ", DescribeKind(which)));
+        }
+        return read(envelope);
+      });
+}
+
+/// The payload kind of a message (framing, limits and version checked).
+inline absl::StatusOr<wire::Envelope::Which> EnvelopeKind(std::string_view bytes,
+                                                          const DecodeLimits& limits) {
+  return OpenEnvelope<wire::Envelope::Which>(
+      bytes, limits, [](wire::Envelope::Reader envelope) -> absl::StatusOr<wire::Envelope::Which> {
+        return envelope.which();
+      });
 }
 
 }  // namespace dml::net::internal

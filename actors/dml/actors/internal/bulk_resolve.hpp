@@ -1,0 +1,72 @@
+#pragma once
+// Large vectors arrive as references to their sender's bulk channel
+// (dml/net/bulk.hpp): CAF's deserializer only decodes the reference (no
+// I/O on CAF's threads, nothing fetched before a handler has seen the
+// message). The receiving actor fetches the values here, through a
+// fetcher of its own: a detached actor (its own thread, off the
+// scheduler), spawned on the first reference and linked to the receiver so
+// that it goes with it. The receiver awaits the answer: no other message
+// overtakes the one being resolved.
+
+#include <string>
+#include <utility>
+
+#include <caf/actor.hpp>
+#include <caf/actor_cast.hpp>
+#include <caf/actor_system.hpp>
+#include <caf/message_priority.hpp>
+#include <tuple>
+
+#include "dml/actors/messages.hpp"
+#include "dml/actors/type_ids.hpp"
+
+namespace dml::actors::internal {
+
+/// A fetcher for the bulk channel of `sys` (detached). It answers
+/// fetch(x) with x's values, or with a dvec whose wire_error says why not.
+caf::actor SpawnBulkFetcher(caf::actor_system& sys);
+
+/// Calls f(values) with x's values in hand: at once when x carries them,
+/// else once the fetcher (spawned into `fetcher` on first use) has
+/// fetched them; a failed fetch calls f with wire_error set.
+template <class Self, class F>
+void with_values(Self* self, caf::actor& fetcher, dvec x, F f) {
+  if (!x.ref) return f(std::move(x));
+  if (!fetcher) {
+    fetcher = SpawnBulkFetcher(self->system());
+    self->link_to(fetcher);
+  }
+  self->request(fetcher, caf::infinite, fetch_atom_v, std::move(x))
+      .await([f](dvec& v) mutable { f(std::move(v)); },
+             [self, f](caf::error& err) mutable {
+               dvec failed;
+               failed.wire_error = "bulk fetch: " + self->system().render(err);
+               f(std::move(failed));
+             });
+}
+
+/// For a request handler whose dvec argument is a reference: fetches it,
+/// then delegates the same request with the values (made by
+/// `remake(values)`, a tuple of the message's elements) back to this actor;
+/// the reply goes to the original requester. Messages that arrived during
+/// the fetch are handled before the redelivered one: fine for the handlers
+/// that use this (a shard's pushes and restores, a worker's round, certify
+/// and restore requests, whose senders wait for the reply before they send
+/// that actor anything it would have to order after it). Normal priority:
+/// a delegation at high priority marks the reply's id so that the
+/// requester does not match it. Returns the promise the handler returns.
+template <class Handle, class Promise, class Self, class Remake>
+Promise fetch_and_redeliver(Self* self, caf::actor& fetcher, Promise promise, dvec x,
+                            Remake remake) {
+  with_values(self, fetcher, std::move(x), [self, promise, remake](dvec v) mutable {
+    std::apply(
+        [&](auto&&... xs) {
+          promise.template delegate<caf::message_priority::normal>(
+              caf::actor_cast<Handle>(self), std::forward<decltype(xs)>(xs)...);
+        },
+        remake(std::move(v)));
+  });
+  return promise;
+}
+
+}  // namespace dml::actors::internal

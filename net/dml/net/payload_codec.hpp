@@ -1,0 +1,71 @@
+#pragma once
+// The one codec of libdml's wire format: every actor payload
+// (dml/net/payloads.hpp), checkpoints and bulk references to and from one
+// Cap'n Proto Envelope of dml/net/wire.capnp. The actors' CAF messages
+// carry exactly these bytes (actors/dml/actors/wire.cpp is only the shim
+// into CAF's serializer); tests and the fuzz target call the same
+// functions.
+//
+// Decoding treats input as hostile (never throws, aborts or over-reads) and
+// returns: DataLoss for framing and structure, ResourceExhausted above the
+// limits, InvalidArgument for a wrong version or payload kind or a broken
+// invariant, naming the field (and the position for lists). Encoding checks
+// the same invariants, so we never send what a peer would refuse.
+// Thread-safe (stateless).
+
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "dml/net/bulk.hpp"
+#include "dml/net/codec.hpp"
+#include "dml/net/payloads.hpp"
+
+namespace dml::net {
+
+/// Flat Envelope bytes of a payload, and back. Errors: see above.
+#define DML_PAYLOAD_CODEC(T)                                   \
+  absl::StatusOr<std::string> ToWire(const T& x);             \
+  absl::Status FromWire(std::string_view bytes, T* out,        \
+                        const DecodeLimits& limits = DecodeLimits{});
+
+DML_PAYLOAD_CODEC(job_checkpoint)
+DML_PAYLOAD_CODEC(dvec)
+DML_PAYLOAD_CODEC(sparse_dvec)
+DML_PAYLOAD_CODEC(key_list)
+DML_PAYLOAD_CODEC(block_sums)
+DML_PAYLOAD_CODEC(worker_report)
+DML_PAYLOAD_CODEC(shard_stats)
+DML_PAYLOAD_CODEC(int64_list)
+DML_PAYLOAD_CODEC(worker_spec)
+DML_PAYLOAD_CODEC(shard_config)
+DML_PAYLOAD_CODEC(dense_block)
+DML_PAYLOAD_CODEC(job_progress)
+/// A BulkVector envelope: a large dvec by reference to its sender's bulk
+/// channel (dml/net/bulk.hpp), valid only inside a CAF message.
+DML_PAYLOAD_CODEC(BulkRef)
+
+#undef DML_PAYLOAD_CODEC
+
+/// A dvec as it arrives in a message: a Vector envelope fills `out`; a
+/// BulkVector envelope (chosen by the envelope's kind, never by an error)
+/// fills `ref`, and nothing is fetched here.
+absl::Status FromWire(std::string_view bytes, dvec* out, BulkRef* ref,
+                      const DecodeLimits& limits = DecodeLimits{});
+
+/// Writes `c` to `path` atomically (a temporary file, then rename), so a
+/// crash mid-write leaves the previous checkpoint. Errors: I/O, with the path.
+absl::Status WriteCheckpointFile(const std::string& path, const job_checkpoint& c);
+/// Reads a checkpoint file. Errors: NotFound / I/O with the path; the
+/// decoder's errors prefixed with the path.
+absl::StatusOr<job_checkpoint> ReadCheckpointFile(const std::string& path);
+
+/// The decode error a payload arrived with, as an absl::Status (OK if none).
+template <class T>
+absl::Status WireErrorOf(const T& x) {
+  if (x.wire_error.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(x.wire_error);
+}
+
+}  // namespace dml::net
