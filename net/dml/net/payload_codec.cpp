@@ -21,12 +21,24 @@
 #include "absl/strings/str_cat.h"
 #include "dml/net/internal/envelope.hpp"
 #include "dml/net/internal/payload_builder.hpp"
+#include "dml/net/internal/payload_checks.hpp"
 #include "dml/util/status.hpp"
 
 namespace dml::net {
 namespace {
 
+using internal::Check;
+using internal::CheckBulkRef;
+using internal::CheckFinite;
+using internal::CheckIncreasing;
 using internal::CheckListLength;
+using internal::CheckLoad;
+using internal::CheckMode;
+using internal::CheckModel;
+using internal::CheckModelKind;
+using internal::CheckNonNegative;
+using internal::CheckVectorLength;
+using internal::Invalid;
 using internal::DecodeEnvelope;
 using internal::FillList;
 using internal::Flatten;
@@ -34,39 +46,6 @@ using internal::kWordBytes;
 using internal::ReadList;
 using internal::WordsForList;
 using Which = wire::Envelope::Which;
-
-absl::Status Invalid(absl::string_view field, absl::string_view what) {
-  return absl::InvalidArgumentError(absl::StrCat(field, ": ", what));
-}
-
-template <class T>
-absl::Status CheckVectorLength(std::size_t n, const char* field) {
-  if (n > kMaxVectorEntries) {
-    return Invalid(field, absl::StrCat(n, " entries exceed the limit of ", kMaxVectorEntries));
-  }
-  return CheckListLength(n, field);
-}
-
-// Strictly increasing 32-bit offsets, the first bad position named.
-absl::Status CheckIncreasing(const std::vector<uint32_t>& v, const char* field) {
-  for (std::size_t k = 1; k < v.size(); ++k) {
-    if (v[k] <= v[k - 1]) {
-      return Invalid(field, absl::StrCat("not strictly increasing at position ", k, ": ", v[k],
-                                         " after ", v[k - 1]));
-    }
-  }
-  return absl::OkStatus();
-}
-
-absl::Status CheckFinite(double x, const char* field) {
-  if (!std::isfinite(x)) return Invalid(field, absl::StrCat("not finite (", x, ")"));
-  return absl::OkStatus();
-}
-
-absl::Status CheckNonNegative(int64_t x, const char* field) {
-  if (x < 0) return Invalid(field, absl::StrCat("negative (", x, ")"));
-  return absl::OkStatus();
-}
 
 // ------------------------------------------------------------- builders
 // Each Build writes one payload into a fresh Envelope; the first segment is
@@ -91,26 +70,6 @@ void SetModel(wire::Model::Builder m, const ModelSpec& x) {
 
 // Enum values a reader knows (checked as integers: a C++ enum may hold
 // others through a cast, and we never send those).
-absl::Status CheckModelKind(uint16_t kind, const char* field) {
-  if (kind > static_cast<uint16_t>(ModelKind::kSquaredHingeSvm)) {
-    return Invalid(field, absl::StrCat("unknown model kind ", kind));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status CheckMode(uint16_t mode, const char* field) {
-  if (mode > static_cast<uint16_t>(Mode::kCocoa)) {
-    return Invalid(field, absl::StrCat("unknown mode ", mode));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status CheckModel(const ModelSpec& x, const char* field) {
-  DML_RETURN_IF_ERROR(CheckModelKind(static_cast<uint16_t>(x.kind), field));
-  if (auto s = Validate(x); !s.ok()) return Invalid(field, s.message());
-  return absl::OkStatus();
-}
-
 absl::StatusOr<ModelSpec> GetModel(wire::Model::Reader m, const char* field) {
   const auto kind = static_cast<uint16_t>(m.getKind());
   DML_RETURN_IF_ERROR(CheckModelKind(kind, field));
@@ -134,14 +93,6 @@ void SetLoad(wire::LoadOptions::Builder b, const LibsvmOptions& x) {
   b.setBinarizeThreshold(x.binarize_threshold.value_or(0.0));
   b.setNumFeatures(x.num_features);
   b.setThreads(x.threads);
-}
-
-absl::Status CheckLoad(const LibsvmOptions& x) {
-  if (x.binarize_threshold) {
-    DML_RETURN_IF_ERROR(CheckFinite(*x.binarize_threshold, "LoadOptions.binarizeThreshold"));
-  }
-  DML_RETURN_IF_ERROR(CheckNonNegative(x.num_features, "LoadOptions.numFeatures"));
-  return CheckNonNegative(x.threads, "LoadOptions.threads");
 }
 
 absl::StatusOr<LibsvmOptions> GetLoad(wire::LoadOptions::Reader r) {
@@ -175,130 +126,6 @@ std::vector<T> CopyList(typename capnp::List<T>::Reader list) {
   std::vector<T> out(list.size());
   ReadList<T>(list, out.data());
   return out;
-}
-
-// Validation of what we are about to send (the same rules the decoder
-// applies on the other end).
-absl::Status Check(const dvec& x) { return CheckVectorLength<double>(x.size(), "Vector.values"); }
-absl::Status Check(const sparse_dvec& x) {
-  const std::size_t ni = x.index ? x.index->size() : 0;
-  if (ni != x.size()) {
-    return Invalid("SparseUpdate", absl::StrCat(ni, " offsets but ", x.size(), " values"));
-  }
-  DML_RETURN_IF_ERROR(CheckVectorLength<double>(ni, "SparseUpdate.values"));
-  return x.index ? CheckIncreasing(*x.index, "SparseUpdate.offsets") : absl::OkStatus();
-}
-absl::Status Check(const key_list& x) {
-  DML_RETURN_IF_ERROR(CheckVectorLength<uint32_t>(x.size(), "KeyList.keys"));
-  return x.keys ? CheckIncreasing(*x.keys, "KeyList.keys") : absl::OkStatus();
-}
-absl::Status Check(const block_sums& x) {
-  DML_RETURN_IF_ERROR(CheckFinite(x.loss_sum, "BlockSums.lossSum"));
-  DML_RETURN_IF_ERROR(CheckFinite(x.gap_sum, "BlockSums.gapSum"));
-  return CheckFinite(x.reg_sum, "BlockSums.regSum");
-}
-absl::Status Check(const worker_report& x) {
-  DML_RETURN_IF_ERROR(CheckNonNegative(x.worker, "WorkerReport.worker"));
-  DML_RETURN_IF_ERROR(CheckNonNegative(x.clock, "WorkerReport.clock"));
-  DML_RETURN_IF_ERROR(CheckNonNegative(x.processed, "WorkerReport.processed"));
-  return CheckNonNegative(x.bytes, "WorkerReport.bytes");
-}
-absl::Status Check(const shard_stats& x) {
-  DML_RETURN_IF_ERROR(CheckNonNegative(x.updates, "ShardStats.updates"));
-  DML_RETURN_IF_ERROR(CheckNonNegative(x.pulls, "ShardStats.pulls"));
-  DML_RETURN_IF_ERROR(CheckNonNegative(x.bytes_in, "ShardStats.bytesIn"));
-  DML_RETURN_IF_ERROR(CheckNonNegative(x.bytes_out, "ShardStats.bytesOut"));
-  DML_RETURN_IF_ERROR(CheckNonNegative(x.max_granted_staleness, "ShardStats.maxGrantedStaleness"));
-  return CheckVectorLength<int64_t>(x.clocks.size(), "ShardStats.clocks");
-}
-absl::Status Check(const int64_list& x) {
-  return CheckVectorLength<int64_t>(x.values.size(), "Int64List.values");
-}
-absl::Status Check(const worker_spec& x) {
-  DML_RETURN_IF_ERROR(CheckMode(static_cast<uint16_t>(x.mode), "WorkerSpec.mode"));
-  DML_RETURN_IF_ERROR(CheckModel(x.model, "WorkerSpec.model"));
-  if (x.workers < 1) return Invalid("WorkerSpec.workers", absl::StrCat(x.workers, " < 1"));
-  if (x.index < 0 || x.index >= x.workers) {
-    return Invalid("WorkerSpec.index",
-                   absl::StrCat(x.index, " outside [0, ", x.workers, ")"));
-  }
-  if (x.path.empty()) return Invalid("WorkerSpec.dataPath", "empty");
-  if (auto nul = x.path.find('\0'); nul != std::string::npos) {
-    return Invalid("WorkerSpec.dataPath", absl::StrCat("contains a NUL byte at position ", nul));
-  }
-  if (x.batch_size < 1) return Invalid("WorkerSpec.batchSize", absl::StrCat(x.batch_size, " < 1"));
-  if (!(x.step0 > 0) || !std::isfinite(x.step0)) {
-    return Invalid("WorkerSpec.step0", absl::StrCat(x.step0, " is not positive and finite"));
-  }
-  if (!(x.step_decay >= 0) || !std::isfinite(x.step_decay)) {
-    return Invalid("WorkerSpec.stepDecay", absl::StrCat(x.step_decay, " is not >= 0"));
-  }
-  if (x.tau < 1) return Invalid("WorkerSpec.tau", absl::StrCat(x.tau, " < 1"));
-  if (!(x.local_epochs > 0) || !std::isfinite(x.local_epochs)) {
-    return Invalid("WorkerSpec.localEpochs", absl::StrCat(x.local_epochs, " is not > 0"));
-  }
-  if (!(x.gamma > 0 && x.gamma <= 1)) {
-    return Invalid("WorkerSpec.gamma", absl::StrCat(x.gamma, " outside (0, 1]"));
-  }
-  if (!(x.sigma_prime > 0) || !std::isfinite(x.sigma_prime)) {
-    return Invalid("WorkerSpec.sigmaPrime", absl::StrCat(x.sigma_prime, " is not > 0"));
-  }
-  return CheckLoad(x.load);
-}
-absl::Status Check(const shard_config& x) {
-  DML_RETURN_IF_ERROR(CheckMode(static_cast<uint16_t>(x.mode), "ShardSpec.mode"));
-  DML_RETURN_IF_ERROR(CheckModel(x.model, "ShardSpec.model"));
-  if (x.workers < 1) return Invalid("ShardSpec.workers", absl::StrCat(x.workers, " < 1"));
-  if (x.begin < 0 || x.end <= x.begin) {
-    return Invalid("ShardSpec.end", absl::StrCat("range [", x.begin, ", ", x.end, ") is empty"));
-  }
-  if (x.end - x.begin > static_cast<int64_t>(kMaxVectorEntries)) {
-    return Invalid("ShardSpec.end", absl::StrCat("range of ", x.end - x.begin,
-                                                 " keys exceeds ", kMaxVectorEntries));
-  }
-  if (!(x.step0 > 0) || !std::isfinite(x.step0)) {
-    return Invalid("ShardSpec.step0", absl::StrCat(x.step0, " is not positive and finite"));
-  }
-  if (!(x.step_decay >= 0) || !std::isfinite(x.step_decay)) {
-    return Invalid("ShardSpec.stepDecay", absl::StrCat(x.step_decay, " is not >= 0"));
-  }
-  if (!(x.gamma > 0 && x.gamma <= 1)) {
-    return Invalid("ShardSpec.gamma", absl::StrCat(x.gamma, " outside (0, 1]"));
-  }
-  if (!(x.easgd_alpha > 0 && x.easgd_alpha < 1)) {
-    return Invalid("ShardSpec.easgdAlpha", absl::StrCat(x.easgd_alpha, " outside (0, 1)"));
-  }
-  return CheckNonNegative(x.staleness, "ShardSpec.staleness");
-}
-absl::Status Check(const dense_block& x) {
-  return CheckVectorLength<float>(x.size(), "DenseVector.values");
-}
-absl::Status Check(const job_progress& x) {
-  return CheckVectorLength<int64_t>(x.staleness.size(), "Progress.staleness");
-}
-
-absl::Status Check(const job_checkpoint& x) {
-  DML_RETURN_IF_ERROR(CheckMode(static_cast<uint16_t>(x.mode), "Checkpoint.mode"));
-  DML_RETURN_IF_ERROR(CheckModel(x.model, "Checkpoint.model"));
-  DML_RETURN_IF_ERROR(CheckNonNegative(x.round, "Checkpoint.round"));
-  DML_RETURN_IF_ERROR(CheckNonNegative(x.clock, "Checkpoint.clock"));
-  if (x.workers < 1) return Invalid("Checkpoint.workerCount", absl::StrCat(x.workers, " < 1"));
-  if (!x.coords.empty() && static_cast<int32_t>(x.coords.size()) != x.workers) {
-    return Invalid("Checkpoint.workers", absl::StrCat(x.coords.size(), " worker states for ",
-                                                      x.workers, " workers"));
-  }
-  if (static_cast<int32_t>(x.processed.size()) != x.workers) {
-    return Invalid("Checkpoint.workers", absl::StrCat(x.processed.size(),
-                                                      " processed counters for ", x.workers,
-                                                      " workers"));
-  }
-  DML_RETURN_IF_ERROR(CheckVectorLength<double>(x.shared.size(), "Checkpoint.shared"));
-  for (std::size_t j = 0; j < x.shared.size(); ++j) {
-    if (!std::isfinite(x.shared[j])) {
-      return Invalid("Checkpoint.shared", absl::StrCat("value at position ", j, " is not finite"));
-    }
-  }
-  return absl::OkStatus();
 }
 
 void Build(const job_progress& x, wire::Progress::Builder b);
@@ -633,41 +460,6 @@ absl::Status FromWireImpl(std::string_view bytes, T* out, const DecodeLimits& li
 }
 
 // BulkVector: a large dvec by reference (see dml/net/bulk.hpp).
-// A host name or socket name: printable ASCII only (a NUL would also end
-// the text early on the way back out).
-absl::Status CheckName(const std::string& s, const char* field) {
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    const unsigned char c = static_cast<unsigned char>(s[i]);
-    if (c < 0x21 || c > 0x7e) {
-      return Invalid(field, absl::StrCat("byte ", static_cast<int>(c), " at position ", i,
-                                         " is not printable ASCII"));
-    }
-  }
-  return absl::OkStatus();
-}
-
-absl::Status CheckBulkRef(const BulkRef& r) {
-  if (r.host.empty() || r.host.size() > 255) {
-    return Invalid("BulkVector.host", absl::StrCat("length ", r.host.size(), " not in [1, 255]"));
-  }
-  DML_RETURN_IF_ERROR(CheckName(r.host, "BulkVector.host"));
-  if (r.local.size() > 100) {
-    return Invalid("BulkVector.local", absl::StrCat("length ", r.local.size(), " above 100"));
-  }
-  DML_RETURN_IF_ERROR(CheckName(r.local, "BulkVector.local"));
-  if (r.port == 0) return Invalid("BulkVector.port", "zero");
-  if ((r.address == 0) != (r.slot == 0)) {
-    return Invalid(r.address == 0 ? "BulkVector.slot" : "BulkVector.address",
-                   "set while the other is zero");
-  }
-  if (r.segment == 0 && r.offset != 0) return Invalid("BulkVector.offset", "set while segment is 0");
-  if (r.segment != 0 && r.local.empty()) return Invalid("BulkVector.segment", "set with no local socket");
-  if (r.offset % sizeof(double) != 0) {
-    return Invalid("BulkVector.offset", absl::StrCat(r.offset, " is not a multiple of 8"));
-  }
-  return CheckVectorLength<double>(r.count, "BulkVector.count");
-}
-
 absl::Status BuildBulkRef(const BulkRef& r, capnp::MallocMessageBuilder& builder) {
   DML_RETURN_IF_ERROR(CheckBulkRef(r));
   auto b = Root(builder).initBulkVector();
@@ -757,44 +549,6 @@ absl::Status FromWire(std::string_view bytes, dvec* out, BulkRef* ref,
   auto kind = internal::EnvelopeKind(bytes, limits);
   if (kind.ok() && *kind == wire::Envelope::BULK_VECTOR) return FromWire(bytes, ref, limits);
   return FromWire(bytes, out, limits);
-}
-
-absl::Status WriteCheckpointFile(const std::string& path, const job_checkpoint& c) {
-  auto bytes = ToWire(c);
-  if (!bytes.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": ", bytes.status().message()));
-  }
-  const std::string tmp = path + ".tmp";
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (f == nullptr) {
-    return absl::UnavailableError(absl::StrCat(path, ": cannot write: ", std::strerror(errno)));
-  }
-  const bool ok = std::fwrite(bytes->data(), 1, bytes->size(), f) == bytes->size() &&
-                  std::fflush(f) == 0 && ::fsync(::fileno(f)) == 0;
-  std::fclose(f);
-  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    return absl::UnavailableError(absl::StrCat(path, ": write failed: ", std::strerror(errno)));
-  }
-  return absl::OkStatus();
-}
-
-absl::StatusOr<job_checkpoint> ReadCheckpointFile(const std::string& path) {
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr) {
-    return absl::NotFoundError(absl::StrCat(path, ": cannot open checkpoint: ",
-                                            std::strerror(errno)));
-  }
-  std::string bytes;
-  char buf[1 << 16];
-  std::size_t got;
-  while ((got = std::fread(buf, 1, sizeof(buf), f)) > 0) bytes.append(buf, got);
-  std::fclose(f);
-  job_checkpoint c;
-  if (auto s = FromWire(bytes, &c); !s.ok()) {
-    return absl::Status(s.code(), absl::StrCat(path, ": ", s.message()));
-  }
-  return c;
 }
 
 }  // namespace dml::net

@@ -1,0 +1,325 @@
+// A worker's SGD loop (internal/worker_state.hpp): pulls, pushes, the
+// exchanges of the local-model modes, and the step that the job's topology
+// composes from them (worker_ops).
+#include <algorithm>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <caf/send.hpp>
+
+#include "dml/actors/internal/bulk_resolve.hpp"
+#include "dml/actors/internal/worker_state.hpp"
+#include "dml/data/libsvm.hpp"
+
+namespace dml::actors::internal {
+namespace {
+void step_done(self_ptr self, uint64_t loop);
+std::vector<key_list> batch_keys(const worker_state& st, const std::vector<int64_t>& rows);
+}  // namespace
+
+// Pulls every shard's range into st.w; with `keys` (one list per shard, null
+// for the whole range) only those keys are fetched and written.
+void pull_all(self_ptr self, int64_t clock, std::function<void()> done,
+              std::function<void(caf::error)> on_error, std::vector<key_list> keys) {
+  auto& st = self->state;
+  auto counter = std::make_shared<fan_in>(st.shards.size());
+  for (std::size_t s = 0; s < st.shards.size(); ++s) {
+    key_list k = s < keys.size() ? keys[s] : key_list{};
+    auto on_err = first_error(counter, on_error);
+    auto on_part = [self, s, k, counter, done, on_err](dvec part) mutable {
+      auto& st = self->state;
+      if (counter->failed) return;
+      const int64_t b = st.bounds[s];
+      // A reply is checked before it touches w: a peer's bad bytes or a
+      // wrong length fail the step, never write out of range.
+      const std::size_t want =
+          k.keys ? k.size() : static_cast<std::size_t>(st.bounds[s + 1] - b);
+      if (!part.wire_error.empty() || part.size() != want) {
+        return on_err(fail(st.who + "pull reply from shard " + std::to_string(s) + ": " +
+                           (part.wire_error.empty()
+                                ? std::to_string(part.size()) + " values, expected " +
+                                      std::to_string(want)
+                                : part.wire_error)));
+      }
+      if (k.keys) {
+        for (std::size_t i = 0; i < part.size(); ++i) {
+          st.w[b + (*k.keys)[i]] = part.data()[i];
+        }
+        st.bytes += k.bytes();
+      } else {
+        std::copy(part.view().begin(), part.view().end(), st.w.begin() + b);
+      }
+      st.bytes += part.bytes();
+      if (--counter->remaining == 0) done();
+    };
+    auto on_reply = [self, on_part](dvec& part) mutable {
+      internal::with_values(self, self->state.fetcher, std::move(part), on_part);
+    };
+    if (k.keys) {
+      self->request(st.shards[s], kRequestTimeout, pull_atom_v, st.cfg.index, clock, k)
+          .then(on_reply, on_err);
+    } else {
+      self->request(st.shards[s], kRequestTimeout, pull_atom_v, st.cfg.index, clock)
+          .then(on_reply, on_err);
+    }
+  }
+}
+
+namespace {
+
+// The keys a minibatch reads, per shard, where a key list is cheaper than the
+// range (4 bytes out and 8 back per key against 8 per range entry).
+std::vector<key_list> batch_keys(const worker_state& st, const std::vector<int64_t>& rows) {
+  std::vector<uint32_t> cols;
+  for (int64_t r : rows) {
+    const SparseView v = st.local.x.outer(r);
+    cols.insert(cols.end(), v.index, v.index + v.size);
+  }
+  std::sort(cols.begin(), cols.end());
+  cols.erase(std::unique(cols.begin(), cols.end()), cols.end());
+  std::vector<key_list> out(st.shards.size());
+  auto it = cols.begin();
+  for (std::size_t s = 0; s < st.shards.size(); ++s) {
+    const int64_t b = st.bounds[s], e = st.bounds[s + 1];
+    auto end = std::lower_bound(it, cols.end(), static_cast<uint32_t>(e));
+    const int64_t count = end - it;
+    if (count * 12 < (e - b) * 8) {
+      auto keys = std::make_shared<std::vector<uint32_t>>();
+      keys->reserve(count);
+      for (auto j = it; j != end; ++j) keys->push_back(static_cast<uint32_t>(*j - b));
+      out[s].keys = std::move(keys);
+    }
+    it = end;
+  }
+  return out;
+}
+
+}  // namespace
+
+// Pushes x (length = model dimension) split by shard, sparse where smaller.
+// `movable`, when given, is x itself and may be moved into a message that
+// covers all of it (one shard): no copy.
+void push_all(self_ptr self, int64_t clock, const std::vector<double>& x,
+              std::function<void()> done, std::function<void(caf::error)> on_error,
+              std::vector<double>* movable) {
+  auto& st = self->state;
+  auto counter = std::make_shared<fan_in>(st.shards.size());
+  auto on_ack = [counter, done](int64_t) {
+    if (counter->failed) return;
+    if (--counter->remaining == 0) done();
+  };
+  auto on_err = first_error(counter, on_error);
+  for (std::size_t s = 0; s < st.shards.size(); ++s) {
+    const int64_t b = st.bounds[s], e = st.bounds[s + 1];
+    int64_t nnz = 0;
+    for (int64_t j = b; j < e; ++j) nnz += x[j] != 0.0;
+    // A sparse entry costs 12 bytes, a dense one 8.
+    if (nnz * 12 < (e - b) * 8) {
+      auto index = std::make_shared<std::vector<uint32_t>>();
+      auto value = std::make_shared<std::vector<double>>();
+      index->reserve(nnz);
+      value->reserve(nnz);
+      for (int64_t j = b; j < e; ++j) {
+        if (x[j] != 0.0) {
+          index->push_back(static_cast<uint32_t>(j - b));
+          value->push_back(x[j]);
+        }
+      }
+      sparse_dvec msg{std::move(index), std::move(value), {}};
+      st.bytes += msg.bytes();
+      self->request(st.shards[s], kRequestTimeout, push_atom_v, st.cfg.index, clock, msg)
+          .then(on_ack, on_err);
+    } else {
+      dvec msg = (b == 0 && e == static_cast<int64_t>(x.size()) && movable)
+                     ? dvec(std::move(*movable))
+                     : dvec(std::vector<double>(x.begin() + b, x.begin() + e));
+      st.bytes += msg.bytes();
+      self->request(st.shards[s], kRequestTimeout, push_atom_v, st.cfg.index, clock, msg)
+          .then(on_ack, on_err);
+    }
+  }
+}
+
+void finish_run(self_ptr self, caf::error err, uint64_t loop) {
+  auto& st = self->state;
+  if (!st.running || loop != st.loop) return;
+  st.running = false;
+  if (err) {
+    st.run_promise.deliver(std::move(err));
+  } else {
+    st.run_promise.deliver(st.report());
+  }
+}
+
+namespace {
+
+// After a step: count it, report progress, schedule the next one. A
+// continuation of a superseded loop (the coordinator restarted this worker
+// after a recovery) is dropped.
+void step_done(self_ptr self, uint64_t loop) {
+  auto& st = self->state;
+  if (loop != st.loop) return;
+  ++st.clock;
+  st.processed += st.cfg.batch_size;
+  if (st.cfg.coordinator && st.clock % st.report_every == 0) {
+    caf::anon_send(st.cfg.coordinator, st.report());
+  }
+  self->send(self, step_atom_v, st.loop);
+}
+
+}  // namespace
+
+caf::error as_error(const worker_state& st, const absl::Status& s) {
+  return fail(st.who + std::string(s.message()));
+}
+
+namespace {
+
+// easgd and model averaging, every tau steps: each shard gets this
+// worker's range of its local model (`send(s, x)` makes the request) and
+// `fold(w + begin, reply)` takes the reply into that range; the step ends
+// once every shard has answered. `what` names the exchange in errors.
+template <class Send, class Fold, class Fail>
+void exchange_with_shards(self_ptr self, uint64_t loop, const char* what, Send send, Fold fold,
+                          Fail on_error) {
+  auto& st = self->state;
+  auto counter = std::make_shared<fan_in>(st.shards.size());
+  for (std::size_t s = 0; s < st.shards.size(); ++s) {
+    const int64_t b = st.bounds[s], e = st.bounds[s + 1];
+    dvec x(std::vector<double>(st.w.begin() + b, st.w.begin() + e));
+    st.bytes += 2 * x.bytes();
+    auto on_values = [self, b, len = e - b, counter, loop, what, fold,
+                      on_err = first_error(counter, on_error)](dvec reply) mutable {
+          auto& st = self->state;
+          if (counter->failed || loop != st.loop) return;
+          if (!reply.wire_error.empty() || static_cast<int64_t>(reply.size()) != len) {
+            return on_err(fail(st.who + what + " reply: " +
+                               (reply.wire_error.empty()
+                                    ? std::to_string(reply.size()) + " values, expected " +
+                                          std::to_string(len)
+                                    : reply.wire_error)));
+          }
+          fold(st.w.data() + b, reply);
+          if (--counter->remaining == 0) {
+            ++st.exchanges;
+            step_done(self, loop);
+          }
+    };
+    send(s, x).then(
+        [self, on_values](dvec& reply) mutable {
+          internal::with_values(self, self->state.fetcher, std::move(reply), on_values);
+        },
+        first_error(counter, on_error));
+  }
+}
+
+// The operations a mode's SGD step is made of (topology.hpp), on this
+// worker's state; one per step, `rows` its minibatch.
+class step_ops final : public worker_ops {
+ public:
+  step_ops(self_ptr self, uint64_t loop, std::vector<int64_t> rows)
+      : self_(self), loop_(loop), rows_(std::move(rows)) {}
+
+  int64_t clock() const override { return self_->state.clock; }
+  int32_t tau() const override { return self_->state.cfg.tau; }
+
+  void gradient_exchange() override {
+    // The loss gradient reads w only at the batch's columns: pull those.
+    auto self = self_;
+    const uint64_t loop = loop_;
+    auto on_error = error_handler();
+    auto& st = self->state;
+    pull_all(self, st.clock, [self, rows = rows_, on_error, loop] {
+      auto& st = self->state;
+      if (loop != st.loop) return;  // superseded: never push to the new shards
+      auto g = MinibatchGradient(st.local, st.cfg.model, rows, st.w, /*include_regularizer=*/false);
+      if (!g.ok()) return on_error(as_error(st, g.status()));
+      push_all(self, st.clock, *g, [self, loop] { internal::step_done(self, loop); },
+               on_error);
+    }, on_error, batch_keys(st, rows_));
+  }
+
+  absl::Status local_step() override {
+    auto& st = self_->state;
+    return SgdStep(st.local, st.cfg.model, rows_, st.step_size(), st.w);
+  }
+
+  absl::Status shared_model_step() override {
+    auto& st = self_->state;
+    hogwild_model& m = *st.cfg.hogwild;
+    const Dataset& data = *st.shared_data;
+    if (st.inv_touch.empty()) st.inv_touch = InverseTouchProbabilities(data, st.cfg.batch_size);
+    const double t = static_cast<double>(m.steps.fetch_add(1, std::memory_order_relaxed)) /
+                     static_cast<double>(st.cfg.workers);
+    const double step = st.cfg.step0 / (1.0 + st.cfg.step_decay * t);
+    return HogwildStep(data, st.cfg.model, rows_, step, st.inv_touch, m.w.data(), m.w.size(),
+                       st.hog_scratch);
+  }
+
+  void elastic_exchange() override {
+    // The shard moves the center toward x and replies e; the local model
+    // moves by -e.
+    auto self = self_;
+    exchange_with_shards(
+        self, loop_, "elastic",
+        [self](std::size_t s, const dvec& x) {
+          auto& st = self->state;
+          return self->request(st.shards[s], kRequestTimeout, elastic_atom_v, st.cfg.index, x);
+        },
+        [](double* w, const dvec& e) {
+          for (std::size_t j = 0; j < e.size(); ++j) w[j] -= e.data()[j];
+        },
+        error_handler());
+  }
+
+  void average_exchange() override {
+    // Push the local model and continue from the mean, one pushpull per shard.
+    auto self = self_;
+    exchange_with_shards(
+        self, loop_, "model-averaging",
+        [self](std::size_t s, const dvec& x) {
+          auto& st = self->state;
+          return self->request(st.shards[s], kRequestTimeout, pushpull_atom_v, st.cfg.index,
+                               st.exchanges, x);
+        },
+        [](double* w, const dvec& mean) { std::copy(mean.view().begin(), mean.view().end(), w); },
+        error_handler());
+  }
+
+  void step_done() override { internal::step_done(self_, loop_); }
+  void fail(absl::Status why) override { error_handler()(as_error(self_->state, why)); }
+
+ private:
+  std::function<void(caf::error)> error_handler() const {
+    auto self = self_;
+    const uint64_t loop = loop_;
+    return [self, loop](caf::error err) { finish_run(self, std::move(err), loop); };
+  }
+
+  self_ptr self_;
+  uint64_t loop_;
+  std::vector<int64_t> rows_;
+};
+
+}  // namespace
+
+void sgd_step(self_ptr self) {
+  auto& st = self->state;
+  if (!st.running) return;
+  const uint64_t loop = st.loop;
+  if (st.halted || st.clock >= st.max_clock) {
+    finish_run(self, caf::none, loop);
+    return;
+  }
+  const Dataset& sample_from = st.shared_data ? *st.shared_data : st.local;
+  step_ops ops(self, loop,
+               SampleBatch(st.cfg.seed, st.cfg.index, st.clock, sample_from.x.rows(),
+                           st.cfg.batch_size));
+  st.topo->sgd_step(ops);
+}
+
+
+}  // namespace dml::actors::internal
