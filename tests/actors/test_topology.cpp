@@ -1,0 +1,232 @@
+// The topologies without an actor system: the factory, what each mode tells
+// the coordinator and the workers, and every mode's shard rule driven
+// directly on a shard core (the numbers a shard must produce).
+#define BOOST_TEST_MODULE actors_topology
+#include <boost/test/unit_test.hpp>
+
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dml/actors/internal/shard_core.hpp"
+#include "dml/actors/job_plan.hpp"
+#include "dml/actors/topology/topology.hpp"
+
+namespace {
+
+using dml::Mode;
+using dml::actors::MakeTopology;
+using dml::actors::refused_push;
+using dml::actors::shard_config;
+using dml::actors::internal::held_push;
+using dml::actors::internal::shard_core;
+
+const Mode kAll[] = {Mode::kSync,    Mode::kAsync,          Mode::kSsp,  Mode::kEasgd,
+                     Mode::kHogwild, Mode::kModelAveraging, Mode::kCocoa};
+
+// A shard of keys [0, n) for K workers under `mode`, with its rule.
+struct Shard {
+  Shard(Mode mode, int32_t workers, int64_t n, dml::ModelSpec model = {dml::ModelKind::kRidge, 0.1}) {
+    shard_config cfg;
+    cfg.mode = mode;
+    cfg.workers = workers;
+    cfg.begin = 0;
+    cfg.end = n;
+    cfg.model = model;
+    cfg.step0 = 0.5;
+    cfg.step_decay = 0.0;
+    cfg.gamma = 0.5;
+    cfg.easgd_alpha = 0.25;
+    cfg.staleness = 1;
+    rule = MakeTopology(mode)->make_shard_rule(cfg);
+    core.cfg = cfg;
+    core.lazy_l2 = rule->lazy_l2() && dml::FormulationOf(model.kind) == dml::Formulation::kDual;
+    core.w.assign(static_cast<std::size_t>(n), 0.0);
+    core.clocks.assign(workers, 0);
+  }
+  // A dense push, with the caller's bookkeeping (as the actor does it).
+  absl::Status push(int32_t worker, int64_t clock, std::vector<double> x, bool checked = true) {
+    auto owned = std::make_shared<std::vector<double>>(std::move(x));
+    held_push h{owned, nullptr};
+    h.x = owned->data();
+    h.nnz = owned->size();
+    h.checked = checked;
+    h.prev_clock = core.clocks[worker];
+    core.clocks[worker] = std::max(core.clocks[worker], clock + 1);
+    ++core.stats.updates;
+    return rule->apply(core, worker, clock, h, &refused);
+  }
+  std::vector<double> values() const {
+    std::vector<double> v(core.w.size());
+    for (std::size_t j = 0; j < v.size(); ++j) v[j] = core.value(j);
+    return v;
+  }
+  shard_core core;
+  std::unique_ptr<dml::actors::shard_rule> rule;
+  std::vector<refused_push> refused;
+};
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(the_factory_has_one_policy_per_mode) {
+  for (Mode m : kAll) {
+    auto t = MakeTopology(m);
+    BOOST_REQUIRE(t);
+    BOOST_TEST((t->mode() == m));
+    // Only cocoa is driven by coordinator rounds; only hogwild has no shards.
+    BOOST_TEST(t->coordinator_rounds() == (m == Mode::kCocoa));
+    BOOST_TEST(t->uses_shards() == (m != Mode::kHogwild));
+    BOOST_TEST(dml::IsSgdMode(m) == (m != Mode::kCocoa));
+    BOOST_TEST(t->continues_after_worker_loss() ==
+               (m == Mode::kAsync || m == Mode::kSsp || m == Mode::kEasgd));
+    BOOST_TEST(t->keeps_local_model() == (m == Mode::kEasgd || m == Mode::kModelAveraging));
+  }
+  // Restart points: the local-model modes restart at a multiple of tau, and
+  // model-averaging shards count exchanges; cocoa shards count rounds.
+  BOOST_TEST(MakeTopology(Mode::kEasgd)->restart_clock(23, 8) == 16);
+  BOOST_TEST(MakeTopology(Mode::kModelAveraging)->restart_clock(23, 8) == 16);
+  BOOST_TEST(MakeTopology(Mode::kAsync)->restart_clock(23, 8) == 23);
+  BOOST_TEST(MakeTopology(Mode::kModelAveraging)->shard_restore_clock(16, 3, 8) == 2);
+  BOOST_TEST(MakeTopology(Mode::kCocoa)->shard_restore_clock(16, 3, 8) == 3);
+  BOOST_TEST(MakeTopology(Mode::kSync)->shard_restore_clock(16, 3, 8) == 16);
+  // Primal models under cocoa share v = A w (one entry per example).
+  BOOST_TEST(MakeTopology(Mode::kCocoa)->shares_predictions(dml::ModelKind::kLasso));
+  BOOST_TEST(!MakeTopology(Mode::kCocoa)->shares_predictions(dml::ModelKind::kLogisticL2));
+  BOOST_TEST(!MakeTopology(Mode::kSync)->shares_predictions(dml::ModelKind::kLasso));
+}
+
+BOOST_AUTO_TEST_CASE(the_plan_resolves_every_default_once) {
+  dml::job_spec spec;
+  spec.mode = Mode::kEasgd;
+  spec.workers = 4;
+  spec.gamma = 0.5;
+  auto plan = dml::actors::ResolvePlan(spec);
+  BOOST_TEST(plan.spec.sigma_prime == 2.0);   // gamma K
+  BOOST_TEST(plan.spec.easgd_alpha == 0.225);  // 0.9 / K
+  const auto bounds = dml::actors::ShardBounds(10, 3);
+  BOOST_TEST(bounds == (std::vector<int64_t>{0, 3, 6, 10}));
+  const auto s = plan.shard(2, bounds);
+  BOOST_TEST(s.begin == 6);
+  BOOST_TEST(s.end == 10);
+  BOOST_TEST(s.easgd_alpha == 0.225);
+  const auto w = plan.worker(3);
+  BOOST_TEST(w.index == 3);
+  BOOST_TEST(w.sigma_prime == 2.0);
+  BOOST_TEST(plan.shared_length(100, 7) == 7);
+  spec.sigma_prime = 3.0;  // set by the user: kept
+  BOOST_TEST(dml::actors::ResolvePlan(spec).spec.sigma_prime == 3.0);
+}
+
+// sync: the K gradients of a clock are averaged in worker order and one
+// proximal step taken: w = prox(0 - 0.5 * mean) for ridge (lambda 0.1,
+// lazily scaled by 1 / (1 + step lambda)).
+BOOST_AUTO_TEST_CASE(sync_gathers_the_clock_then_steps_on_the_mean) {
+  Shard s(Mode::kSync, 2, 3);
+  BOOST_REQUIRE(s.push(0, 0, {1.0, 2.0, 3.0}).ok());
+  BOOST_TEST(s.core.round == 0);
+  BOOST_TEST(!s.rule->pull_ready(s.core, 1));
+  BOOST_TEST(s.values() == (std::vector<double>{0, 0, 0}));
+  BOOST_REQUIRE(s.push(1, 0, {3.0, 2.0, 1.0}).ok());
+  BOOST_TEST(s.core.round == 1);
+  BOOST_TEST(s.rule->pull_ready(s.core, 1));
+  const double shrink = 1.0 / (1.0 + 0.5 * 0.1);
+  for (double v : s.values()) BOOST_TEST(v == -0.5 * 2.0 * shrink, boost::test_tools::tolerance(1e-15));
+  // A second push of the next clock twice, or of a stale clock, is refused.
+  BOOST_REQUIRE(s.push(0, 1, {0, 0, 0}).ok());
+  BOOST_TEST(std::string(s.push(0, 1, {0, 0, 0}).message()) ==
+             "parameter shard: worker 0 pushed clock 1 twice");
+  BOOST_TEST(std::string(s.push(1, 0, {0, 0, 0}).message()) ==
+             "parameter shard: worker 1 pushed clock 0 but the shard is at clock 1");
+}
+
+// model averaging: the mean replaces the values; a non-finite push that was
+// not checked on arrival is found while summing and refused (the other
+// worker's is reported through `refused`), and the values stay as they were.
+BOOST_AUTO_TEST_CASE(model_averaging_keeps_the_mean_and_refuses_a_bad_push) {
+  Shard s(Mode::kModelAveraging, 2, 2);
+  BOOST_REQUIRE(s.push(0, 0, {1.0, 4.0}, false).ok());
+  BOOST_REQUIRE(s.push(1, 0, {3.0, 0.0}, false).ok());
+  BOOST_TEST(s.values() == (std::vector<double>{2.0, 2.0}));
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  BOOST_REQUIRE(s.push(0, 1, {nan, 1.0}, false).ok());  // arrives unchecked
+  absl::Status mine = s.push(1, 1, {1.0, 1.0}, false);
+  BOOST_TEST(mine.ok());  // worker 1's push was fine
+  BOOST_REQUIRE_EQUAL(s.refused.size(), 1u);
+  BOOST_TEST(s.refused[0].worker == 0);
+  BOOST_TEST(std::string(s.refused[0].why.message()) ==
+             "parameter shard: push from worker 0: value at key 0 is not finite");
+  BOOST_TEST(s.core.round == 1);  // the round waits for worker 0 again
+  BOOST_TEST(s.core.clocks[0] == 1);
+  BOOST_TEST(s.values() == (std::vector<double>{2.0, 2.0}));
+  BOOST_REQUIRE(s.push(0, 1, {3.0, 3.0}, false).ok());
+  BOOST_TEST(s.values() == (std::vector<double>{2.0, 2.0}));
+  BOOST_TEST(s.core.round == 2);
+}
+
+// ssp: a pull at clock c waits until the slowest worker has pushed c - s.
+BOOST_AUTO_TEST_CASE(ssp_bounds_the_lead_and_counts_what_it_granted) {
+  Shard s(Mode::kSsp, 2, 1);
+  BOOST_TEST(s.rule->pull_ready(s.core, 1));   // 0 >= 1 - 1
+  BOOST_TEST(!s.rule->pull_ready(s.core, 2));  // 0 >= 2 - 1 fails
+  BOOST_REQUIRE(s.push(1, 0, {1.0}).ok());
+  BOOST_REQUIRE(s.push(1, 1, {1.0}).ok());
+  BOOST_TEST(!s.rule->pull_ready(s.core, 2));  // worker 0 is still at 0
+  BOOST_REQUIRE(s.push(0, 0, {1.0}).ok());
+  BOOST_TEST(s.rule->pull_ready(s.core, 2));
+  s.rule->granted(s.core, 2);
+  BOOST_TEST(s.core.stats.max_granted_staleness == 1);
+  // Steps on arrival: three gradients of 1 with step 0.5, lazily shrunk.
+  BOOST_TEST(s.core.applied == 3);
+  BOOST_TEST(s.values()[0] < 0.0);
+}
+
+// easgd: e = alpha (x - center), center += e; a non-finite value is refused
+// before the center moves.
+BOOST_AUTO_TEST_CASE(easgd_moves_the_center_by_the_elastic_difference) {
+  Shard s(Mode::kEasgd, 2, 2);
+  auto e = s.rule->elastic(s.core, 1, std::vector<double>{4.0, -8.0});
+  BOOST_REQUIRE(e.ok());
+  BOOST_TEST(*e == (std::vector<double>{1.0, -2.0}));
+  BOOST_TEST(s.values() == (std::vector<double>{1.0, -2.0}));
+  const double inf = std::numeric_limits<double>::infinity();
+  auto bad = s.rule->elastic(s.core, 0, std::vector<double>{0.0, inf});
+  BOOST_TEST(std::string(bad.status().message()) ==
+             "parameter shard: elastic exchange from worker 0: value at key 1 is not finite");
+  BOOST_TEST(s.values() == (std::vector<double>{1.0, -2.0}));
+  BOOST_TEST(std::string(s.push(0, 0, {0.0, 0.0}).message()) ==
+             "parameter shard: push is not part of mode easgd");
+  Shard other(Mode::kSync, 2, 2);
+  BOOST_TEST(std::string(other.rule->elastic(other.core, 0, std::vector<double>{0, 0})
+                             .status()
+                             .message()) == "parameter shard: elastic exchange outside easgd mode");
+}
+
+// cocoa: gamma * delta added on arrival.
+BOOST_AUTO_TEST_CASE(cocoa_adds_gamma_times_the_delta) {
+  Shard s(Mode::kCocoa, 2, 2);
+  BOOST_TEST(s.rule->announces_rounds());
+  BOOST_REQUIRE(s.push(0, 0, {2.0, 4.0}).ok());
+  BOOST_REQUIRE(s.push(1, 0, {-1.0, 1.0}).ok());
+  BOOST_TEST(s.values() == (std::vector<double>{0.5, 2.5}));
+  BOOST_TEST(s.core.min_clock() == 1);
+}
+
+// A snapshot stays as it was while the shard writes on: the write goes to
+// a copy, and the snapshot's buffer is reused only once it is dropped.
+BOOST_AUTO_TEST_CASE(snapshots_are_never_written_under_their_readers) {
+  Shard s(Mode::kCocoa, 1, 3);
+  BOOST_REQUIRE(s.push(0, 0, {1.0, 1.0, 1.0}).ok());
+  dml::actors::dvec snap = s.core.snapshot();
+  const double* held = snap.data();
+  BOOST_REQUIRE(s.push(0, 1, {1.0, 1.0, 1.0}).ok());
+  BOOST_TEST(snap.to_vector() == (std::vector<double>{0.5, 0.5, 0.5}));
+  BOOST_TEST(s.values() == (std::vector<double>{1.0, 1.0, 1.0}));
+  dml::actors::dvec now = s.core.snapshot();
+  BOOST_TEST(now.data() != held);
+  snap = dml::actors::dvec();  // the reader is done: its buffer is free again
+  now = dml::actors::dvec();
+  BOOST_REQUIRE(s.push(0, 2, {1.0, 1.0, 1.0}).ok());  // in place, no snapshot left
+  BOOST_TEST(s.values() == (std::vector<double>{1.5, 1.5, 1.5}));
+}
