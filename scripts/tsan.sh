@@ -45,11 +45,12 @@ if [ ! -f "$prefix/lib/libcaf_core.so" ]; then
 fi
 
 echo "tsan: libdml against $prefix in build-tsan/"
+mkdir -p build-tsan
 cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDML_ENABLE_TSAN=ON \
   -DDML_ENABLE_CUDA=OFF -DDML_ENABLE_BENCH=OFF -DCMAKE_PREFIX_PATH="$prefix" \
   -DCAF_INCLUDE_DIR="$prefix/include" -DCAF_CORE_LIBRARY="$prefix/lib/libcaf_core.so" \
-  -DCAF_IO_LIBRARY="$prefix/lib/libcaf_io.so" >build-tsan.configure.log 2>&1 \
-  || { cat build-tsan.configure.log; exit 1; }
+  -DCAF_IO_LIBRARY="$prefix/lib/libcaf_io.so" >build-tsan/configure.log 2>&1 \
+  || { cat build-tsan/configure.log; exit 1; }
 cmake --build build-tsan -j"$jobs" --target test_runtime test_cluster test_node_loss test_bulk \
   dml-node dml-train
 # halt_on_error: the first report fails the test that made it.
