@@ -8,16 +8,21 @@
 namespace dml::actors::internal {
 namespace {
 
-caf::behavior fetcher_impl(caf::event_based_actor* self) {
+dvec Resolve(net::BulkChannel* bulk, dvec x);
+
+// The channel is passed in (no lookup per fetch; and an actor spawned with
+// no argument makes CAF 0.17 bind a reference to a null tuple, which
+// UBSan reports).
+caf::behavior fetcher_impl(caf::event_based_actor*, net::BulkChannel* bulk) {
   return {
-      [self](fetch_atom, const dvec& x) -> dvec { return ResolveBlocking(self->home_system(), x); },
+      [bulk](fetch_atom, const dvec& x) -> dvec { return Resolve(bulk, x); },
   };
 }
 
 }  // namespace
 
 caf::actor SpawnBulkFetcher(caf::actor_system& sys) {
-  return sys.spawn<caf::detached>(fetcher_impl);
+  return sys.spawn<caf::detached>(fetcher_impl, BulkChannelOf(sys));
 }
 
 }  // namespace dml::actors::internal
@@ -25,9 +30,17 @@ caf::actor SpawnBulkFetcher(caf::actor_system& sys) {
 namespace dml::actors {
 
 dvec ResolveBlocking(caf::actor_system& sys, dvec x) {
+  return internal::Resolve(BulkChannelOf(sys), std::move(x));
+}
+
+}  // namespace dml::actors
+
+namespace dml::actors::internal {
+namespace {
+
+dvec Resolve(net::BulkChannel* bulk, dvec x) {
   if (!x.ref) return x;
   dvec out;
-  net::BulkChannel* bulk = BulkChannelOf(sys);
   if (bulk == nullptr) {
     out.wire_error = "a bulk reference reached a process without a bulk channel";
     return out;
@@ -44,4 +57,5 @@ dvec ResolveBlocking(caf::actor_system& sys, dvec x) {
   return out;
 }
 
-}  // namespace dml::actors
+}  // namespace
+}  // namespace dml::actors::internal
