@@ -205,3 +205,44 @@ BOOST_AUTO_TEST_CASE(a_node_lost_while_the_actors_are_spawned_restarts_the_start
   CheckFinished(*r, dml::Mode::kCocoa, p_star);
   BOOST_TEST(c->Stop().ok());
 }
+
+// Stopping: the job is cancelled and a node is killed right after, while
+// the coordinator collects the final model (cocoa drains the round in
+// progress; sync halts its workers and certifies the last model). Wherever
+// the loss lands, the job ends cancelled with a model, never failed.
+BOOST_AUTO_TEST_CASE(a_node_lost_while_the_job_stops_still_ends_it_cancelled) {
+  Data d;
+  const double p_star = Optimum(d, dml::ModelSpec{dml::ModelKind::kLogisticL2, 1e-3});
+  for (dml::Mode mode : {dml::Mode::kCocoa, dml::Mode::kSync}) {
+    BOOST_TEST_CONTEXT("mode " << dml::ModeName(mode)) {
+      auto c = dml::LocalCluster::Start(DML_NODE_BINARY, 3, {"--threads=1"});
+      BOOST_REQUIRE_MESSAGE(c.ok(), c.status().ToString());
+      dml::runtime rt;
+      dml::job_spec s = Spec(mode, d.path, p_star);
+      s.nodes = c->addresses();
+      s.stop.gap_rel = 0;  // runs until cancelled
+      s.stop.target_primal.reset();
+      s.stop.max_epochs = 1000000;
+      s.local_epochs = 0.05;
+      s.checkpoint_every = 4;
+      auto j = rt.submit(s);
+      BOOST_REQUIRE_MESSAGE(j.ok(), j.status().ToString());
+      std::vector<dml::job_progress> seen;
+      const auto deadline = Clock::now() + std::chrono::seconds(30);
+      while (seen.size() < 8 && !j->done() && Clock::now() < deadline) {
+        for (auto& p : j->poll()) seen.push_back(std::move(p));
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+      BOOST_REQUIRE_MESSAGE(!j->done(), "the job ended before the fault was injected");
+      j->cancel();
+      c->Kill(1);
+      auto r = j->wait_for(std::chrono::seconds(60));
+      BOOST_REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+      BOOST_TEST_MESSAGE("events:\n" << Events(r->history) << "P-P* " << r->primal - p_star);
+      BOOST_CHECK(r->reason == dml::StopReason::kCancelled);
+      BOOST_TEST(r->w.size() == static_cast<std::size_t>(d.data->x.cols()));
+      BOOST_TEST(r->primal < std::log(2.0));
+      BOOST_TEST(c->Stop().ok());
+    }
+  }
+}
