@@ -163,56 +163,61 @@ void PrintUsage() {
       "  --checkpoint PATH [--checkpoint-every N] [--resume]\n");
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+// What the steps of main share.
+struct Run {
   Args args;
-  std::string error;
-  if (!ParseArgs(argc, argv, args, error)) return Fail(error);
-  if (args.values.count("--help")) {
-    PrintUsage();
-    return 0;
-  }
-  const bool quiet = args.values.count("--quiet") > 0;
-
-  auto kind = dml::ParseModelKind(Get(args, "--model", "logistic"));
-  if (!kind.ok()) return Fail(std::string(kind.status().message()));
+  bool quiet = false;
+  bool tty = false;
   dml::ModelSpec spec;
-  spec.kind = *kind;
-  const dml::Task task = dml::TaskOf(spec.kind);
-
+  dml::Task task = dml::Task::kClassification;
   dml::SolverOptions opt;
-  opt.threads = 2;
-  auto solver = dml::ParseSolverKind(Get(args, "--solver", "scd"));
-  if (!solver.ok()) return Fail(std::string(solver.status().message()));
-  opt.kind = *solver;
-  if (!Number(args, {"--threads"}, opt.threads, error) ||
-      !Number(args, {"--epochs"}, opt.stop.max_epochs, error) ||
-      !Number(args, {"-e", "--tol"}, opt.stop.gap_rel, error) ||
-      !Number(args, {"--time-budget"}, opt.stop.max_seconds, error) ||
-      !Number(args, {"--seed"}, opt.seed, error) ||
-      !Number(args, {"--eval-every"}, opt.eval_every, error) ||
-      !Number(args, {"--l1-ratio"}, spec.l1_ratio, error)) {
-    return Fail(error);
-  }
-
   // Parsed once: the training and the --test file must agree on label mapping.
   dml::LibsvmOptions load_opts;
-  load_opts.task = task;
-  if (args.values.count("--binarize")) {
-    double threshold = 0;
-    if (!Number(args, {"--binarize"}, threshold, error)) return Fail(error);
-    load_opts.binarize_threshold = threshold;
-  }
-
-  // Data: a file, or generated with a planted model.
   dml::Dataset data;
   std::string source;
+};
+
+// An exit status to return now, or nothing to go on.
+using Exit = std::optional<int>;
+
+Exit ParseModelAndSolver(Run& run) {
+  std::string error;
+  auto kind = dml::ParseModelKind(Get(run.args, "--model", "logistic"));
+  if (!kind.ok()) return Fail(std::string(kind.status().message()));
+  run.spec.kind = *kind;
+  run.task = dml::TaskOf(run.spec.kind);
+  run.opt.threads = 2;
+  auto solver = dml::ParseSolverKind(Get(run.args, "--solver", "scd"));
+  if (!solver.ok()) return Fail(std::string(solver.status().message()));
+  run.opt.kind = *solver;
+  if (!Number(run.args, {"--threads"}, run.opt.threads, error) ||
+      !Number(run.args, {"--epochs"}, run.opt.stop.max_epochs, error) ||
+      !Number(run.args, {"-e", "--tol"}, run.opt.stop.gap_rel, error) ||
+      !Number(run.args, {"--time-budget"}, run.opt.stop.max_seconds, error) ||
+      !Number(run.args, {"--seed"}, run.opt.seed, error) ||
+      !Number(run.args, {"--eval-every"}, run.opt.eval_every, error) ||
+      !Number(run.args, {"--l1-ratio"}, run.spec.l1_ratio, error)) {
+    return Fail(error);
+  }
+  run.load_opts.task = run.task;
+  if (run.args.values.count("--binarize")) {
+    double threshold = 0;
+    if (!Number(run.args, {"--binarize"}, threshold, error)) return Fail(error);
+    run.load_opts.binarize_threshold = threshold;
+  }
+  return std::nullopt;
+}
+
+// Data: a file, or generated with a planted model; then lambda (from -c
+// needs the example count).
+Exit LoadData(Run& run) {
+  std::string error;
+  const Args& args = run.args;
   if (args.values.count("--generate")) {
     dml::SyntheticOptions g;
-    g.task = task;
+    g.task = run.task;
     g.noise = 0.1;
-    g.seed = opt.seed;
+    g.seed = run.opt.seed;
     const std::string shape = Get(args, "--generate");
     const auto x = shape.find('x');
     if (x == std::string::npos || !ParseNumber(shape.substr(0, x), g.rows) ||
@@ -225,42 +230,217 @@ int main(int argc, char** argv) {
     }
     auto s = dml::GenerateSynthetic(g);
     if (!s.ok()) return Fail(std::string(s.status().message()));
-    data = std::move(s->data);
-    source = "generated " + shape;
+    run.data = std::move(s->data);
+    run.source = "generated " + shape;
   } else {
     if (args.positional.size() != 1) {
       return Fail("expected one data file or --generate RxC (see --help)");
     }
-    source = args.positional[0];
+    run.source = args.positional[0];
     auto d = args.values.count("--cache")
-                 ? dml::LoadWithCache(source, Get(args, "--cache"), load_opts)
-                 : dml::ReadLibsvm(source, load_opts);
+                 ? dml::LoadWithCache(run.source, Get(args, "--cache"), run.load_opts)
+                 : dml::ReadLibsvm(run.source, run.load_opts);
     if (!d.ok()) return Fail(std::string(d.status().message()));
-    data = *std::move(d);
+    run.data = *std::move(d);
   }
-  const int64_t n = data.x.rows();
+  const int64_t n = run.data.x.rows();
   double c = 0;
-  if (!Number(args, {"-c"}, c, error) || !Number(args, {"--lambda"}, spec.lambda, error)) {
+  if (!Number(args, {"-c"}, c, error) || !Number(args, {"--lambda"}, run.spec.lambda, error)) {
     return Fail(error);
   }
   if (args.values.count("-c")) {
     if (!(c > 0)) return Fail("-c: expected a positive number");
-    spec.lambda = dml::LambdaFromC(c, n);
+    run.spec.lambda = dml::LambdaFromC(c, n);
   }
-  if (!quiet) {
-    std::printf("data: %s: %lld examples, %lld features, %lld nonzeros\n", source.c_str(),
-                static_cast<long long>(n), static_cast<long long>(data.x.cols()),
-                static_cast<long long>(data.x.nnz()));
+  if (!run.quiet) {
+    std::printf("data: %s: %lld examples, %lld features, %lld nonzeros\n", run.source.c_str(),
+                static_cast<long long>(n), static_cast<long long>(run.data.x.cols()),
+                static_cast<long long>(run.data.x.nnz()));
     std::printf("model: %s, lambda %.6g; solver %s%s\n",
-                std::string(dml::ModelName(spec.kind)).c_str(), spec.lambda,
-                std::string(dml::SolverName(opt.kind)).c_str(),
-                opt.kind == dml::SolverKind::kAsyncScd
-                    ? (", " + std::to_string(opt.threads) + " threads").c_str()
+                std::string(dml::ModelName(run.spec.kind)).c_str(), run.spec.lambda,
+                std::string(dml::SolverName(run.opt.kind)).c_str(),
+                run.opt.kind == dml::SolverKind::kAsyncScd
+                    ? (", " + std::to_string(run.opt.threads) + " threads").c_str()
                     : "");
   }
-  const bool tty = isatty(fileno(stdout));
-  if (!quiet) {
-    opt.on_epoch = [tty](const dml::EpochReport& r) {
+  return std::nullopt;
+}
+
+// The job's nodes: given (--nodes), started here on loopback
+// (--local-nodes, kept in `cluster`), or none.
+Exit ChooseNodes(const Run& run, dml::job_spec& job, std::optional<dml::LocalCluster>& cluster) {
+  std::string error;
+  const Args& args = run.args;
+  int local_nodes = 0;
+  if (!Number(args, {"--local-nodes"}, local_nodes, error)) return Fail(error);
+  if (args.values.count("--local-nodes")) {
+    if (local_nodes < 1) return Fail("--local-nodes: expected a number >= 1");
+    std::vector<std::string> node_args;
+    if (args.values.count("--secret-file")) {
+      node_args.push_back("--secret-file=" + Get(args, "--secret-file"));
+    }
+    auto c = dml::LocalCluster::Start(dml::LocalCluster::NodeBinaryNextToSelf(), local_nodes,
+                                      node_args);
+    if (!c.ok()) return Fail("--local-nodes: " + std::string(c.status().message()));
+    cluster.emplace(*std::move(c));
+    job.nodes = cluster->addresses();
+  } else if (args.values.count("--nodes")) {
+    std::string list = Get(args, "--nodes");
+    for (std::size_t b = 0; b <= list.size();) {
+      const std::size_t e = std::min(list.find(',', b), list.size());
+      if (e > b) job.nodes.push_back(list.substr(b, e - b));
+      b = e + 1;
+    }
+    if (job.nodes.empty()) return Fail("--nodes: expected host:port[,host:port...]");
+  }
+  return std::nullopt;
+}
+
+// --mode: the job on the actor runtime (in-process, or on nodes).
+Exit TrainOnRuntime(Run& run, std::shared_ptr<const dml::Dataset>& shared_data,
+                    absl::StatusOr<dml::TrainResult>& result) {
+  std::string error;
+  const Args& args = run.args;
+  auto mode = dml::ParseMode(Get(args, "--mode"));
+  if (!mode.ok()) return Fail(std::string(mode.status().message()));
+  dml::job_spec job;
+  job.mode = *mode;
+  job.model = run.spec;
+  job.seed = run.opt.seed;
+  job.stop = run.opt.stop;
+  job.step_decay = -1;
+  if (!Number(args, {"--workers"}, job.workers, error) ||
+      !Number(args, {"--shards"}, job.shards, error) ||
+      !Number(args, {"--batch"}, job.batch_size, error) ||
+      !Number(args, {"--step"}, job.step0, error) ||
+      !Number(args, {"--staleness"}, job.staleness, error) ||
+      !Number(args, {"--tau"}, job.tau, error) ||
+      !Number(args, {"--local-epochs"}, job.local_epochs, error) ||
+      !Number(args, {"--gamma"}, job.gamma, error) ||
+      !Number(args, {"--checkpoint-every"}, job.checkpoint_every, error) ||
+      !Number(args, {"--node-silence"}, job.node_silence_seconds, error) ||
+      !Number(args, {"--eval-every"}, job.eval_every_epochs, error)) {
+    return Fail(error);
+  }
+  job.checkpoint_path = Get(args, "--checkpoint");
+  job.resume = args.values.count("--resume") > 0;
+  // 1/(lambda (t + t0)), the rate for a lambda-strongly convex objective.
+  job.step_decay = run.spec.lambda * job.step0;
+  shared_data = std::make_shared<const dml::Dataset>(std::move(run.data));
+  std::optional<dml::LocalCluster> cluster;
+  dml::runtime_options rt_options;
+  if (args.values.count("--secret-file")) {
+    auto secret = dml::net::ReadSecretFile(Get(args, "--secret-file"));
+    if (!secret.ok()) return Fail("--secret-file: " + std::string(secret.status().message()));
+    rt_options.cluster_secret = *std::move(secret);
+  }
+  if (Exit e = ChooseNodes(run, job, cluster)) return e;
+  // Nodes read the data from disk: the file itself, or the generated
+  // data written to a temporary file (loopback clusters share this disk).
+  std::string temp_data;
+  if (!job.nodes.empty()) {
+    if (args.values.count("--generate")) {
+      char tmpl[] = "/tmp/dml-train-data-XXXXXX";
+      const int fd = mkstemp(tmpl);
+      if (fd < 0) return Fail("cannot create a temporary data file");
+      close(fd);
+      temp_data = tmpl;
+      if (auto st = dml::WriteLibsvm(*shared_data, temp_data); !st.ok()) {
+        return Fail(std::string(st.message()));
+      }
+      job.data_path = temp_data;
+    } else {
+      char* abs = realpath(run.source.c_str(), nullptr);
+      job.data_path = abs != nullptr ? abs : run.source;
+      std::free(abs);
+    }
+    job.load_options = run.load_opts;
+    job.load_options.num_features = shared_data->x.cols();
+  } else {
+    job.data = shared_data;
+  }
+  if (!run.quiet) {
+    std::printf("runtime: mode %s, %d workers, %d shards%s\n",
+                std::string(dml::ModeName(job.mode)).c_str(), job.workers, job.shards,
+                job.nodes.empty()
+                    ? ""
+                    : (", on " + std::to_string(job.nodes.size()) + " node processes").c_str());
+  }
+  struct remove_on_exit {
+    std::string path;
+    ~remove_on_exit() {
+      if (!path.empty()) std::remove(path.c_str());
+    }
+  } cleanup{temp_data};
+  dml::runtime rt(rt_options);
+  const bool quiet = run.quiet;
+  auto handle = rt.submit(job, [quiet](const dml::job_progress& p) {
+    if (quiet) return;
+    std::printf("round %4d  %8.3fs  epochs %7.2f  primal %.10g  dual %.10g  gap %.3e  bytes %lld%s%s\n",
+                p.round, p.seconds, p.epochs, p.primal, p.dual, p.gap,
+                static_cast<long long>(p.bytes_exchanged), p.event.empty() ? "" : "  event: ",
+                p.event.c_str());
+    std::fflush(stdout);
+  });
+  if (!handle.ok()) return Fail(std::string(handle.status().message()));
+  auto r = handle->wait();
+  if (!r.ok()) {
+    result = r.status();
+  } else {
+    dml::TrainResult t;
+    t.w = std::move(r->w);
+    t.primal = r->primal;
+    t.dual = r->dual;
+    t.gap = r->gap;
+    t.epochs = static_cast<int>(std::ceil(r->epochs));
+    t.seconds = r->seconds;
+    t.reason = r->reason;
+    result = std::move(t);
+  }
+  if (!job.nodes.empty()) {
+    const dml::transport_stats ts = rt.transport();
+    std::printf("bulk channel: %llu vectors offered, %llu fetched (%llu by single copy), "
+                "%.1f MB\n",
+                static_cast<unsigned long long>(ts.bulk_offers),
+                static_cast<unsigned long long>(ts.bulk_fetches),
+                static_cast<unsigned long long>(ts.bulk_single_copy), ts.bulk_bytes / 1e6);
+  }
+  return std::nullopt;
+}
+
+// Metrics of the model on `d`.
+void Report(const Run& run, const char* name, const dml::Dataset& d,
+            const std::vector<double>& w) {
+  const auto margins = dml::Predict(d.x, w);
+  auto show = [](const absl::StatusOr<double>& v) {
+    return v.ok() ? std::to_string(*v) : std::string("n/a (") + std::string(v.status().message()) + ")";
+  };
+  if (run.task == dml::Task::kClassification) {
+    std::printf("%s: accuracy %s  auc %s  log-loss %s\n", name,
+                show(dml::Accuracy(d.y, margins)).c_str(), show(dml::Auc(d.y, margins)).c_str(),
+                show(dml::LogLoss(d.y, margins)).c_str());
+  } else {
+    std::printf("%s: rmse %s  r2 %s\n", name, show(dml::Rmse(d.y, margins)).c_str(),
+                show(dml::R2(d.y, margins)).c_str());
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Run run;
+  std::string error;
+  if (!ParseArgs(argc, argv, run.args, error)) return Fail(error);
+  if (run.args.values.count("--help")) {
+    PrintUsage();
+    return 0;
+  }
+  run.quiet = run.args.values.count("--quiet") > 0;
+  if (Exit e = ParseModelAndSolver(run)) return *e;
+  if (Exit e = LoadData(run)) return *e;
+  run.tty = isatty(fileno(stdout));
+  if (!run.quiet) {
+    run.opt.on_epoch = [tty = run.tty](const dml::EpochReport& r) {
       std::printf("%sepoch %4d  %8.3fs  primal %.10g  dual %.10g  gap %.3e  nnz %lld%s",
                   tty ? "\r" : "", r.epoch, r.seconds, r.primal, r.dual, r.gap,
                   static_cast<long long>(r.nnz_touched), tty ? "   " : "\n");
@@ -270,138 +450,14 @@ int main(int argc, char** argv) {
   absl::StatusOr<dml::TrainResult> result;
   // The runtime shares the data with its workers; metrics read it from there.
   std::shared_ptr<const dml::Dataset> shared_data;
-  const dml::Dataset* trained_on = &data;
-  if (args.values.count("--mode")) {
-    auto mode = dml::ParseMode(Get(args, "--mode"));
-    if (!mode.ok()) return Fail(std::string(mode.status().message()));
-    dml::job_spec job;
-    job.mode = *mode;
-    job.model = spec;
-    job.seed = opt.seed;
-    job.stop = opt.stop;
-    job.step_decay = -1;
-    if (!Number(args, {"--workers"}, job.workers, error) ||
-        !Number(args, {"--shards"}, job.shards, error) ||
-        !Number(args, {"--batch"}, job.batch_size, error) ||
-        !Number(args, {"--step"}, job.step0, error) ||
-        !Number(args, {"--staleness"}, job.staleness, error) ||
-        !Number(args, {"--tau"}, job.tau, error) ||
-        !Number(args, {"--local-epochs"}, job.local_epochs, error) ||
-        !Number(args, {"--gamma"}, job.gamma, error) ||
-        !Number(args, {"--checkpoint-every"}, job.checkpoint_every, error) ||
-        !Number(args, {"--node-silence"}, job.node_silence_seconds, error) ||
-        !Number(args, {"--eval-every"}, job.eval_every_epochs, error)) {
-      return Fail(error);
-    }
-    job.checkpoint_path = Get(args, "--checkpoint");
-    job.resume = args.values.count("--resume") > 0;
-    // 1/(lambda (t + t0)), the rate for a lambda-strongly convex objective.
-    job.step_decay = spec.lambda * job.step0;
-    shared_data = std::make_shared<const dml::Dataset>(std::move(data));
-    trained_on = shared_data.get();
-    // Nodes: given, or started here on loopback.
-    std::optional<dml::LocalCluster> cluster;
-    dml::runtime_options rt_options;
-    if (args.values.count("--secret-file")) {
-      auto secret = dml::net::ReadSecretFile(Get(args, "--secret-file"));
-      if (!secret.ok()) return Fail("--secret-file: " + std::string(secret.status().message()));
-      rt_options.cluster_secret = *std::move(secret);
-    }
-    int local_nodes = 0;
-    if (!Number(args, {"--local-nodes"}, local_nodes, error)) return Fail(error);
-    if (args.values.count("--local-nodes")) {
-      if (local_nodes < 1) return Fail("--local-nodes: expected a number >= 1");
-      std::vector<std::string> node_args;
-      if (args.values.count("--secret-file")) {
-        node_args.push_back("--secret-file=" + Get(args, "--secret-file"));
-      }
-      auto c = dml::LocalCluster::Start(dml::LocalCluster::NodeBinaryNextToSelf(), local_nodes,
-                                        node_args);
-      if (!c.ok()) return Fail("--local-nodes: " + std::string(c.status().message()));
-      cluster.emplace(*std::move(c));
-      job.nodes = cluster->addresses();
-    } else if (args.values.count("--nodes")) {
-      std::string list = Get(args, "--nodes");
-      for (std::size_t b = 0; b <= list.size();) {
-        const std::size_t e = std::min(list.find(',', b), list.size());
-        if (e > b) job.nodes.push_back(list.substr(b, e - b));
-        b = e + 1;
-      }
-      if (job.nodes.empty()) return Fail("--nodes: expected host:port[,host:port...]");
-    }
-    // Nodes read the data from disk: the file itself, or the generated
-    // data written to a temporary file (loopback clusters share this disk).
-    std::string temp_data;
-    if (!job.nodes.empty()) {
-      if (args.values.count("--generate")) {
-        char tmpl[] = "/tmp/dml-train-data-XXXXXX";
-        const int fd = mkstemp(tmpl);
-        if (fd < 0) return Fail("cannot create a temporary data file");
-        close(fd);
-        temp_data = tmpl;
-        if (auto st = dml::WriteLibsvm(*shared_data, temp_data); !st.ok()) {
-          return Fail(std::string(st.message()));
-        }
-        job.data_path = temp_data;
-      } else {
-        char* abs = realpath(source.c_str(), nullptr);
-        job.data_path = abs != nullptr ? abs : source;
-        std::free(abs);
-      }
-      job.load_options = load_opts;
-      job.load_options.num_features = shared_data->x.cols();
-    } else {
-      job.data = shared_data;
-    }
-    if (!quiet) {
-      std::printf("runtime: mode %s, %d workers, %d shards%s\n",
-                  std::string(dml::ModeName(job.mode)).c_str(), job.workers, job.shards,
-                  job.nodes.empty()
-                      ? ""
-                      : (", on " + std::to_string(job.nodes.size()) + " node processes").c_str());
-    }
-    struct remove_on_exit {
-      std::string path;
-      ~remove_on_exit() {
-        if (!path.empty()) std::remove(path.c_str());
-      }
-    } cleanup{temp_data};
-    dml::runtime rt(rt_options);
-    auto handle = rt.submit(job, [quiet](const dml::job_progress& p) {
-      if (quiet) return;
-      std::printf("round %4d  %8.3fs  epochs %7.2f  primal %.10g  dual %.10g  gap %.3e  bytes %lld%s%s\n",
-                  p.round, p.seconds, p.epochs, p.primal, p.dual, p.gap,
-                  static_cast<long long>(p.bytes_exchanged), p.event.empty() ? "" : "  event: ",
-                  p.event.c_str());
-      std::fflush(stdout);
-    });
-    if (!handle.ok()) return Fail(std::string(handle.status().message()));
-    auto r = handle->wait();
-    if (!r.ok()) {
-      result = r.status();
-    } else {
-      dml::TrainResult t;
-      t.w = std::move(r->w);
-      t.primal = r->primal;
-      t.dual = r->dual;
-      t.gap = r->gap;
-      t.epochs = static_cast<int>(std::ceil(r->epochs));
-      t.seconds = r->seconds;
-      t.reason = r->reason;
-      result = std::move(t);
-    }
-    if (!job.nodes.empty()) {
-      const dml::transport_stats ts = rt.transport();
-      std::printf("bulk channel: %llu vectors offered, %llu fetched (%llu by single copy), "
-                  "%.1f MB\n",
-                  static_cast<unsigned long long>(ts.bulk_offers),
-                  static_cast<unsigned long long>(ts.bulk_fetches),
-                  static_cast<unsigned long long>(ts.bulk_single_copy), ts.bulk_bytes / 1e6);
-    }
+  const bool on_runtime = run.args.values.count("--mode") > 0;
+  if (on_runtime) {
+    if (Exit e = TrainOnRuntime(run, shared_data, result)) return *e;
   } else {
-    result = dml::Train(data, spec, opt);
+    result = dml::Train(run.data, run.spec, run.opt);
   }
-  if (tty && !quiet && !args.values.count("--mode")) std::printf("\n");
+  const dml::Dataset& trained_on = shared_data ? *shared_data : run.data;
+  if (run.tty && !run.quiet && !on_runtime) std::printf("\n");
   if (!result.ok()) {
     std::fprintf(stderr, "dml-train: %s\n", std::string(result.status().message()).c_str());
     return result.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
@@ -409,33 +465,19 @@ int main(int argc, char** argv) {
   std::printf("done: %s after %d epochs in %.3fs: primal %.10g dual %.10g duality gap %.3e\n",
               std::string(dml::StopReasonName(result->reason)).c_str(), result->epochs,
               result->seconds, result->primal, result->dual, result->gap);
-
-  auto report = [&](const char* name, const dml::Dataset& d) {
-    const auto margins = dml::Predict(d.x, result->w);
-    auto show = [](const absl::StatusOr<double>& v) {
-      return v.ok() ? std::to_string(*v) : std::string("n/a (") + std::string(v.status().message()) + ")";
-    };
-    if (task == dml::Task::kClassification) {
-      std::printf("%s: accuracy %s  auc %s  log-loss %s\n", name,
-                  show(dml::Accuracy(d.y, margins)).c_str(), show(dml::Auc(d.y, margins)).c_str(),
-                  show(dml::LogLoss(d.y, margins)).c_str());
-    } else {
-      std::printf("%s: rmse %s  r2 %s\n", name, show(dml::Rmse(d.y, margins)).c_str(),
-                  show(dml::R2(d.y, margins)).c_str());
-    }
-  };
-  report("train", *trained_on);
-  if (args.values.count("--test")) {
-    auto t = dml::ReadLibsvm(Get(args, "--test"), load_opts);
+  Report(run, "train", trained_on, result->w);
+  if (run.args.values.count("--test")) {
+    auto t = dml::ReadLibsvm(Get(run.args, "--test"), run.load_opts);
     if (!t.ok()) return Fail(std::string(t.status().message()));
-    report("test", *t);
+    Report(run, "test", *t, result->w);
   }
-  const std::string out = args.values.count("-o") ? Get(args, "-o") : Get(args, "--output");
+  const std::string out =
+      run.args.values.count("-o") ? Get(run.args, "-o") : Get(run.args, "--output");
   if (!out.empty()) {
-    if (auto st = dml::WriteModelText({spec, result->w}, out); !st.ok()) {
+    if (auto st = dml::WriteModelText({run.spec, result->w}, out); !st.ok()) {
       return Fail(std::string(st.message()));
     }
-    if (!quiet) std::printf("model written to %s\n", out.c_str());
+    if (!run.quiet) std::printf("model written to %s\n", out.c_str());
   }
   return 0;
 }
