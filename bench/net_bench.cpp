@@ -47,7 +47,7 @@
 #include <caf/io/middleman.hpp>
 #include <caf/scoped_actor.hpp>
 
-#include "dml/actors/local_cluster.hpp"
+#include "dml/net/local_cluster.hpp"
 #include "dml/actors/network.hpp"
 #include "dml/actors/node.hpp"
 #include "dml/actors/parameter_shard.hpp"
@@ -117,7 +117,7 @@ std::vector<payload_path> Paths(const std::string& list) {
 }
 
 std::string NodeBinary() {
-  std::string self = dml::LocalCluster::NodeBinaryNextToSelf();  // .../bench/dml-node
+  std::string self = dml::net::LocalCluster::NodeBinaryNextToSelf();  // .../bench/dml-node
   return self.substr(0, self.rfind('/')) + "/../samples/dml-node";
 }
 
@@ -194,7 +194,7 @@ double RawTcp(size_t bytes, int count) {
 
 // One pass of the throughput table over one payload path (payload_path).
 int ThroughputPath(const payload_path& path, const std::vector<long>& sizes, int repeat) {
-  auto cluster = dml::LocalCluster::Start(NodeBinary(), 1, path.node_args());
+  auto cluster = dml::net::LocalCluster::Start(NodeBinary(), 1, path.node_args());
   if (!cluster.ok()) {
     std::fprintf(stderr, "%s\n", std::string(cluster.status().message()).c_str());
     return 1;
@@ -287,7 +287,7 @@ int Cocoa(const std::map<std::string, std::string>& flags) {
     std::fprintf(stderr, "%s\n", std::string(loaded.status().message()).c_str());
     return 2;
   }
-  auto cluster = dml::LocalCluster::Start(NodeBinary(), k);
+  auto cluster = dml::net::LocalCluster::Start(NodeBinary(), k);
   if (!cluster.ok()) return 1;
   dml::runtime rt;
   dml::job_spec s;
@@ -523,7 +523,7 @@ int AllreducePath(const std::map<std::string, std::string>& flags, const std::st
   const std::string concat = Get(flags, "concat", "1");
   char tmpl[] = "/tmp/dml-allreduce-XXXXXX";
   const std::string dir = ::mkdtemp(tmpl);
-  std::string self_exe = dml::LocalCluster::NodeBinaryNextToSelf();
+  std::string self_exe = dml::net::LocalCluster::NodeBinaryNextToSelf();
   self_exe = self_exe.substr(0, self_exe.rfind('/')) + "/net_bench";
   std::vector<pid_t> pids;
   for (int r = 0; r < procs; ++r) {

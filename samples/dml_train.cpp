@@ -43,7 +43,7 @@
 #include <string_view>
 #include <vector>
 
-#include "dml/actors/local_cluster.hpp"
+#include "dml/net/local_cluster.hpp"
 #include "dml/actors/runtime.hpp"
 #include "dml/data/cache.hpp"
 #include "dml/data/libsvm.hpp"
@@ -268,7 +268,8 @@ Exit LoadData(Run& run) {
 
 // The job's nodes: given (--nodes), started here on loopback
 // (--local-nodes, kept in `cluster`), or none.
-Exit ChooseNodes(const Run& run, dml::job_spec& job, std::optional<dml::LocalCluster>& cluster) {
+Exit ChooseNodes(const Run& run, dml::job_spec& job,
+                 std::optional<dml::net::LocalCluster>& cluster) {
   std::string error;
   const Args& args = run.args;
   int local_nodes = 0;
@@ -279,8 +280,8 @@ Exit ChooseNodes(const Run& run, dml::job_spec& job, std::optional<dml::LocalClu
     if (args.values.count("--secret-file")) {
       node_args.push_back("--secret-file=" + Get(args, "--secret-file"));
     }
-    auto c = dml::LocalCluster::Start(dml::LocalCluster::NodeBinaryNextToSelf(), local_nodes,
-                                      node_args);
+    auto c = dml::net::LocalCluster::Start(dml::net::LocalCluster::NodeBinaryNextToSelf(),
+                                           local_nodes, node_args);
     if (!c.ok()) return Fail("--local-nodes: " + std::string(c.status().message()));
     cluster.emplace(*std::move(c));
     job.nodes = cluster->addresses();
@@ -327,7 +328,7 @@ Exit TrainOnRuntime(Run& run, std::shared_ptr<const dml::Dataset>& shared_data,
   // 1/(lambda (t + t0)), the rate for a lambda-strongly convex objective.
   job.step_decay = run.spec.lambda * job.step0;
   shared_data = std::make_shared<const dml::Dataset>(std::move(run.data));
-  std::optional<dml::LocalCluster> cluster;
+  std::optional<dml::net::LocalCluster> cluster;
   dml::runtime_options rt_options;
   if (args.values.count("--secret-file")) {
     auto secret = dml::net::ReadSecretFile(Get(args, "--secret-file"));

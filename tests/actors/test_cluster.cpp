@@ -23,7 +23,7 @@
 #include <caf/io/middleman.hpp>
 #include <caf/scoped_actor.hpp>
 
-#include "dml/actors/local_cluster.hpp"
+#include "dml/net/local_cluster.hpp"
 #include "dml/actors/network.hpp"
 #include "dml/actors/node.hpp"
 #include "dml/actors/runtime.hpp"
@@ -73,7 +73,7 @@ struct ClusterFixture {
     auto loaded = dml::ReadLibsvm(path);
     BOOST_REQUIRE_MESSAGE(loaded.ok(), loaded.status().ToString());
     data = std::make_shared<const dml::Dataset>(*std::move(loaded));
-    auto c = dml::LocalCluster::Start(DML_NODE_BINARY, 3, {"--threads=1"});
+    auto c = dml::net::LocalCluster::Start(DML_NODE_BINARY, 3, {"--threads=1"});
     BOOST_REQUIRE_MESSAGE(c.ok(), c.status().ToString());
     cluster.emplace(*std::move(c));
   }
@@ -86,7 +86,7 @@ struct ClusterFixture {
   }
   std::string path;
   std::shared_ptr<const dml::Dataset> data;
-  std::optional<dml::LocalCluster> cluster;
+  std::optional<dml::net::LocalCluster> cluster;
 };
 
 ClusterFixture* fixture = nullptr;
@@ -153,8 +153,8 @@ void ShortCocoaRounds(dml::job_spec& s) {
 }
 
 // A cluster of its own, for a test that kills one of its nodes.
-dml::LocalCluster StartNodes() {
-  auto c = dml::LocalCluster::Start(DML_NODE_BINARY, 3, {"--threads=1"});
+dml::net::LocalCluster StartNodes() {
+  auto c = dml::net::LocalCluster::Start(DML_NODE_BINARY, 3, {"--threads=1"});
   BOOST_REQUIRE_MESSAGE(c.ok(), c.status().ToString());
   return *std::move(c);
 }
@@ -268,7 +268,7 @@ BOOST_AUTO_TEST_CASE(a_node_with_a_secret_admits_only_processes_that_know_it) {
   BOOST_REQUIRE(::write(fd, secret.data(), secret.size()) == static_cast<ssize_t>(secret.size()));
   close(fd);
   const std::string secret_file = tmpl;
-  auto c = dml::LocalCluster::Start(DML_NODE_BINARY, 2,
+  auto c = dml::net::LocalCluster::Start(DML_NODE_BINARY, 2,
                                     {"--threads=1", "--secret-file=" + secret_file});
   BOOST_REQUIRE_MESSAGE(c.ok(), c.status().ToString());
   dml::job_spec s = Spec(dml::Mode::kCocoa);

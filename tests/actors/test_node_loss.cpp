@@ -21,7 +21,7 @@
 #include <thread>
 #include <vector>
 
-#include "dml/actors/local_cluster.hpp"
+#include "dml/net/local_cluster.hpp"
 #include "dml/actors/runtime.hpp"
 #include "dml/data/libsvm.hpp"
 #include "dml/data/synthetic.hpp"
@@ -129,7 +129,7 @@ BOOST_AUTO_TEST_CASE(a_node_lost_while_the_workers_load_restarts_the_start_up) {
   for (dml::Mode mode : {dml::Mode::kCocoa, dml::Mode::kSync, dml::Mode::kAsync}) {
     BOOST_TEST_CONTEXT("mode " << dml::ModeName(mode)) {
       const double p_star = Optimum(d, dml::ModelSpec{dml::ModelKind::kLogisticL2, 1e-3});
-      auto c = dml::LocalCluster::Start(DML_NODE_BINARY, 3, {"--threads=1"});
+      auto c = dml::net::LocalCluster::Start(DML_NODE_BINARY, 3, {"--threads=1"});
       BOOST_REQUIRE_MESSAGE(c.ok(), c.status().ToString());
       const std::string path = TempPath("fifo");
       const std::string fifo_link = path + ".fifo";
@@ -177,7 +177,7 @@ BOOST_AUTO_TEST_CASE(a_node_lost_while_the_workers_load_restarts_the_start_up) {
 BOOST_AUTO_TEST_CASE(a_node_lost_while_the_actors_are_spawned_restarts_the_start_up) {
   Data d;
   const double p_star = Optimum(d, dml::ModelSpec{dml::ModelKind::kLogisticL2, 1e-3});
-  auto c = dml::LocalCluster::Start(DML_NODE_BINARY, 3, {"--threads=1"});
+  auto c = dml::net::LocalCluster::Start(DML_NODE_BINARY, 3, {"--threads=1"});
   BOOST_REQUIRE_MESSAGE(c.ok(), c.status().ToString());
   dml::runtime rt;
   dml::job_spec s = Spec(dml::Mode::kCocoa, d.path, p_star);
@@ -215,7 +215,7 @@ BOOST_AUTO_TEST_CASE(a_node_lost_while_the_job_stops_still_ends_it_cancelled) {
   const double p_star = Optimum(d, dml::ModelSpec{dml::ModelKind::kLogisticL2, 1e-3});
   for (dml::Mode mode : {dml::Mode::kCocoa, dml::Mode::kSync}) {
     BOOST_TEST_CONTEXT("mode " << dml::ModeName(mode)) {
-      auto c = dml::LocalCluster::Start(DML_NODE_BINARY, 3, {"--threads=1"});
+      auto c = dml::net::LocalCluster::Start(DML_NODE_BINARY, 3, {"--threads=1"});
       BOOST_REQUIRE_MESSAGE(c.ok(), c.status().ToString());
       dml::runtime rt;
       dml::job_spec s = Spec(mode, d.path, p_star);

@@ -1,4 +1,4 @@
-#include "dml/actors/local_cluster.hpp"
+#include "dml/net/local_cluster.hpp"
 
 #include <signal.h>
 #include <sys/prctl.h>
@@ -17,7 +17,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace dml {
+namespace dml::net {
 namespace {
 
 std::string ReadAll(const std::string& path) {
@@ -173,4 +173,4 @@ absl::Status LocalCluster::Stop() {
   return result;
 }
 
-}  // namespace dml
+}  // namespace dml::net

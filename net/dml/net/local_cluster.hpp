@@ -13,7 +13,7 @@
 
 #include "absl/status/statusor.h"
 
-namespace dml {
+namespace dml::net {
 
 class LocalCluster {
  public:
@@ -49,4 +49,4 @@ class LocalCluster {
   std::string dir_;  // port files and logs
 };
 
-}  // namespace dml
+}  // namespace dml::net
