@@ -204,18 +204,14 @@ std::vector<char> CafFramed(std::string_view bytes) {
 }
 
 // What a CAF message's decoder does with these bytes, done directly. A dvec
-// may arrive as a BulkVector reference (by the envelope's kind): then
+// may arrive as a BulkVector reference (by the envelope's kind): then its
 // `ref` is set and the CAF payload must carry the same reference.
 template <class T>
-absl::Status Direct(std::string_view bytes, T* out, std::shared_ptr<const dml::net::BulkRef>*) {
+absl::Status Direct(std::string_view bytes, T* out) {
   return dml::actors::FromWire(bytes, out);
 }
-absl::Status Direct(std::string_view bytes, dvec* out,
-                    std::shared_ptr<const dml::net::BulkRef>* ref) {
-  dml::net::BulkRef r;
-  absl::Status s = dml::net::FromWire(bytes, out, &r);
-  if (s.ok() && !r.host.empty()) *ref = std::make_shared<const dml::net::BulkRef>(r);
-  return s;
+absl::Status Direct(std::string_view bytes, dvec* out) {
+  return dml::net::FromWireOrReference(bytes, out);
 }
 template <class T>
 const dml::net::BulkRef* RefOf(const T&) {
@@ -234,8 +230,8 @@ bool SameRef(const dml::net::BulkRef* a, const dml::net::BulkRef* b) {
 template <class T>
 void DecodeAs(const char* type, std::string_view bytes) {
   T first;
-  std::shared_ptr<const dml::net::BulkRef> ref;
-  const absl::Status direct = Direct(bytes, &first, &ref);
+  const absl::Status direct = Direct(bytes, &first);
+  const dml::net::BulkRef* ref = RefOf(first);
 
   if constexpr (kIsCafPayload<T>) {
     // Intact framing: the CAF message survives and carries FromWire's outcome.
@@ -246,7 +242,7 @@ void DecodeAs(const char* type, std::string_view bytes) {
     if (direct.ok()) {
       if (!got.wire_error.empty()) Fail(type, "CAF set wire_error on a good payload", got.wire_error);
       if (const char* f = Diff(first, got)) Fail(type, "CAF decoded a different value", f);
-      if (!SameRef(ref.get(), RefOf(got))) Fail(type, "CAF decoded a different bulk reference", "");
+      if (!SameRef(ref, RefOf(got))) Fail(type, "CAF decoded a different bulk reference", "");
     } else {
       const std::string expected =
           direct.message().empty() ? "undecodable payload" : std::string(direct.message());

@@ -23,6 +23,7 @@ using dml::net::BulkRef;
 using dml::net::DecodeLimits;
 using dml::net::dvec;
 using dml::net::FromWire;
+using dml::net::FromWireOrReference;
 using dml::net::ToWire;
 
 std::string Bytes(std::initializer_list<uint8_t> b) { return std::string(b.begin(), b.end()); }
@@ -74,18 +75,18 @@ BOOST_AUTO_TEST_CASE(exact_bytes_of_a_tiny_vector) {
 // a reference (nothing fetched), anything else is refused by name.
 BOOST_AUTO_TEST_CASE(the_payload_kind_chooses_values_or_a_reference) {
   dvec values;
-  BulkRef ref;
-  BOOST_REQUIRE(FromWire(kTinyWire, &values, &ref).ok());
+  BOOST_REQUIRE(FromWireOrReference(kTinyWire, &values).ok());
   BOOST_TEST(values.size() == 2u);
-  BOOST_TEST(ref.host.empty());
+  BOOST_TEST(!values.ref);
 
   BulkRef sent{"127.0.0.1", 4242, "", 7, 40000, 0, 0, 0, 0};
   auto wire = ToWire(sent);
   BOOST_REQUIRE_MESSAGE(wire.ok(), wire.status().ToString());
-  dvec untouched;
-  BulkRef got;
-  BOOST_REQUIRE(FromWire(*wire, &untouched, &got).ok());
-  BOOST_TEST(!untouched.has_values());
+  dvec by_reference;
+  BOOST_REQUIRE(FromWireOrReference(*wire, &by_reference).ok());
+  BOOST_TEST(!by_reference.has_values());
+  BOOST_REQUIRE(by_reference.ref);
+  const BulkRef& got = *by_reference.ref;
   BOOST_TEST(got.host == "127.0.0.1");
   BOOST_TEST(got.port == 4242);
   BOOST_TEST(got.ticket == 7u);
@@ -97,7 +98,8 @@ BOOST_AUTO_TEST_CASE(the_payload_kind_chooses_values_or_a_reference) {
 
   auto report = ToWire(dml::net::worker_report{1, 2, 3, 4, {}});
   BOOST_REQUIRE(report.ok());
-  CheckError(FromWire(*report, &untouched, &got), absl::StatusCode::kInvalidArgument,
+  dvec untouched;
+  CheckError(FromWireOrReference(*report, &untouched), absl::StatusCode::kInvalidArgument,
              "expected payload kind 'vector', got payload kind 'workerReport'");
 }
 
@@ -160,8 +162,7 @@ BOOST_AUTO_TEST_CASE(wrong_schema_version) {
   dvec out;
   CheckError(FromWire(wire, &out), absl::StatusCode::kInvalidArgument,
              "schema version 2, expected 1");
-  BulkRef ref;
-  CheckError(FromWire(wire, &out, &ref), absl::StatusCode::kInvalidArgument,
+  CheckError(FromWireOrReference(wire, &out), absl::StatusCode::kInvalidArgument,
              "schema version 2, expected 1");
 }
 

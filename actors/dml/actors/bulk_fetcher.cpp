@@ -1,43 +1,15 @@
-// The bulk fetcher of internal/bulk_resolve.hpp.
+// The bulk fetcher of internal/bulk_resolve.hpp, and ResolveBlocking.
 #include <caf/actor_system.hpp>
 #include <caf/event_based_actor.hpp>
 
 #include "dml/actors/internal/bulk_resolve.hpp"
 #include "dml/actors/network.hpp"
 
-namespace dml::actors::internal {
-namespace {
-
-dvec Resolve(net::BulkChannel* bulk, dvec x);
-
-// The channel is passed in (no lookup per fetch; and an actor spawned with
-// no argument makes CAF 0.17 bind a reference to a null tuple, which
-// UBSan reports).
-caf::behavior fetcher_impl(caf::event_based_actor*, net::BulkChannel* bulk) {
-  return {
-      [bulk](fetch_atom, const dvec& x) -> dvec { return Resolve(bulk, x); },
-  };
-}
-
-}  // namespace
-
-caf::actor SpawnBulkFetcher(caf::actor_system& sys) {
-  return sys.spawn<caf::detached>(fetcher_impl, BulkChannelOf(sys));
-}
-
-}  // namespace dml::actors::internal
-
 namespace dml::actors {
-
-dvec ResolveBlocking(caf::actor_system& sys, dvec x) {
-  return internal::Resolve(BulkChannelOf(sys), std::move(x));
-}
-
-}  // namespace dml::actors
-
-namespace dml::actors::internal {
 namespace {
 
+// x's values from `bulk` (x itself when it carries them), or a dvec whose
+// wire_error says why not.
 dvec Resolve(net::BulkChannel* bulk, dvec x) {
   if (!x.ref) return x;
   dvec out;
@@ -57,5 +29,23 @@ dvec Resolve(net::BulkChannel* bulk, dvec x) {
   return out;
 }
 
+// The channel is passed in (no lookup per fetch; and an actor spawned with
+// no argument makes CAF 0.17 bind a reference to a null tuple, which
+// UBSan reports).
+caf::behavior fetcher_impl(caf::event_based_actor*, net::BulkChannel* bulk) {
+  return {
+      [bulk](fetch_atom, const dvec& x) -> dvec { return Resolve(bulk, x); },
+  };
+}
+
 }  // namespace
-}  // namespace dml::actors::internal
+
+dvec ResolveBlocking(caf::actor_system& sys, dvec x) {
+  return Resolve(BulkChannelOf(sys), std::move(x));
+}
+
+caf::actor internal::SpawnBulkFetcher(caf::actor_system& sys) {
+  return sys.spawn<caf::detached>(fetcher_impl, BulkChannelOf(sys));
+}
+
+}  // namespace dml::actors

@@ -18,17 +18,22 @@ namespace dml::actors {
 namespace internal {
 namespace {
 
-constexpr auto kRequestTimeout = std::chrono::minutes(10);
 // Polls the cancel flags and the wall-time budget. Every tick wakes CAF's
 // clock thread and a scheduler thread; at 5 ms those wake-ups preempted the
 // solving threads several times per 10 ms round (the actor-overhead bench
 // measured ~5 involuntary context switches per round). 20 ms keeps cancel
 // well inside its 200 ms.
 constexpr auto kTick = std::chrono::milliseconds(20);
-// A node answers a spawn request at once; only a dead or hung node is slower.
-constexpr auto kSpawnTimeout = std::chrono::seconds(30);
 
 }  // namespace
+
+std::vector<int> alive_nodes(const coord_state& st) {
+  std::vector<int> alive;
+  for (std::size_t n = 0; n < st.node_alive.size(); ++n) {
+    if (st.node_alive[n]) alive.push_back(static_cast<int>(n));
+  }
+  return alive;
+}
 
 std::string_view PhaseName(job_phase p) {
   switch (p) {
@@ -165,8 +170,8 @@ void absorb(coord_state& st, const worker_report& r) {
   st.worker_bytes[r.worker] = std::max(st.worker_bytes[r.worker], r.bytes);
   int64_t total = 0;
   for (int64_t p : st.processed) total += p;
-  const bool columns = st.topo().shares_predictions(st.spec().model.kind);
-  st.epochs = static_cast<double>(total) / static_cast<double>(columns ? st.d : st.n);
+  const int64_t per_epoch = st.plan.shares_predictions() ? st.d : st.n;
+  st.epochs = static_cast<double>(total) / static_cast<double>(per_epoch);
 }
 
 // Cancel flag and wall-time budget; the first rule that holds, if any.
@@ -303,17 +308,6 @@ void connect_and_train(self_ptr self) {
 worker_spec wire_form(const worker_config& c) { return static_cast<const worker_spec&>(c); }
 const shard_config& wire_form(const shard_config& c) { return c; }
 
-// A start-up request failed: on nodes, a peer that is gone is the loss of
-// its node (the start-up begins again without it); anything else, or any
-// failure in-process, fails the job with `what`.
-void startup_error(self_ptr self, uint64_t gen, int node, const caf::error& err,
-                   absl::Status what) {
-  auto& st = self->state;
-  if (st.finished() || gen != st.generation) return;
-  if (node >= 0 && link_error(err)) return node_lost(self, node);
-  fail_job(self, std::move(what));
-}
-
 // Spawns one actor of type Handle per spec, here or on its node
 // (placement[i]), monitors them, and calls done(handles).
 template <class Handle, class Atom, class Spec, class LocalSpawn, class Done>
@@ -332,40 +326,19 @@ void spawn_all(self_ptr self, const std::vector<int>& placement, Atom atom,
   }
   auto out = std::make_shared<std::vector<Handle>>(count);
   auto remaining = std::make_shared<std::size_t>(count);
-  const auto me = caf::actor_cast<caf::actor>(self);
-  const uint64_t gen = st.generation;
   for (std::size_t i = 0; i < count; ++i) {
-    const int n = placement[i];
-    self->request(st.nodes[n], kSpawnTimeout, atom, wire_form(specs[i]), me)
-        .then(
-            [self, i, out, remaining, done, gen](const caf::actor& a) {
-              auto& st = self->state;
-              auto h = caf::actor_cast<Handle>(a);
-              if (st.finished() || gen != st.generation) {
-                // Spawned for a start-up that was given up: not ours.
-                self->send_exit(h, caf::exit_reason::user_shutdown);
-                return;
-              }
-              self->monitor(h);
-              (*out)[i] = h;
-              if (--*remaining == 0) done(std::move(*out));
-            },
-            [self, n, gen](caf::error& err) {
-              startup_error(self, gen, n, err,
-                            absl::UnavailableError(absl::StrCat(
-                                "node ", n, " (", self->state.spec().nodes[n],
-                                "): ", self->system().render(err))));
-            });
+    spawn_on<Handle>(self, placement[i], atom, wire_form(specs[i]), "",
+                     [out, remaining, done, i](Handle h) {
+                       (*out)[i] = h;
+                       if (--*remaining == 0) done(std::move(*out));
+                     });
   }
 }
 
 // Node of actor i when actors are dealt round-robin over the live nodes
 // from `offset` (worker k: offset 0; shard s: offset K).
 int place(const coord_state& st, std::size_t offset, std::size_t i) {
-  std::vector<int> alive;
-  for (std::size_t n = 0; n < st.node_alive.size(); ++n) {
-    if (st.node_alive[n]) alive.push_back(static_cast<int>(n));
-  }
+  const std::vector<int> alive = alive_nodes(st);
   return alive.empty() ? -1 : alive[(offset + i) % alive.size()];
 }
 
@@ -430,8 +403,13 @@ void init_workers(self_ptr self) {
               wire_and_train(self);
             },
             [self, k, gen](caf::error& err) {
-              const int node = self->state.worker_node[k];
-              startup_error(self, gen, node, err, absl::InternalError(self->system().render(err)));
+              // On nodes, a worker that is gone is its node's loss (the
+              // start-up begins again without it); anything else, the job's.
+              auto& st = self->state;
+              if (st.finished() || gen != st.generation) return;
+              const int node = st.worker_node[k];
+              if (node >= 0 && link_error(err)) return node_lost(self, node);
+              fail_job(self, err);
             });
   }
 }

@@ -25,9 +25,6 @@ namespace dml::actors::internal {
 namespace {
 
 constexpr int kMaxRecoveries = 8;
-constexpr auto kRequestTimeout = std::chrono::minutes(10);
-// A node answers a spawn request at once; only a dead or hung node is slower.
-constexpr auto kSpawnTimeout = std::chrono::seconds(30);
 // Liveness of the nodes, once a second: a node that does not answer a
 // hello within spec.node_silence_seconds is treated as lost. A killed node
 // closes its sockets and is noticed at once; this catches a hung one
@@ -58,31 +55,6 @@ void append_event(coord_state& st, const std::string& what) {
   st.event = absl::StrCat(st.event, st.event.empty() ? "" : "; ", what);
 }
 
-// Spawns one actor on node n and hands its handle to ok. A node that is
-// gone by then is one more loss (the recovery starts over without it).
-template <class Handle, class Atom, class Spec, class Ok>
-void spawn_on(self_ptr self, int n, Atom atom, const Spec& spec, Ok ok) {
-  const uint64_t gen = self->state.generation;
-  self->request(self->state.nodes[n], kSpawnTimeout, atom, spec, caf::actor_cast<caf::actor>(self))
-      .then(
-          [self, gen, ok](const caf::actor& a) mutable {
-            auto h = caf::actor_cast<Handle>(a);
-            if (self->state.finished() || gen != self->state.generation) {
-              self->send_exit(h, caf::exit_reason::user_shutdown);
-              return;
-            }
-            self->monitor(h);
-            ok(h);
-          },
-          [self, gen, n](caf::error& err) {
-            if (self->state.finished() || gen != self->state.generation) return;
-            if (link_error(err)) return node_lost(self, n);
-            fail_job(self, absl::UnavailableError(absl::StrCat(
-                               "recovery: node ", n, " (", self->state.spec().nodes[n],
-                               "): ", self->system().render(err))));
-          });
-}
-
 void recovery_resume(self_ptr self) {
   auto& st = self->state;
   const auto& c = st.ckpt;
@@ -103,7 +75,7 @@ void recovery_shards(self_ptr self, std::vector<int> alive) {
   auto remaining = std::make_shared<int>(S);
   for (int s = 0; s < S; ++s) {
     const int n = alive[(st.workers.size() + s) % alive.size()];
-    spawn_on<parameter_shard>(self, n, shard_atom_v, st.plan.shard(s, st.bounds),
+    spawn_on<parameter_shard>(self, n, shard_atom_v, st.plan.shard(s, st.bounds), "recovery: ",
                               [self, s, n, remaining](parameter_shard h) {
                                 auto& st = self->state;
                                 st.shards[s] = h;
@@ -124,7 +96,8 @@ void replace_worker(self_ptr self, int k, int n, Then then) {
   self->send_exit(st.workers[k], caf::exit_reason::kill);
   const uint64_t gen = st.generation;
   const worker_spec spec = st.plan.worker(k);  // what crosses: no in-process parts
-  spawn_on<worker_actor>(self, n, worker_atom_v, spec, [self, k, n, gen, then](worker_actor h) {
+  spawn_on<worker_actor>(self, n, worker_atom_v, spec, "recovery: ",
+                         [self, k, n, gen, then](worker_actor h) {
     auto& st = self->state;
     st.workers[k] = h;
     st.worker_node[k] = n;
@@ -303,10 +276,7 @@ void recover(self_ptr self) {
   auto& st = self->state;
   st.recovery_scheduled = false;
   if (st.finished()) return;
-  std::vector<int> alive;
-  for (std::size_t n = 0; n < st.node_alive.size(); ++n) {
-    if (st.node_alive[n]) alive.push_back(static_cast<int>(n));
-  }
+  const std::vector<int> alive = alive_nodes(st);
   if (alive.empty()) return fail_job(self, absl::UnavailableError("every node of the job is lost"));
   if (++st.recoveries > kMaxRecoveries) {
     return fail_job(self, absl::UnavailableError(absl::StrCat(

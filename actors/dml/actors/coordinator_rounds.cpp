@@ -19,14 +19,9 @@ namespace {
 
 void cocoa_round(self_ptr self);
 
-// The shared vector is v = A w and the workers own columns (primal models).
-bool predictions(const coord_state& st) {
-  return st.topo().shares_predictions(st.spec().model.kind);
-}
-
 void cocoa_finish(self_ptr self) {
   auto& st = self->state;
-  if (!predictions(st)) return finish_job(self, st.shared.to_vector(), 0);
+  if (!st.plan.shares_predictions()) return finish_job(self, st.shared.to_vector(), 0);
   // Primal models: w is the workers' own coordinates of this round, in
   // column order. The workers are solving from the s_r just certified;
   // that solve is never read (they keep round r's starting coordinates
@@ -93,7 +88,7 @@ void cocoa_decide(self_ptr self, const std::vector<block_sums>& sums) {
   }
   const double inv_n = 1.0 / static_cast<double>(st.n);
   double primal, gap;
-  if (predictions(st)) {
+  if (st.plan.shares_predictions()) {
     primal = total.loss_sum * inv_n + total.reg_sum;
     gap = std::max(0.0, total.gap_sum);
   } else {

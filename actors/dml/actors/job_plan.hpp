@@ -22,10 +22,11 @@ struct job_plan {
   job_spec spec;  ///< with every default resolved (no 0 = "default" left)
   std::shared_ptr<const topology> topo;
 
+  /// The shared vector is v = A w (one entry per example; workers own
+  /// columns, an epoch is d coordinates), else w.
+  bool shares_predictions() const { return topo->shares_predictions(spec.model.kind); }
   /// The length of the shared vector for data of n x d.
-  int64_t shared_length(int64_t n, int64_t d) const {
-    return topo->shares_predictions(spec.model.kind) ? n : d;
-  }
+  int64_t shared_length(int64_t n, int64_t d) const { return shares_predictions() ? n : d; }
   /// Worker k's config; the in-process parts (coordinator, hogwild model,
   /// interrupt flag) are the caller's to set.
   worker_config worker(int32_t k) const;

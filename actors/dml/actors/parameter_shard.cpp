@@ -27,15 +27,14 @@
 namespace dml::actors {
 namespace {
 
-caf::error bad(std::string what) {
-  return caf::make_error(caf::sec::invalid_argument, "parameter shard: " + std::move(what));
-}
-
-// A rule's refusal (already "parameter shard: ..."), as the requester sees it.
+// A refusal (internal::ShardError's "parameter shard: ..."), as the
+// requester sees it.
 caf::error as_error(const absl::Status& s) {
   if (s.ok()) return caf::none;
   return caf::make_error(caf::sec::invalid_argument, std::string(s.message()));
 }
+
+caf::error bad(const std::string& what) { return as_error(internal::ShardError(what)); }
 
 struct pending_pull {
   int64_t clock;

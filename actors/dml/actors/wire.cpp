@@ -110,13 +110,7 @@ absl::Status Decode(std::string_view bytes, T* value) {
   return FromWire(bytes, value);
 }
 absl::Status Decode(std::string_view bytes, dvec* value) {
-  BulkRef ref;
-  DML_RETURN_IF_ERROR(FromWire(bytes, value, &ref));
-  if (ref.count > 0 || !ref.host.empty()) {
-    *value = dvec{};
-    value->ref = std::make_shared<const BulkRef>(std::move(ref));
-  }
-  return absl::OkStatus();
+  return FromWireOrReference(bytes, value);
 }
 
 // Reads the bytes WriteEnvelope wrote. Only CAF framing errors (and a

@@ -542,13 +542,17 @@ absl::Status FromWire(std::string_view bytes, BulkRef* out, const DecodeLimits& 
   return absl::OkStatus();
 }
 
-absl::Status FromWire(std::string_view bytes, dvec* out, BulkRef* ref,
-                      const DecodeLimits& limits) {
+absl::Status FromWireOrReference(std::string_view bytes, dvec* out,
+                                 const DecodeLimits& limits) {
   // The payload's kind picks the path: a Vector carries the values, a
   // BulkVector only where to fetch them.
   auto kind = internal::EnvelopeKind(bytes, limits);
-  if (kind.ok() && *kind == wire::Envelope::BULK_VECTOR) return FromWire(bytes, ref, limits);
-  return FromWire(bytes, out, limits);
+  if (!kind.ok() || *kind != wire::Envelope::BULK_VECTOR) return FromWire(bytes, out, limits);
+  BulkRef ref;
+  DML_RETURN_IF_ERROR(FromWire(bytes, &ref, limits));
+  *out = dvec{};
+  out->ref = std::make_shared<const BulkRef>(std::move(ref));
+  return absl::OkStatus();
 }
 
 }  // namespace dml::net

@@ -48,11 +48,11 @@ DML_PAYLOAD_CODEC(BulkRef)
 
 #undef DML_PAYLOAD_CODEC
 
-/// A dvec as it arrives in a message: a Vector envelope fills `out`; a
-/// BulkVector envelope (chosen by the envelope's kind, never by an error)
-/// fills `ref`, and nothing is fetched here.
-absl::Status FromWire(std::string_view bytes, dvec* out, BulkRef* ref,
-                      const DecodeLimits& limits = DecodeLimits{});
+/// A dvec as it arrives in a message: a Vector envelope gives its values;
+/// a BulkVector envelope (chosen by the envelope's kind, never by an error)
+/// gives `out->ref`, and nothing is fetched here.
+absl::Status FromWireOrReference(std::string_view bytes, dvec* out,
+                                 const DecodeLimits& limits = DecodeLimits{});
 
 /// Writes `c` to `path` atomically (a temporary file, then rename), so a
 /// crash mid-write leaves the previous checkpoint. Errors: I/O, with the path.

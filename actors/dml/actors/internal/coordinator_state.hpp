@@ -21,6 +21,7 @@
 #include <caf/actor_cast.hpp>
 #include <caf/actor_system.hpp>
 #include <caf/error.hpp>
+#include <caf/exit_reason.hpp>
 #include <caf/sec.hpp>
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
@@ -38,6 +39,11 @@
 namespace dml::actors::internal {
 
 using clock_type = std::chrono::steady_clock;
+
+/// Last guard on requests to workers and shards on nodes (see reply_timeout).
+inline constexpr auto kRequestTimeout = std::chrono::minutes(10);
+/// A node answers a spawn request at once; only a dead or hung node is slower.
+inline constexpr auto kSpawnTimeout = std::chrono::seconds(30);
 
 /// Where a job is. One value; every change goes through enter() (the
 /// transitions are listed there).
@@ -144,12 +150,6 @@ struct coord_state {
   }
 
   bool finished() const { return phase == job_phase::kFinished; }
-  /// Training has started (what a node loss then means: a restore, not a
-  /// new start-up).
-  bool trained() const {
-    return phase == job_phase::kTraining || phase == job_phase::kStopping ||
-           phase == job_phase::kRecovering;
-  }
   double seconds() const {
     return std::chrono::duration<double>(clock_type::now() - start).count();
   }
@@ -173,6 +173,9 @@ inline bool link_error(const caf::error& err) {
       return false;
   }
 }
+
+/// The live nodes, in index order.
+std::vector<int> alive_nodes(const coord_state& st);
 
 /// Moves the job to phase `to`; false (and no change) for a transition
 /// that is not in the table.
@@ -293,6 +296,35 @@ void read_shards(self_ptr self, Done done) {
               if (gen == self->state.generation) fail_job(self, err);
             });
   }
+}
+
+/// Spawns one actor (spawn request `atom` with `spec`) on node n; ok(handle)
+/// once it is there and monitored. An answer for a voided generation is
+/// an actor nobody wants: it is stopped. A node that is gone meanwhile is
+/// one more loss (node_lost); any other refusal fails the job, the error
+/// prefixed with `what` ("node 1 (host:port): ...").
+template <class Handle, class Atom, class Spec, class Ok>
+void spawn_on(self_ptr self, int n, Atom atom, const Spec& spec, const char* what, Ok ok) {
+  const uint64_t gen = self->state.generation;
+  self->request(self->state.nodes[n], kSpawnTimeout, atom, spec, caf::actor_cast<caf::actor>(self))
+      .then(
+          [self, gen, ok](const caf::actor& a) mutable {
+            auto h = caf::actor_cast<Handle>(a);
+            if (self->state.finished() || gen != self->state.generation) {
+              self->send_exit(h, caf::exit_reason::user_shutdown);
+              return;
+            }
+            self->monitor(h);
+            ok(h);
+          },
+          [self, gen, n, what](caf::error& err) {
+            auto& st = self->state;
+            if (st.finished() || gen != st.generation) return;
+            if (link_error(err)) return node_lost(self, n);
+            fail_job(self, absl::UnavailableError(absl::StrCat(
+                               what, "node ", n, " (", st.spec().nodes[n],
+                               "): ", self->system().render(err))));
+          });
 }
 
 }  // namespace dml::actors::internal
