@@ -1,0 +1,72 @@
+// LIBSVM writer: 1-based indices and the shortest round-trip text of each
+// float (std::to_chars), so that ReadLibsvm gives back the same matrix and
+// labels; non-finite labels and values are refused.
+
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "dml/data/libsvm.hpp"
+
+namespace dml {
+
+absl::Status WriteLibsvm(const Dataset& data, const std::string& path) {
+  const CsrMatrix& x = data.x;
+  if (static_cast<int64_t>(data.y.size()) != x.rows()) {
+    return absl::InvalidArgumentError(absl::StrCat("WriteLibsvm: ", data.y.size(), " labels for ",
+                                                   x.rows(), " rows"));
+  }
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  if (f == nullptr) return absl::ErrnoToStatus(errno, path);
+
+  constexpr std::size_t kBuf = 1 << 20;
+  constexpr std::size_t kSlack = 64;  // one `index:value ` entry fits
+  std::unique_ptr<char[]> buf(new char[kBuf + 4 * kSlack]);
+  char* p = buf.get();
+  bool io_error = false;
+  auto flush = [&] {
+    const std::size_t n = static_cast<std::size_t>(p - buf.get());
+    if (n > 0 && std::fwrite(buf.get(), 1, n, f) != n) io_error = true;
+    p = buf.get();
+  };
+  absl::Status status;
+  for (int64_t r = 0; r < x.rows() && status.ok() && !io_error; ++r) {
+    const float label = data.y[r];
+    if (!std::isfinite(label)) {
+      status = absl::InvalidArgumentError(absl::StrCat("WriteLibsvm: row ", r, ": non-finite label"));
+      break;
+    }
+    p = std::to_chars(p, p + kSlack, label).ptr;
+    const SparseView row = x.outer(r);
+    for (std::size_t k = 0; k < row.size; ++k) {
+      if (!std::isfinite(row.value[k])) {
+        status = absl::InvalidArgumentError(
+            absl::StrCat("WriteLibsvm: row ", r, ", column ", row.index[k], ": non-finite value"));
+        break;
+      }
+      *p++ = ' ';
+      p = std::to_chars(p, p + kSlack, uint64_t{row.index[k]} + 1).ptr;
+      *p++ = ':';
+      p = std::to_chars(p, p + kSlack, row.value[k]).ptr;
+      if (static_cast<std::size_t>(p - buf.get()) >= kBuf) flush();
+    }
+    *p++ = '\n';
+    if (static_cast<std::size_t>(p - buf.get()) >= kBuf) flush();
+  }
+  if (status.ok() && !io_error) flush();
+  const int werr = errno;
+  if (std::fclose(f) != 0 && status.ok() && !io_error) {
+    return absl::ErrnoToStatus(errno, absl::StrCat(path, ": close failed"));
+  }
+  if (!status.ok()) return status;
+  if (io_error) return absl::ErrnoToStatus(werr != 0 ? werr : EIO, absl::StrCat(path, ": write failed"));
+  return absl::OkStatus();
+}
+
+}  // namespace dml
