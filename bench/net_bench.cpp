@@ -289,15 +289,15 @@ int Cocoa(const std::map<std::string, std::string>& flags) {
   }
   auto cluster = dml::net::LocalCluster::Start(NodeBinary(), k);
   if (!cluster.ok()) return 1;
-  dml::runtime rt;
-  dml::job_spec s;
-  s.data_path = data;
-  s.load_options = lo;
+  dml::Runtime rt;
+  dml::JobSpec s;
+  s.data.path = data;
+  s.data.load = lo;
   s.model.kind = dml::ModelKind::kLogisticL2;
   s.model.lambda = dml::LambdaFromC(1.0, loaded->x.rows());
-  s.mode = dml::Mode::kCocoa;
-  s.workers = k;
-  s.shards = 2;
+  s.mode.kind = dml::Mode::kCocoa;
+  s.mode.workers = k;
+  s.mode.shards = 2;
   s.stop.gap_rel = 0;
   s.stop.max_epochs = rounds;
   std::printf("data %s: %lld x %lld; cocoa K=%d S=2, H=1 epoch, %d rounds\n", data.c_str(),
@@ -305,13 +305,13 @@ int Cocoa(const std::map<std::string, std::string>& flags) {
               k, rounds);
   std::printf("%-12s %14s %14s %12s\n", "where", "s/round", "bytes/round", "final gap");
   for (bool remote : {false, true}) {
-    s.nodes = remote ? cluster->addresses() : std::vector<std::string>{};
+    s.cluster.nodes = remote ? cluster->addresses() : std::vector<std::string>{};
     std::vector<double> per_round;
     double bytes = 0, gap = 0;
     for (int r = 0; r < repeat; ++r) {
-      auto j = rt.submit(s);
+      auto j = rt.Submit(s);
       if (!j.ok()) return 1;
-      auto res = j->wait();
+      auto res = j->Wait();
       if (!res.ok()) {
         std::fprintf(stderr, "%s\n", std::string(res.status().message()).c_str());
         return 1;

@@ -137,13 +137,13 @@ double DirectCocoa(const dml::Dataset& data, const dml::ModelSpec& m, double tol
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-dml::job_result MustRun(dml::runtime& rt, const dml::job_spec& s) {
-  auto j = rt.submit(s);
+dml::TrainResult MustRun(dml::Runtime& rt, const dml::JobSpec& s) {
+  auto j = rt.Submit(s);
   if (!j.ok()) {
     std::fprintf(stderr, "submit: %s\n", std::string(j.status().message()).c_str());
     std::exit(1);
   }
-  auto r = j->wait();
+  auto r = j->Wait();
   if (!r.ok()) {
     std::fprintf(stderr, "job: %s\n", std::string(r.status().message()).c_str());
     std::exit(1);
@@ -198,9 +198,9 @@ int main(int argc, char** argv) {
               static_cast<long long>(data->x.nnz()), std::string(dml::ModelName(m.kind)).c_str(), c,
               m.lambda);
   // --threads: the runtime's scheduler threads (0 = one per core).
-  dml::runtime_options options;
+  dml::RuntimeOptions options;
   options.threads = std::stoi(Get(flags, "threads", "0"));
-  dml::runtime rt(options);
+  dml::Runtime rt(options);
 
   if (what == "overhead") {
     const double tol = 1e-6;
@@ -217,17 +217,17 @@ int main(int argc, char** argv) {
       AddUsage(u0, &use_direct);
     };
     auto run_runtime = [&] {
-      dml::job_spec s;
-      s.data = data;
+      dml::JobSpec s;
+      s.data.dataset = data;
       s.model = m;
-      s.mode = dml::Mode::kCocoa;
-      s.workers = 1;
-      s.shards = 1;
+      s.mode.kind = dml::Mode::kCocoa;
+      s.mode.workers = 1;
+      s.mode.shards = 1;
       s.stop.gap_rel = tol;
       s.stop.max_epochs = max_rounds;
       const auto t0 = Clock::now();
       const Usage u0 = UsageNow();
-      const dml::job_result r = MustRun(rt, s);
+      const dml::TrainResult r = MustRun(rt, s);
       actor.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
       AddUsage(u0, &use_actor);
       rounds_actor = r.rounds;
@@ -294,21 +294,21 @@ int main(int argc, char** argv) {
     }
     for (int k : ks) {
       for (dml::Mode mode : modes) {
-        dml::job_spec s;
-        s.data = data;
+        dml::JobSpec s;
+        s.data.dataset = data;
         s.model = m;
-        s.mode = mode;
-        s.workers = k;
-        s.shards = shards;
-        s.batch_size = std::stoi(Get(flags, "batch", "64"));
-        s.step0 = std::stod(Get(flags, "step", "0.5"));
-        s.step_decay = m.lambda * s.step0;
-        s.eval_every_epochs = 0.5;
+        s.mode.kind = mode;
+        s.mode.workers = k;
+        s.mode.shards = shards;
+        s.sgd.batch_size = std::stoi(Get(flags, "batch", "64"));
+        s.sgd.step0 = std::stod(Get(flags, "step", "0.5"));
+        s.sgd.step_decay = m.lambda * s.sgd.step0;
+        s.sgd.eval_every_epochs = 0.5;
         s.stop.gap_rel = 0;
         s.stop.target_primal = p_star + 1e-3;
         s.stop.max_epochs = 100000;
         s.stop.max_seconds = budget;
-        const dml::job_result r = MustRun(rt, s);
+        const dml::TrainResult r = MustRun(rt, s);
         const bool reached = r.primal <= p_star + 1e-3;
         std::printf("%-16s %2d %8s %9.3f %7d %8.2f %13.3e %14.4g %14.4g\n",
                     std::string(dml::ModeName(mode)).c_str(), k, reached ? "yes" : "no", r.seconds,
@@ -327,22 +327,22 @@ int main(int argc, char** argv) {
     out << "H_epochs,workers,rounds,seconds,epochs,gap_rel,reached\n";
     std::printf("%8s %7s %9s %8s %11s\n", "H", "rounds", "seconds", "epochs", "gap_rel");
     for (double h : {0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0}) {
-      dml::job_spec s;
-      s.data = data;
+      dml::JobSpec s;
+      s.data.dataset = data;
       s.model = m;
-      s.mode = dml::Mode::kCocoa;
-      s.workers = ks.front();
-      s.shards = shards;
-      s.local_epochs = h;
+      s.mode.kind = dml::Mode::kCocoa;
+      s.mode.workers = ks.front();
+      s.mode.shards = shards;
+      s.cocoa.local_epochs = h;
       s.stop.gap_rel = 1e-4;
       s.stop.max_epochs = 100000;
       s.stop.max_seconds = budget;
-      const dml::job_result r = MustRun(rt, s);
+      const dml::TrainResult r = MustRun(rt, s);
       const double rel = r.gap / std::abs(r.primal);
       const bool reached = r.reason == dml::StopReason::kConverged;
       std::printf("%8.2f %7d %9.3f %8.2f %11.3e%s\n", h, r.rounds, r.seconds, r.epochs, rel,
                   reached ? "" : "  (budget)");
-      out << h << "," << s.workers << "," << r.rounds << "," << r.seconds << "," << r.epochs << ","
+      out << h << "," << s.mode.workers << "," << r.rounds << "," << r.seconds << "," << r.epochs << ","
           << rel << "," << (reached ? 1 : 0) << "\n";
       std::fflush(stdout);
     }

@@ -38,7 +38,7 @@
 
 namespace {
 
-using dml::job_progress;
+using dml::Progress;
 using dml::actors::block_sums;
 using dml::actors::dense_block;
 using dml::actors::dvec;
@@ -162,16 +162,16 @@ const char* Diff(const dense_block& a, const dense_block& b) {
   DML_DIFF("dense_block.data", SameVec(Or(a.data), Or(b.data)));
   return nullptr;
 }
-const char* Diff(const job_progress& a, const job_progress& b) {
-  DML_DIFF("job_progress.round", a.round == b.round);
-  DML_DIFF("job_progress.seconds", SameBits(a.seconds, b.seconds));
-  DML_DIFF("job_progress.epochs", SameBits(a.epochs, b.epochs));
-  DML_DIFF("job_progress.primal", SameBits(a.primal, b.primal));
-  DML_DIFF("job_progress.dual", SameBits(a.dual, b.dual));
-  DML_DIFF("job_progress.gap", SameBits(a.gap, b.gap));
-  DML_DIFF("job_progress.bytes_exchanged", a.bytes_exchanged == b.bytes_exchanged);
-  DML_DIFF("job_progress.staleness", SameVec(a.staleness, b.staleness));
-  DML_DIFF("job_progress.event", a.event == b.event);
+const char* Diff(const Progress& a, const Progress& b) {
+  DML_DIFF("Progress.round", a.round == b.round);
+  DML_DIFF("Progress.seconds", SameBits(a.seconds, b.seconds));
+  DML_DIFF("Progress.epochs", SameBits(a.epochs, b.epochs));
+  DML_DIFF("Progress.primal", SameBits(a.primal, b.primal));
+  DML_DIFF("Progress.dual", SameBits(a.dual, b.dual));
+  DML_DIFF("Progress.gap", SameBits(a.gap, b.gap));
+  DML_DIFF("Progress.bytes_exchanged", a.bytes_exchanged == b.bytes_exchanged);
+  DML_DIFF("Progress.staleness", SameVec(a.staleness, b.staleness));
+  DML_DIFF("Progress.event", a.event == b.event);
   return nullptr;
 }
 
@@ -186,10 +186,10 @@ const char* Diff(const job_progress& a, const job_progress& b) {
   std::abort();
 }
 
-// job_progress is a payload of the Progress envelope but no CAF message
+// Progress is a payload of the Progress envelope but no CAF message
 // type (it has no inspect overloads and no wire_error).
 template <class T>
-constexpr bool kIsCafPayload = !std::is_same_v<T, job_progress>;
+constexpr bool kIsCafPayload = !std::is_same_v<T, Progress>;
 
 caf::execution_unit* const kNoContext = nullptr;
 
@@ -318,7 +318,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
   DecodeAs<worker_spec>("worker_spec", bytes);
   DecodeAs<shard_config>("shard_config", bytes);
   DecodeAs<dense_block>("dense_block", bytes);
-  DecodeAs<job_progress>("job_progress", bytes);
+  DecodeAs<Progress>("Progress", bytes);
   DecodeBulkRef(bytes);
   return 0;
 }
@@ -416,7 +416,7 @@ std::vector<std::pair<std::string, std::string>> WireSeeds() {
   out.push_back(Seed("dense_block_empty", dense_block()));
   out.push_back(Seed("dense_block_values", dense_block(std::vector<float>{1.0f, -2.0f, 0.5f})));
 
-  job_progress progress;
+  Progress progress;
   progress.round = 7;
   progress.seconds = 1.25;
   progress.epochs = 3.5;
@@ -426,8 +426,8 @@ std::vector<std::pair<std::string, std::string>> WireSeeds() {
   progress.bytes_exchanged = 123456;
   progress.staleness = {0, 1, -1};
   progress.event = "lost node 127.0.0.1:4242";
-  out.push_back(Seed("job_progress", progress));
-  out.push_back(Seed("job_progress_empty", job_progress()));
+  out.push_back(Seed("Progress", progress));
+  out.push_back(Seed("job_progress_empty", Progress()));
   return out;
 }
 

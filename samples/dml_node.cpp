@@ -1,6 +1,6 @@
 // dml-node: a libdml process that hosts workers and parameter shards for
 // jobs coordinated elsewhere (dml-train --nodes / --local-nodes, or a host
-// service with job_spec.nodes). Workers load their data from this machine's
+// service with JobSpec.cluster.nodes). Workers load their data from this machine's
 // disk. Runs until SIGTERM or SIGINT, then stops its actors and exits 0.
 //
 //   dml-node [--host=127.0.0.1] [--port=0] [--port-file=PATH] [--name=NAME] [--threads=T]

@@ -18,7 +18,8 @@
 //   --mode M              train as an actor topology in-process: sync | async | ssp | easgd |
 //                         hogwild | model-averaging | cocoa (default: no runtime, plain solver)
 //   --workers K --shards S  the topology's size (default 2 and 1)
-//   --batch B --step S0 --staleness s --tau T --local-epochs H --gamma G   mode parameters
+//   --batch B --step S0   SGD minibatch and first step (--solver sgd and the SGD modes; 64, 0.5)
+//   --staleness s --tau T --local-epochs H --gamma G   mode parameters
 //   --nodes H:P,H:P,...   run the topology's workers and shards on these dml-node processes
 //                         (each reads the data file from its own disk)
 //   --local-nodes N       start N dml-node processes on loopback for this job, stop them after
@@ -196,7 +197,9 @@ Exit ParseModelAndSolver(Run& run) {
       !Number(run.args, {"--time-budget"}, run.opt.stop.max_seconds, error) ||
       !Number(run.args, {"--seed"}, run.opt.seed, error) ||
       !Number(run.args, {"--eval-every"}, run.opt.eval_every, error) ||
-      !Number(run.args, {"--l1-ratio"}, run.spec.l1_ratio, error)) {
+      !Number(run.args, {"--l1-ratio"}, run.spec.l1_ratio, error) ||
+      !Number(run.args, {"--batch"}, run.opt.sgd.batch_size, error) ||
+      !Number(run.args, {"--step"}, run.opt.sgd.step0, error)) {
     return Fail(error);
   }
   run.load_opts.task = run.task;
@@ -268,7 +271,7 @@ Exit LoadData(Run& run) {
 
 // The job's nodes: given (--nodes), started here on loopback
 // (--local-nodes, kept in `cluster`), or none.
-Exit ChooseNodes(const Run& run, dml::job_spec& job,
+Exit ChooseNodes(const Run& run, dml::JobSpec& job,
                  std::optional<dml::net::LocalCluster>& cluster) {
   std::string error;
   const Args& args = run.args;
@@ -284,15 +287,15 @@ Exit ChooseNodes(const Run& run, dml::job_spec& job,
                                            local_nodes, node_args);
     if (!c.ok()) return Fail("--local-nodes: " + std::string(c.status().message()));
     cluster.emplace(*std::move(c));
-    job.nodes = cluster->addresses();
+    job.cluster.nodes = cluster->addresses();
   } else if (args.values.count("--nodes")) {
     std::string list = Get(args, "--nodes");
     for (std::size_t b = 0; b <= list.size();) {
       const std::size_t e = std::min(list.find(',', b), list.size());
-      if (e > b) job.nodes.push_back(list.substr(b, e - b));
+      if (e > b) job.cluster.nodes.push_back(list.substr(b, e - b));
       b = e + 1;
     }
-    if (job.nodes.empty()) return Fail("--nodes: expected host:port[,host:port...]");
+    if (job.cluster.nodes.empty()) return Fail("--nodes: expected host:port[,host:port...]");
   }
   return std::nullopt;
 }
@@ -304,32 +307,30 @@ Exit TrainOnRuntime(Run& run, std::shared_ptr<const dml::Dataset>& shared_data,
   const Args& args = run.args;
   auto mode = dml::ParseMode(Get(args, "--mode"));
   if (!mode.ok()) return Fail(std::string(mode.status().message()));
-  dml::job_spec job;
-  job.mode = *mode;
+  dml::JobSpec job;
+  job.mode.kind = *mode;
   job.model = run.spec;
-  job.seed = run.opt.seed;
+  job.mode.seed = run.opt.seed;
   job.stop = run.opt.stop;
-  job.step_decay = -1;
-  if (!Number(args, {"--workers"}, job.workers, error) ||
-      !Number(args, {"--shards"}, job.shards, error) ||
-      !Number(args, {"--batch"}, job.batch_size, error) ||
-      !Number(args, {"--step"}, job.step0, error) ||
-      !Number(args, {"--staleness"}, job.staleness, error) ||
-      !Number(args, {"--tau"}, job.tau, error) ||
-      !Number(args, {"--local-epochs"}, job.local_epochs, error) ||
-      !Number(args, {"--gamma"}, job.gamma, error) ||
-      !Number(args, {"--checkpoint-every"}, job.checkpoint_every, error) ||
-      !Number(args, {"--node-silence"}, job.node_silence_seconds, error) ||
-      !Number(args, {"--eval-every"}, job.eval_every_epochs, error)) {
+  static_cast<dml::SgdOptions&>(job.sgd) = run.opt.sgd;  // --batch, --step: one set
+  if (!Number(args, {"--workers"}, job.mode.workers, error) ||
+      !Number(args, {"--shards"}, job.mode.shards, error) ||
+      !Number(args, {"--staleness"}, job.sgd.staleness, error) ||
+      !Number(args, {"--tau"}, job.sgd.tau, error) ||
+      !Number(args, {"--local-epochs"}, job.cocoa.local_epochs, error) ||
+      !Number(args, {"--gamma"}, job.cocoa.gamma, error) ||
+      !Number(args, {"--checkpoint-every"}, job.recovery.checkpoint_every, error) ||
+      !Number(args, {"--node-silence"}, job.recovery.node_silence_seconds, error) ||
+      !Number(args, {"--eval-every"}, job.sgd.eval_every_epochs, error)) {
     return Fail(error);
   }
-  job.checkpoint_path = Get(args, "--checkpoint");
-  job.resume = args.values.count("--resume") > 0;
+  job.recovery.path = Get(args, "--checkpoint");
+  job.recovery.resume = args.values.count("--resume") > 0;
   // 1/(lambda (t + t0)), the rate for a lambda-strongly convex objective.
-  job.step_decay = run.spec.lambda * job.step0;
+  job.sgd.step_decay = run.spec.lambda * job.sgd.step0;
   shared_data = std::make_shared<const dml::Dataset>(std::move(run.data));
   std::optional<dml::net::LocalCluster> cluster;
-  dml::runtime_options rt_options;
+  dml::RuntimeOptions rt_options;
   if (args.values.count("--secret-file")) {
     auto secret = dml::net::ReadSecretFile(Get(args, "--secret-file"));
     if (!secret.ok()) return Fail("--secret-file: " + std::string(secret.status().message()));
@@ -339,7 +340,7 @@ Exit TrainOnRuntime(Run& run, std::shared_ptr<const dml::Dataset>& shared_data,
   // Nodes read the data from disk: the file itself, or the generated
   // data written to a temporary file (loopback clusters share this disk).
   std::string temp_data;
-  if (!job.nodes.empty()) {
+  if (!job.cluster.nodes.empty()) {
     if (args.values.count("--generate")) {
       char tmpl[] = "/tmp/dml-train-data-XXXXXX";
       const int fd = mkstemp(tmpl);
@@ -349,23 +350,23 @@ Exit TrainOnRuntime(Run& run, std::shared_ptr<const dml::Dataset>& shared_data,
       if (auto st = dml::WriteLibsvm(*shared_data, temp_data); !st.ok()) {
         return Fail(std::string(st.message()));
       }
-      job.data_path = temp_data;
+      job.data.path = temp_data;
     } else {
       char* abs = realpath(run.source.c_str(), nullptr);
-      job.data_path = abs != nullptr ? abs : run.source;
+      job.data.path = abs != nullptr ? abs : run.source;
       std::free(abs);
     }
-    job.load_options = run.load_opts;
-    job.load_options.num_features = shared_data->x.cols();
+    job.data.load = run.load_opts;
+    job.data.load.num_features = shared_data->x.cols();
   } else {
-    job.data = shared_data;
+    job.data.dataset = shared_data;
   }
   if (!run.quiet) {
     std::printf("runtime: mode %s, %d workers, %d shards%s\n",
-                std::string(dml::ModeName(job.mode)).c_str(), job.workers, job.shards,
-                job.nodes.empty()
+                std::string(dml::ModeName(job.mode.kind)).c_str(), job.mode.workers, job.mode.shards,
+                job.cluster.nodes.empty()
                     ? ""
-                    : (", on " + std::to_string(job.nodes.size()) + " node processes").c_str());
+                    : (", on " + std::to_string(job.cluster.nodes.size()) + " node processes").c_str());
   }
   struct remove_on_exit {
     std::string path;
@@ -373,9 +374,9 @@ Exit TrainOnRuntime(Run& run, std::shared_ptr<const dml::Dataset>& shared_data,
       if (!path.empty()) std::remove(path.c_str());
     }
   } cleanup{temp_data};
-  dml::runtime rt(rt_options);
+  dml::Runtime rt(rt_options);
   const bool quiet = run.quiet;
-  auto handle = rt.submit(job, [quiet](const dml::job_progress& p) {
+  auto handle = rt.Submit(job, [quiet](const dml::Progress& p) {
     if (quiet) return;
     std::printf("round %4d  %8.3fs  epochs %7.2f  primal %.10g  dual %.10g  gap %.3e  bytes %lld%s%s\n",
                 p.round, p.seconds, p.epochs, p.primal, p.dual, p.gap,
@@ -384,22 +385,9 @@ Exit TrainOnRuntime(Run& run, std::shared_ptr<const dml::Dataset>& shared_data,
     std::fflush(stdout);
   });
   if (!handle.ok()) return Fail(std::string(handle.status().message()));
-  auto r = handle->wait();
-  if (!r.ok()) {
-    result = r.status();
-  } else {
-    dml::TrainResult t;
-    t.w = std::move(r->w);
-    t.primal = r->primal;
-    t.dual = r->dual;
-    t.gap = r->gap;
-    t.epochs = static_cast<int>(std::ceil(r->epochs));
-    t.seconds = r->seconds;
-    t.reason = r->reason;
-    result = std::move(t);
-  }
-  if (!job.nodes.empty()) {
-    const dml::transport_stats ts = rt.transport();
+  result = handle->Wait();
+  if (!job.cluster.nodes.empty()) {
+    const dml::TransportStats ts = rt.Transport();
     std::printf("bulk channel: %llu vectors offered, %llu fetched (%llu by single copy), "
                 "%.1f MB\n",
                 static_cast<unsigned long long>(ts.bulk_offers),
@@ -441,9 +429,9 @@ int main(int argc, char** argv) {
   if (Exit e = LoadData(run)) return *e;
   run.tty = isatty(fileno(stdout));
   if (!run.quiet) {
-    run.opt.on_epoch = [tty = run.tty](const dml::EpochReport& r) {
+    run.opt.on_epoch = [tty = run.tty](const dml::Progress& r) {
       std::printf("%sepoch %4d  %8.3fs  primal %.10g  dual %.10g  gap %.3e  nnz %lld%s",
-                  tty ? "\r" : "", r.epoch, r.seconds, r.primal, r.dual, r.gap,
+                  tty ? "\r" : "", r.round, r.seconds, r.primal, r.dual, r.gap,
                   static_cast<long long>(r.nnz_touched), tty ? "   " : "\n");
       std::fflush(stdout);
     };
@@ -464,8 +452,8 @@ int main(int argc, char** argv) {
     return result.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
   }
   std::printf("done: %s after %d epochs in %.3fs: primal %.10g dual %.10g duality gap %.3e\n",
-              std::string(dml::StopReasonName(result->reason)).c_str(), result->epochs,
-              result->seconds, result->primal, result->dual, result->gap);
+              std::string(dml::StopReasonName(result->reason)).c_str(),
+              static_cast<int>(std::ceil(result->epochs)), result->seconds, result->primal, result->dual, result->gap);
   Report(run, "train", trained_on, result->w);
   if (run.args.values.count("--test")) {
     auto t = dml::ReadLibsvm(Get(run.args, "--test"), run.load_opts);

@@ -1,4 +1,4 @@
-// host_service: a host program embedding dml::runtime: two jobs at once, progress streamed, one cancelled.
+// host_service: a host program embedding dml::Runtime: two jobs at once, progress streamed, one cancelled.
 //
 //   host_service [rows] [cols]
 // Generates a classification problem, runs a cocoa job (logistic, to a 1e-6
@@ -22,13 +22,13 @@ namespace {
 
 std::mutex print_mu;
 
-void Show(const char* name, const dml::job_progress& p) {
+void Show(const char* name, const dml::Progress& p) {
   std::lock_guard<std::mutex> lock(print_mu);
   std::printf("[%s] round %3d  %7.3fs  epochs %7.2f  primal %.8f  gap %.3e  bytes %" PRId64 "\n",
               name, p.round, p.seconds, p.epochs, p.primal, p.gap, p.bytes_exchanged);
 }
 
-void Summary(const char* name, const dml::job_result& r) {
+void Summary(const char* name, const dml::TrainResult& r) {
   int nonzero = 0;
   double norm = 0.0;
   for (double w : r.w) {
@@ -57,32 +57,32 @@ int main(int argc, char** argv) {
   }
   auto data = std::make_shared<const dml::Dataset>(std::move(generated->data));
 
-  dml::runtime rt;
-  dml::job_spec cocoa;
-  cocoa.data = data;
+  dml::Runtime rt;
+  dml::JobSpec cocoa;
+  cocoa.data.dataset = data;
   cocoa.model = {dml::ModelKind::kLogisticL2, 1e-4, 0.5};
-  cocoa.mode = dml::Mode::kCocoa;
-  cocoa.workers = 2;
-  cocoa.shards = 2;
+  cocoa.mode.kind = dml::Mode::kCocoa;
+  cocoa.mode.workers = 2;
+  cocoa.mode.shards = 2;
   cocoa.stop.gap_rel = 1e-6;
 
-  dml::job_spec sgd = cocoa;
+  dml::JobSpec sgd = cocoa;
   sgd.model = {dml::ModelKind::kHingeSvm, 1e-3, 0.5};
-  sgd.mode = dml::Mode::kAsync;
+  sgd.mode.kind = dml::Mode::kAsync;
   sgd.stop.max_epochs = 1000000;
-  sgd.eval_every_epochs = 2;
-  sgd.step_decay = sgd.model.lambda * sgd.step0;
+  sgd.sgd.eval_every_epochs = 2;
+  sgd.sgd.step_decay = sgd.model.lambda * sgd.sgd.step0;
 
-  auto a = rt.submit(cocoa, [](const dml::job_progress& p) { Show("cocoa", p); });
-  auto b = rt.submit(sgd, [](const dml::job_progress& p) { Show("async", p); });
+  auto a = rt.Submit(cocoa, [](const dml::Progress& p) { Show("cocoa", p); });
+  auto b = rt.Submit(sgd, [](const dml::Progress& p) { Show("async", p); });
   if (!a.ok() || !b.ok()) {
     std::fprintf(stderr, "host_service: %s\n",
                  std::string((!a.ok() ? a.status() : b.status()).message()).c_str());
     return 2;
   }
-  auto ra = a->wait();
-  b->cancel();
-  auto rb = b->wait();
+  auto ra = a->Wait();
+  b->Cancel();
+  auto rb = b->Wait();
   if (!ra.ok() || !rb.ok()) {
     std::fprintf(stderr, "host_service: %s\n",
                  std::string((!ra.ok() ? ra.status() : rb.status()).message()).c_str());

@@ -105,49 +105,49 @@ double Optimum(const dml::ModelSpec& m) {
   return r->primal;
 }
 
-dml::job_result Run(dml::runtime& rt, dml::job_spec spec, double seconds = 60) {
-  auto j = rt.submit(spec);
+dml::TrainResult Run(dml::Runtime& rt, dml::JobSpec spec, double seconds = 60) {
+  auto j = rt.Submit(spec);
   BOOST_REQUIRE_MESSAGE(j.ok(), j.status().ToString());
   const auto deadline = Clock::now() + std::chrono::duration<double>(seconds);
-  while (!j->done() && Clock::now() < deadline) {
+  while (!j->Done() && Clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
-  BOOST_REQUIRE_MESSAGE(j->done(), "job did not finish within " << seconds << " s");
-  auto r = j->wait();
+  BOOST_REQUIRE_MESSAGE(j->Done(), "job did not finish within " << seconds << " s");
+  auto r = j->Wait();
   BOOST_REQUIRE_MESSAGE(r.ok(), r.status().ToString());
   return *std::move(r);
 }
 
-dml::job_spec Spec(dml::Mode mode) {
-  dml::job_spec s;
-  s.data_path = fixture->path;
+dml::JobSpec Spec(dml::Mode mode) {
+  dml::JobSpec s;
+  s.data.path = fixture->path;
   s.model.kind = dml::ModelKind::kLogisticL2;
   s.model.lambda = 1e-3;
-  s.mode = mode;
-  s.workers = 2;
-  s.shards = 2;
-  s.seed = 5;
-  s.batch_size = 32;
-  s.step0 = 0.5;
-  s.step_decay = s.model.lambda * s.step0;
+  s.mode.kind = mode;
+  s.mode.workers = 2;
+  s.mode.shards = 2;
+  s.mode.seed = 5;
+  s.sgd.batch_size = 32;
+  s.sgd.step0 = 0.5;
+  s.sgd.step_decay = s.model.lambda * s.sgd.step0;
   s.stop.max_seconds = 30;
   return s;
 }
 
 // The SGD modes' stopping rule in these tests: suboptimality 1e-3, checked
 // every epoch.
-void StopAtTarget(dml::job_spec& s, double p_star) {
+void StopAtTarget(dml::JobSpec& s, double p_star) {
   s.stop.gap_rel = 0;
   s.stop.max_epochs = 400;
   s.stop.target_primal = p_star + 1e-3;
-  s.eval_every_epochs = 1;
+  s.sgd.eval_every_epochs = 1;
 }
 
 // cocoa in many short rounds, checkpointed often, to an exact certificate:
 // a fault lands mid-job and the restart has a recent checkpoint.
-void ShortCocoaRounds(dml::job_spec& s) {
-  s.local_epochs = 0.05;
-  s.checkpoint_every = 4;
+void ShortCocoaRounds(dml::JobSpec& s) {
+  s.cocoa.local_epochs = 0.05;
+  s.recovery.checkpoint_every = 4;
   s.stop.gap_rel = 1e-7;
   s.stop.max_epochs = 5000;
 }
@@ -195,16 +195,16 @@ BOOST_AUTO_TEST_CASE(nodes_are_listening) {
 }
 
 BOOST_AUTO_TEST_CASE(cocoa_across_processes_matches_in_process) {
-  dml::runtime rt;
+  dml::Runtime rt;
   for (auto kind : {dml::ModelKind::kLogisticL2, dml::ModelKind::kLogisticL1}) {
-    dml::job_spec s = Spec(dml::Mode::kCocoa);
+    dml::JobSpec s = Spec(dml::Mode::kCocoa);
     s.model.kind = kind;
     s.stop.gap_rel = 1e-7;
     s.stop.max_epochs = 3000;
     const double p_star = Optimum(s.model);
-    const dml::job_result local = Run(rt, s);
-    s.nodes = fixture->cluster->addresses();
-    const dml::job_result remote = Run(rt, s);
+    const dml::TrainResult local = Run(rt, s);
+    s.cluster.nodes = fixture->cluster->addresses();
+    const dml::TrainResult remote = Run(rt, s);
     BOOST_TEST_MESSAGE("cocoa " << dml::ModelName(kind) << ": local P " << local.primal
                                 << " gap " << local.gap << ", remote P " << remote.primal
                                 << " gap " << remote.gap << ", P* " << p_star << "; rounds "
@@ -230,19 +230,19 @@ BOOST_AUTO_TEST_CASE(cocoa_across_processes_matches_in_process) {
 // inside CAF's messages; the run is the in-process one.
 BOOST_AUTO_TEST_CASE(large_vectors_cross_by_the_bulk_channel) {
   const std::string path = WriteGenerated(1500, 40000, 12, 3);
-  dml::job_spec s = Spec(dml::Mode::kCocoa);
-  s.data_path = path;
-  s.load_options.num_features = 40000;
+  dml::JobSpec s = Spec(dml::Mode::kCocoa);
+  s.data.path = path;
+  s.data.load.num_features = 40000;
   s.stop.gap_rel = 1e-6;
   s.stop.max_epochs = 300;
-  s.shards = 1;  // the shard's range is the whole 320 KiB vector
-  dml::runtime rt;
-  const dml::job_result local = Run(rt, s);
-  BOOST_TEST(rt.transport().bulk_offers == 0u);  // in-process: shared buffers, no wire
-  s.nodes = fixture->cluster->addresses();
-  const dml::job_result remote = Run(rt, s);
+  s.mode.shards = 1;  // the shard's range is the whole 320 KiB vector
+  dml::Runtime rt;
+  const dml::TrainResult local = Run(rt, s);
+  BOOST_TEST(rt.Transport().bulk_offers == 0u);  // in-process: shared buffers, no wire
+  s.cluster.nodes = fixture->cluster->addresses();
+  const dml::TrainResult remote = Run(rt, s);
   std::remove(path.c_str());
-  const dml::transport_stats t = rt.transport();
+  const dml::TransportStats t = rt.Transport();
   BOOST_TEST_MESSAGE("bulk: " << t.bulk_offers << " offers, " << t.bulk_fetches << " fetches ("
                               << t.bulk_single_copy << " single copy), " << t.bulk_bytes
                               << " bytes; rounds " << local.rounds << " / " << remote.rounds);
@@ -271,24 +271,24 @@ BOOST_AUTO_TEST_CASE(a_node_with_a_secret_admits_only_processes_that_know_it) {
   auto c = dml::net::LocalCluster::Start(DML_NODE_BINARY, 2,
                                     {"--threads=1", "--secret-file=" + secret_file});
   BOOST_REQUIRE_MESSAGE(c.ok(), c.status().ToString());
-  dml::job_spec s = Spec(dml::Mode::kCocoa);
+  dml::JobSpec s = Spec(dml::Mode::kCocoa);
   s.stop.gap_rel = 1e-6;
-  s.nodes = c->addresses();
+  s.cluster.nodes = c->addresses();
   {
-    dml::runtime rt;  // no secret
-    auto j = rt.submit(s);
+    dml::Runtime rt;  // no secret
+    auto j = rt.Submit(s);
     BOOST_TEST((j.status().code() == absl::StatusCode::kPermissionDenied));
     BOOST_TEST(std::string(j.status().message()) ==
-                   "job_spec.nodes[0] (" + c->addresses()[0] +
+                   "JobSpec.cluster.nodes[0] (" + c->addresses()[0] +
                        "): the node requires a cluster secret and none is set "
-                       "(runtime_options.cluster_secret, dml-train --secret-file)",
+                       "(RuntimeOptions.cluster_secret, dml-train --secret-file)",
                j.status().message());
   }
   {
-    dml::runtime_options o;
+    dml::RuntimeOptions o;
     o.cluster_secret = "correct horse battery stapler";
-    dml::runtime rt(o);
-    auto j = rt.submit(s);
+    dml::Runtime rt(o);
+    auto j = rt.Submit(s);
     BOOST_TEST((j.status().code() == absl::StatusCode::kPermissionDenied));
     BOOST_TEST(std::string(j.status().message()).find("admission refused: wrong cluster secret") !=
                    std::string::npos,
@@ -328,10 +328,10 @@ BOOST_AUTO_TEST_CASE(a_node_with_a_secret_admits_only_processes_that_know_it) {
                refusal);
   }
   {
-    dml::runtime_options o;
+    dml::RuntimeOptions o;
     o.cluster_secret = "correct horse battery staple";
-    dml::runtime rt(o);
-    const dml::job_result r = Run(rt, s);
+    dml::Runtime rt(o);
+    const dml::TrainResult r = Run(rt, s);
     BOOST_CHECK(r.reason == dml::StopReason::kConverged);
     BOOST_TEST(r.gap <= 1e-6 * std::abs(r.primal));
   }
@@ -342,24 +342,24 @@ BOOST_AUTO_TEST_CASE(a_node_with_a_secret_admits_only_processes_that_know_it) {
 // Cancelling a cocoa job on nodes cuts the round in progress short there
 // (the coordinator tells each node; its workers' solves check the flag).
 BOOST_AUTO_TEST_CASE(cancel_reaches_solves_on_nodes) {
-  dml::runtime rt;
-  dml::job_spec s = Spec(dml::Mode::kCocoa);
-  s.nodes = fixture->cluster->addresses();
+  dml::Runtime rt;
+  dml::JobSpec s = Spec(dml::Mode::kCocoa);
+  s.cluster.nodes = fixture->cluster->addresses();
   s.stop.gap_rel = 0;
   s.stop.max_epochs = 1e9;
-  s.local_epochs = 20000;  // one round: tens of seconds
-  auto j = rt.submit(s);
+  s.cocoa.local_epochs = 20000;  // one round: tens of seconds
+  auto j = rt.Submit(s);
   BOOST_REQUIRE(j.ok());
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
-  BOOST_TEST(!j->done());
+  BOOST_TEST(!j->Done());
   const auto t0 = Clock::now();
-  j->cancel();
-  while (!j->done() && Clock::now() - t0 < std::chrono::seconds(10)) {
+  j->Cancel();
+  while (!j->Done() && Clock::now() - t0 < std::chrono::seconds(10)) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-  BOOST_REQUIRE(j->done());
-  auto r = j->wait();
+  BOOST_REQUIRE(j->Done());
+  auto r = j->Wait();
   BOOST_REQUIRE_MESSAGE(r.ok(), r.status().ToString());
   BOOST_TEST_MESSAGE("cancel on nodes: " << ms << " ms, " << r->epochs << " epochs");
   BOOST_TEST(ms <= 500.0, "cancel took " << ms << " ms");
@@ -369,13 +369,13 @@ BOOST_AUTO_TEST_CASE(cancel_reaches_solves_on_nodes) {
 }
 
 BOOST_AUTO_TEST_CASE(sync_across_processes_is_bitwise_the_in_process_run) {
-  dml::runtime rt;
-  dml::job_spec s = Spec(dml::Mode::kSync);
+  dml::Runtime rt;
+  dml::JobSpec s = Spec(dml::Mode::kSync);
   s.stop.max_epochs = 6;
   s.stop.gap_rel = 0;
-  const dml::job_result local = Run(rt, s);
-  s.nodes = fixture->cluster->addresses();
-  const dml::job_result remote = Run(rt, s);
+  const dml::TrainResult local = Run(rt, s);
+  s.cluster.nodes = fixture->cluster->addresses();
+  const dml::TrainResult remote = Run(rt, s);
   BOOST_REQUIRE_EQUAL(remote.w.size(), local.w.size());
   double max_diff = 0;
   for (std::size_t j = 0; j < local.w.size(); ++j) {
@@ -388,22 +388,22 @@ BOOST_AUTO_TEST_CASE(sync_across_processes_is_bitwise_the_in_process_run) {
 }
 
 BOOST_AUTO_TEST_CASE(sgd_modes_across_processes_reach_the_in_process_objective) {
-  dml::runtime rt;
+  dml::Runtime rt;
   const double p_star = Optimum(Spec(dml::Mode::kAsync).model);
   for (dml::Mode mode : {dml::Mode::kAsync, dml::Mode::kSsp, dml::Mode::kEasgd,
                          dml::Mode::kModelAveraging}) {
-    dml::job_spec s = Spec(mode);
+    dml::JobSpec s = Spec(mode);
     StopAtTarget(s, p_star);
-    const dml::job_result local = Run(rt, s);
-    s.nodes = fixture->cluster->addresses();
-    const dml::job_result remote = Run(rt, s);
+    const dml::TrainResult local = Run(rt, s);
+    s.cluster.nodes = fixture->cluster->addresses();
+    const dml::TrainResult remote = Run(rt, s);
     BOOST_TEST_MESSAGE(dml::ModeName(mode) << ": local P-P* " << local.primal - p_star << " in "
                                            << local.epochs << " epochs, remote P-P* "
                                            << remote.primal - p_star << " in " << remote.epochs
                                            << " epochs");
     // Both reach the target, and return the model certified to meet it
     // (not the one a few in-flight steps after the halt).
-    for (const dml::job_result* r : {&local, &remote}) {
+    for (const dml::TrainResult* r : {&local, &remote}) {
       BOOST_CHECK(r->reason == dml::StopReason::kTargetReached);
       BOOST_TEST(r->primal <= *s.stop.target_primal, dml::ModeName(mode));
       auto exact = dml::PrimalValue(*fixture->data, s.model, r->w);
@@ -415,46 +415,46 @@ BOOST_AUTO_TEST_CASE(sgd_modes_across_processes_reach_the_in_process_objective) 
 }
 
 BOOST_AUTO_TEST_CASE(hogwild_and_in_memory_data_are_refused_for_nodes) {
-  dml::runtime rt;
-  dml::job_spec s = Spec(dml::Mode::kHogwild);
-  s.nodes = fixture->cluster->addresses();
-  auto j = rt.submit(s);
+  dml::Runtime rt;
+  dml::JobSpec s = Spec(dml::Mode::kHogwild);
+  s.cluster.nodes = fixture->cluster->addresses();
+  auto j = rt.Submit(s);
   BOOST_REQUIRE(!j.ok());
-  BOOST_TEST(std::string(j.status().message()).find("job_spec.mode: hogwild workers share one "
+  BOOST_TEST(std::string(j.status().message()).find("JobSpec.mode.kind: hogwild workers share one "
                                                     "in-process model") == 0u,
              j.status().message());
   s = Spec(dml::Mode::kCocoa);
-  s.data_path.clear();
-  s.data = fixture->data;
-  s.nodes = fixture->cluster->addresses();
-  j = rt.submit(s);
+  s.data.path.clear();
+  s.data.dataset = fixture->data;
+  s.cluster.nodes = fixture->cluster->addresses();
+  j = rt.Submit(s);
   BOOST_REQUIRE(!j.ok());
-  BOOST_TEST(std::string(j.status().message()).find("job_spec.data: an in-memory dataset cannot "
+  BOOST_TEST(std::string(j.status().message()).find("JobSpec.data: an in-memory dataset cannot "
                                                     "be sent to nodes") == 0u,
              j.status().message());
   s = Spec(dml::Mode::kCocoa);
-  s.nodes = {"127.0.0.1:1"};
-  j = rt.submit(s);
+  s.cluster.nodes = {"127.0.0.1:1"};
+  j = rt.Submit(s);
   BOOST_REQUIRE(!j.ok());
   BOOST_TEST(j.status().code() == absl::StatusCode::kUnavailable);
-  BOOST_TEST(std::string(j.status().message()).find("job_spec.nodes[0] (127.0.0.1:1): cannot "
+  BOOST_TEST(std::string(j.status().message()).find("JobSpec.cluster.nodes[0] (127.0.0.1:1): cannot "
                                                     "connect") == 0u,
              j.status().message());
-  s.nodes = {"localhost"};
-  j = rt.submit(s);
+  s.cluster.nodes = {"localhost"};
+  j = rt.Submit(s);
   BOOST_REQUIRE(!j.ok());
   BOOST_TEST(std::string(j.status().message()) ==
-             "job_spec.nodes[0]: \"localhost\": expected host:port");
+             "JobSpec.cluster.nodes[0]: \"localhost\": expected host:port");
 }
 
 BOOST_AUTO_TEST_CASE(a_missing_file_on_a_node_fails_the_job_with_the_nodes_error) {
-  dml::runtime rt;
-  dml::job_spec s = Spec(dml::Mode::kCocoa);
-  s.data_path = "/nonexistent/dml/data.svm";
-  s.nodes = fixture->cluster->addresses();
-  auto j = rt.submit(s);
+  dml::Runtime rt;
+  dml::JobSpec s = Spec(dml::Mode::kCocoa);
+  s.data.path = "/nonexistent/dml/data.svm";
+  s.cluster.nodes = fixture->cluster->addresses();
+  auto j = rt.Submit(s);
   BOOST_REQUIRE(j.ok());
-  auto r = j->wait();
+  auto r = j->Wait();
   BOOST_REQUIRE(!r.ok());
   BOOST_TEST(std::string(r.status().message()).find("/nonexistent/dml/data.svm") !=
                  std::string::npos,
@@ -467,17 +467,17 @@ BOOST_AUTO_TEST_CASE(a_missing_file_on_a_node_fails_the_job_with_the_nodes_error
 namespace {
 
 // Waits until the job has recorded at least `rounds` progress entries.
-std::vector<dml::job_progress> WaitForRounds(dml::job& j, std::size_t rounds, double seconds = 30) {
-  std::vector<dml::job_progress> seen;
+std::vector<dml::Progress> WaitForRounds(dml::Job& j, std::size_t rounds, double seconds = 30) {
+  std::vector<dml::Progress> seen;
   const auto deadline = Clock::now() + std::chrono::duration<double>(seconds);
-  while (seen.size() < rounds && !j.done() && Clock::now() < deadline) {
-    for (auto& p : j.poll()) seen.push_back(std::move(p));
+  while (seen.size() < rounds && !j.Done() && Clock::now() < deadline) {
+    for (auto& p : j.Poll()) seen.push_back(std::move(p));
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   return seen;
 }
 
-std::string Events(const std::vector<dml::job_progress>& history) {
+std::string Events(const std::vector<dml::Progress>& history) {
   std::string all;
   for (const auto& p : history) {
     if (!p.event.empty()) all += "[round " + std::to_string(p.round) + "] " + p.event + "\n";
@@ -495,18 +495,18 @@ BOOST_AUTO_TEST_CASE(async_jobs_continue_through_a_killed_worker_node) {
   for (dml::Mode mode : {dml::Mode::kAsync, dml::Mode::kSsp}) {
     BOOST_TEST_CONTEXT("mode " << dml::ModeName(mode)) {
       auto cluster = StartNodes();
-      dml::runtime rt;
-      dml::job_spec s = Spec(mode);
+      dml::Runtime rt;
+      dml::JobSpec s = Spec(mode);
       const double p_star = Optimum(s.model);
-      s.nodes = cluster.addresses();  // worker 0 on node 0, worker 1 on node 1, shards on 2 and 0
+      s.cluster.nodes = cluster.addresses();  // worker 0 on node 0, worker 1 on node 1, shards on 2 and 0
       StopAtTarget(s, p_star);
-      auto j = rt.submit(s);
+      auto j = rt.Submit(s);
       BOOST_REQUIRE_MESSAGE(j.ok(), j.status().ToString());
       auto before = WaitForRounds(*j, 5);
-      BOOST_REQUIRE_MESSAGE(!j->done(), "the job ended before the fault was injected");
+      BOOST_REQUIRE_MESSAGE(!j->Done(), "the job ended before the fault was injected");
       const auto killed_at = Clock::now();
       cluster.Kill(1);
-      auto r = j->wait();
+      auto r = j->Wait();
       BOOST_REQUIRE_MESSAGE(r.ok(), r.status().ToString());
       const std::string events = Events(r->history);
       BOOST_TEST_MESSAGE("events:\n" << events << "final P-P* " << r->primal - p_star << " after "
@@ -530,7 +530,7 @@ BOOST_AUTO_TEST_CASE(async_jobs_continue_through_a_killed_worker_node) {
       }
       BOOST_CHECK(r->reason == dml::StopReason::kTargetReached);
       BOOST_TEST(r->primal - p_star <= 1e-3);
-      if (mode == dml::Mode::kSsp) BOOST_TEST(r->max_granted_staleness <= s.staleness);
+      if (mode == dml::Mode::kSsp) BOOST_TEST(r->max_granted_staleness <= s.sgd.staleness);
     }
   }
 }
@@ -539,19 +539,19 @@ BOOST_AUTO_TEST_CASE(a_hung_node_is_detected_by_its_silence_and_replaced) {
   // SIGSTOP closes no socket: CAF reports nothing, only the coordinator's
   // liveness pings notice.
   auto cluster = StartNodes();
-  dml::runtime rt;
-  dml::job_spec s = Spec(dml::Mode::kAsync);
+  dml::Runtime rt;
+  dml::JobSpec s = Spec(dml::Mode::kAsync);
   const double p_star = Optimum(s.model);
-  s.nodes = cluster.addresses();
-  s.node_silence_seconds = 1.0;
+  s.cluster.nodes = cluster.addresses();
+  s.recovery.node_silence_seconds = 1.0;
   StopAtTarget(s, p_star);
-  auto j = rt.submit(s);
+  auto j = rt.Submit(s);
   BOOST_REQUIRE_MESSAGE(j.ok(), j.status().ToString());
   auto before = WaitForRounds(*j, 5);
-  BOOST_REQUIRE_MESSAGE(!j->done(), "the job ended before the fault was injected");
+  BOOST_REQUIRE_MESSAGE(!j->Done(), "the job ended before the fault was injected");
   BOOST_REQUIRE_EQUAL(::kill(cluster.pid(1), SIGSTOP), 0);
   const auto stopped_at = Clock::now();
-  auto r = j->wait();
+  auto r = j->Wait();
   const double waited = std::chrono::duration<double>(Clock::now() - stopped_at).count();
   cluster.Kill(1);  // SIGKILL ends a stopped process too
   BOOST_REQUIRE_MESSAGE(r.ok(), r.status().ToString());
@@ -563,7 +563,7 @@ BOOST_AUTO_TEST_CASE(a_hung_node_is_detected_by_its_silence_and_replaced) {
                                 << " P " << p.primal);
   }
   // async goes on without a restart (see the killed-node test above).
-  BOOST_TEST(events.find("node 1 (" + s.nodes[1] + ") silent for 1 s; lost node(s) 1: worker 1 "
+  BOOST_TEST(events.find("node 1 (" + s.cluster.nodes[1] + ") silent for 1 s; lost node(s) 1: worker 1 "
                          "to node ") != std::string::npos,
              events);
   BOOST_CHECK(r->reason == dml::StopReason::kTargetReached);
@@ -573,20 +573,20 @@ BOOST_AUTO_TEST_CASE(a_hung_node_is_detected_by_its_silence_and_replaced) {
 
 BOOST_AUTO_TEST_CASE(cocoa_job_survives_a_killed_shard_node_with_an_exact_certificate) {
   auto cluster = StartNodes();
-  dml::runtime rt;
-  dml::job_spec s = Spec(dml::Mode::kCocoa);
+  dml::Runtime rt;
+  dml::JobSpec s = Spec(dml::Mode::kCocoa);
   const double p_star = Optimum(s.model);
-  s.nodes = cluster.addresses();  // workers on nodes 0 and 1, shard 0 on node 2
+  s.cluster.nodes = cluster.addresses();  // workers on nodes 0 and 1, shard 0 on node 2
   ShortCocoaRounds(s);
-  auto j = rt.submit(s);
+  auto j = rt.Submit(s);
   BOOST_REQUIRE_MESSAGE(j.ok(), j.status().ToString());
   auto before = WaitForRounds(*j, 30);
-  BOOST_REQUIRE_MESSAGE(!j->done(), "the job ended before the fault was injected");
+  BOOST_REQUIRE_MESSAGE(!j->Done(), "the job ended before the fault was injected");
   BOOST_TEST_MESSAGE("killing node 2 after " << before.size() << " rounds, "
                                              << (before.empty() ? 0.0 : before.back().seconds)
                                              << " s");
   cluster.Kill(2);
-  auto r = j->wait();
+  auto r = j->Wait();
   BOOST_REQUIRE_MESSAGE(r.ok(), r.status().ToString());
   const std::string events = Events(r->history);
   BOOST_TEST_MESSAGE("events:\n" << events << "final gap " << r->gap << " P-P* "
@@ -609,21 +609,21 @@ BOOST_AUTO_TEST_CASE(sync_and_cocoa_survive_a_killed_worker_node) {
   for (dml::Mode mode : {dml::Mode::kCocoa, dml::Mode::kSync}) {
     BOOST_TEST_CONTEXT("mode " << dml::ModeName(mode)) {
       auto cluster = StartNodes();
-      dml::runtime rt;
-      dml::job_spec s = Spec(mode);
+      dml::Runtime rt;
+      dml::JobSpec s = Spec(mode);
       const double p_star = Optimum(s.model);
-      s.nodes = cluster.addresses();  // worker 1 alone on node 1; shards on nodes 2 and 0
+      s.cluster.nodes = cluster.addresses();  // worker 1 alone on node 1; shards on nodes 2 and 0
       if (mode == dml::Mode::kCocoa) {
         ShortCocoaRounds(s);
       } else {
         StopAtTarget(s, p_star);
       }
-      auto j = rt.submit(s);
+      auto j = rt.Submit(s);
       BOOST_REQUIRE_MESSAGE(j.ok(), j.status().ToString());
       auto before = WaitForRounds(*j, mode == dml::Mode::kCocoa ? 30 : 5);
-      BOOST_REQUIRE_MESSAGE(!j->done(), "the job ended before the fault was injected");
+      BOOST_REQUIRE_MESSAGE(!j->Done(), "the job ended before the fault was injected");
       cluster.Kill(1);
-      auto r = j->wait();
+      auto r = j->Wait();
       BOOST_REQUIRE_MESSAGE(r.ok(), r.status().ToString());
       const std::string events = Events(r->history);
       BOOST_TEST_MESSAGE("events:\n" << events << "killed after " << before.size()
@@ -675,17 +675,17 @@ BOOST_AUTO_TEST_CASE(a_killed_coordinator_resumes_from_its_checkpoint_file) {
   ::waitpid(pid, &status, 0);
   BOOST_REQUIRE_MESSAGE(on_disk >= 10, "no checkpoint past round 10 within 60 s");
 
-  dml::runtime rt;
-  dml::job_spec s = Spec(dml::Mode::kCocoa);
-  s.local_epochs = 0.02;
-  s.checkpoint_every = 5;
-  s.checkpoint_path = ckpt;
-  s.resume = true;
+  dml::Runtime rt;
+  dml::JobSpec s = Spec(dml::Mode::kCocoa);
+  s.cocoa.local_epochs = 0.02;
+  s.recovery.checkpoint_every = 5;
+  s.recovery.path = ckpt;
+  s.recovery.resume = true;
   s.stop.gap_rel = 1e-7;
   s.stop.max_epochs = 100000;
-  s.nodes = fixture->cluster->addresses();
+  s.cluster.nodes = fixture->cluster->addresses();
   const double p_star = Optimum(s.model);
-  const dml::job_result r = Run(rt, s);
+  const dml::TrainResult r = Run(rt, s);
   const std::string events = Events(r.history);
   BOOST_TEST_MESSAGE("events:\n" << events << "rounds " << r.rounds << " gap " << r.gap);
   BOOST_TEST(events.find("resumed from " + ckpt + " at round ") != std::string::npos, events);
@@ -703,9 +703,9 @@ BOOST_AUTO_TEST_CASE(a_killed_coordinator_resumes_from_its_checkpoint_file) {
 
   // A checkpoint of another job is refused with what differs.
   s.model.lambda = 2e-3;
-  auto j = rt.submit(s);
+  auto j = rt.Submit(s);
   BOOST_REQUIRE(j.ok());
-  auto bad = j->wait();
+  auto bad = j->Wait();
   BOOST_REQUIRE(!bad.ok());
   BOOST_TEST(std::string(bad.status().message()) ==
              ckpt + ": checkpoint lambda is 0.001 but the job's is 0.002");

@@ -3,7 +3,8 @@
 // losses (async continues, sync and cocoa restart from a checkpoint) are
 // in test_cluster; this file covers the start-up: a node lost while the
 // actors are spawned (connecting) and while the workers load their data
-// (loading), where the start-up begins again on the nodes left.
+// (loading), where the start-up begins again on the nodes left, and while
+// a checkpoint is written (checkpointing).
 #define BOOST_TEST_MODULE actors_node_loss
 #include <boost/test/unit_test.hpp>
 
@@ -15,6 +16,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <string>
@@ -73,18 +75,18 @@ double Optimum(const Data& d, const dml::ModelSpec& m) {
   return r->primal;
 }
 
-dml::job_spec Spec(dml::Mode mode, const std::string& path, double p_star) {
-  dml::job_spec s;
-  s.data_path = path;
+dml::JobSpec Spec(dml::Mode mode, const std::string& path, double p_star) {
+  dml::JobSpec s;
+  s.data.path = path;
   s.model.kind = dml::ModelKind::kLogisticL2;
   s.model.lambda = 1e-3;
-  s.mode = mode;
-  s.workers = 2;  // worker 0 on node 0, worker 1 on node 1, shards on nodes 2 and 0
-  s.shards = 2;
-  s.seed = 5;
-  s.batch_size = 32;
-  s.step0 = 0.5;
-  s.step_decay = s.model.lambda * s.step0;
+  s.mode.kind = mode;
+  s.mode.workers = 2;  // worker 0 on node 0, worker 1 on node 1, shards on nodes 2 and 0
+  s.mode.shards = 2;
+  s.mode.seed = 5;
+  s.sgd.batch_size = 32;
+  s.sgd.step0 = 0.5;
+  s.sgd.step_decay = s.model.lambda * s.sgd.step0;
   s.stop.max_seconds = 60;
   if (mode == dml::Mode::kCocoa) {
     s.stop.gap_rel = 1e-7;
@@ -97,7 +99,7 @@ dml::job_spec Spec(dml::Mode mode, const std::string& path, double p_star) {
   return s;
 }
 
-std::string Events(const std::vector<dml::job_progress>& history) {
+std::string Events(const std::vector<dml::Progress>& history) {
   std::string all;
   for (const auto& p : history) {
     if (!p.event.empty()) all += "[round " + std::to_string(p.round) + "] " + p.event + "\n";
@@ -105,7 +107,7 @@ std::string Events(const std::vector<dml::job_progress>& history) {
   return all;
 }
 
-void CheckFinished(const dml::job_result& r, dml::Mode mode, double p_star) {
+void CheckFinished(const dml::TrainResult& r, dml::Mode mode, double p_star) {
   if (mode == dml::Mode::kCocoa) {
     BOOST_CHECK(r.reason == dml::StopReason::kConverged);
     BOOST_TEST(r.gap <= 1e-7 * std::abs(r.primal));
@@ -136,14 +138,14 @@ BOOST_AUTO_TEST_CASE(a_node_lost_while_the_workers_load_restarts_the_start_up) {
       std::remove(path.c_str());
       BOOST_REQUIRE_EQUAL(::mkfifo(path.c_str(), 0600), 0);
       BOOST_REQUIRE_EQUAL(::link(path.c_str(), fifo_link.c_str()), 0);
-      dml::runtime rt;
-      dml::job_spec s = Spec(mode, path, p_star);
-      s.nodes = c->addresses();
-      auto j = rt.submit(s);
+      dml::Runtime rt;
+      dml::JobSpec s = Spec(mode, path, p_star);
+      s.cluster.nodes = c->addresses();
+      auto j = rt.Submit(s);
       BOOST_REQUIRE_MESSAGE(j.ok(), j.status().ToString());
       // Spawning takes milliseconds; the loads then wait on the FIFO.
       std::this_thread::sleep_for(std::chrono::milliseconds(500));
-      BOOST_REQUIRE(!j->done());
+      BOOST_REQUIRE(!j->Done());
       {
         const std::string copy = path + ".data";
         std::ifstream in(d.path, std::ios::binary);
@@ -153,7 +155,7 @@ BOOST_AUTO_TEST_CASE(a_node_lost_while_the_workers_load_restarts_the_start_up) {
         BOOST_REQUIRE_EQUAL(std::rename(copy.c_str(), path.c_str()), 0);
       }
       c->Kill(1);
-      auto r = j->wait();
+      auto r = j->Wait();
       const int fd = ::open(fifo_link.c_str(), O_WRONLY | O_NONBLOCK);
       if (fd >= 0) ::close(fd);  // EOF for the first start-up's blocked readers
       BOOST_REQUIRE_MESSAGE(r.ok(), r.status().ToString());
@@ -179,21 +181,21 @@ BOOST_AUTO_TEST_CASE(a_node_lost_while_the_actors_are_spawned_restarts_the_start
   const double p_star = Optimum(d, dml::ModelSpec{dml::ModelKind::kLogisticL2, 1e-3});
   auto c = dml::net::LocalCluster::Start(DML_NODE_BINARY, 3, {"--threads=1"});
   BOOST_REQUIRE_MESSAGE(c.ok(), c.status().ToString());
-  dml::runtime rt;
-  dml::job_spec s = Spec(dml::Mode::kCocoa, d.path, p_star);
-  s.nodes = c->addresses();
-  s.node_silence_seconds = 1.0;
+  dml::Runtime rt;
+  dml::JobSpec s = Spec(dml::Mode::kCocoa, d.path, p_star);
+  s.cluster.nodes = c->addresses();
+  s.recovery.node_silence_seconds = 1.0;
   {
     // A first job connects this runtime to the nodes (and admits it).
-    auto first = rt.submit(s);
+    auto first = rt.Submit(s);
     BOOST_REQUIRE_MESSAGE(first.ok(), first.status().ToString());
-    auto r = first->wait();
+    auto r = first->Wait();
     BOOST_REQUIRE_MESSAGE(r.ok(), r.status().ToString());
   }
   BOOST_REQUIRE_EQUAL(::kill(c->pid(1), SIGSTOP), 0);
-  auto j = rt.submit(s);
+  auto j = rt.Submit(s);
   BOOST_REQUIRE_MESSAGE(j.ok(), j.status().ToString());
-  auto r = j->wait();
+  auto r = j->Wait();
   c->Kill(1);  // SIGKILL ends a stopped process too
   BOOST_REQUIRE_MESSAGE(r.ok(), r.status().ToString());
   const std::string events = Events(r->history);
@@ -217,26 +219,26 @@ BOOST_AUTO_TEST_CASE(a_node_lost_while_the_job_stops_still_ends_it_cancelled) {
     BOOST_TEST_CONTEXT("mode " << dml::ModeName(mode)) {
       auto c = dml::net::LocalCluster::Start(DML_NODE_BINARY, 3, {"--threads=1"});
       BOOST_REQUIRE_MESSAGE(c.ok(), c.status().ToString());
-      dml::runtime rt;
-      dml::job_spec s = Spec(mode, d.path, p_star);
-      s.nodes = c->addresses();
+      dml::Runtime rt;
+      dml::JobSpec s = Spec(mode, d.path, p_star);
+      s.cluster.nodes = c->addresses();
       s.stop.gap_rel = 0;  // runs until cancelled
       s.stop.target_primal.reset();
       s.stop.max_epochs = 1000000;
-      s.local_epochs = 0.05;
-      s.checkpoint_every = 4;
-      auto j = rt.submit(s);
+      s.cocoa.local_epochs = 0.05;
+      s.recovery.checkpoint_every = 4;
+      auto j = rt.Submit(s);
       BOOST_REQUIRE_MESSAGE(j.ok(), j.status().ToString());
-      std::vector<dml::job_progress> seen;
+      std::vector<dml::Progress> seen;
       const auto deadline = Clock::now() + std::chrono::seconds(30);
-      while (seen.size() < 8 && !j->done() && Clock::now() < deadline) {
-        for (auto& p : j->poll()) seen.push_back(std::move(p));
+      while (seen.size() < 8 && !j->Done() && Clock::now() < deadline) {
+        for (auto& p : j->Poll()) seen.push_back(std::move(p));
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
       }
-      BOOST_REQUIRE_MESSAGE(!j->done(), "the job ended before the fault was injected");
-      j->cancel();
+      BOOST_REQUIRE_MESSAGE(!j->Done(), "the job ended before the fault was injected");
+      j->Cancel();
       c->Kill(1);
-      auto r = j->wait_for(std::chrono::seconds(60));
+      auto r = j->WaitFor(std::chrono::seconds(60));
       BOOST_REQUIRE_MESSAGE(r.ok(), r.status().ToString());
       BOOST_TEST_MESSAGE("events:\n" << Events(r->history) << "P-P* " << r->primal - p_star);
       BOOST_CHECK(r->reason == dml::StopReason::kCancelled);
@@ -245,4 +247,68 @@ BOOST_AUTO_TEST_CASE(a_node_lost_while_the_job_stops_still_ends_it_cancelled) {
       BOOST_TEST(c->Stop().ok());
     }
   }
+}
+
+namespace {
+
+// Whether a thread of this process is blocked opening a FIFO for writing
+// (the kernel's wait channel for that is wait_for_partner).
+bool SomeThreadWaitsOnAFifo() {
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream wchan(task.path() / "wchan");
+    std::string where;
+    if (std::getline(wchan, where) && where == "wait_for_partner") return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+// Checkpointing: the checkpoint file's temporary name is a FIFO, so the
+// coordinator blocks inside its first checkpoint write (after it gathered
+// every worker's coordinates) until the test opens the other end. Node 1 is
+// killed while it is blocked there; the write then completes and the job
+// restores from that checkpoint on the nodes left and converges.
+BOOST_AUTO_TEST_CASE(a_node_lost_while_a_checkpoint_is_written_restores_from_it) {
+  Data d;
+  const double p_star = Optimum(d, dml::ModelSpec{dml::ModelKind::kLogisticL2, 1e-3});
+  auto c = dml::net::LocalCluster::Start(DML_NODE_BINARY, 3, {"--threads=1"});
+  BOOST_REQUIRE_MESSAGE(c.ok(), c.status().ToString());
+  const std::string ckpt = TempPath("ckpt");
+  const std::string tmp = ckpt + ".tmp";
+  BOOST_REQUIRE(::mkfifo(tmp.c_str(), 0600) == 0);
+  dml::Runtime rt;
+  dml::JobSpec s = Spec(dml::Mode::kCocoa, d.path, p_star);
+  s.cluster.nodes = c->addresses();
+  s.recovery.path = ckpt;
+  s.recovery.checkpoint_every = 3;
+  auto j = rt.Submit(s);
+  BOOST_REQUIRE_MESSAGE(j.ok(), j.status().ToString());
+  const auto deadline = Clock::now() + std::chrono::seconds(30);
+  while (!SomeThreadWaitsOnAFifo() && !j->Done() && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  BOOST_REQUIRE_MESSAGE(SomeThreadWaitsOnAFifo(), "the coordinator never reached its checkpoint write");
+  c->Kill(1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the loss is seen meanwhile
+  const int fd = ::open(tmp.c_str(), O_RDONLY);  // releases the writer
+  BOOST_REQUIRE(fd >= 0);
+  char buf[65536];
+  int64_t written = 0;
+  for (ssize_t got; (got = ::read(fd, buf, sizeof buf)) > 0;) written += got;
+  ::close(fd);
+  BOOST_TEST(written > 0);
+  auto r = j->WaitFor(std::chrono::seconds(60));
+  BOOST_REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+  const std::string events = Events(r->history);
+  BOOST_TEST_MESSAGE("events:\n" << events);
+  BOOST_TEST(events.find("lost node(s) 1") != std::string::npos);
+  // fsync of a FIFO fails (EINVAL): the failed write is reported and the
+  // job goes on from the checkpoint it holds in memory.
+  BOOST_TEST(events.find("checkpoint not written") != std::string::npos);
+  BOOST_TEST(events.find("restarted from the checkpoint of round 0") != std::string::npos);
+  CheckFinished(*r, dml::Mode::kCocoa, p_star);
+  BOOST_TEST(c->Stop().ok());
+  std::remove(tmp.c_str());
+  std::remove(ckpt.c_str());
 }

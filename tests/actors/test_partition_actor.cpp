@@ -45,7 +45,7 @@ constexpr auto kTimeout = std::chrono::seconds(20);
 struct test_config : caf::actor_system_config {
   test_config() {
     load<caf::io::middleman>();
-    dml::actors::register_types(*this);
+    dml::actors::RegisterTypes(*this);
     set("scheduler.max-threads", 2);
   }
 };

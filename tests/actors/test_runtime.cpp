@@ -38,7 +38,7 @@ namespace dml::actors {
 struct test_config_holder {
   struct config : caf::actor_system_config {
     config() {
-      register_types(*this);
+      RegisterTypes(*this);
       set("scheduler.max-threads", static_cast<size_t>(2));
     }
   } cfg;
@@ -48,8 +48,8 @@ struct test_config_holder {
 
 namespace {
 
-dml::runtime_options WithThreads(int threads) {
-  dml::runtime_options o;
+dml::RuntimeOptions WithThreads(int threads) {
+  dml::RuntimeOptions o;
   o.threads = threads;
   return o;
 }
@@ -90,8 +90,8 @@ double Optimum(const dml::Dataset& data, const dml::ModelSpec& m) {
 }
 
 // wait() with a deadline: a hung job fails the test instead of hanging it.
-dml::job_result MustFinish(dml::job& j, double seconds = 60) {
-  auto r = j.wait_for(std::chrono::duration<double>(seconds));
+dml::TrainResult MustFinish(dml::Job& j, double seconds = 60) {
+  auto r = j.WaitFor(std::chrono::duration<double>(seconds));
   BOOST_REQUIRE_MESSAGE(r.status().code() != absl::StatusCode::kDeadlineExceeded,
                         "job did not finish within " << seconds << " s");
   BOOST_REQUIRE_MESSAGE(r.ok(), r.status().ToString());
@@ -100,42 +100,42 @@ dml::job_result MustFinish(dml::job& j, double seconds = 60) {
 
 // Submits `s`, lets it run 300 ms, cancels it, and checks that the cancel
 // took at most 200 ms and ended the job as cancelled.
-dml::job_result CancelAfter300ms(dml::runtime& rt, const dml::job_spec& s, double finish_seconds) {
-  auto j = rt.submit(s);
+dml::TrainResult CancelAfter300ms(dml::Runtime& rt, const dml::JobSpec& s, double finish_seconds) {
+  auto j = rt.Submit(s);
   BOOST_REQUIRE(j.ok());
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  BOOST_TEST(!j->done());
+  BOOST_TEST(!j->Done());
   const auto t0 = Clock::now();
-  j->cancel();
-  const dml::job_result r = MustFinish(*j, finish_seconds);
+  j->Cancel();
+  const dml::TrainResult r = MustFinish(*j, finish_seconds);
   const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
   BOOST_TEST(ms <= 200.0, "cancel took " << ms << " ms");
   BOOST_TEST((r.reason == dml::StopReason::kCancelled));
   return r;
 }
 
-dml::job_spec SgdSpec(std::shared_ptr<const dml::Dataset> data, dml::ModelSpec m, dml::Mode mode,
+dml::JobSpec SgdSpec(std::shared_ptr<const dml::Dataset> data, dml::ModelSpec m, dml::Mode mode,
                       int epochs) {
-  dml::job_spec s;
-  s.data = std::move(data);
+  dml::JobSpec s;
+  s.data.dataset = std::move(data);
   s.model = m;
-  s.mode = mode;
-  s.workers = 2;
-  s.shards = 2;
-  s.batch_size = 16;
-  s.step0 = 0.5;
+  s.mode.kind = mode;
+  s.mode.workers = 2;
+  s.mode.shards = 2;
+  s.sgd.batch_size = 16;
+  s.sgd.step0 = 0.5;
   // step_t = 1 / (lambda (t + t0)): the classic rate for a lambda-strongly
   // convex objective, t counted in clocks.
-  s.step_decay = m.lambda * s.step0;
+  s.sgd.step_decay = m.lambda * s.sgd.step0;
   s.stop.max_epochs = epochs;
-  s.seed = 3;
+  s.mode.seed = 3;
   return s;
 }
 
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(cocoa_reaches_the_gap_for_dual_and_primal_models) {
-  dml::runtime rt(WithThreads(2));
+  dml::Runtime rt(WithThreads(2));
   struct Case {
     dml::ModelKind kind;
     dml::Task task;
@@ -150,17 +150,17 @@ BOOST_AUTO_TEST_CASE(cocoa_reaches_the_gap_for_dual_and_primal_models) {
       auto data = Problem(c.task, 1200, 60);
       dml::ModelSpec m{c.kind, c.lambda, 0.5};
       const double p_star = Optimum(*data, m);
-      dml::job_spec s;
-      s.data = data;
+      dml::JobSpec s;
+      s.data.dataset = data;
       s.model = m;
-      s.mode = dml::Mode::kCocoa;
-      s.workers = 3;
-      s.shards = 2;
+      s.mode.kind = dml::Mode::kCocoa;
+      s.mode.workers = 3;
+      s.mode.shards = 2;
       s.stop.gap_rel = 1e-6;
       s.stop.max_epochs = 3000;
-      auto j = rt.submit(s);
+      auto j = rt.Submit(s);
       BOOST_REQUIRE_MESSAGE(j.ok(), j.status().ToString());
-      const dml::job_result r = MustFinish(*j);
+      const dml::TrainResult r = MustFinish(*j);
       BOOST_TEST((r.reason == dml::StopReason::kConverged));
       BOOST_TEST(r.gap <= 1e-6 * std::abs(r.primal));
       BOOST_TEST(r.gap >= 0.0);
@@ -178,7 +178,7 @@ BOOST_AUTO_TEST_CASE(cocoa_reaches_the_gap_for_dual_and_primal_models) {
 }
 
 BOOST_AUTO_TEST_CASE(sgd_modes_reach_1e_3_suboptimality) {
-  dml::runtime rt(WithThreads(2));
+  dml::Runtime rt(WithThreads(2));
   auto data = Problem(dml::Task::kClassification, 2000, 40);
   const dml::ModelSpec m{dml::ModelKind::kLogisticL2, 1e-2, 0.5};
   const double p_star = Optimum(*data, m);
@@ -189,11 +189,11 @@ BOOST_AUTO_TEST_CASE(sgd_modes_reach_1e_3_suboptimality) {
       // them: it needs more epochs for the same suboptimality (measured:
       // about 1.7e-3 after 40 epochs here, where the others are below 2e-4).
       const int epochs = mode == dml::Mode::kEasgd ? 160 : 40;
-      dml::job_spec s = SgdSpec(data, m, mode, epochs);
-      s.tau = 4;
-      auto j = rt.submit(s);
+      dml::JobSpec s = SgdSpec(data, m, mode, epochs);
+      s.sgd.tau = 4;
+      auto j = rt.Submit(s);
       BOOST_REQUIRE_MESSAGE(j.ok(), j.status().ToString());
-      const dml::job_result r = MustFinish(*j);
+      const dml::TrainResult r = MustFinish(*j);
       BOOST_TEST((r.reason == dml::StopReason::kMaxEpochs));
       auto exact = dml::PrimalValue(*data, m, r.w);
       BOOST_REQUIRE(exact.ok());
@@ -214,34 +214,34 @@ BOOST_AUTO_TEST_CASE(sync_is_deterministic_and_equals_the_single_process_minibat
   auto data = Problem(dml::Task::kClassification, 600, cols, 11);
   const dml::ModelSpec m{dml::ModelKind::kLogisticL2, 1e-2, 0.5};
   const int K = 3;
-  dml::job_spec s = SgdSpec(data, m, dml::Mode::kSync, 5);
-  s.workers = K;
-  s.shards = 2;
-  s.batch_size = 8;
-  dml::runtime rt(WithThreads(2));
-  auto j1 = rt.submit(s);
-  auto j2 = rt.submit(s);
+  dml::JobSpec s = SgdSpec(data, m, dml::Mode::kSync, 5);
+  s.mode.workers = K;
+  s.mode.shards = 2;
+  s.sgd.batch_size = 8;
+  dml::Runtime rt(WithThreads(2));
+  auto j1 = rt.Submit(s);
+  auto j2 = rt.Submit(s);
   BOOST_REQUIRE(j1.ok());
   BOOST_REQUIRE(j2.ok());
-  const dml::job_result a = MustFinish(*j1);
-  const dml::job_result b = MustFinish(*j2);
+  const dml::TrainResult a = MustFinish(*j1);
+  const dml::TrainResult b = MustFinish(*j2);
   BOOST_TEST(a.w == b.w);  // bit for bit, though the two ran concurrently
 
   // Replay: one process, one minibatch of K*batch rows per clock (the union
   // of the workers' batches), the same proximal step.
   auto ranges = dml::BalancedRanges(data->x.offsets(), K);
   BOOST_REQUIRE(ranges.ok());
-  const int64_t clocks = (5 * data->x.rows() + K * s.batch_size - 1) / (K * s.batch_size);
+  const int64_t clocks = (5 * data->x.rows() + K * s.sgd.batch_size - 1) / (K * s.sgd.batch_size);
   std::vector<double> w(data->x.cols(), 0.0);
   for (int64_t c = 0; c < clocks; ++c) {
     std::vector<int64_t> rows;
     for (int k = 0; k < K; ++k) {
       const dml::Range r = (*ranges)[k];
-      for (int64_t i : dml::actors::SampleBatch(s.seed, k, c, r.size(), s.batch_size)) {
+      for (int64_t i : dml::actors::SampleBatch(s.mode.seed, k, c, r.size(), s.sgd.batch_size)) {
         rows.push_back(r.begin + i);
       }
     }
-    const double step = s.step0 / (1.0 + s.step_decay * static_cast<double>(c));
+    const double step = s.sgd.step0 / (1.0 + s.sgd.step_decay * static_cast<double>(c));
     BOOST_REQUIRE(dml::SgdStep(*data, m, rows, step, w).ok());
   }
   double worst = 0.0;
@@ -459,16 +459,16 @@ BOOST_AUTO_TEST_CASE(pushpull_answers_with_the_mean_and_cocoa_shards_announce_ro
 BOOST_AUTO_TEST_CASE(ssp_never_grants_more_than_s_clocks_of_lead) {
   auto data = Problem(dml::Task::kClassification, 1500, 40, 5);
   const dml::ModelSpec m{dml::ModelKind::kLogisticL2, 1e-2, 0.5};
-  dml::runtime rt(WithThreads(2));
+  dml::Runtime rt(WithThreads(2));
   for (int staleness : {0, 1, 3}) {
     BOOST_TEST_CONTEXT("s = " << staleness) {
-      dml::job_spec s = SgdSpec(data, m, dml::Mode::kSsp, 3);
-      s.workers = 3;
-      s.batch_size = 4;
-      s.staleness = staleness;
-      auto j = rt.submit(s);
+      dml::JobSpec s = SgdSpec(data, m, dml::Mode::kSsp, 3);
+      s.mode.workers = 3;
+      s.sgd.batch_size = 4;
+      s.sgd.staleness = staleness;
+      auto j = rt.Submit(s);
       BOOST_REQUIRE(j.ok());
-      const dml::job_result r = MustFinish(*j);
+      const dml::TrainResult r = MustFinish(*j);
       BOOST_TEST(r.max_granted_staleness <= staleness);
       BOOST_TEST(r.max_granted_staleness >= 0);
     }
@@ -477,24 +477,24 @@ BOOST_AUTO_TEST_CASE(ssp_never_grants_more_than_s_clocks_of_lead) {
 
 BOOST_AUTO_TEST_CASE(progress_streams_to_callback_and_poll) {
   auto data = Problem(dml::Task::kClassification, 800, 30);
-  dml::runtime rt(WithThreads(2));
-  dml::job_spec s;
-  s.data = data;
+  dml::Runtime rt(WithThreads(2));
+  dml::JobSpec s;
+  s.data.dataset = data;
   s.model = {dml::ModelKind::kLogisticL2, 1e-3, 0.5};
-  s.mode = dml::Mode::kCocoa;
-  s.workers = 2;
+  s.mode.kind = dml::Mode::kCocoa;
+  s.mode.workers = 2;
   s.stop.gap_rel = 1e-8;
   std::atomic<int> calls{0};
-  auto j = rt.submit(s, [&](const dml::job_progress& p) {
+  auto j = rt.Submit(s, [&](const dml::Progress& p) {
     calls++;
     BOOST_CHECK(p.gap >= 0.0);
   });
   BOOST_REQUIRE(j.ok());
-  const dml::job_result r = MustFinish(*j);
-  const auto polled = j->poll();
+  const dml::TrainResult r = MustFinish(*j);
+  const auto polled = j->Poll();
   BOOST_TEST(polled.size() == r.history.size());
   BOOST_TEST(calls.load() == static_cast<int>(r.history.size()));
-  BOOST_TEST(j->poll().empty());
+  BOOST_TEST(j->Poll().empty());
   for (std::size_t i = 1; i < r.history.size(); ++i) {
     BOOST_TEST(r.history[i].round == r.history[i - 1].round + 1);
     BOOST_TEST(r.history[i].bytes_exchanged > r.history[i - 1].bytes_exchanged);
@@ -505,40 +505,40 @@ BOOST_AUTO_TEST_CASE(progress_streams_to_callback_and_poll) {
 // on); once it ends, the result comes back at once.
 BOOST_AUTO_TEST_CASE(wait_for_times_out_on_a_running_job_and_returns_a_finished_one) {
   auto data = Problem(dml::Task::kClassification, 2000, 40);
-  dml::runtime rt(WithThreads(2));
-  dml::job_spec s = SgdSpec(data, {dml::ModelKind::kLogisticL2, 1e-3, 0.5}, dml::Mode::kAsync,
+  dml::Runtime rt(WithThreads(2));
+  dml::JobSpec s = SgdSpec(data, {dml::ModelKind::kLogisticL2, 1e-3, 0.5}, dml::Mode::kAsync,
                             1000000);
-  auto j = rt.submit(s);
+  auto j = rt.Submit(s);
   BOOST_REQUIRE(j.ok());
   const auto t0 = Clock::now();
-  auto early = j->wait_for(std::chrono::milliseconds(50));
+  auto early = j->WaitFor(std::chrono::milliseconds(50));
   const double waited = std::chrono::duration<double>(Clock::now() - t0).count();
   BOOST_TEST((early.status().code() == absl::StatusCode::kDeadlineExceeded));
   BOOST_TEST(std::string(early.status().message()) == "job still running after 0.05 s");
   BOOST_TEST(waited >= 0.05);
-  BOOST_TEST(!j->done());
-  j->cancel();
-  auto r = j->wait_for(std::chrono::seconds(10));
+  BOOST_TEST(!j->Done());
+  j->Cancel();
+  auto r = j->WaitFor(std::chrono::seconds(10));
   BOOST_REQUIRE_MESSAGE(r.ok(), r.status().ToString());
   BOOST_TEST((r->reason == dml::StopReason::kCancelled));
-  auto again = j->wait_for(std::chrono::seconds(0));  // ended: no waiting
+  auto again = j->WaitFor(std::chrono::seconds(0));  // ended: no waiting
   BOOST_REQUIRE(again.ok());
   BOOST_TEST(again->primal == r->primal);
-  dml::job empty;
-  BOOST_TEST((empty.wait_for(std::chrono::seconds(1)).status().code() ==
+  dml::Job empty;
+  BOOST_TEST((empty.WaitFor(std::chrono::seconds(1)).status().code() ==
               absl::StatusCode::kFailedPrecondition));
 }
 
 BOOST_AUTO_TEST_CASE(cancel_stops_a_long_job_within_200ms_and_keeps_the_model) {
   auto data = Problem(dml::Task::kClassification, 3000, 50);
   const dml::ModelSpec m{dml::ModelKind::kLogisticL2, 1e-3, 0.5};
-  dml::runtime rt(WithThreads(2));
+  dml::Runtime rt(WithThreads(2));
   for (dml::Mode mode : {dml::Mode::kAsync, dml::Mode::kSync, dml::Mode::kCocoa}) {
     BOOST_TEST_CONTEXT("mode " << dml::ModeName(mode)) {
-      dml::job_spec s = SgdSpec(data, m, mode, 1000000);
+      dml::JobSpec s = SgdSpec(data, m, mode, 1000000);
       s.stop.gap_rel = 0;  // cocoa: never converges by the gap
-      s.local_epochs = 0.1;
-      const dml::job_result r = CancelAfter300ms(rt, s, 5);
+      s.cocoa.local_epochs = 0.1;
+      const dml::TrainResult r = CancelAfter300ms(rt, s, 5);
       // What was trained is returned, not lost.
       BOOST_TEST(r.w.size() == static_cast<std::size_t>(data->x.cols()));
       BOOST_TEST(r.primal < std::log(2.0));
@@ -552,14 +552,14 @@ BOOST_AUTO_TEST_CASE(cancel_stops_a_long_job_within_200ms_and_keeps_the_model) {
 BOOST_AUTO_TEST_CASE(cancel_interrupts_a_long_cocoa_round) {
   auto data = Problem(dml::Task::kClassification, 3000, 50);
   const dml::ModelSpec m{dml::ModelKind::kLogisticL2, 1e-3, 0.5};
-  dml::runtime rt(WithThreads(2));
-  dml::job_spec s = SgdSpec(data, m, dml::Mode::kCocoa, 1000000);
+  dml::Runtime rt(WithThreads(2));
+  dml::JobSpec s = SgdSpec(data, m, dml::Mode::kCocoa, 1000000);
   s.stop.gap_rel = 0;
   // One round: 150 million coordinate steps per worker, seconds on any
   // machine (5000 local epochs, the earlier value, ran in under the 300 ms
   // before the cancel on an idle machine, so the round was never cut).
-  s.local_epochs = 100000;
-  const dml::job_result r = CancelAfter300ms(rt, s, 30);
+  s.cocoa.local_epochs = 100000;
+  const dml::TrainResult r = CancelAfter300ms(rt, s, 30);
   // The round 0 certificate (w = 0), then the one of the interrupted round.
   BOOST_REQUIRE(r.history.size() >= 2u);
   BOOST_TEST(r.history.back().epochs < 100000.0);  // cut short
@@ -578,7 +578,7 @@ BOOST_AUTO_TEST_CASE(cancel_interrupts_a_long_cocoa_round) {
 // would run for seconds.
 BOOST_AUTO_TEST_CASE(a_finished_cocoa_job_ends_the_solve_nobody_reads) {
   auto data = Problem(dml::Task::kClassification, 3000, 50);
-  dml::runtime rt(WithThreads(2));
+  dml::Runtime rt(WithThreads(2));
   struct Case {
     dml::ModelSpec m;
     double local_epochs;  // one round: seconds on a 2-core machine
@@ -586,16 +586,16 @@ BOOST_AUTO_TEST_CASE(a_finished_cocoa_job_ends_the_solve_nobody_reads) {
   for (const Case& c : {Case{{dml::ModelKind::kLogisticL2, 1e-3, 0.5}, 2e4},
                         Case{{dml::ModelKind::kLogisticL1, 1e-3, 0.5}, 4e3}}) {
     BOOST_TEST_CONTEXT(dml::ModelName(c.m.kind)) {
-      dml::job_spec s = SgdSpec(data, c.m, dml::Mode::kCocoa, 1000000000);
-      s.workers = 1;
-      s.shards = 1;
+      dml::JobSpec s = SgdSpec(data, c.m, dml::Mode::kCocoa, 1000000000);
+      s.mode.workers = 1;
+      s.mode.shards = 1;
       s.stop.gap_rel = 0;
       s.stop.target_primal = 1.0;  // above log 2: met by round 0's certificate (w = 0)
-      s.local_epochs = c.local_epochs;
+      s.cocoa.local_epochs = c.local_epochs;
       const auto t0 = Clock::now();
-      auto job = rt.submit(s);
+      auto job = rt.Submit(s);
       BOOST_REQUIRE_MESSAGE(job.ok(), job.status().ToString());
-      auto r = job->wait();
+      auto r = job->Wait();
       const double waited = std::chrono::duration<double>(Clock::now() - t0).count();
       BOOST_REQUIRE_MESSAGE(r.ok(), r.status().ToString());
       BOOST_TEST(r->rounds == 0);
@@ -613,14 +613,14 @@ BOOST_AUTO_TEST_CASE(a_finished_cocoa_job_ends_the_solve_nobody_reads) {
 BOOST_AUTO_TEST_CASE(destroying_a_runtime_cancels_its_jobs_without_hanging) {
   auto data = Problem(dml::Task::kClassification, 2000, 40);
   const dml::ModelSpec m{dml::ModelKind::kLogisticL2, 1e-3, 0.5};
-  std::vector<dml::job> jobs;
+  std::vector<dml::Job> jobs;
   const auto t0 = Clock::now();
   {
-    dml::runtime rt(WithThreads(2));
+    dml::Runtime rt(WithThreads(2));
     for (dml::Mode mode : {dml::Mode::kAsync, dml::Mode::kHogwild, dml::Mode::kCocoa}) {
-      dml::job_spec s = SgdSpec(data, m, mode, 1000000);
+      dml::JobSpec s = SgdSpec(data, m, mode, 1000000);
       s.stop.gap_rel = 0;
-      auto j = rt.submit(s);
+      auto j = rt.Submit(s);
       BOOST_REQUIRE(j.ok());
       jobs.push_back(*j);
     }
@@ -629,8 +629,8 @@ BOOST_AUTO_TEST_CASE(destroying_a_runtime_cancels_its_jobs_without_hanging) {
   const double s = std::chrono::duration<double>(Clock::now() - t0).count();
   BOOST_TEST(s < 3.0, "destruction took " << s << " s");
   for (auto& j : jobs) {
-    BOOST_TEST(j.done());  // the handle outlives the runtime
-    auto r = j.wait();
+    BOOST_TEST(j.Done());  // the handle outlives the runtime
+    auto r = j.Wait();
     // Cancelled while training (a result) or before it started (an error).
     BOOST_TEST((r.ok() ? r->reason == dml::StopReason::kCancelled
                        : r.status().code() == absl::StatusCode::kCancelled));
@@ -640,15 +640,15 @@ BOOST_AUTO_TEST_CASE(destroying_a_runtime_cancels_its_jobs_without_hanging) {
 BOOST_AUTO_TEST_CASE(two_runtimes_side_by_side) {
   auto data = Problem(dml::Task::kRegression, 500, 20);
   const dml::ModelSpec m{dml::ModelKind::kRidge, 1e-2, 0.5};
-  dml::runtime a(WithThreads(1));
-  dml::runtime b(WithThreads(1));
-  dml::job_spec s;
-  s.data = data;
+  dml::Runtime a(WithThreads(1));
+  dml::Runtime b(WithThreads(1));
+  dml::JobSpec s;
+  s.data.dataset = data;
   s.model = m;
-  s.mode = dml::Mode::kCocoa;
+  s.mode.kind = dml::Mode::kCocoa;
   s.stop.gap_rel = 1e-8;
-  auto ja = a.submit(s);
-  auto jb = b.submit(s);
+  auto ja = a.Submit(s);
+  auto jb = b.Submit(s);
   BOOST_REQUIRE(ja.ok());
   BOOST_REQUIRE(jb.ok());
   const auto ra = MustFinish(*ja);
@@ -658,15 +658,15 @@ BOOST_AUTO_TEST_CASE(two_runtimes_side_by_side) {
 }
 
 BOOST_AUTO_TEST_CASE(load_and_solver_errors_fail_the_job) {
-  dml::runtime rt(WithThreads(2));
+  dml::Runtime rt(WithThreads(2));
   // A worker whose data fails to load.
-  dml::job_spec s;
-  s.data_path = "/nonexistent/dir/train.libsvm";
+  dml::JobSpec s;
+  s.data.path = "/nonexistent/dir/train.libsvm";
   s.model = {dml::ModelKind::kHingeSvm, 1e-2, 0.5};
-  s.mode = dml::Mode::kCocoa;
-  auto j = rt.submit(s);
+  s.mode.kind = dml::Mode::kCocoa;
+  auto j = rt.Submit(s);
   BOOST_REQUIRE(j.ok());
-  auto r = j->wait();
+  auto r = j->Wait();
   BOOST_REQUIRE(!r.ok());
   const std::string msg(r.status().message());
   BOOST_TEST(msg.find("worker") != std::string::npos, msg);
@@ -675,13 +675,13 @@ BOOST_AUTO_TEST_CASE(load_and_solver_errors_fail_the_job) {
   // A solver that refuses its data: real-valued labels for an SVM.
   auto reg = Problem(dml::Task::kRegression, 200, 10);
   for (dml::Mode mode : {dml::Mode::kCocoa, dml::Mode::kAsync}) {
-    dml::job_spec t;
-    t.data = reg;
+    dml::JobSpec t;
+    t.data.dataset = reg;
     t.model = {dml::ModelKind::kHingeSvm, 1e-2, 0.5};
-    t.mode = mode;
-    auto jt = rt.submit(t);
+    t.mode.kind = mode;
+    auto jt = rt.Submit(t);
     BOOST_REQUIRE(jt.ok());
-    auto rt_result = jt->wait();
+    auto rt_result = jt->Wait();
     BOOST_REQUIRE(!rt_result.ok());
     const std::string m2(rt_result.status().message());
     BOOST_TEST(m2.find("needs labels in {-1,+1}") != std::string::npos, m2);
@@ -689,35 +689,37 @@ BOOST_AUTO_TEST_CASE(load_and_solver_errors_fail_the_job) {
 }
 
 BOOST_AUTO_TEST_CASE(bad_specs_are_refused_naming_the_field) {
-  dml::runtime rt(WithThreads(1));
+  dml::Runtime rt(WithThreads(1));
   auto data = Problem(dml::Task::kClassification, 50, 10);
   auto field_of = [&](auto mutate) {
-    dml::job_spec s;
-    s.data = data;
+    dml::JobSpec s;
+    s.data.dataset = data;
     s.model = {dml::ModelKind::kLogisticL2, 1e-2, 0.5};
     mutate(s);
-    auto j = rt.submit(s);
+    auto j = rt.Submit(s);
     BOOST_REQUIRE(!j.ok());
     BOOST_TEST((j.status().code() == absl::StatusCode::kInvalidArgument));
     return std::string(j.status().message());
   };
-  BOOST_TEST(field_of([](dml::job_spec& s) { s.workers = 0; }).find("job_spec.workers") == 0u);
-  BOOST_TEST(field_of([](dml::job_spec& s) { s.workers = 51; }).find("job_spec.workers") == 0u);
-  BOOST_TEST(field_of([](dml::job_spec& s) { s.shards = 0; }).find("job_spec.shards") == 0u);
-  BOOST_TEST(field_of([](dml::job_spec& s) { s.gamma = 1.5; }).find("job_spec.gamma") == 0u);
-  BOOST_TEST(field_of([](dml::job_spec& s) { s.step0 = -1; }).find("job_spec.step0") == 0u);
-  BOOST_TEST(field_of([](dml::job_spec& s) { s.model.lambda = 0; }).find("job_spec.model") == 0u);
-  BOOST_TEST(field_of([](dml::job_spec& s) { s.data_path = "x"; }).find("job_spec.data") == 0u);
-  BOOST_TEST(field_of([](dml::job_spec& s) { s.node_silence_seconds = 0; }) ==
-             "job_spec.node_silence_seconds: must be in [0.1, 3600], got 0");
+  BOOST_TEST(field_of([](dml::JobSpec& s) { s.mode.workers = 0; }).find("JobSpec.mode.workers") == 0u);
+  BOOST_TEST(field_of([](dml::JobSpec& s) { s.mode.workers = 51; }).find("JobSpec.mode.workers") == 0u);
+  BOOST_TEST(field_of([](dml::JobSpec& s) { s.mode.shards = 0; }).find("JobSpec.mode.shards") == 0u);
+  BOOST_TEST(field_of([](dml::JobSpec& s) { s.cocoa.gamma = 1.5; }).find("JobSpec.cocoa.gamma") == 0u);
+  BOOST_TEST(field_of([](dml::JobSpec& s) { s.sgd.step0 = -1; }).find("JobSpec.sgd.step0") == 0u);
+  BOOST_TEST(field_of([](dml::JobSpec& s) { s.sgd.momentum = 0.9; }) ==
+             "JobSpec.sgd.momentum: the SGD modes take no momentum (must be 0), got 0.9");
+  BOOST_TEST(field_of([](dml::JobSpec& s) { s.model.lambda = 0; }).find("JobSpec.model") == 0u);
+  BOOST_TEST(field_of([](dml::JobSpec& s) { s.data.path = "x"; }).find("JobSpec.data") == 0u);
+  BOOST_TEST(field_of([](dml::JobSpec& s) { s.recovery.node_silence_seconds = 0; }) ==
+             "JobSpec.recovery.node_silence_seconds: must be in [0.1, 3600], got 0");
   // More shards than keys: refused by the coordinator once the data is known.
-  dml::job_spec s;
-  s.data = data;
+  dml::JobSpec s;
+  s.data.dataset = data;
   s.model = {dml::ModelKind::kLogisticL2, 1e-2, 0.5};
-  s.shards = 11;
-  auto j = rt.submit(s);
+  s.mode.shards = 11;
+  auto j = rt.Submit(s);
   BOOST_REQUIRE(j.ok());
-  auto r = j->wait();
+  auto r = j->Wait();
   BOOST_REQUIRE(!r.ok());
-  BOOST_TEST(std::string(r.status().message()).find("job_spec.shards") == 0u);
+  BOOST_TEST(std::string(r.status().message()).find("JobSpec.mode.shards") == 0u);
 }

@@ -98,13 +98,13 @@ BOOST_AUTO_TEST_CASE(the_factory_has_one_policy_per_mode) {
 }
 
 BOOST_AUTO_TEST_CASE(the_plan_resolves_every_default_once) {
-  dml::job_spec spec;
-  spec.mode = Mode::kEasgd;
-  spec.workers = 4;
-  spec.gamma = 0.5;
+  dml::JobSpec spec;
+  spec.mode.kind = Mode::kEasgd;
+  spec.mode.workers = 4;
+  spec.cocoa.gamma = 0.5;
   auto plan = dml::actors::ResolvePlan(spec);
-  BOOST_TEST(plan.spec.sigma_prime == 2.0);   // gamma K
-  BOOST_TEST(plan.spec.easgd_alpha == 0.225);  // 0.9 / K
+  BOOST_TEST(plan.spec.cocoa.sigma_prime == 2.0);   // gamma K
+  BOOST_TEST(plan.spec.sgd.easgd_alpha == 0.225);  // 0.9 / K
   const auto bounds = dml::actors::ShardBounds(10, 3);
   BOOST_TEST(bounds == (std::vector<int64_t>{0, 3, 6, 10}));
   const auto s = plan.shard(2, bounds);
@@ -115,8 +115,8 @@ BOOST_AUTO_TEST_CASE(the_plan_resolves_every_default_once) {
   BOOST_TEST(w.index == 3);
   BOOST_TEST(w.sigma_prime == 2.0);
   BOOST_TEST(plan.shared_length(100, 7) == 7);
-  spec.sigma_prime = 3.0;  // set by the user: kept
-  BOOST_TEST(dml::actors::ResolvePlan(spec).spec.sigma_prime == 3.0);
+  spec.cocoa.sigma_prime = 3.0;  // set by the user: kept
+  BOOST_TEST(dml::actors::ResolvePlan(spec).spec.cocoa.sigma_prime == 3.0);
 }
 
 // sync: the K gradients of a clock are averaged in worker order and one

@@ -35,7 +35,7 @@
 
 namespace {
 
-using dml::job_progress;
+using dml::Progress;
 using dml::actors::block_sums;
 using dml::actors::dense_block;
 using dml::actors::dvec;
@@ -341,11 +341,11 @@ struct Wire<dense_block> {
 };
 
 template <>
-struct Wire<job_progress> {
+struct Wire<Progress> {
   static constexpr const char* kKind = "progress";
   static constexpr Envelope::Which kWhich = Envelope::PROGRESS;
-  static job_progress Sample() {
-    job_progress x;
+  static Progress Sample() {
+    Progress x;
     x.round = 7;
     x.seconds = 1.25;
     x.epochs = 3.5;
@@ -357,7 +357,7 @@ struct Wire<job_progress> {
     x.event = "lost node 127.0.0.1:4242";
     return x;
   }
-  static void Expect(const job_progress& got, const job_progress& want) {
+  static void Expect(const Progress& got, const Progress& want) {
     BOOST_TEST(got.round == want.round);
     DML_EXPECT_BITS(got.seconds, want.seconds);
     DML_EXPECT_BITS(got.epochs, want.epochs);
@@ -372,8 +372,8 @@ struct Wire<job_progress> {
 
 using AllPayloads = std::tuple<dvec, sparse_dvec, key_list, block_sums, worker_report,
                                shard_stats, int64_list, worker_spec, shard_config, dense_block,
-                               job_progress>;
-// job_progress is an Envelope payload but no CAF message type.
+                               Progress>;
+// Progress is an Envelope payload but no CAF message type.
 using CafPayloads = std::tuple<dvec, sparse_dvec, key_list, block_sums, worker_report,
                                shard_stats, int64_list, worker_spec, shard_config, dense_block>;
 
@@ -435,7 +435,7 @@ void ExpectUndecodable(const std::function<void(Envelope::Builder)>& mutate_wire
 
 struct wire_config : caf::actor_system_config {
   wire_config() {
-    dml::actors::register_types(*this);
+    dml::actors::RegisterTypes(*this);
     set("scheduler.max-threads", 2);
   }
 };
@@ -986,12 +986,12 @@ BOOST_AUTO_TEST_CASE(shard_spec_invariants) {
 }
 
 BOOST_AUTO_TEST_CASE(progress_event_text_is_carried_exactly) {
-  job_progress p = Wire<job_progress>::Sample();
+  Progress p = Wire<Progress>::Sample();
   p.event = std::string("node\0lost", 9);
   p.primal = kNaN;  // diverged: reported as is
-  job_progress back;
+  Progress back;
   BOOST_REQUIRE(FromWire(MustEncode(p), &back).ok());
-  Wire<job_progress>::Expect(back, p);
+  Wire<Progress>::Expect(back, p);
 }
 
 BOOST_AUTO_TEST_CASE(structure_errors_are_data_loss) {

@@ -509,9 +509,9 @@ BOOST_AUTO_TEST_CASE(certificates_and_kkt_for_every_model) {
       BOOST_TEST((r.reason == dml::StopReason::kConverged));
       BOOST_TEST(r.gap <= 1e-11 * std::abs(r.primal));
       BOOST_TEST(!r.history.empty());
-      BOOST_TEST(r.history.back().epoch == r.epochs);
+      BOOST_TEST(r.history.back().round == r.epochs);
       for (const auto& e : r.history) {
-        BOOST_TEST(e.gap >= 0.0, "epoch " << e.epoch);
+        BOOST_TEST(e.gap >= 0.0, "epoch " << e.round);
         BOOST_TEST(std::abs(e.gap - (e.primal - e.dual)) <= 4e-16 * std::abs(e.primal));
         BOOST_TEST(e.nnz_touched > 0);
       }
@@ -608,7 +608,7 @@ BOOST_AUTO_TEST_CASE(stop_rules) {
   r = TrainOrDie(data, m, o);
   BOOST_TEST((r.reason == dml::StopReason::kMaxEpochs));
   BOOST_TEST(r.history.size() == 1u);
-  BOOST_TEST(r.history.back().epoch == 3);
+  BOOST_TEST(r.history.back().round == 3);
   CheckCertified(data, m, r);
 
   std::atomic<bool> cancel{true};
@@ -623,8 +623,8 @@ BOOST_AUTO_TEST_CASE(stop_rules) {
   std::atomic<bool> cancel2{false};
   o.stop.cancel = &cancel2;
   o.stop.gap_rel = 0;
-  o.on_epoch = [&](const dml::EpochReport& e) {
-    if (e.epoch == 2) cancel2 = true;
+  o.on_epoch = [&](const dml::Progress& e) {
+    if (e.round == 2) cancel2 = true;
   };
   r = TrainOrDie(data, m, o);
   BOOST_TEST((r.reason == dml::StopReason::kCancelled));
@@ -647,7 +647,7 @@ BOOST_AUTO_TEST_CASE(stop_rules) {
   o = Tight(1e-9);
   o.eval_every = 0;
   int calls = 0;
-  o.on_epoch = [&](const dml::EpochReport&) { ++calls; };
+  o.on_epoch = [&](const dml::Progress&) { ++calls; };
   r = TrainOrDie(data, m, o);
   BOOST_TEST((r.reason == dml::StopReason::kConverged));
   BOOST_TEST(r.gap <= 1e-9 * r.primal);

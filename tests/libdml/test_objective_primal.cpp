@@ -373,7 +373,7 @@ BOOST_AUTO_TEST_CASE(sequential_solver_certifies_the_optimum) {
       BOOST_TEST(GapIsPrimalMinusDual(r.primal, r.dual, r.gap));
       BOOST_REQUIRE(!r.history.empty());
       BOOST_TEST(static_cast<int>(r.history.size()) == r.epochs);  // eval_every = 1
-      for (const dml::EpochReport& e : r.history) {
+      for (const dml::Progress& e : r.history) {
         BOOST_TEST(e.gap >= 0.0);
         BOOST_TEST(GapIsPrimalMinusDual(e.primal, e.dual, e.gap));
         BOOST_TEST(e.nnz_touched > 0);
@@ -541,7 +541,7 @@ BOOST_AUTO_TEST_CASE(async_solver_reaches_the_same_optimum) {
             BOOST_TEST(r.gap >= 0.0);
             BOOST_TEST(r.gap <= 1e-10 * std::abs(r.primal));
             BOOST_TEST(RelDiff(r.primal, seq.primal) < 1e-6);
-            for (const dml::EpochReport& e : r.history) {
+            for (const dml::Progress& e : r.history) {
               BOOST_TEST(e.gap >= 0.0);
               BOOST_TEST(GapIsPrimalMinusDual(e.primal, e.dual, e.gap));
             }
@@ -603,8 +603,8 @@ BOOST_AUTO_TEST_CASE(stop_rules) {
           std::atomic<bool> cancel{false};
           dml::SolverOptions o = base;
           o.stop.cancel = &cancel;
-          o.on_epoch = [&](const dml::EpochReport& e) {
-            if (e.epoch == 2) cancel = true;
+          o.on_epoch = [&](const dml::Progress& e) {
+            if (e.round == 2) cancel = true;
           };
           const dml::TrainResult r = MustTrain(p.data, p.spec, o);
           BOOST_TEST(static_cast<int>(r.reason) == static_cast<int>(dml::StopReason::kCancelled));
@@ -634,8 +634,8 @@ BOOST_AUTO_TEST_CASE(stop_rules) {
           const dml::TrainResult r = MustTrain(p.data, p.spec, o);
           BOOST_TEST(r.epochs == 7);
           BOOST_REQUIRE(r.history.size() == 2u);
-          BOOST_TEST(r.history[0].epoch == 3);
-          BOOST_TEST(r.history[1].epoch == 6);
+          BOOST_TEST(r.history[0].round == 3);
+          BOOST_TEST(r.history[1].round == 6);
         }
       }
     }

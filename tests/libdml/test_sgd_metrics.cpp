@@ -562,8 +562,8 @@ BOOST_AUTO_TEST_CASE(sgd_stop_rules) {
     std::atomic<bool> cancel{false};
     dml::SolverOptions o = SgdOptions(50, 10, 1.0, 0.01);
     o.stop.cancel = &cancel;
-    o.on_epoch = [&](const dml::EpochReport& rep) {
-      if (rep.epoch == 3) cancel = true;
+    o.on_epoch = [&](const dml::Progress& rep) {
+      if (rep.round == 3) cancel = true;
     };
     const dml::TrainResult r = TrainOk(data, model, o);
     BOOST_CHECK(r.reason == dml::StopReason::kCancelled);
@@ -572,14 +572,14 @@ BOOST_AUTO_TEST_CASE(sgd_stop_rules) {
   {  // max_epochs, one report per epoch, SGD's certificate placeholders.
     std::vector<int> seen;
     dml::SolverOptions o = SgdOptions(4, 10, 1.0, 0.01);
-    o.on_epoch = [&](const dml::EpochReport& rep) { seen.push_back(rep.epoch); };
+    o.on_epoch = [&](const dml::Progress& rep) { seen.push_back(rep.round); };
     o.stop.gap_rel = 1e300;  // would stop at once if SGD claimed a finite gap
     const dml::TrainResult r = TrainOk(data, model, o);
     BOOST_CHECK(r.reason == dml::StopReason::kMaxEpochs);
     BOOST_TEST(r.epochs == 4);
     BOOST_TEST(seen == (std::vector<int>{1, 2, 3, 4}), boost::test_tools::per_element());
     BOOST_REQUIRE(r.history.size() == 4u);
-    for (const dml::EpochReport& rep : r.history) {
+    for (const dml::Progress& rep : r.history) {
       BOOST_TEST(std::isinf(rep.gap));
       BOOST_TEST(rep.dual == -std::numeric_limits<double>::infinity());
       BOOST_TEST(rep.nnz_touched == data.x.nnz());
@@ -592,9 +592,9 @@ BOOST_AUTO_TEST_CASE(sgd_stop_rules) {
     o.eval_every = 3;
     const dml::TrainResult r = TrainOk(data, model, o);
     BOOST_REQUIRE(r.history.size() == 3u);
-    BOOST_TEST(r.history[0].epoch == 3);
-    BOOST_TEST(r.history[1].epoch == 6);
-    BOOST_TEST(r.history[2].epoch == 7);
+    BOOST_TEST(r.history[0].round == 3);
+    BOOST_TEST(r.history[1].round == 6);
+    BOOST_TEST(r.history[2].round == 7);
     BOOST_TEST(r.epochs == 7);
   }
   {  // eval_every = 0 means every epoch for SGD.

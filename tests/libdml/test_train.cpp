@@ -109,6 +109,11 @@ BOOST_AUTO_TEST_CASE(every_model_and_solver_trains_through_the_factory) {
       BOOST_REQUIRE_MESSAGE(r.ok(), dml::ModelName(k) << "/" << dml::SolverName(s) << ": "
                                                       << r.status().message());
       BOOST_TEST((r->reason == dml::StopReason::kConverged));
+      // One result type: the library fills the fields a job fills too.
+      BOOST_TEST((r->model.kind == k && r->model.lambda == spec.lambda));
+      BOOST_TEST(r->rounds == static_cast<int>(r->epochs));
+      BOOST_TEST(r->epochs >= 1.0);
+      BOOST_TEST(r->history.back().round == r->rounds);
       auto cert = dml::Evaluate(d, spec, r->w, r->alpha);
       BOOST_REQUIRE(cert.ok());
       BOOST_TEST(cert->gap >= 0.0);

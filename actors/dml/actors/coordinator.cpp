@@ -108,7 +108,7 @@ void fail_job(self_ptr self, const caf::error& err) {
 void finish_job(self_ptr self, std::vector<double> w, int64_t max_granted_staleness) {
   auto& st = self->state;
   if (!enter(st, job_phase::kFinished)) return;
-  job_result r;
+  TrainResult r;
   r.model = st.spec().model;
   r.w = std::move(w);
   r.primal = st.last.primal;
@@ -141,7 +141,7 @@ absl::Status checked_part(const coord_state& st, std::size_t s, const dvec& part
 
 void record(self_ptr self, double primal, double dual, double gap) {
   auto& st = self->state;
-  job_progress p;
+  Progress p;
   p.round = st.round;
   p.seconds = st.seconds();
   p.epochs = st.epochs;
@@ -188,13 +188,13 @@ bool external_stop(coord_state& st, StopReason* why) {
   return false;
 }
 
-// Writes the current checkpoint to job_spec.checkpoint_path, if set. A
+// Writes the current checkpoint to JobSpec.checkpoint_path, if set. A
 // failed write is reported in the metrics stream; training goes on.
 void save_checkpoint(self_ptr self) {
   auto& st = self->state;
-  if (st.spec().checkpoint_path.empty()) return;
+  if (st.spec().recovery.path.empty()) return;
   job_checkpoint c;
-  c.mode = st.spec().mode;
+  c.mode = st.spec().mode.kind;
   c.model = st.spec().model;
   c.round = st.ckpt.round;
   c.epochs = st.ckpt.epochs;
@@ -203,13 +203,13 @@ void save_checkpoint(self_ptr self) {
   c.bytes = st.bytes();
   c.rows = st.n;
   c.cols = st.d;
-  c.seed = st.spec().seed;
+  c.seed = st.spec().mode.seed;
   c.workers = static_cast<int32_t>(st.workers.size());
   c.shared = st.ckpt.shared;
   c.coords = st.ckpt.coords;
   c.processed = st.ckpt.processed;
   c.history = st.history;
-  if (auto s = WriteCheckpointFile(st.spec().checkpoint_path, c); !s.ok()) {
+  if (auto s = WriteCheckpointFile(st.spec().recovery.path, c); !s.ok()) {
     st.event = absl::StrCat("checkpoint not written: ", s.message());
   }
 }
@@ -244,17 +244,17 @@ void connect_workers(self_ptr self) {
 
 namespace {
 
-// job_spec.resume: the checkpoint file, checked against this job.
+// JobSpec.resume: the checkpoint file, checked against this job.
 absl::Status load_resume_checkpoint(coord_state& st) {
-  auto c = ReadCheckpointFile(st.spec().checkpoint_path);
+  auto c = ReadCheckpointFile(st.spec().recovery.path);
   if (!c.ok()) return c.status();
-  const std::string& f = st.spec().checkpoint_path;
+  const std::string& f = st.spec().recovery.path;
   auto mismatch = [&](const char* what, auto have, auto want) {
     return absl::FailedPreconditionError(absl::StrCat(f, ": checkpoint ", what, " is ", have,
                                                       " but the job's is ", want));
   };
-  if (c->mode != st.spec().mode) {
-    return mismatch("mode", AsAbsl(ModeName(c->mode)), AsAbsl(ModeName(st.spec().mode)));
+  if (c->mode != st.spec().mode.kind) {
+    return mismatch("mode", AsAbsl(ModeName(c->mode)), AsAbsl(ModeName(st.spec().mode.kind)));
   }
   if (c->model.kind != st.spec().model.kind) {
     return mismatch("model", AsAbsl(ModelName(c->model.kind)),
@@ -297,7 +297,7 @@ void connect_and_train(self_ptr self) {
   st.ckpt.processed = st.processed;
   st.ckpt.clocks = st.clocks;
   st.ckpt.shared.assign(static_cast<std::size_t>(st.m), 0.0);
-  if (st.spec().resume) {
+  if (st.spec().recovery.resume) {
     if (auto s = load_resume_checkpoint(st); !s.ok()) return fail_job(self, s);
     return init_shards_then_resume(self);
   }
@@ -348,10 +348,10 @@ void wire_and_train(self_ptr self) {
     st.hog->allocate(static_cast<std::size_t>(st.d));
     return connect_and_train(self);
   }
-  const int S = st.spec().shards;
+  const int S = st.spec().mode.shards;
   if (S > st.m) {
     return fail_job(self, absl::InvalidArgumentError(absl::StrCat(
-                              "job_spec.shards: ", S, " shards for a shared vector of ", st.m,
+                              "JobSpec.mode.shards: ", S, " shards for a shared vector of ", st.m,
                               " entries")));
   }
   st.bounds = ShardBounds(st.m, S);
@@ -376,7 +376,7 @@ void wire_and_train(self_ptr self) {
 void init_workers(self_ptr self) {
   auto& st = self->state;
   enter(st, job_phase::kLoading);
-  const int K = st.spec().workers;
+  const int K = st.spec().mode.workers;
   using dims = std::pair<int64_t, int64_t>;
   auto replies = std::make_shared<std::vector<dims>>(K);
   auto remaining = std::make_shared<int>(K);
@@ -419,7 +419,7 @@ void init_workers(self_ptr self) {
 void start_up(self_ptr self) {
   auto& st = self->state;
   enter(st, job_phase::kConnecting);
-  const int K = st.spec().workers;
+  const int K = st.spec().mode.workers;
   std::vector<worker_config> configs;
   for (int k = 0; k < K; ++k) {
     worker_config c = st.plan.worker(k);
@@ -446,7 +446,7 @@ namespace {
 void start(self_ptr self) {
   auto& st = self->state;
   st.start = clock_type::now();
-  const int K = st.spec().workers;
+  const int K = st.spec().mode.workers;
   st.clocks.assign(K, 0);
   st.processed.assign(K, 0);
   st.worker_bytes.assign(K, 0);
@@ -456,7 +456,7 @@ void start(self_ptr self) {
   start_up(self);
   // The workers hold what they need: let the host's in-memory dataset go
   // (a start-up on nodes, which may run again, never has one).
-  st.plan.spec.data.reset();
+  st.plan.spec.data.dataset.reset();
   self->send(self, tick_atom_v);
 }
 
@@ -521,7 +521,7 @@ void on_report(self_ptr self, const worker_report& r) {
   maybe_evaluate(self);
 }
 
-coordinator_actor::behavior_type coordinator_impl(self_ptr self, job_spec spec,
+coordinator_actor::behavior_type coordinator_impl(self_ptr self, JobSpec spec,
                                                   std::shared_ptr<detail::job_state> job,
                                                   std::vector<node_actor> nodes) {
   auto& st = self->state;
@@ -548,7 +548,7 @@ coordinator_actor::behavior_type coordinator_impl(self_ptr self, job_spec spec,
 }  // namespace
 }  // namespace internal
 
-coordinator_actor spawn_coordinator(caf::actor_system& sys, job_spec spec,
+coordinator_actor spawn_coordinator(caf::actor_system& sys, JobSpec spec,
                                     std::shared_ptr<detail::job_state> job,
                                     std::vector<node_actor> nodes) {
   return sys.spawn(internal::coordinator_impl, std::move(spec), std::move(job), std::move(nodes));

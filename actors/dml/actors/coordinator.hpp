@@ -41,7 +41,7 @@ using coordinator_actor =
 /// Spawns the coordinator of `spec` (already validated); it reports into
 /// `job` and quits when the job has ended. With `nodes`, worker k runs on
 /// node k mod N and shard s on node (K + s) mod N; otherwise all in-process.
-coordinator_actor spawn_coordinator(caf::actor_system& sys, job_spec spec,
+coordinator_actor spawn_coordinator(caf::actor_system& sys, JobSpec spec,
                                     std::shared_ptr<detail::job_state> job,
                                     std::vector<node_actor> nodes = {});
 

@@ -26,7 +26,7 @@ namespace {
 
 constexpr int kMaxRecoveries = 8;
 // Liveness of the nodes, once a second: a node that does not answer a
-// hello within spec.node_silence_seconds is treated as lost. A killed node
+// hello within spec.recovery.node_silence_seconds is treated as lost. A killed node
 // closes its sockets and is noticed at once; this catches a hung one
 // (SIGSTOP, a stuck machine), which CAF 0.17 never reports without
 // middleman heartbeats (off: they dropped healthy links, see network.cpp).
@@ -232,7 +232,7 @@ void ping_nodes(self_ptr self) {
     if (!st.node_alive[n] || st.ping_outstanding[n]) continue;
     st.ping_outstanding[n] = true;
     const auto silence = std::chrono::duration_cast<caf::timespan>(
-        std::chrono::duration<double>(st.spec().node_silence_seconds));
+        std::chrono::duration<double>(st.spec().recovery.node_silence_seconds));
     self->request(st.nodes[n], silence, hello_atom_v)
         .then(
             [self, n](const std::string&, int64_t, int32_t) {
@@ -242,8 +242,8 @@ void ping_nodes(self_ptr self) {
               auto& st = self->state;
               st.ping_outstanding[n] = false;
               if (st.finished() || !st.node_alive[n]) return;
-              append_event(st, absl::StrCat("node ", n, " (", st.spec().nodes[n],
-                                            ") silent for ", st.spec().node_silence_seconds,
+              append_event(st, absl::StrCat("node ", n, " (", st.spec().cluster.nodes[n],
+                                            ") silent for ", st.spec().recovery.node_silence_seconds,
                                             " s"));
               node_lost(self, static_cast<int>(n));
             });
@@ -256,7 +256,7 @@ void init_shards_then_resume(self_ptr self) {
   const uint64_t gen = st.generation;
   auto remaining = std::make_shared<std::size_t>(st.shards.size());
   const auto& c = st.ckpt;
-  const int64_t shard_clock = st.topo().shard_restore_clock(c.clock, c.round, st.spec().tau);
+  const int64_t shard_clock = st.topo().shard_restore_clock(c.clock, c.round, st.spec().sgd.tau);
   for (std::size_t s = 0; s < st.shards.size(); ++s) {
     dvec range(std::vector<double>(c.shared.begin() + st.bounds[s],
                                    c.shared.begin() + st.bounds[s + 1]));

@@ -36,7 +36,7 @@ void cocoa_finish(self_ptr self) {
 }
 
 bool checkpointing(const coord_state& st) {
-  return st.spec().checkpoint_every > 0 && (!st.nodes.empty() || !st.spec().checkpoint_path.empty());
+  return st.spec().recovery.checkpoint_every > 0 && (!st.nodes.empty() || !st.spec().recovery.path.empty());
 }
 
 // Every checkpoint_every rounds (jobs on nodes, or with a checkpoint
@@ -45,7 +45,7 @@ bool checkpointing(const coord_state& st) {
 template <class Then>
 void cocoa_checkpoint(self_ptr self, Then then) {
   auto& st = self->state;
-  if (!checkpointing(st) || st.round % st.spec().checkpoint_every != 0) return then();
+  if (!checkpointing(st) || st.round % st.spec().recovery.checkpoint_every != 0) return then();
   ask_workers<dvec>(self, [self, then](std::vector<dvec>& parts) {
     auto& st = self->state;
     auto& c = st.ckpt;

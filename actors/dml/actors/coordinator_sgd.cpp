@@ -83,7 +83,7 @@ void maybe_evaluate(self_ptr self) {
     return;
   }
   st.evaluating = true;
-  st.next_eval = st.epochs + st.spec().eval_every_epochs;
+  st.next_eval = st.epochs + st.spec().sgd.eval_every_epochs;
   evaluate(self, [self](const std::vector<double>& w) {
     auto& st = self->state;
     st.evaluating = false;
@@ -97,7 +97,7 @@ void maybe_evaluate(self_ptr self) {
     c.clocks = st.clocks;
     c.shared = w;
     c.clock = st.topo().restart_clock(*std::min_element(st.clocks.begin(), st.clocks.end()),
-                                      st.spec().tau);
+                                      st.spec().sgd.tau);
     save_checkpoint(self);
     ++st.round;
     const StopRule& stop = st.spec().stop;
@@ -137,13 +137,13 @@ namespace {
 
 // The clock an SGD run stops at and how often it reports.
 std::pair<int64_t, int64_t> sgd_run_limits(const coord_state& st) {
-  const double per_clock = static_cast<double>(st.workers.size()) * st.spec().batch_size;
+  const double per_clock = static_cast<double>(st.workers.size()) * st.spec().sgd.batch_size;
   const double clocks = std::ceil(st.spec().stop.max_epochs * static_cast<double>(st.n) / per_clock);
   const int64_t max_clock = static_cast<int64_t>(std::min(clocks, 1e15));
   // Reports a few times per evaluation interval: enough to evaluate on
   // time, few enough never to flood the coordinator's mailbox (the cancel
   // and budget timer queues behind them).
-  const double clocks_per_eval = st.spec().eval_every_epochs * static_cast<double>(st.n) / per_clock;
+  const double clocks_per_eval = st.spec().sgd.eval_every_epochs * static_cast<double>(st.n) / per_clock;
   const int64_t report_every = std::max<int64_t>(1, static_cast<int64_t>(clocks_per_eval / 4));
   return {max_clock, report_every};
 }
@@ -175,7 +175,7 @@ namespace {
 void sgd_start(self_ptr self, int64_t start_clock) {
   auto& st = self->state;
   st.running = static_cast<int>(st.workers.size());
-  st.next_eval = st.epochs + st.spec().eval_every_epochs;
+  st.next_eval = st.epochs + st.spec().sgd.eval_every_epochs;
   for (std::size_t k = 0; k < st.workers.size(); ++k) sgd_run_worker(self, k, start_clock);
 }
 

@@ -4,49 +4,49 @@
 
 namespace dml::actors {
 
-job_plan ResolvePlan(job_spec spec) {
-  job_plan p;
-  const double k = static_cast<double>(spec.workers);
-  if (!(spec.sigma_prime > 0)) spec.sigma_prime = spec.gamma * k;
+JobPlan ResolvePlan(JobSpec spec) {
+  JobPlan p;
+  const double k = static_cast<double>(spec.mode.workers);
+  if (!(spec.cocoa.sigma_prime > 0)) spec.cocoa.sigma_prime = spec.cocoa.gamma * k;
   // beta = K alpha = 0.9, the EASGD paper's choice.
-  if (!(spec.easgd_alpha > 0)) spec.easgd_alpha = 0.9 / k;
-  p.topo = MakeTopology(spec.mode);
+  if (!(spec.sgd.easgd_alpha > 0)) spec.sgd.easgd_alpha = 0.9 / k;
+  p.topo = MakeTopology(spec.mode.kind);
   p.spec = std::move(spec);
   return p;
 }
 
-worker_config job_plan::worker(int32_t k) const {
+worker_config JobPlan::worker(int32_t k) const {
   worker_config c;
-  c.mode = spec.mode;
+  c.mode = spec.mode.kind;
   c.index = k;
-  c.workers = spec.workers;
+  c.workers = spec.mode.workers;
   c.model = spec.model;
-  c.seed = spec.seed;
-  c.data = spec.data;
-  c.path = spec.data_path;
-  c.load = spec.load_options;
-  c.batch_size = spec.batch_size;
-  c.step0 = spec.step0;
-  c.step_decay = spec.step_decay;
-  c.tau = spec.tau;
-  c.local_epochs = spec.local_epochs;
-  c.gamma = spec.gamma;
-  c.sigma_prime = spec.sigma_prime;
+  c.seed = spec.mode.seed;
+  c.data = spec.data.dataset;
+  c.path = spec.data.path;
+  c.load = spec.data.load;
+  c.batch_size = spec.sgd.batch_size;
+  c.step0 = spec.sgd.step0;
+  c.step_decay = spec.sgd.step_decay;
+  c.tau = spec.sgd.tau;
+  c.local_epochs = spec.cocoa.local_epochs;
+  c.gamma = spec.cocoa.gamma;
+  c.sigma_prime = spec.cocoa.sigma_prime;
   return c;
 }
 
-shard_config job_plan::shard(int32_t s, const std::vector<int64_t>& bounds) const {
+shard_config JobPlan::shard(int32_t s, const std::vector<int64_t>& bounds) const {
   shard_config c;
-  c.mode = spec.mode;
-  c.workers = spec.workers;
+  c.mode = spec.mode.kind;
+  c.workers = spec.mode.workers;
   c.begin = bounds[s];
   c.end = bounds[s + 1];
   c.model = spec.model;
-  c.step0 = spec.step0;
-  c.step_decay = spec.step_decay;
-  c.gamma = spec.gamma;
-  c.easgd_alpha = spec.easgd_alpha;
-  c.staleness = spec.staleness;
+  c.step0 = spec.sgd.step0;
+  c.step_decay = spec.sgd.step_decay;
+  c.gamma = spec.cocoa.gamma;
+  c.easgd_alpha = spec.sgd.easgd_alpha;
+  c.staleness = spec.sgd.staleness;
   return c;
 }
 

@@ -1,5 +1,5 @@
 #pragma once
-// A job_spec resolved once: every default decided (sigma' = gamma K, the
+// A JobSpec resolved once: every default decided (sigma' = gamma K, the
 // EASGD alpha 0.9 / K), the mode's topology chosen, and the config of
 // worker k and of shard s handed out from it. The coordinator builds one at
 // start and uses it again to respawn actors after a node loss, so a
@@ -18,8 +18,8 @@
 
 namespace dml::actors {
 
-struct job_plan {
-  job_spec spec;  ///< with every default resolved (no 0 = "default" left)
+struct JobPlan {
+  JobSpec spec;  ///< with every default resolved (no 0 = "default" left)
   std::shared_ptr<const topology> topo;
 
   /// The shared vector is v = A w (one entry per example; workers own
@@ -35,7 +35,7 @@ struct job_plan {
 };
 
 /// Resolves the defaults of a validated spec.
-job_plan ResolvePlan(job_spec spec);
+JobPlan ResolvePlan(JobSpec spec);
 
 /// Range partition of m keys into S shards: S + 1 boundaries.
 std::vector<int64_t> ShardBounds(int64_t m, int32_t shards);

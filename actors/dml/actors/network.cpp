@@ -20,7 +20,7 @@
 
 namespace dml::actors {
 
-void configure_network(caf::actor_system_config& cfg) {
+void ConfigureNetwork(caf::actor_system_config& cfg) {
   // No middleman heartbeats: with them (1 s interval, 10 s timeout) four
   // processes exchanging 4-8 MiB payloads on 2 cores lost links that were
   // healthy, and every request on them waited forever (reproduced with
@@ -42,10 +42,10 @@ void TuneAllocatorForMessages() {
   mallopt(M_TRIM_THRESHOLD, 8 * kKeep);
 }
 
-void configure_process(caf::actor_system_config& cfg, int threads) {
-  register_types(cfg);
+void ConfigureProcess(caf::actor_system_config& cfg, int threads) {
+  RegisterTypes(cfg);
   cfg.load<caf::io::middleman>();
-  configure_network(cfg);
+  ConfigureNetwork(cfg);
   const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
   cfg.set("scheduler.max-threads", static_cast<size_t>(threads > 0 ? threads : hw));
   // CAF's default lets an actor run until its mailbox is empty. A worker
@@ -63,7 +63,7 @@ void configure_process(caf::actor_system_config& cfg, int threads) {
 
 process_config::process_config(int threads, net::BulkOptions bulk)
     : bulk_(std::make_unique<net::BulkChannel>(bulk)) {
-  configure_process(*this, threads);
+  ConfigureProcess(*this, threads);
 }
 
 process_config::~process_config() = default;

@@ -26,16 +26,16 @@ using net::dvec;
 /// under bulk transfers; a killed peer is still noticed at once through its
 /// closed socket, a hung one is not).
 /// Call in the actor_system_config constructor, after load<middleman>().
-void configure_network(caf::actor_system_config& cfg);
+void ConfigureNetwork(caf::actor_system_config& cfg);
 
 /// Everything a libdml process's actor system needs: the message types,
-/// the network layer (configure_network) and the scheduler settings the
+/// the network layer (ConfigureNetwork) and the scheduler settings the
 /// training actors rely on; `threads` 0 = one per core. Call in the
 /// actor_system_config constructor.
-void configure_process(caf::actor_system_config& cfg, int threads);
+void ConfigureProcess(caf::actor_system_config& cfg, int threads);
 
 /// The actor_system_config of every libdml process (runtime, dml-node,
-/// tests, benchmarks): configure_process(threads), plus the process's bulk
+/// tests, benchmarks): ConfigureProcess(threads), plus the process's bulk
 /// channel (dml/net/bulk.hpp), which the wire encoders find through the
 /// actor system (BulkChannelOf). The channel always fetches what peers
 /// offer; it offers this process's own large vectors only once it serves

@@ -67,7 +67,7 @@ caf::error admission_error(self_ptr self) {
   if (st.secret.empty() || st.admitted.count(sender_process(self)) != 0) return caf::none;
   return caf::make_error(caf::sec::invalid_argument,
                          "node " + st.label + ": not admitted: this node requires the cluster "
-                         "secret (runtime_options.cluster_secret, dml-train --secret-file)");
+                         "secret (RuntimeOptions.cluster_secret, dml-train --secret-file)");
 }
 
 // The record of `coordinator`'s job here, made (and the coordinator
@@ -206,7 +206,7 @@ absl::Status AdmitTo(caf::scoped_actor& self, const node_actor& node, const std:
   if (!status.ok() || nonce.empty()) return status;
   if (secret.empty()) {
     return absl::PermissionDeniedError(
-        "the node requires a cluster secret and none is set (runtime_options.cluster_secret, "
+        "the node requires a cluster secret and none is set (RuntimeOptions.cluster_secret, "
         "dml-train --secret-file)");
   }
   const std::string proof = net::AdmissionProof(secret, nonce, caf::to_string(self->node()));

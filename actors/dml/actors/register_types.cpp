@@ -6,7 +6,7 @@
 
 namespace dml::actors {
 
-void register_types(caf::actor_system_config& cfg) {
+void RegisterTypes(caf::actor_system_config& cfg) {
   cfg.add_message_types<caf::id_block::dml_actors>();
 }
 

@@ -11,6 +11,6 @@ namespace dml::actors {
 /// with `cfg`. Call it on every config, in every process that sends or
 /// receives libdml messages, before constructing the actor_system: a type
 /// unknown to the receiver arrives as an empty message. Idempotent.
-void register_types(caf::actor_system_config& cfg);
+void RegisterTypes(caf::actor_system_config& cfg);
 
 }  // namespace dml::actors

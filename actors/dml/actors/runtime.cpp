@@ -32,18 +32,18 @@ bool IsSgdMode(Mode mode) { return !actors::MakeTopology(mode)->coordinator_roun
 
 // ------------------------------------------------------------------ job
 
-void job::cancel() {
+void Job::Cancel() {
   if (state_) state_->request_cancel();
 }
 
-absl::StatusOr<job_result> job::wait() {
+absl::StatusOr<TrainResult> Job::Wait() {
   if (!state_) return absl::FailedPreconditionError("job handle is empty");
   std::unique_lock<std::mutex> lock(state_->mu);
   state_->cv.wait(lock, [this] { return state_->finished; });
   return state_->result;
 }
 
-absl::StatusOr<job_result> job::wait_for(std::chrono::duration<double> timeout) {
+absl::StatusOr<TrainResult> Job::WaitFor(std::chrono::duration<double> timeout) {
   if (!state_) return absl::FailedPreconditionError("job handle is empty");
   std::unique_lock<std::mutex> lock(state_->mu);
   const auto wait = std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -55,16 +55,16 @@ absl::StatusOr<job_result> job::wait_for(std::chrono::duration<double> timeout) 
   return state_->result;
 }
 
-bool job::done() const {
+bool Job::Done() const {
   if (!state_) return true;
   std::lock_guard<std::mutex> lock(state_->mu);
   return state_->finished;
 }
 
-std::vector<job_progress> job::poll() {
+std::vector<Progress> Job::Poll() {
   if (!state_) return {};
   std::lock_guard<std::mutex> lock(state_->mu);
-  std::vector<job_progress> out;
+  std::vector<Progress> out;
   out.swap(state_->unpolled);
   return out;
 }
@@ -74,76 +74,80 @@ std::vector<job_progress> job::poll() {
 namespace {
 
 absl::Status Invalid(std::string_view field, std::string what) {
-  return absl::InvalidArgumentError(absl::StrCat("job_spec.", AsAbsl(field), ": ", what));
+  return absl::InvalidArgumentError(absl::StrCat("JobSpec.", AsAbsl(field), ": ", what));
 }
 
-absl::Status ValidateSpec(const job_spec& s) {
-  if ((s.data != nullptr) == !s.data_path.empty()) {
-    return Invalid("data", "give either an in-memory dataset or data_path (exactly one)");
+absl::Status ValidateSpec(const JobSpec& s) {
+  if ((s.data.dataset != nullptr) == !s.data.path.empty()) {
+    return Invalid("data", "give either an in-memory dataset or a path (exactly one)");
   }
   if (auto st = Validate(s.model); !st.ok()) {
     return Invalid("model", std::string(st.message()));
   }
-  if (s.workers < 1) return Invalid("workers", absl::StrCat("must be >= 1, got ", s.workers));
-  if (s.shards < 1) return Invalid("shards", absl::StrCat("must be >= 1, got ", s.shards));
-  if (s.batch_size < 1) return Invalid("batch_size", absl::StrCat("must be >= 1, got ", s.batch_size));
-  if (!(s.step0 > 0) || !std::isfinite(s.step0)) {
-    return Invalid("step0", absl::StrCat("must be positive and finite, got ", s.step0));
+  if (s.mode.workers < 1) return Invalid("mode.workers", absl::StrCat("must be >= 1, got ", s.mode.workers));
+  if (s.mode.shards < 1) return Invalid("mode.shards", absl::StrCat("must be >= 1, got ", s.mode.shards));
+  if (s.sgd.batch_size < 1) return Invalid("sgd.batch_size", absl::StrCat("must be >= 1, got ", s.sgd.batch_size));
+  if (!(s.sgd.step0 > 0) || !std::isfinite(s.sgd.step0)) {
+    return Invalid("sgd.step0", absl::StrCat("must be positive and finite, got ", s.sgd.step0));
   }
-  if (!(s.step_decay >= 0) || !std::isfinite(s.step_decay)) {
-    return Invalid("step_decay", absl::StrCat("must be >= 0 and finite, got ", s.step_decay));
+  if (!(s.sgd.step_decay >= 0) || !std::isfinite(s.sgd.step_decay)) {
+    return Invalid("sgd.step_decay", absl::StrCat("must be >= 0 and finite, got ", s.sgd.step_decay));
   }
-  if (s.staleness < 0) return Invalid("staleness", absl::StrCat("must be >= 0, got ", s.staleness));
-  if (s.tau < 1) return Invalid("tau", absl::StrCat("must be >= 1, got ", s.tau));
-  if (!(s.easgd_alpha >= 0 && s.easgd_alpha < 1)) {
-    return Invalid("easgd_alpha", absl::StrCat("must be in [0, 1), got ", s.easgd_alpha));
+  if (s.sgd.momentum != 0) {
+    return Invalid("sgd.momentum", absl::StrCat("the SGD modes take no momentum (must be 0), got ",
+                                                s.sgd.momentum));
   }
-  if (!(s.local_epochs > 0) || !std::isfinite(s.local_epochs)) {
-    return Invalid("local_epochs", absl::StrCat("must be positive, got ", s.local_epochs));
+  if (s.sgd.staleness < 0) return Invalid("sgd.staleness", absl::StrCat("must be >= 0, got ", s.sgd.staleness));
+  if (s.sgd.tau < 1) return Invalid("sgd.tau", absl::StrCat("must be >= 1, got ", s.sgd.tau));
+  if (!(s.sgd.easgd_alpha >= 0 && s.sgd.easgd_alpha < 1)) {
+    return Invalid("sgd.easgd_alpha", absl::StrCat("must be in [0, 1), got ", s.sgd.easgd_alpha));
   }
-  if (!(s.gamma > 0 && s.gamma <= 1)) {
-    return Invalid("gamma", absl::StrCat("must be in (0, 1], got ", s.gamma));
+  if (!(s.cocoa.local_epochs > 0) || !std::isfinite(s.cocoa.local_epochs)) {
+    return Invalid("cocoa.local_epochs", absl::StrCat("must be positive, got ", s.cocoa.local_epochs));
   }
-  if (!(s.sigma_prime >= 0) || !std::isfinite(s.sigma_prime)) {
-    return Invalid("sigma_prime", absl::StrCat("must be >= 0 (0 = gamma K), got ", s.sigma_prime));
+  if (!(s.cocoa.gamma > 0 && s.cocoa.gamma <= 1)) {
+    return Invalid("cocoa.gamma", absl::StrCat("must be in (0, 1], got ", s.cocoa.gamma));
   }
-  if (!(s.eval_every_epochs > 0)) {
-    return Invalid("eval_every_epochs", absl::StrCat("must be positive, got ", s.eval_every_epochs));
+  if (!(s.cocoa.sigma_prime >= 0) || !std::isfinite(s.cocoa.sigma_prime)) {
+    return Invalid("cocoa.sigma_prime", absl::StrCat("must be >= 0 (0 = gamma K), got ", s.cocoa.sigma_prime));
+  }
+  if (!(s.sgd.eval_every_epochs > 0)) {
+    return Invalid("sgd.eval_every_epochs", absl::StrCat("must be positive, got ", s.sgd.eval_every_epochs));
   }
   if (s.stop.max_epochs < 1) {
     return Invalid("stop.max_epochs", absl::StrCat("must be >= 1, got ", s.stop.max_epochs));
   }
-  if (!(s.node_silence_seconds >= 0.1 && s.node_silence_seconds <= 3600)) {
-    return Invalid("node_silence_seconds",
-                   absl::StrCat("must be in [0.1, 3600], got ", s.node_silence_seconds));
+  if (!(s.recovery.node_silence_seconds >= 0.1 && s.recovery.node_silence_seconds <= 3600)) {
+    return Invalid("recovery.node_silence_seconds",
+                   absl::StrCat("must be in [0.1, 3600], got ", s.recovery.node_silence_seconds));
   }
-  if (s.checkpoint_every < 0) {
-    return Invalid("checkpoint_every", absl::StrCat("must be >= 0, got ", s.checkpoint_every));
+  if (s.recovery.checkpoint_every < 0) {
+    return Invalid("recovery.checkpoint_every", absl::StrCat("must be >= 0, got ", s.recovery.checkpoint_every));
   }
-  if (s.resume && s.checkpoint_path.empty()) {
-    return Invalid("resume", "needs checkpoint_path (the file to resume from)");
+  if (s.recovery.resume && s.recovery.path.empty()) {
+    return Invalid("recovery.resume", "needs recovery.path (the file to resume from)");
   }
-  const bool shared_memory = !actors::MakeTopology(s.mode)->uses_shards();
-  if (shared_memory && (!s.checkpoint_path.empty() || s.resume)) {
-    return Invalid("checkpoint_path", "hogwild jobs are not checkpointed");
+  const bool shared_memory = !actors::MakeTopology(s.mode.kind)->uses_shards();
+  if (shared_memory && (!s.recovery.path.empty() || s.recovery.resume)) {
+    return Invalid("recovery.path", "hogwild jobs are not checkpointed");
   }
-  if (!s.nodes.empty()) {
-    if (s.data) {
-      return Invalid("data", "an in-memory dataset cannot be sent to nodes; set data_path "
+  if (!s.cluster.nodes.empty()) {
+    if (s.data.dataset) {
+      return Invalid("data", "an in-memory dataset cannot be sent to nodes; set data.path "
                              "(every node reads it from its own disk)");
     }
     if (shared_memory) {
-      return Invalid("mode", "hogwild workers share one in-process model and cannot run on "
+      return Invalid("mode.kind", "hogwild workers share one in-process model and cannot run on "
                              "nodes; use async or ssp across processes");
     }
   }
-  if (s.data) {
-    if (s.data->x.rows() < s.workers) {
-      return Invalid("workers", absl::StrCat(s.workers, " workers for ", s.data->x.rows(),
+  if (s.data.dataset) {
+    if (s.data.dataset->x.rows() < s.mode.workers) {
+      return Invalid("mode.workers", absl::StrCat(s.mode.workers, " workers for ", s.data.dataset->x.rows(),
                                              " examples"));
     }
-    if (static_cast<int64_t>(s.data->y.size()) != s.data->x.rows()) {
-      return Invalid("data", absl::StrCat(s.data->x.rows(), " rows but ", s.data->y.size(),
+    if (static_cast<int64_t>(s.data.dataset->y.size()) != s.data.dataset->x.rows()) {
+      return Invalid("data", absl::StrCat(s.data.dataset->x.rows(), " rows but ", s.data.dataset->y.size(),
                                           " labels"));
     }
   }
@@ -152,9 +156,9 @@ absl::Status ValidateSpec(const job_spec& s) {
 
 }  // namespace
 
-struct runtime::impl {
-  explicit impl(const runtime_options& o) : options(o), cfg(o.threads), sys(cfg) {}
-  runtime_options options;
+struct Runtime::Impl {
+  explicit Impl(const RuntimeOptions& o) : options(o), cfg(o.threads), sys(cfg) {}
+  RuntimeOptions options;
   actors::process_config cfg;
   caf::actor_system sys;
   std::mutex mu;
@@ -188,11 +192,11 @@ struct runtime::impl {
         }
       }
       auto hp = actors::ParseHostPort(addrs[i]);
-      if (!hp.ok()) return Invalid(absl::StrCat("nodes[", i, "]"), std::string(hp.status().message()));
+      if (!hp.ok()) return Invalid(absl::StrCat("cluster.nodes[", i, "]"), std::string(hp.status().message()));
       if (auto s = serve_bulk(hp->first, hp->second); !s.ok()) return s;
       auto node = sys.middleman().remote_actor<actors::node_actor>(hp->first, hp->second);
       if (!node) {
-        return absl::UnavailableError(absl::StrCat("job_spec.nodes[", i, "] (", addrs[i],
+        return absl::UnavailableError(absl::StrCat("JobSpec.cluster.nodes[", i, "] (", addrs[i],
                                                    "): cannot connect: ",
                                                    sys.render(node.error())));
       }
@@ -200,7 +204,7 @@ struct runtime::impl {
         caf::scoped_actor self{sys};
         if (auto s = actors::AdmitTo(self, *node, options.cluster_secret, std::chrono::seconds(30));
             !s.ok()) {
-          return absl::Status(s.code(), absl::StrCat("job_spec.nodes[", i, "] (", addrs[i],
+          return absl::Status(s.code(), absl::StrCat("JobSpec.cluster.nodes[", i, "] (", addrs[i],
                                                      "): ", s.message()));
         }
       }
@@ -212,9 +216,9 @@ struct runtime::impl {
   }
 };
 
-runtime::runtime(runtime_options options) : impl_(std::make_unique<impl>(options)) {}
+Runtime::Runtime(RuntimeOptions options) : impl_(std::make_unique<Impl>(options)) {}
 
-runtime::~runtime() {
+Runtime::~Runtime() {
   std::vector<std::shared_ptr<detail::job_state>> live;
   {
     std::lock_guard<std::mutex> lock(impl_->mu);
@@ -231,12 +235,12 @@ runtime::~runtime() {
   }
 }
 
-absl::StatusOr<job> runtime::submit(job_spec spec,
-                                    std::function<void(const job_progress&)> on_progress) {
+absl::StatusOr<Job> Runtime::Submit(JobSpec spec,
+                                    std::function<void(const Progress&)> on_progress) {
   if (auto st = ValidateSpec(spec); !st.ok()) return st;
   std::vector<actors::node_actor> nodes;
-  if (!spec.nodes.empty()) {
-    auto connected = impl_->connect(spec.nodes);
+  if (!spec.cluster.nodes.empty()) {
+    auto connected = impl_->connect(spec.cluster.nodes);
     if (!connected.ok()) return connected.status();
     nodes = std::move(*connected);
   }
@@ -254,12 +258,12 @@ absl::StatusOr<job> runtime::submit(job_spec spec,
   }
   auto coord = actors::spawn_coordinator(impl_->sys, std::move(spec), state, std::move(nodes));
   caf::anon_send(coord, actors::start_atom_v);
-  return job(state);
+  return Job(state);
 }
 
-transport_stats runtime::transport() const {
+TransportStats Runtime::Transport() const {
   const net::BulkStats b = impl_->cfg.bulk().stats();
-  transport_stats t;
+  TransportStats t;
   t.bulk_offers = b.offers;
   t.bulk_fetches = b.fetches;
   t.bulk_single_copy = b.single_copy;

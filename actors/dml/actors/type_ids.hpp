@@ -1,6 +1,6 @@
 #pragma once
 // The one list of every libdml message type and atom, for CAF's type
-// registry. Add a type here and dml::actors::register_types() picks it up;
+// registry. Add a type here and dml::actors::RegisterTypes() picks it up;
 // both ends of a connection must run the same list (type names are what CAF
 // 0.17 puts on the wire and checks typed interfaces against).
 

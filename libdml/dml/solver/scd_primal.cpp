@@ -141,8 +141,9 @@ absl::StatusOr<TrainResult> Run(const Dataset& data, const ModelSpec& model,
       if (c.coordinate_gaps[active[s]] > 0.0) std::swap(active[s], active[active_size++]);
     }
     c.coordinate_gaps.clear();
-    EpochReport report;
-    report.epoch = epoch;
+    Progress report;
+    report.round = epoch;
+    report.epochs = epoch;
     report.primal = c.primal;
     report.dual = c.dual;
     report.gap = c.gap;
@@ -170,6 +171,7 @@ absl::StatusOr<TrainResult> Run(const Dataset& data, const ModelSpec& model,
   result.dual = cert->dual;
   result.gap = cert->gap;
   result.epochs = epoch;
+  result.rounds = epoch;
   result.seconds = stop.Elapsed();
   result.reason = reason;
   result.history = stop.TakeHistory();

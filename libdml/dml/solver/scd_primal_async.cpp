@@ -126,6 +126,29 @@ class AsyncRun {
   absl::StatusOr<TrainResult> Run();
 
  private:
+  enum class Gate { kWait, kGo, kAbort };
+
+  // The columns, the objective and the zero model with its shared vector.
+  void Setup();
+  // Splits the features: largest first onto the least loaded thread.
+  void SplitFeatures();
+  // Makes every feature active again and drops the shrinking margin.
+  void Unshrink();
+  // Starts threads 1..T-1; ResourceExhausted (and no thread left) if one
+  // cannot be started.
+  absl::Status StartThreads();
+  // The coordinator's epochs, until a stop rule holds (reason_) or a
+  // certificate fails (the error).
+  absl::Status Coordinate();
+  // Whether this epoch ends with an exact certificate: every eval_every
+  // epochs, or when the running estimate says a stop rule holds
+  // (*estimated).
+  bool WantCertificate(std::size_t active, bool* estimated);
+  // Certifies w, reports the epoch and reactivates the features with a
+  // positive gap; true when a stop rule holds.
+  absl::StatusOr<bool> Certify(int64_t nnz, bool estimated);
+  // The result: w and the last certificate (computed now if there is none).
+  absl::StatusOr<TrainResult> Finish();
   // Runs worker t's epoch: its active features in a fresh random order.
   void Epoch(Worker& wk);
   // The body of threads 1..T-1.
@@ -137,6 +160,9 @@ class AsyncRun {
   StopChecker stop_;
 
   CscMatrix a_;
+  int64_t n_ = 0;
+  std::size_t d_ = 0;
+  double inv_n_ = 0.0;
   std::optional<Obj> obj_;
   std::vector<typename Obj::Column> cols_;
   std::vector<double> w_;
@@ -149,6 +175,18 @@ class AsyncRun {
   // every thread ends its epoch, and the coordinator rebuilds the state.
   std::atomic<bool> resync_{false};
   std::optional<Barrier> barrier_;
+  // Threads 1..T-1, held at the gate until all of them have started.
+  std::vector<std::thread> pool_;
+  std::mutex gate_mu_;
+  std::condition_variable gate_cv_;
+  Gate gate_ = Gate::kWait;
+
+  // The coordinator's progress.
+  std::optional<Certificate> cert_;
+  StopReason reason_ = StopReason::kMaxEpochs;
+  int epoch_ = 0;
+  int refuted_ = 0;
+  int next_estimate_ = 0;
 };
 
 template <typename Obj>
@@ -188,95 +226,108 @@ void AsyncRun<Obj>::ThreadMain(int t) {
 
 template <typename Obj>
 absl::StatusOr<TrainResult> AsyncRun<Obj>::Run() {
-  a_ = data_.x.Convert();
-  const int64_t n = a_.rows();
-  const std::size_t d = static_cast<std::size_t>(a_.cols());
-  obj_ = Obj::Make(model_, data_.y);
-  const Obj& obj = *obj_;
-  cols_ = Obj::PrepareColumns(a_, data_.y);
-  w_.assign(d, 0.0);
-  state_.resize(static_cast<std::size_t>(n));
-  Obj::InitState(std::vector<double>(state_.size(), 0.0), data_.y, state_.data());
-  gap_est_.assign(d, 0.0);
-  const double inv_n = 1.0 / static_cast<double>(n);
+  Setup();
+  SplitFeatures();
+  barrier_.emplace(static_cast<int>(workers_.size()));
+  DML_RETURN_IF_ERROR(StartThreads());
+  const absl::Status error = Coordinate();
+  done_ = true;
+  barrier_->Wait();  // releases the workers, which see done_
+  for (std::thread& th : pool_) th.join();
+  DML_RETURN_IF_ERROR(error);
+  return Finish();
+}
 
-  // Split the features: largest first onto the least loaded thread.
+template <typename Obj>
+void AsyncRun<Obj>::Setup() {
+  a_ = data_.x.Convert();
+  n_ = a_.rows();
+  d_ = static_cast<std::size_t>(a_.cols());
+  obj_ = Obj::Make(model_, data_.y);
+  cols_ = Obj::PrepareColumns(a_, data_.y);
+  w_.assign(d_, 0.0);
+  state_.resize(static_cast<std::size_t>(n_));
+  Obj::InitState(std::vector<double>(state_.size(), 0.0), data_.y, state_.data());
+  gap_est_.assign(d_, 0.0);
+  inv_n_ = 1.0 / static_cast<double>(n_);
+}
+
+template <typename Obj>
+void AsyncRun<Obj>::SplitFeatures() {
+  const std::size_t d = d_;
   const int threads = static_cast<int>(
       std::max<std::size_t>(1, std::min<std::size_t>(options_.threads, std::max<std::size_t>(d, 1))));
   workers_.resize(threads);
-  {
-    std::vector<uint32_t> order(d);
-    std::iota(order.begin(), order.end(), 0u);
-    std::stable_sort(order.begin(), order.end(), [&](uint32_t x, uint32_t y) {
-      return a_.outer_nnz(x) > a_.outer_nnz(y);
-    });
-    std::vector<int64_t> load(threads, 0);
-    for (uint32_t j : order) {
-      const int t = static_cast<int>(std::min_element(load.begin(), load.end()) - load.begin());
-      workers_[t].features.push_back(j);
-      load[t] += a_.outer_nnz(j) + 1;
-    }
-    for (int t = 0; t < threads; ++t) {
-      Worker& wk = workers_[t];
-      wk.active_size = wk.features.size();
-      std::size_t max_col = 1;
-      for (uint32_t j : wk.features) max_col = std::max(max_col, a_.outer(j).size);
-      wk.scratch.resize(max_col);
-      wk.rng = Rng(options_.seed + 0x9e3779b97f4a7c15ULL * static_cast<uint64_t>(t));
-    }
+  std::vector<uint32_t> order(d);
+  std::iota(order.begin(), order.end(), 0u);
+  std::stable_sort(order.begin(), order.end(), [&](uint32_t x, uint32_t y) {
+    return a_.outer_nnz(x) > a_.outer_nnz(y);
+  });
+  std::vector<int64_t> load(threads, 0);
+  for (uint32_t j : order) {
+    const int t = static_cast<int>(std::min_element(load.begin(), load.end()) - load.begin());
+    workers_[t].features.push_back(j);
+    load[t] += a_.outer_nnz(j) + 1;
   }
-  auto unshrink = [&] {
-    for (Worker& wk : workers_) wk.active_size = wk.features.size();
-    margin_ = std::numeric_limits<double>::infinity();
-  };
+  for (int t = 0; t < threads; ++t) {
+    Worker& wk = workers_[t];
+    wk.active_size = wk.features.size();
+    std::size_t max_col = 1;
+    for (uint32_t j : wk.features) max_col = std::max(max_col, a_.outer(j).size);
+    wk.scratch.resize(max_col);
+    wk.rng = Rng(options_.seed + 0x9e3779b97f4a7c15ULL * static_cast<uint64_t>(t));
+  }
+}
 
-  barrier_.emplace(threads);
-  std::vector<std::thread> pool;
+template <typename Obj>
+void AsyncRun<Obj>::Unshrink() {
+  for (Worker& wk : workers_) wk.active_size = wk.features.size();
+  margin_ = std::numeric_limits<double>::infinity();
+}
+
+template <typename Obj>
+absl::Status AsyncRun<Obj>::StartThreads() {
+  const int threads = static_cast<int>(workers_.size());
   // A thread that cannot be started leaves the barrier one short: start
   // them all first, behind a gate, and give up cleanly if one fails.
-  std::mutex gate_mu;
-  std::condition_variable gate_cv;
-  enum class Gate { kWait, kGo, kAbort } gate = Gate::kWait;
   try {
     for (int t = 1; t < threads; ++t) {
-      pool.emplace_back([this, t, &gate_mu, &gate_cv, &gate] {
+      pool_.emplace_back([this, t] {
         {
-          std::unique_lock<std::mutex> lock(gate_mu);
-          gate_cv.wait(lock, [&] { return gate != Gate::kWait; });
-          if (gate == Gate::kAbort) return;
+          std::unique_lock<std::mutex> lock(gate_mu_);
+          gate_cv_.wait(lock, [&] { return gate_ != Gate::kWait; });
+          if (gate_ == Gate::kAbort) return;
         }
         ThreadMain(t);
       });
     }
   } catch (const std::system_error& e) {
     {
-      std::lock_guard<std::mutex> lock(gate_mu);
-      gate = Gate::kAbort;
+      std::lock_guard<std::mutex> lock(gate_mu_);
+      gate_ = Gate::kAbort;
     }
-    gate_cv.notify_all();
-    for (std::thread& th : pool) th.join();
+    gate_cv_.notify_all();
+    for (std::thread& th : pool_) th.join();
     return absl::ResourceExhaustedError(
         absl::StrCat("async primal SCD: cannot start ", threads, " threads: ", e.what()));
   }
   {
-    std::lock_guard<std::mutex> lock(gate_mu);
-    gate = Gate::kGo;
+    std::lock_guard<std::mutex> lock(gate_mu_);
+    gate_ = Gate::kGo;
   }
-  gate_cv.notify_all();
+  gate_cv_.notify_all();
+  return absl::OkStatus();
+}
 
-  std::optional<Certificate> cert;
-  StopReason reason = StopReason::kMaxEpochs;
-  int epoch = 0;
-  int refuted = 0;
-  int next_estimate = 0;
-  absl::Status error;
+template <typename Obj>
+absl::Status AsyncRun<Obj>::Coordinate() {
   for (;;) {
-    if (auto r = stop_.BeforeEpoch(epoch + 1)) {
-      reason = *r;
-      break;
+    if (auto r = stop_.BeforeEpoch(epoch_ + 1)) {
+      reason_ = *r;
+      return absl::OkStatus();
     }
-    ++epoch;
-    cert.reset();
+    ++epoch_;
+    cert_.reset();
     barrier_->Wait();
     Epoch(workers_[0]);
     barrier_->Wait();
@@ -291,76 +342,84 @@ absl::StatusOr<TrainResult> AsyncRun<Obj>::Run() {
       nnz += wk.nnz;
       active += wk.active_size;
     }
-    margin_ = max_violation * inv_n;
+    margin_ = max_violation * inv_n_;
 
-    bool check = options_.eval_every > 0 && epoch % options_.eval_every == 0;
     bool estimated = false;
-    if (!check) {
-      double gap_sum = 0.0;
-      double penalty = 0.0;
-      for (std::size_t j = 0; j < d; ++j) {
-        gap_sum += gap_est_[j];
-        penalty += obj.Regularizer(w_[j]);
-      }
-      const double primal_est = obj.LossFromState(state_.data(), n, cols_, w_) + penalty;
-      std::optional<StopReason> est = stop_.Satisfied(primal_est, gap_sum);
-      if (est == StopReason::kConverged && active < d) {
-        unshrink();
-        est.reset();
-      }
-      if (est && epoch >= next_estimate) check = estimated = true;
-    }
-    if (!check) continue;
-
-    auto c = EvaluatePrimal(data_, model_, w_, /*per_coordinate=*/true);
-    if (!c.ok()) {
-      error = c.status();
-      break;
-    }
-    for (std::size_t j = 0; j < d; ++j) gap_est_[j] = c->coordinate_gaps[j];
-    for (Worker& wk : workers_) {
-      for (std::size_t s = wk.active_size; s < wk.features.size(); ++s) {
-        if (c->coordinate_gaps[wk.features[s]] > 0.0) {
-          std::swap(wk.features[s], wk.features[wk.active_size++]);
-        }
-      }
-    }
-    c->coordinate_gaps.clear();
-    EpochReport report;
-    report.epoch = epoch;
-    report.primal = c->primal;
-    report.dual = c->dual;
-    report.gap = c->gap;
-    report.nnz_touched = nnz;
-    cert = std::move(*c);
-    if (auto r = stop_.AfterEpoch(report)) {
-      reason = *r;
-      break;
-    }
-    if (estimated) {
-      ++refuted;
-      next_estimate = epoch + (1 << std::min(refuted, 4));
-    }
-    // The shared vector drifts (rounding in a different order on every
-    // thread); rebuild it from the exact v = A w.
-    Obj::InitState(ColumnTimes(a_, w_), data_.y, state_.data());
+    if (!WantCertificate(active, &estimated)) continue;
+    DML_ASSIGN_OR_RETURN(const bool stop, Certify(nnz, estimated));
+    if (stop) return absl::OkStatus();
   }
-  done_ = true;
-  barrier_->Wait();  // releases the workers, which see done_
-  for (std::thread& th : pool) th.join();
-  DML_RETURN_IF_ERROR(error);
+}
 
+template <typename Obj>
+bool AsyncRun<Obj>::WantCertificate(std::size_t active, bool* estimated) {
+  if (options_.eval_every > 0 && epoch_ % options_.eval_every == 0) return true;
+  const Obj& obj = *obj_;
+  double gap_sum = 0.0;
+  double penalty = 0.0;
+  for (std::size_t j = 0; j < d_; ++j) {
+    gap_sum += gap_est_[j];
+    penalty += obj.Regularizer(w_[j]);
+  }
+  const double primal_est = obj.LossFromState(state_.data(), n_, cols_, w_) + penalty;
+  std::optional<StopReason> est = stop_.Satisfied(primal_est, gap_sum);
+  if (est == StopReason::kConverged && active < d_) {
+    Unshrink();
+    est.reset();
+  }
+  if (est && epoch_ >= next_estimate_) *estimated = true;
+  return *estimated;
+}
+
+template <typename Obj>
+absl::StatusOr<bool> AsyncRun<Obj>::Certify(int64_t nnz, bool estimated) {
+  auto c = EvaluatePrimal(data_, model_, w_, /*per_coordinate=*/true);
+  if (!c.ok()) return c.status();
+  for (std::size_t j = 0; j < d_; ++j) gap_est_[j] = c->coordinate_gaps[j];
+  for (Worker& wk : workers_) {
+    for (std::size_t s = wk.active_size; s < wk.features.size(); ++s) {
+      if (c->coordinate_gaps[wk.features[s]] > 0.0) {
+        std::swap(wk.features[s], wk.features[wk.active_size++]);
+      }
+    }
+  }
+  c->coordinate_gaps.clear();
+  Progress report;
+  report.round = epoch_;
+  report.epochs = epoch_;
+  report.primal = c->primal;
+  report.dual = c->dual;
+  report.gap = c->gap;
+  report.nnz_touched = nnz;
+  cert_ = std::move(*c);
+  if (auto r = stop_.AfterEpoch(report)) {
+    reason_ = *r;
+    return true;
+  }
+  if (estimated) {
+    ++refuted_;
+    next_estimate_ = epoch_ + (1 << std::min(refuted_, 4));
+  }
+  // The shared vector drifts (rounding in a different order on every
+  // thread); rebuild it from the exact v = A w.
+  Obj::InitState(ColumnTimes(a_, w_), data_.y, state_.data());
+  return false;
+}
+
+template <typename Obj>
+absl::StatusOr<TrainResult> AsyncRun<Obj>::Finish() {
   TrainResult result;
-  if (!cert) {
-    DML_ASSIGN_OR_RETURN(cert, EvaluatePrimal(data_, model_, w_));
+  if (!cert_) {
+    DML_ASSIGN_OR_RETURN(cert_, EvaluatePrimal(data_, model_, w_));
   }
   result.w = std::move(w_);
-  result.primal = cert->primal;
-  result.dual = cert->dual;
-  result.gap = cert->gap;
-  result.epochs = epoch;
+  result.primal = cert_->primal;
+  result.dual = cert_->dual;
+  result.gap = cert_->gap;
+  result.epochs = epoch_;
+  result.rounds = epoch_;
   result.seconds = stop_.Elapsed();
-  result.reason = reason;
+  result.reason = reason_;
   result.history = stop_.TakeHistory();
   return result;
 }

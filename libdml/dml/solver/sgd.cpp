@@ -312,8 +312,9 @@ absl::StatusOr<TrainResult> RunEpochs(const Dataset& data, const ModelSpec& mode
     if (epoch % every == 0 || epoch == options.stop.max_epochs) {
       DML_ASSIGN_OR_RETURN(const double p,
                            ExactPrimal(data, model, stepper.Weights(), step0, epoch));
-      EpochReport report;
-      report.epoch = epoch;
+      Progress report;
+      report.round = epoch;
+      report.epochs = epoch;
       report.primal = p;
       report.dual = -kInf;
       report.gap = kInf;
@@ -331,6 +332,7 @@ absl::StatusOr<TrainResult> RunEpochs(const Dataset& data, const ModelSpec& mode
   result.dual = -kInf;
   result.gap = kInf;
   result.epochs = completed;
+  result.rounds = completed;
   result.reason = reason;
   result.seconds = checker.Elapsed();
   result.history = checker.TakeHistory();

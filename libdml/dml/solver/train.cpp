@@ -87,13 +87,8 @@ absl::Status ValidateData(const Dataset& data, const ModelSpec& model) {
   return absl::OkStatus();
 }
 
-}  // namespace
-
-absl::StatusOr<TrainResult> Train(const Dataset& data, const ModelSpec& model,
-                                  const SolverOptions& options) {
-  DML_RETURN_IF_ERROR(Validate(model));
-  DML_RETURN_IF_ERROR(ValidateOptions(options));
-  DML_RETURN_IF_ERROR(ValidateData(data, model));
+absl::StatusOr<TrainResult> Dispatch(const Dataset& data, const ModelSpec& model,
+                                     const SolverOptions& options) {
   const bool dual = FormulationOf(model.kind) == Formulation::kDual;
   switch (options.kind) {
     case SolverKind::kScd:
@@ -106,6 +101,18 @@ absl::StatusOr<TrainResult> Train(const Dataset& data, const ModelSpec& model,
       return internal::TrainSgd(data, model, options);
   }
   return absl::InvalidArgumentError("unknown solver kind");
+}
+
+}  // namespace
+
+absl::StatusOr<TrainResult> Train(const Dataset& data, const ModelSpec& model,
+                                  const SolverOptions& options) {
+  DML_RETURN_IF_ERROR(Validate(model));
+  DML_RETURN_IF_ERROR(ValidateOptions(options));
+  DML_RETURN_IF_ERROR(ValidateData(data, model));
+  absl::StatusOr<TrainResult> result = Dispatch(data, model, options);
+  if (result.ok()) result->model = model;
+  return result;
 }
 
 }  // namespace dml

@@ -1,6 +1,6 @@
 #pragma once
 // The names every layer shares for distributed training: the training mode
-// (a topology of actors; see ARCHITECTURE.md) and one progress record. They
+// (a topology of actors; see ARCHITECTURE.md) and the CoCoA+ options. They
 // live here, below the runtime (actors/) and its wire format (net/), so
 // the runtime, the wire codec and the CLI use one definition. Plain values;
 // thread-compatible.
@@ -32,19 +32,14 @@ std::string_view ModeName(Mode mode);
 /// "model-averaging"|"mavg", "cocoa". Errors: InvalidArgument listing them.
 absl::StatusOr<Mode> ParseMode(std::string_view name);
 
-/// One entry of a job's metrics stream.
-struct job_progress {
-  int round = 0;         ///< coordinator rounds (cocoa) or evaluations (SGD modes)
-  double seconds = 0.0;  ///< since the job started
-  double epochs = 0.0;   ///< examples (coordinates) processed / n
-  double primal = 0.0;
-  double dual = 0.0;  ///< -inf for SGD modes
-  double gap = 0.0;   ///< +inf for SGD modes
-  int64_t bytes_exchanged = 0;  ///< payload bytes of pushes, pulls and exchanges so far
-  /// Per worker: its clock minus the slowest worker's (SGD modes), else 0.
-  std::vector<int64_t> staleness;
-  /// What happened besides training (a lost node, a restored shard), or empty.
-  std::string event;
+/// CoCoA+ (Smith, Forte, Ma, Takac, Jordan, Jaggi, JMLR 2018): each round a
+/// worker takes H local coordinate steps on its block, and the shared-vector
+/// deltas are added with weight gamma.
+struct CocoaOptions {
+  /// H = local_epochs * the worker's block size.
+  double local_epochs = 1.0;
+  double gamma = 1.0;        ///< in (0, 1]; 1 = adding (CoCoA+), 1/K = averaging
+  double sigma_prime = 0.0;  ///< the local subproblem's sigma'; 0 = gamma K (always safe)
 };
 
 }  // namespace dml

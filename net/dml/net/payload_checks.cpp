@@ -173,7 +173,7 @@ absl::Status Check(const shard_config& x) {
 absl::Status Check(const dense_block& x) {
   return CheckVectorLength<float>(x.size(), "DenseVector.values");
 }
-absl::Status Check(const job_progress& x) {
+absl::Status Check(const Progress& x) {
   return CheckVectorLength<int64_t>(x.staleness.size(), "Progress.staleness");
 }
 

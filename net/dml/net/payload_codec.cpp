@@ -128,8 +128,8 @@ std::vector<T> CopyList(typename capnp::List<T>::Reader list) {
   return out;
 }
 
-void Build(const job_progress& x, wire::Progress::Builder b);
-void Read(wire::Progress::Reader r, job_progress* out);
+void Build(const Progress& x, wire::Progress::Builder b);
+void Read(wire::Progress::Reader r, Progress* out);
 
 void Build(const job_checkpoint& x, wire::Envelope::Builder env) {
   auto b = env.initCheckpoint();
@@ -229,8 +229,8 @@ void Build(const shard_config& x, wire::Envelope::Builder env) {
 void Build(const dense_block& x, wire::Envelope::Builder env) {
   PutList<float>(env.initDenseVector().initValues(static_cast<unsigned>(x.size())), x.data.get());
 }
-void Build(const job_progress& x, wire::Envelope::Builder env) { Build(x, env.initProgress()); }
-void Build(const job_progress& x, wire::Progress::Builder b) {
+void Build(const Progress& x, wire::Envelope::Builder env) { Build(x, env.initProgress()); }
+void Build(const Progress& x, wire::Progress::Builder b) {
   b.setRound(x.round);
   b.setSeconds(x.seconds);
   b.setEpochs(x.epochs);
@@ -254,7 +254,7 @@ std::size_t WordsOf(const job_checkpoint& x) {
   for (const auto& c : x.coords) w += 4 + c.size();
   return w + 4 * x.processed.size();
 }
-std::size_t WordsOf(const job_progress& x) { return 24 + x.staleness.size() + x.event.size() / 8; }
+std::size_t WordsOf(const Progress& x) { return 24 + x.staleness.size() + x.event.size() / 8; }
 std::size_t WordsOf(const worker_spec& x) { return 48 + x.path.size() / 8; }
 template <class T>
 std::size_t WordsOf(const T&) {
@@ -359,11 +359,11 @@ absl::Status Read(wire::Envelope::Reader env, dense_block* out) {
   out->data = TakeList<float>(list);
   return absl::OkStatus();
 }
-absl::Status Read(wire::Envelope::Reader env, job_progress* out) {
+absl::Status Read(wire::Envelope::Reader env, Progress* out) {
   Read(env.getProgress(), out);
   return Check(*out);
 }
-void Read(wire::Progress::Reader r, job_progress* out) {
+void Read(wire::Progress::Reader r, Progress* out) {
   out->round = r.getRound();
   out->seconds = r.getSeconds();
   out->epochs = r.getEpochs();
@@ -406,7 +406,7 @@ absl::Status Read(wire::Envelope::Reader env, job_checkpoint* out) {
   }
   if (!any_local) out->coords.clear();  // SGD modes keep no coordinates
   for (auto p : r.getHistory()) {
-    job_progress jp;
+    Progress jp;
     Read(p, &jp);
     out->history.push_back(std::move(jp));
   }
@@ -423,7 +423,7 @@ Which KindOf(const int64_list*) { return wire::Envelope::INT64_LIST; }
 Which KindOf(const worker_spec*) { return wire::Envelope::WORKER_SPEC; }
 Which KindOf(const shard_config*) { return wire::Envelope::SHARD_SPEC; }
 Which KindOf(const dense_block*) { return wire::Envelope::DENSE_VECTOR; }
-Which KindOf(const job_progress*) { return wire::Envelope::PROGRESS; }
+Which KindOf(const Progress*) { return wire::Envelope::PROGRESS; }
 Which KindOf(const job_checkpoint*) { return wire::Envelope::CHECKPOINT; }
 
 // Builds x's Envelope into `builder` after checking it.
@@ -517,7 +517,7 @@ DML_WIRE_IMPL(int64_list)
 DML_WIRE_IMPL(worker_spec)
 DML_WIRE_IMPL(shard_config)
 DML_WIRE_IMPL(dense_block)
-DML_WIRE_IMPL(job_progress)
+DML_WIRE_IMPL(Progress)
 DML_WIRE_IMPL(job_checkpoint)
 #undef DML_WIRE_IMPL
 

@@ -21,6 +21,7 @@
 #include "dml/data/libsvm.hpp"
 #include "dml/net/bulk.hpp"
 #include "dml/objective/model.hpp"
+#include "dml/solver/solver.hpp"
 #include "dml/solver/training.hpp"
 
 namespace dml::net {
@@ -191,7 +192,7 @@ struct dense_block {
 
 
 /// A job's restart point (wire.capnp Checkpoint): written by the
-/// coordinator, read by job_spec.resume.
+/// coordinator, read by JobSpec.recovery.resume.
 struct job_checkpoint {
   Mode mode = Mode::kCocoa;
   ModelSpec model;
@@ -206,7 +207,7 @@ struct job_checkpoint {
   std::vector<double> shared;
   std::vector<std::vector<double>> coords;  // per worker (cocoa); may be empty
   std::vector<int64_t> processed;           // per worker
-  std::vector<job_progress> history;
+  std::vector<Progress> history;
 };
 
 }  // namespace dml::net

@@ -178,7 +178,7 @@ struct ShardSpec {
 }
 
 struct Progress {
-  # One entry of a job's metrics stream (dml::job_progress).
+  # One entry of a job's metrics stream (dml::Progress).
   round @0 :Int32;
   seconds @1 :Float64;
   epochs @2 :Float64;

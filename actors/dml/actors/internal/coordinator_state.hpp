@@ -73,8 +73,8 @@ const training_driver& RoundDriver();
 const training_driver& FreeRunningDriver();
 
 struct coord_state {
-  job_plan plan;
-  const job_spec& spec() const { return plan.spec; }
+  JobPlan plan;
+  const JobSpec& spec() const { return plan.spec; }
   const topology& topo() const { return *plan.topo; }
   const training_driver* driver = nullptr;
   std::shared_ptr<detail::job_state> job;
@@ -95,15 +95,15 @@ struct coord_state {
   double epochs = 0.0;
   int64_t coordinator_bytes = 0;
   std::vector<int64_t> clocks, processed, worker_bytes;
-  std::vector<job_progress> history;
-  job_progress last;
+  std::vector<Progress> history;
+  Progress last;
   StopReason reason = StopReason::kMaxEpochs;
   // Free-running driver.
   int running = 0;
   bool evaluating = false;  // an evaluation is in flight
   double next_eval = 0.0;
   std::shared_ptr<std::vector<double>> target_model;  // the evaluation that met target_primal
-  job_progress target_progress;
+  Progress target_progress;
   // Round driver.
   dvec shared;  // the shared vector of the current round (one buffer for all)
   struct round_pipe {
@@ -322,7 +322,7 @@ void spawn_on(self_ptr self, int n, Atom atom, const Spec& spec, const char* wha
             if (st.finished() || gen != st.generation) return;
             if (link_error(err)) return node_lost(self, n);
             fail_job(self, absl::UnavailableError(absl::StrCat(
-                               what, "node ", n, " (", st.spec().nodes[n],
+                               what, "node ", n, " (", st.spec().cluster.nodes[n],
                                "): ", self->system().render(err))));
           });
 }

@@ -20,9 +20,9 @@ struct job_state {
   std::mutex mu;
   std::condition_variable cv;
   bool finished = false;
-  absl::StatusOr<job_result> result{absl::UnknownError("job still running")};
-  std::vector<job_progress> unpolled;
-  std::function<void(const job_progress&)> on_progress;
+  absl::StatusOr<TrainResult> result{absl::UnknownError("job still running")};
+  std::vector<Progress> unpolled;
+  std::function<void(const Progress&)> on_progress;
   /// Set by job::cancel() and by ~runtime; the coordinator polls it.
   std::atomic<bool> cancel{false};
   /// Set with `cancel` (and by the coordinator on other outside stops):
@@ -35,7 +35,7 @@ struct job_state {
     interrupt->store(true);
   }
 
-  void publish(const job_progress& p) {
+  void publish(const Progress& p) {
     {
       std::lock_guard<std::mutex> lock(mu);
       unpolled.push_back(p);
@@ -43,7 +43,7 @@ struct job_state {
     if (on_progress) on_progress(p);
   }
 
-  void finish(absl::StatusOr<job_result> r) {
+  void finish(absl::StatusOr<TrainResult> r) {
     std::lock_guard<std::mutex> lock(mu);
     if (finished) return;
     result = std::move(r);

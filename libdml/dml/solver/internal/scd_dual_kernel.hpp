@@ -499,8 +499,9 @@ TrainResult DriveDualScd(const SolverOptions& opt, double lambda, int64_t n, Eng
     work_since_cert = 0.0;
     negconj_sum = exact.negconj_sum;
     wsq = exact.wsq;
-    EpochReport rep;
-    rep.epoch = epoch;
+    Progress rep;
+    rep.round = epoch;
+    rep.epochs = epoch;
     rep.primal = exact.primal;
     rep.dual = exact.dual;
     rep.gap = exact.gap;
@@ -514,8 +515,9 @@ TrainResult DriveDualScd(const SolverOptions& opt, double lambda, int64_t n, Eng
   if (!certified) {
     exact = eng.Certify();
     if (epoch > 0) {
-      EpochReport rep;
-      rep.epoch = epoch;
+      Progress rep;
+      rep.round = epoch;
+      rep.epochs = epoch;
       rep.primal = exact.primal;
       rep.dual = exact.dual;
       rep.gap = exact.gap;
@@ -530,6 +532,7 @@ TrainResult DriveDualScd(const SolverOptions& opt, double lambda, int64_t n, Eng
   result.dual = exact.dual;
   result.gap = exact.gap;
   result.epochs = epoch;
+  result.rounds = epoch;
   result.reason = reason;
   result.seconds = checker.Elapsed();
   result.history = checker.TakeHistory();

@@ -15,7 +15,7 @@ namespace dml::internal {
 
 class StopChecker {
  public:
-  StopChecker(const StopRule& rule, std::function<void(const EpochReport&)> on_epoch)
+  StopChecker(const StopRule& rule, std::function<void(const Progress&)> on_epoch)
       : rule_(rule), on_epoch_(std::move(on_epoch)), start_(Clock::now()) {}
 
   double Elapsed() const { return std::chrono::duration<double>(Clock::now() - start_).count(); }
@@ -43,22 +43,22 @@ class StopChecker {
 
   /// After an exact certificate for an epoch: records it, reports it, and
   /// says whether to stop.
-  std::optional<StopReason> AfterEpoch(EpochReport report) {
+  std::optional<StopReason> AfterEpoch(Progress report) {
     report.seconds = Elapsed();
     history_.push_back(report);
     if (on_epoch_) on_epoch_(report);
     return Satisfied(report.primal, report.gap);
   }
 
-  const std::vector<EpochReport>& history() const { return history_; }
-  std::vector<EpochReport> TakeHistory() { return std::move(history_); }
+  const std::vector<Progress>& history() const { return history_; }
+  std::vector<Progress> TakeHistory() { return std::move(history_); }
 
  private:
   using Clock = std::chrono::steady_clock;
   StopRule rule_;
-  std::function<void(const EpochReport&)> on_epoch_;
+  std::function<void(const Progress&)> on_epoch_;
   Clock::time_point start_;
-  std::vector<EpochReport> history_;
+  std::vector<Progress> history_;
 };
 
 }  // namespace dml::internal

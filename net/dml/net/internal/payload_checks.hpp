@@ -45,7 +45,7 @@ absl::Status Check(const int64_list& x);
 absl::Status Check(const worker_spec& x);
 absl::Status Check(const shard_config& x);
 absl::Status Check(const dense_block& x);
-absl::Status Check(const job_progress& x);
+absl::Status Check(const Progress& x);
 absl::Status Check(const job_checkpoint& x);
 
 }  // namespace dml::net::internal
