@@ -176,6 +176,91 @@ caf::error push_dense(shard_ptr self, int32_t worker, int64_t clock, const dvec&
   return caf::none;
 }
 
+caf::result<int64_t> push_sparse(shard_ptr self, int32_t worker, int64_t clock,
+                                 const sparse_dvec& x) {
+  auto& st = self->state;
+  if (!x.wire_error.empty()) return bad("sparse push: " + x.wire_error);
+  if (auto err = st.check_worker(worker)) return err;
+  if (!x.index || !x.value || x.index->size() != x.value->size()) {
+    return bad("sparse push with mismatched index and value lengths");
+  }
+  const int64_t size = st.core.size();
+  int64_t previous = -1;
+  for (std::size_t k = 0; k < x.size(); ++k) {
+    const int64_t j = (*x.index)[k];
+    const double v = (*x.value)[k];
+    if (j <= previous || j >= size) {
+      return bad("sparse push from worker " + std::to_string(worker) + ": entry " +
+                 std::to_string(k) + " has offset " + std::to_string(j) +
+                 (j >= size ? " outside the range of " + std::to_string(size)
+                            : std::string(" not above the previous one")));
+    }
+    if (!std::isfinite(v)) {
+      return bad("sparse push from worker " + std::to_string(worker) + ": value at key " +
+                 std::to_string(st.core.cfg.begin + j) + " is not finite");
+    }
+    previous = j;
+  }
+  st.core.stats.bytes_in += x.bytes();
+  if (auto err = st.apply(worker, clock, x.index->data(), x.value->data(), x.size(),
+                          internal::held_push{x.index, x.value})) {
+    return err;
+  }
+  announce_rounds(self);
+  return st.rule->push_reply(st.core);
+}
+
+caf::result<dvec> pull_keys(shard_ptr self, int32_t worker, int64_t clock, const key_list& keys) {
+  if (!keys.wire_error.empty()) return bad("pull: " + keys.wire_error);
+  auto& st = self->state;
+  if (auto err = st.check_worker(worker)) return err;
+  if (!keys.keys) return bad("pull with a null key list");
+  const int64_t size = st.core.size();
+  int64_t previous = -1;
+  for (std::size_t k = 0; k < keys.size(); ++k) {
+    const int64_t j = (*keys.keys)[k];
+    if (j <= previous || j >= size) {
+      return bad("pull from worker " + std::to_string(worker) + ": key " + std::to_string(k) +
+                 " has offset " + std::to_string(j) +
+                 (j >= size ? " outside the range of " + std::to_string(size)
+                            : std::string(" not above the previous one")));
+    }
+    previous = j;
+  }
+  return pull_or_wait(self, worker, clock, keys);
+}
+
+// A checkpoint restore: this range's values as of `clock`.
+caf::result<int64_t> restore(shard_ptr self, const dvec& values, int64_t clock) {
+  auto& st = self->state;
+  if (values.ref) {
+    return internal::fetch_and_redeliver<parameter_shard>(
+        self, st.fetcher, self->make_response_promise<int64_t>(), values,
+        [clock](dvec v) { return std::make_tuple(init_atom_v, std::move(v), clock); });
+  }
+  auto& core = st.core;
+  if (!values.wire_error.empty()) return bad("restore: " + values.wire_error);
+  if (static_cast<int64_t>(values.size()) != core.size()) {
+    return bad("restore of " + std::to_string(values.size()) + " values to a range of " +
+               std::to_string(core.size()));
+  }
+  if (clock < 0) return bad("restore at negative clock " + std::to_string(clock));
+  for (std::size_t j = 0; j < values.size(); ++j) {
+    if (!std::isfinite(values.data()[j])) {
+      return bad("restore: value at key " +
+                 std::to_string(core.cfg.begin + static_cast<int64_t>(j)) + " is not finite");
+    }
+  }
+  core.w.replace(values.to_vector());
+  core.scale = 1.0;
+  // Clocks as if every worker had pushed `clock` times: gathering
+  // modes wait for that round next, ssp grants from there, and the
+  // step schedule continues where the checkpoint was.
+  std::fill(core.clocks.begin(), core.clocks.end(), clock);
+  st.rule->restore(core, clock);
+  return core.size();
+}
+
 parameter_shard::behavior_type shard_impl(shard_ptr self, shard_config cfg,
                                           caf::actor coordinator) {
   auto& st = self->state;
@@ -212,36 +297,7 @@ parameter_shard::behavior_type shard_impl(shard_ptr self, shard_config cfg,
         return pull_or_wait(self, worker, clock + 1, key_list{});
       },
       [self](push_atom, int32_t worker, int64_t clock, const sparse_dvec& x) -> caf::result<int64_t> {
-        auto& st = self->state;
-        if (!x.wire_error.empty()) return bad("sparse push: " + x.wire_error);
-        if (auto err = st.check_worker(worker)) return err;
-        if (!x.index || !x.value || x.index->size() != x.value->size()) {
-          return bad("sparse push with mismatched index and value lengths");
-        }
-        const int64_t size = st.core.size();
-        int64_t previous = -1;
-        for (std::size_t k = 0; k < x.size(); ++k) {
-          const int64_t j = (*x.index)[k];
-          const double v = (*x.value)[k];
-          if (j <= previous || j >= size) {
-            return bad("sparse push from worker " + std::to_string(worker) + ": entry " +
-                       std::to_string(k) + " has offset " + std::to_string(j) +
-                       (j >= size ? " outside the range of " + std::to_string(size)
-                                  : std::string(" not above the previous one")));
-          }
-          if (!std::isfinite(v)) {
-            return bad("sparse push from worker " + std::to_string(worker) + ": value at key " +
-                       std::to_string(st.core.cfg.begin + j) + " is not finite");
-          }
-          previous = j;
-        }
-        st.core.stats.bytes_in += x.bytes();
-        if (auto err = st.apply(worker, clock, x.index->data(), x.value->data(), x.size(),
-                                internal::held_push{x.index, x.value})) {
-          return err;
-        }
-        announce_rounds(self);
-        return st.rule->push_reply(st.core);
+        return push_sparse(self, worker, clock, x);
       },
       [self](pull_atom, int32_t worker, int64_t clock) -> caf::result<dvec> {
         auto& st = self->state;
@@ -249,56 +305,14 @@ parameter_shard::behavior_type shard_impl(shard_ptr self, shard_config cfg,
         return pull_or_wait(self, worker, clock, key_list{});
       },
       [self](pull_atom, int32_t worker, int64_t clock, const key_list& keys) -> caf::result<dvec> {
-        if (!keys.wire_error.empty()) return bad("pull: " + keys.wire_error);
-        auto& st = self->state;
-        if (auto err = st.check_worker(worker)) return err;
-        if (!keys.keys) return bad("pull with a null key list");
-        const int64_t size = st.core.size();
-        int64_t previous = -1;
-        for (std::size_t k = 0; k < keys.size(); ++k) {
-          const int64_t j = (*keys.keys)[k];
-          if (j <= previous || j >= size) {
-            return bad("pull from worker " + std::to_string(worker) + ": key " + std::to_string(k) +
-                       " has offset " + std::to_string(j) +
-                       (j >= size ? " outside the range of " + std::to_string(size)
-                                  : std::string(" not above the previous one")));
-          }
-          previous = j;
-        }
-        return pull_or_wait(self, worker, clock, keys);
+        return pull_keys(self, worker, clock, keys);
       },
       [self](halt_atom) {
         self->state.core.halted = true;
         self->state.flush_waiting();
       },
       [self](init_atom, const dvec& values, int64_t clock) -> caf::result<int64_t> {
-        auto& st = self->state;
-        if (values.ref) {
-          return internal::fetch_and_redeliver<parameter_shard>(
-              self, st.fetcher, self->make_response_promise<int64_t>(), values,
-              [clock](dvec v) { return std::make_tuple(init_atom_v, std::move(v), clock); });
-        }
-        auto& core = st.core;
-        if (!values.wire_error.empty()) return bad("restore: " + values.wire_error);
-        if (static_cast<int64_t>(values.size()) != core.size()) {
-          return bad("restore of " + std::to_string(values.size()) + " values to a range of " +
-                     std::to_string(core.size()));
-        }
-        if (clock < 0) return bad("restore at negative clock " + std::to_string(clock));
-        for (std::size_t j = 0; j < values.size(); ++j) {
-          if (!std::isfinite(values.data()[j])) {
-            return bad("restore: value at key " +
-                       std::to_string(core.cfg.begin + static_cast<int64_t>(j)) + " is not finite");
-          }
-        }
-        core.w.replace(values.to_vector());
-        core.scale = 1.0;
-        // Clocks as if every worker had pushed `clock` times: gathering
-        // modes wait for that round next, ssp grants from there, and the
-        // step schedule continues where the checkpoint was.
-        std::fill(core.clocks.begin(), core.clocks.end(), clock);
-        st.rule->restore(core, clock);
-        return core.size();
+        return restore(self, values, clock);
       },
       [self](elastic_atom, int32_t worker, const dvec& x) -> caf::result<dvec> {
         if (x.ref) {

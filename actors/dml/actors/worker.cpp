@@ -128,6 +128,148 @@ absl::Status LoadAndPartition(worker_state& st) {
   return absl::OkStatus();
 }
 
+caf::result<worker_report> start_run(self_ptr self, int64_t max_clock, int64_t report_every,
+                                     int64_t start_clock) {
+  auto& st = self->state;
+  if (!st.connect_error.empty()) return fail(st.who + st.connect_error);
+  if (start_clock < 0) return fail(st.who + "run from a negative clock");
+  if (st.topo->coordinator_rounds()) {
+    return fail(st.who + "run is not part of mode " + std::string(ModeName(st.cfg.mode)));
+  }
+  if (st.topo->uses_shards() &&
+      (st.shards.empty() || st.bounds.size() != st.shards.size() + 1 ||
+       st.bounds.back() != static_cast<int64_t>(st.w.size()))) {
+    return fail(st.who + "not connected to shards covering the model");
+  }
+  if (!st.topo->uses_shards() &&
+      (!st.cfg.hogwild || static_cast<int64_t>(st.cfg.hogwild->w.size()) != st.d)) {
+    return fail(st.who + "hogwild mode without a shared model of the data's dimension");
+  }
+  // A run while running supersedes the old one (recovery restarts
+  // every worker from a checkpoint): the old one answers now with
+  // where it got to, and its pending continuations are dropped.
+  if (st.running) finish_run(self, caf::none, st.loop);
+  ++st.loop;
+  st.running = true;
+  st.halted = false;
+  st.clock = start_clock;
+  st.processed = start_clock * st.cfg.batch_size;
+  st.exchanges = start_clock / st.cfg.tau;
+  st.max_clock = max_clock;
+  st.report_every = std::max<int64_t>(1, report_every);
+  st.run_promise = self->make_response_promise<worker_report>();
+  // A local model that never trained (a replacement after a lost
+  // node) joining a run past its start begins from the shards' model
+  // (easgd: the center; model-averaging: the last mean), not from 0.
+  if (st.topo->keeps_local_model() && start_clock > 0 && !st.trained) {
+    const uint64_t loop = st.loop;
+    pull_all(self, st.exchanges, [self, loop] { self->send(self, step_atom_v, loop); },
+             [self, loop](caf::error err) { finish_run(self, std::move(err), loop); });
+  } else {
+    self->send(self, step_atom_v, st.loop);
+  }
+  st.trained = true;
+  return st.run_promise;
+}
+
+// A cocoa round: certify s_r (answered at once), then solve H steps from it
+// and push the shared-vector delta to the shards.
+caf::result<block_sums, worker_report> solve_round(self_ptr self, int64_t r, const dvec& shared,
+                                                   int64_t steps) {
+  auto& st = self->state;
+  if (shared.ref) {
+    return internal::fetch_and_redeliver<worker_actor>(
+        self, st.fetcher, self->make_response_promise<block_sums, worker_report>(), shared,
+        [r, steps](dvec v) { return std::make_tuple(round_atom_v, r, std::move(v), steps); });
+  }
+  if (steps <= 0) steps = st.default_steps;
+  if (!shared.wire_error.empty()) return fail(st.who + "round: " + shared.wire_error);
+  if (!st.connect_error.empty()) return fail(st.who + st.connect_error);
+  if (!st.solver) return fail(st.who + "round is only part of mode cocoa");
+  if (shared.size() != st.w.size()) {
+    return fail(st.who + "round with a shared vector of " + std::to_string(shared.size()) +
+                " entries; expected " + std::to_string(st.w.size()));
+  }
+  if (r < 0) return fail(st.who + "round " + std::to_string(r));
+  // One vector for both calls (a copy only where no vector owns the values).
+  const std::shared_ptr<const std::vector<double>> s_r = shared.as_vector();
+  auto cert = st.solver->Certify(*s_r);
+  if (!cert.ok()) return as_error(st, cert.status());
+  st.bytes += shared.bytes();
+  // The certificate goes out now: the coordinator decides on it while
+  // this round solves.
+  auto promise = self->make_response_promise<block_sums, worker_report>();
+  promise.deliver(block_sums{cert->loss_sum, cert->gap_sum, cert->reg_sum, {}}, st.report());
+  st.last_round = r;
+  st.round_start_coords = st.solver->coordinates();
+  auto up = st.solver->Solve(*s_r, st.cfg.sigma_prime, st.cfg.gamma, steps,
+                             st.cfg.interrupt.get());
+  auto report_failure = [self](const std::string& what) {
+    auto& st = self->state;
+    worker_report failed = st.report();
+    failed.wire_error = what;
+    if (st.cfg.coordinator) caf::anon_send(st.cfg.coordinator, failed);
+  };
+  if (!up.ok()) {
+    report_failure(st.who + std::string(up.status().message()));
+    return promise;
+  }
+  st.processed += up->steps;
+  ++st.clock;
+  push_all(self, r, up->delta_shared, [] {},
+           [self, report_failure](caf::error err) {
+             report_failure(self->system().render(err));
+           },
+           &up->delta_shared);
+  return promise;
+}
+
+caf::result<block_sums> certify(self_ptr self, const dvec& shared) {
+  auto& st = self->state;
+  if (shared.ref) {
+    return internal::fetch_and_redeliver<worker_actor>(
+        self, st.fetcher, self->make_response_promise<block_sums>(), shared,
+        [](dvec v) { return std::make_tuple(certify_atom_v, std::move(v)); });
+  }
+  if (!shared.wire_error.empty()) return fail(st.who + "certify: " + shared.wire_error);
+  if (!shared.has_values()) return fail(st.who + "certify without a shared vector");
+  if (st.solver) {
+    auto c = st.solver->Certify(*shared.as_vector());
+    if (!c.ok()) return as_error(st, c.status());
+    return block_sums{c->loss_sum, c->gap_sum, c->reg_sum, {}};
+  }
+  if (!shared.has_values() || static_cast<int64_t>(shared.size()) != st.d) {
+    return fail(st.who + "certify with " + std::to_string(shared.size()) +
+                " weights; the model has " + std::to_string(st.d));
+  }
+  auto loss = LossSum(st.local, st.cfg.model, *shared.as_vector());
+  if (!loss.ok()) return as_error(st, loss.status());
+  return block_sums{*loss, 0.0, 0.0, {}};
+}
+
+// Checkpoint restore (cocoa): this block's coordinates as of round r.
+caf::result<int64_t> restore_coords(self_ptr self, int64_t r, const dvec& coords) {
+  auto& st = self->state;
+  if (coords.ref) {
+    return internal::fetch_and_redeliver<worker_actor>(
+        self, st.fetcher, self->make_response_promise<int64_t>(), coords,
+        [r](dvec v) { return std::make_tuple(coords_atom_v, r, std::move(v)); });
+  }
+  if (!coords.wire_error.empty()) return fail(st.who + "restore: " + coords.wire_error);
+  if (!st.solver) return fail(st.who + "restore is only part of mode cocoa");
+  if (r < 0) return fail(st.who + "restore at round " + std::to_string(r));
+  st.last_round = r - 1;
+  st.round_start_coords.clear();
+  // Empty: the zero state (a checkpoint taken before the first round).
+  std::vector<double> c = coords.size() > 0
+                              ? coords.to_vector()
+                              : std::vector<double>(st.solver->coordinates().size(), 0.0);
+  if (auto s = st.solver->set_coordinates(std::move(c)); !s.ok()) {
+    return as_error(st, s);
+  }
+  return static_cast<int64_t>(coords.size());
+}
+
 worker_actor::behavior_type worker_impl(self_ptr self, worker_config cfg) {
   self->state.topo = MakeTopology(cfg.mode);
   self->state.cfg = std::move(cfg);
@@ -154,46 +296,7 @@ worker_actor::behavior_type worker_impl(self_ptr self, worker_config cfg) {
       },
       [self](run_atom, int64_t max_clock, int64_t report_every,
              int64_t start_clock) -> caf::result<worker_report> {
-        auto& st = self->state;
-        if (!st.connect_error.empty()) return fail(st.who + st.connect_error);
-        if (start_clock < 0) return fail(st.who + "run from a negative clock");
-        if (st.topo->coordinator_rounds()) {
-          return fail(st.who + "run is not part of mode " + std::string(ModeName(st.cfg.mode)));
-        }
-        if (st.topo->uses_shards() &&
-            (st.shards.empty() || st.bounds.size() != st.shards.size() + 1 ||
-             st.bounds.back() != static_cast<int64_t>(st.w.size()))) {
-          return fail(st.who + "not connected to shards covering the model");
-        }
-        if (!st.topo->uses_shards() &&
-            (!st.cfg.hogwild || static_cast<int64_t>(st.cfg.hogwild->w.size()) != st.d)) {
-          return fail(st.who + "hogwild mode without a shared model of the data's dimension");
-        }
-        // A run while running supersedes the old one (recovery restarts
-        // every worker from a checkpoint): the old one answers now with
-        // where it got to, and its pending continuations are dropped.
-        if (st.running) finish_run(self, caf::none, st.loop);
-        ++st.loop;
-        st.running = true;
-        st.halted = false;
-        st.clock = start_clock;
-        st.processed = start_clock * st.cfg.batch_size;
-        st.exchanges = start_clock / st.cfg.tau;
-        st.max_clock = max_clock;
-        st.report_every = std::max<int64_t>(1, report_every);
-        st.run_promise = self->make_response_promise<worker_report>();
-        // A local model that never trained (a replacement after a lost
-        // node) joining a run past its start begins from the shards' model
-        // (easgd: the center; model-averaging: the last mean), not from 0.
-        if (st.topo->keeps_local_model() && start_clock > 0 && !st.trained) {
-          const uint64_t loop = st.loop;
-          pull_all(self, st.exchanges, [self, loop] { self->send(self, step_atom_v, loop); },
-                   [self, loop](caf::error err) { finish_run(self, std::move(err), loop); });
-        } else {
-          self->send(self, step_atom_v, st.loop);
-        }
-        st.trained = true;
-        return st.run_promise;
+        return start_run(self, max_clock, report_every, start_clock);
       },
       [self](step_atom, uint64_t loop) {
         if (loop == self->state.loop) sgd_step(self);
@@ -201,74 +304,10 @@ worker_actor::behavior_type worker_impl(self_ptr self, worker_config cfg) {
       [self](halt_atom) { self->state.halted = true; },
       [self](round_atom, int64_t r, const dvec& shared,
              int64_t steps) -> caf::result<block_sums, worker_report> {
-        auto& st = self->state;
-        if (shared.ref) {
-          return internal::fetch_and_redeliver<worker_actor>(
-              self, st.fetcher, self->make_response_promise<block_sums, worker_report>(), shared,
-              [r, steps](dvec v) { return std::make_tuple(round_atom_v, r, std::move(v), steps); });
-        }
-        if (steps <= 0) steps = st.default_steps;
-        if (!shared.wire_error.empty()) return fail(st.who + "round: " + shared.wire_error);
-        if (!st.connect_error.empty()) return fail(st.who + st.connect_error);
-        if (!st.solver) return fail(st.who + "round is only part of mode cocoa");
-        if (shared.size() != st.w.size()) {
-          return fail(st.who + "round with a shared vector of " + std::to_string(shared.size()) +
-                      " entries; expected " + std::to_string(st.w.size()));
-        }
-        if (r < 0) return fail(st.who + "round " + std::to_string(r));
-        // One vector for both calls (a copy only where no vector owns the values).
-        const std::shared_ptr<const std::vector<double>> s_r = shared.as_vector();
-        auto cert = st.solver->Certify(*s_r);
-        if (!cert.ok()) return as_error(st, cert.status());
-        st.bytes += shared.bytes();
-        // The certificate goes out now: the coordinator decides on it while
-        // this round solves.
-        auto promise = self->make_response_promise<block_sums, worker_report>();
-        promise.deliver(block_sums{cert->loss_sum, cert->gap_sum, cert->reg_sum, {}}, st.report());
-        st.last_round = r;
-        st.round_start_coords = st.solver->coordinates();
-        auto up = st.solver->Solve(*s_r, st.cfg.sigma_prime, st.cfg.gamma, steps,
-                                   st.cfg.interrupt.get());
-        auto report_failure = [self](const std::string& what) {
-          auto& st = self->state;
-          worker_report failed = st.report();
-          failed.wire_error = what;
-          if (st.cfg.coordinator) caf::anon_send(st.cfg.coordinator, failed);
-        };
-        if (!up.ok()) {
-          report_failure(st.who + std::string(up.status().message()));
-          return promise;
-        }
-        st.processed += up->steps;
-        ++st.clock;
-        push_all(self, r, up->delta_shared, [] {},
-                 [self, report_failure](caf::error err) {
-                   report_failure(self->system().render(err));
-                 },
-                 &up->delta_shared);
-        return promise;
+        return solve_round(self, r, shared, steps);
       },
       [self](certify_atom, const dvec& shared) -> caf::result<block_sums> {
-        auto& st = self->state;
-        if (shared.ref) {
-          return internal::fetch_and_redeliver<worker_actor>(
-              self, st.fetcher, self->make_response_promise<block_sums>(), shared,
-              [](dvec v) { return std::make_tuple(certify_atom_v, std::move(v)); });
-        }
-        if (!shared.wire_error.empty()) return fail(st.who + "certify: " + shared.wire_error);
-        if (!shared.has_values()) return fail(st.who + "certify without a shared vector");
-        if (st.solver) {
-          auto c = st.solver->Certify(*shared.as_vector());
-          if (!c.ok()) return as_error(st, c.status());
-          return block_sums{c->loss_sum, c->gap_sum, c->reg_sum, {}};
-        }
-        if (!shared.has_values() || static_cast<int64_t>(shared.size()) != st.d) {
-          return fail(st.who + "certify with " + std::to_string(shared.size()) +
-                      " weights; the model has " + std::to_string(st.d));
-        }
-        auto loss = LossSum(st.local, st.cfg.model, *shared.as_vector());
-        if (!loss.ok()) return as_error(st, loss.status());
-        return block_sums{*loss, 0.0, 0.0, {}};
+        return certify(self, shared);
       },
       [self](coords_atom, int64_t r) -> caf::result<dvec> {
         auto& st = self->state;
@@ -279,26 +318,7 @@ worker_actor::behavior_type worker_impl(self_ptr self, worker_config cfg) {
                     " are not kept (last round " + std::to_string(st.last_round) + ")");
       },
       [self](coords_atom, int64_t r, const dvec& coords) -> caf::result<int64_t> {
-        // Checkpoint restore (cocoa): this block's coordinates as of round r.
-        auto& st = self->state;
-        if (coords.ref) {
-          return internal::fetch_and_redeliver<worker_actor>(
-              self, st.fetcher, self->make_response_promise<int64_t>(), coords,
-              [r](dvec v) { return std::make_tuple(coords_atom_v, r, std::move(v)); });
-        }
-        if (!coords.wire_error.empty()) return fail(st.who + "restore: " + coords.wire_error);
-        if (!st.solver) return fail(st.who + "restore is only part of mode cocoa");
-        if (r < 0) return fail(st.who + "restore at round " + std::to_string(r));
-        st.last_round = r - 1;
-        st.round_start_coords.clear();
-        // Empty: the zero state (a checkpoint taken before the first round).
-        std::vector<double> c = coords.size() > 0
-                                    ? coords.to_vector()
-                                    : std::vector<double>(st.solver->coordinates().size(), 0.0);
-        if (auto s = st.solver->set_coordinates(std::move(c)); !s.ok()) {
-          return as_error(st, s);
-        }
-        return static_cast<int64_t>(coords.size());
+        return restore_coords(self, r, coords);
       },
   };
 }
