@@ -20,12 +20,14 @@
 
 namespace dml::actors {
 
+/// net's payload under the actors' name.
 using net::dense_block;
 
 }  // namespace dml::actors
 
 namespace dml::net {
 
+/// "dense_block[size]", for CAF's to_string (no values).
 std::string describe(const dense_block& x);
 /// Across processes a dense_block is a wire.capnp DenseVector Envelope
 /// (dml/actors/wire.hpp), at most kMaxVectorEntries floats.

@@ -18,9 +18,10 @@
 
 namespace dml::actors {
 
+/// What ResolvePlan returns; see the file comment.
 struct JobPlan {
   JobSpec spec;  ///< with every default resolved (no 0 = "default" left)
-  std::shared_ptr<const topology> topo;
+  std::shared_ptr<const topology> topo;  ///< MakeTopology(spec.mode.kind); shared, immutable
 
   /// The shared vector is v = A w (one entry per example; workers own
   /// columns, an epoch is d coordinates), else w.
@@ -37,7 +38,8 @@ struct JobPlan {
 /// Resolves the defaults of a validated spec.
 JobPlan ResolvePlan(JobSpec spec);
 
-/// Range partition of m keys into S shards: S + 1 boundaries.
+/// Range partition of m keys into S shards: S + 1 boundaries, m s / S for
+/// s = 0..S (sizes differ by at most one).
 std::vector<int64_t> ShardBounds(int64_t m, int32_t shards);
 
 }  // namespace dml::actors

@@ -21,8 +21,8 @@
 
 namespace dml::actors {
 
-// The payloads themselves are net's (dml/net/payloads.hpp); the actors use
-// them by these names.
+/// The payloads themselves are net's (dml/net/payloads.hpp); the actors use
+/// them by these names.
 using net::block_sums;
 using net::dvec;
 using net::int64_list;
@@ -40,9 +40,10 @@ using net::worker_spec;
 // them by argument-dependent lookup.
 namespace dml::net {
 
-// Serialisation for CAF: every payload is one Cap'n Proto Envelope
-// (implemented in wire.cpp). Deserialising never returns an error for bad
-// payload bytes (see wire_error above); only CAF's own framing can fail.
+/// Serialisation for CAF: every payload is one Cap'n Proto Envelope
+/// (implemented in wire.cpp). Deserialising never returns an error for bad
+/// payload bytes (see wire_error above); only CAF's own framing can fail.
+/// Other inspectors (to_string) see describe(x).
 #define DML_WIRE_PAYLOAD(T)                        \
   caf::error inspect(caf::serializer& f, T& x);   \
   caf::error inspect(caf::deserializer& f, T& x); \
@@ -55,6 +56,8 @@ namespace dml::net {
     return f(caf::meta::type_name(#T), shown);    \
   }
 
+/// A one-line summary for CAF's to_string and logs: the type with its size
+/// or a few key fields, never a vector's values.
 std::string describe(const dvec& x);
 std::string describe(const sparse_dvec& x);
 std::string describe(const key_list& x);

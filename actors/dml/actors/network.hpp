@@ -18,6 +18,7 @@
 
 namespace dml::actors {
 
+/// net's payload under the actors' name.
 using net::dvec;
 
 /// Middleman settings of a libdml process: no automatic connections (they
@@ -43,8 +44,10 @@ void ConfigureProcess(caf::actor_system_config& cfg, int threads);
 /// from this config.
 class process_config : public caf::actor_system_config {
  public:
+  /// ConfigureProcess(threads) and a new, not yet serving, bulk channel.
   explicit process_config(int threads, net::BulkOptions bulk = {});
   ~process_config() override;
+  /// The process's bulk channel (thread-safe; owned by this config).
   net::BulkChannel& bulk() const { return *bulk_; }
 
  private:

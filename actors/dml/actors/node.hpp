@@ -40,6 +40,7 @@
 
 namespace dml::actors {
 
+/// Message interface of a node: the messages listed in the file comment.
 using node_actor = caf::typed_actor<
     caf::replies_to<hello_atom>::with<std::string, int64_t, int32_t>,
     caf::replies_to<challenge_atom>::with<std::string>,

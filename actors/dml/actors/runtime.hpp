@@ -40,15 +40,15 @@ bool IsSgdMode(Mode mode);
 struct JobData {
   std::shared_ptr<const Dataset> dataset;
   std::string path;
-  LibsvmOptions load;
+  LibsvmOptions load;  ///< how each worker parses `path`
 };
 
 /// The topology: which mode, and how many actors of each kind.
 struct JobTopology {
-  Mode kind = Mode::kCocoa;
+  Mode kind = Mode::kCocoa;  ///< the training mode
   int workers = 2;  ///< K >= 1
   int shards = 1;   ///< S >= 1; keys are range-partitioned (S <= model dimension)
-  uint64_t seed = 1;
+  uint64_t seed = 1;  ///< seeds every worker's minibatches or coordinate order
 };
 
 /// SGD modes: libdml's step schedule (batch per worker and step; t counted
@@ -73,7 +73,7 @@ struct JobRecovery {
   /// of net/dml/net/wire.capnp, replaced atomically), and `resume` starts
   /// the job from that file instead of from zero.
   std::string path;
-  bool resume = false;
+  bool resume = false;  ///< start from the checkpoint at `path`
   /// Jobs on nodes: a node that has not answered a liveness ping (sent
   /// every second) for this long is treated as lost, like a killed one.
   /// Catches hung processes and machines, which close no socket.
@@ -95,14 +95,14 @@ struct JobSpec {
   JobData data;
   ModelSpec model;
   JobTopology mode;
-  JobSgd sgd;
-  CocoaOptions cocoa;
+  JobSgd sgd;          ///< SGD modes only
+  CocoaOptions cocoa;  ///< cocoa only
   /// Stopping: gap rules apply to cocoa (SGD modes have no gap: use
   /// max_epochs, target_primal, max_seconds or cancel). One epoch = n
   /// examples (or coordinates) processed across all workers.
   StopRule stop;
   JobRecovery recovery;
-  JobCluster cluster;
+  JobCluster cluster;  ///< empty: everything in this process
 };
 
 namespace detail {
@@ -112,12 +112,15 @@ struct job_state;
 /// A submitted job. Copyable (shared state); thread-safe.
 class Job {
  public:
+  /// An empty handle: Wait and WaitFor return FailedPrecondition, Done is
+  /// true, Poll is empty, Cancel does nothing.
   Job() = default;
   /// Asks the job to stop; it finishes with StopReason::kCancelled and the
   /// model trained so far. Returns at once; idempotent.
   void Cancel();
   /// Blocks until the job ends: its result, or the error that failed it
   /// (a worker's load or solver error, a lost actor, bad spec).
+  /// FailedPrecondition for an empty handle.
   absl::StatusOr<TrainResult> Wait();
   /// As Wait(), for at most `timeout`: DeadlineExceeded when the job is
   /// still running then (it goes on; wait again or cancel).
@@ -133,6 +136,7 @@ class Job {
   std::shared_ptr<detail::job_state> state_;
 };
 
+/// How a Runtime is set up.
 struct RuntimeOptions {
   /// Scheduler threads of the runtime's actor system (0 = hardware threads).
   int threads = 0;
@@ -157,8 +161,12 @@ struct TransportStats {
   uint64_t bulk_bytes = 0;        ///< bytes fetched
 };
 
+/// Runs jobs on an actor system of its own (see the file comment for
+/// ownership). Thread-safe; not copyable.
 class Runtime {
  public:
+  /// Starts the actor system; the bulk channel serves only once a job uses
+  /// nodes.
   explicit Runtime(RuntimeOptions options = {});
   /// Cancels running jobs and waits until their actors have stopped.
   ~Runtime();
@@ -168,7 +176,8 @@ class Runtime {
   /// Validates `spec` and starts the job. `on_progress` (optional) is called
   /// for every metrics entry on a runtime thread: keep it short, and do not
   /// call Wait() from it. Errors: InvalidArgument naming the bad field
-  /// ("JobSpec.sgd.sgd.step0: ...").
+  /// ("JobSpec.sgd.step0: ..."); for nodes, Unavailable if one cannot be
+  /// reached, or AdmitTo's error, naming the node.
   absl::StatusOr<Job> Submit(JobSpec spec, std::function<void(const Progress&)> on_progress = {});
 
   /// This runtime's transport counters so far. Thread-safe.

@@ -9,6 +9,7 @@
 
 namespace dml::actors {
 
+/// net's codec functions and checkpoint type under the actors' names.
 using net::FromWire;
 using net::job_checkpoint;
 using net::ReadCheckpointFile;

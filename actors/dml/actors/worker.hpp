@@ -77,11 +77,13 @@ struct hogwild_model {
     w = std::vector<std::atomic<double>>(d);
     for (auto& x : w) x.store(0.0, std::memory_order_relaxed);
   }
+  /// The model, d entries; read and written with relaxed atomics.
   std::vector<std::atomic<double>> w;
   /// Steps taken by all workers together: the step schedule's clock is
   /// steps / K, as on an async shard, so a worker that starts late does not
   /// take the large early steps at the end of training.
   std::atomic<int64_t> steps{0};
+  /// A copy of w by relaxed loads (not a consistent cut while workers run).
   std::vector<double> snapshot() const {
     std::vector<double> out(w.size());
     for (std::size_t j = 0; j < w.size(); ++j) out[j] = w[j].load(std::memory_order_relaxed);

@@ -44,6 +44,7 @@
 
 namespace dml {
 
+/// Format version written at offset 8; a cache with another one is DataLoss.
 inline constexpr uint32_t kCacheFormatVersion = 1;
 /// Size of the fixed header; the arrays start here.
 inline constexpr std::size_t kCacheHeaderBytes = 128;
@@ -51,9 +52,9 @@ inline constexpr std::size_t kCacheHeaderBytes = 128;
 /// Identity of the text file a cache was made from; an empty path means
 /// "no source" (always fresh).
 struct CacheSource {
-  std::string path;
-  int64_t size = 0;
-  int64_t mtime_ns = 0;
+  std::string path;      ///< The text file; empty = no source.
+  int64_t size = 0;      ///< Its size in bytes.
+  int64_t mtime_ns = 0;  ///< Its modification time, ns since the epoch.
 };
 
 /// Stats `path` for WriteCache/ReadCache's staleness check. Errors: the

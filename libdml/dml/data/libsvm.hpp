@@ -23,6 +23,7 @@
 
 namespace dml {
 
+/// How ParseLibsvm, ReadLibsvm and LoadWithCache read labels and features.
 struct LibsvmOptions {
   /// Classification maps two distinct label values to -1/+1 (the smaller to
   /// -1); a third distinct value is an error unless `binarize_threshold` is
@@ -45,11 +46,17 @@ absl::StatusOr<Dataset> ParseLibsvm(std::string_view text, const LibsvmOptions& 
 /// Reads and parses a file (decompressing .gz/.bz2/.xz).
 absl::StatusOr<Dataset> ReadLibsvm(const std::string& path, const LibsvmOptions& options = {});
 
-/// Reads a whole file into memory, decompressing by extension.
+/// Reads a whole file into memory, decompressing by extension. Errors: the
+/// errno of a failed open or read (NotFound for a missing file);
+/// InvalidArgument for a corrupt compressed stream; Unimplemented for a
+/// compression libdml was built without.
 absl::StatusOr<std::string> ReadFileContents(const std::string& path);
 
 /// Writes a dataset in LIBSVM format (1-based indices, shortest round-trip
 /// float text), so that ReadLibsvm gives back the same matrix and labels.
+/// Errors: InvalidArgument for a label count that differs from the rows or a
+/// non-finite value (naming the row); the errno of a failed open, write or
+/// close.
 absl::Status WriteLibsvm(const Dataset& data, const std::string& path);
 
 }  // namespace dml

@@ -23,28 +23,36 @@ struct SparseView {
   std::size_t size = 0;
 };
 
+/// Which dimension is compressed: rows (CSR) or columns (CSC).
 enum class Layout { kRowMajor, kColMajor };
 
 template <Layout L>
 class CompressedMatrix;
+/// Row-compressed: one outer slot per example (dual methods).
 using CsrMatrix = CompressedMatrix<Layout::kRowMajor>;
+/// Column-compressed: one outer slot per feature (primal methods).
 using CscMatrix = CompressedMatrix<Layout::kColMajor>;
 
+/// A sparse matrix compressed along `L`; owns its offsets, indices and values.
+/// Const methods are thread-safe; mutation needs external synchronisation.
 template <Layout L>
 class CompressedMatrix {
  public:
+  /// The compressed dimension.
   static constexpr Layout kLayout = L;
+  /// The type Convert() returns: the other layout.
   using Transposed = CompressedMatrix<L == Layout::kRowMajor ? Layout::kColMajor
                                                              : Layout::kRowMajor>;
 
-  /// An empty rows x cols matrix (all zeros).
+  /// A 0 x 0 matrix.
   CompressedMatrix() : offsets_(1, 0) {}
+  /// An empty rows x cols matrix (all zeros).
   CompressedMatrix(int64_t rows, int64_t cols);
 
   /// Takes ownership of the arrays and checks every invariant: offsets start
   /// at 0, are non-decreasing and end at nnz; inner indices are in range and
-  /// strictly increasing within each outer slot; values are finite. The error
-  /// names the first offending outer slot and position.
+  /// strictly increasing within each outer slot; values are finite. Errors:
+  /// InvalidArgument naming the first offending outer slot and position.
   static absl::StatusOr<CompressedMatrix> FromArrays(int64_t rows, int64_t cols,
                                                      std::vector<int64_t> offsets,
                                                      std::vector<uint32_t> indices,
@@ -55,11 +63,13 @@ class CompressedMatrix {
                                               std::vector<uint32_t> indices,
                                               std::vector<float> values);
 
+  /// Shape and number of stored entries.
   int64_t rows() const { return rows_; }
   int64_t cols() const { return cols_; }
   int64_t nnz() const { return static_cast<int64_t>(indices_.size()); }
   /// Number of rows (CSR) or columns (CSC).
   int64_t outer_size() const { return L == Layout::kRowMajor ? rows_ : cols_; }
+  /// Number of columns (CSR) or rows (CSC): the range of inner indices.
   int64_t inner_size() const { return L == Layout::kRowMajor ? cols_ : rows_; }
 
   /// Row i of a CSR, column i of a CSC. No bounds check (our invariant).
@@ -68,8 +78,10 @@ class CompressedMatrix {
     return {indices_.data() + b, values_.data() + b,
             static_cast<std::size_t>(offsets_[i + 1] - b)};
   }
+  /// Stored entries in outer slot i. No bounds check.
   int64_t outer_nnz(int64_t i) const { return offsets_[i + 1] - offsets_[i]; }
 
+  /// The raw arrays: outer_size()+1 offsets into nnz() indices and values.
   const std::vector<int64_t>& offsets() const { return offsets_; }
   const std::vector<uint32_t>& indices() const { return indices_; }
   const std::vector<float>& values() const { return values_; }
@@ -88,12 +100,13 @@ class CompressedMatrix {
   Transposed Convert() const;
 
   /// Grows the inner dimension (e.g. a declared feature count wider than the
-  /// data). Shrinking is refused: returns InvalidArgument.
+  /// data). Errors: InvalidArgument for shrinking or for more than 2^32.
   absl::Status ResizeInner(int64_t inner);
 
   /// Squared L2 norm of every outer slot (row norms of a CSR): what SCD needs.
   std::vector<double> OuterSquaredNorms() const;
 
+  /// Same shape and identical arrays (exact float comparison).
   friend bool operator==(const CompressedMatrix& a, const CompressedMatrix& b) {
     return a.rows_ == b.rows_ && a.cols_ == b.cols_ && a.offsets_ == b.offsets_ &&
            a.indices_ == b.indices_ && a.values_ == b.values_;
@@ -112,9 +125,9 @@ enum class Task { kClassification, kRegression };
 
 /// A design matrix with one label per row. Classification labels are -1/+1.
 struct Dataset {
-  CsrMatrix x;
-  std::vector<float> y;
-  Task task = Task::kRegression;
+  CsrMatrix x;                    ///< One row per example.
+  std::vector<float> y;           ///< One label per row of x.
+  Task task = Task::kRegression;  ///< How to read y.
 };
 
 }  // namespace dml

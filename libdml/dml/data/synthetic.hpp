@@ -20,7 +20,9 @@
 
 namespace dml {
 
+/// What GenerateSynthetic draws; see there for the checks.
 struct SyntheticOptions {
+  /// Shape of X.
   int64_t rows = 1000;
   int64_t cols = 100;
   /// Nonzeros per row (distinct columns drawn uniformly); clamped to cols.
@@ -30,14 +32,15 @@ struct SyntheticOptions {
   /// Regression: y = x.w* + noise * N(0,1). Classification: y = sign(x.w* +
   /// noise * N(0,1)), so noise = 0 gives separable data consistent with w*.
   double noise = 0.0;
-  Task task = Task::kRegression;
-  uint64_t seed = 1;
+  Task task = Task::kRegression;  ///< Real-valued or -1/+1 labels.
+  uint64_t seed = 1;              ///< Same seed, same data, on every platform.
   /// Generator threads; 0 = hardware concurrency. Does not change the output.
   int threads = 0;
 };
 
+/// Generated data and the model it was planted with.
 struct SyntheticData {
-  Dataset data;
+  Dataset data;                 ///< X and y.
   std::vector<double> planted;  ///< w*, length cols
 };
 

@@ -35,10 +35,12 @@ namespace dml {
 /// lambda (eta ||w||_1 + (1-eta)/2 ||w||^2) with the squared loss; see the
 /// file comment.
 struct ElasticNetObjective {
+  /// The loss and the squared_cd kernel's types.
   using Loss = loss::Squared;
   using Column = squared_cd::Column;
   using StepResult = squared_cd::StepResult;
 
+  /// The model's lambda and eta (l1_ratio), and 1/n.
   double lambda = 0.0;
   double eta = 1.0;
   double inv_n = 0.0;
@@ -55,6 +57,7 @@ struct ElasticNetObjective {
     o.bound = std::max(PrimalAtZero(y) / model.lambda, w_max);
     return o;
   }
+  /// The squared_cd functions of the same names (y unused by PrepareColumns).
   static double PrimalAtZero(const std::vector<float>& y) { return squared_cd::PrimalAtZero(y); }
   static void ValueAndDerivative(double y, double z, double* value, double* derivative) {
     squared_cd::ValueAndDerivative(y, z, value, derivative);
@@ -65,14 +68,19 @@ struct ElasticNetObjective {
   static void InitState(const std::vector<double>& v, const std::vector<float>& y, double* r) {
     squared_cd::InitState(v, y, r);
   }
+  /// f(v) from the state (the running estimate; exact up to drift).
   double LossFromState(const double* r, int64_t n, const std::vector<Column>&,
                        const std::vector<double>&) const {
     return squared_cd::LossFromState(r, n);
   }
 
+  /// The penalty, for its Prox.
   reg::ElasticNet Reg() const { return {lambda, eta}; }
+  /// The L1 weight: a feature at 0 moves only if |a_j^T u| > this.
   double L1() const { return lambda * eta; }
+  /// lambda (eta |w| + (1-eta)/2 w^2).
   double Regularizer(double w) const { return Reg().Value(w); }
+  /// g*(s) for eta < 1, else gbar*(s); see the file comment.
   double Conjugate(double s) const {
     const double excess = std::max(0.0, std::abs(s) - lambda * eta);
     if (eta < 1.0) return excess * excess / (2.0 * lambda * (1.0 - eta));
@@ -88,6 +96,7 @@ struct ElasticNetObjective {
     return std::max(0.0, std::abs(grad) - lambda * eta);
   }
 
+  /// squared_cd::Step on column `col` with residual `r`; scratch is unused.
   template <typename Access>
   StepResult Step(SparseView col, const Column& c, double* r, double* /*scratch*/, double w,
                   double scale) const {

@@ -15,9 +15,10 @@
 
 namespace dml {
 
+/// Objective values at one iterate; gap bounds its suboptimality.
 struct Certificate {
-  double primal = 0.0;
-  double dual = 0.0;
+  double primal = 0.0;  ///< P(w).
+  double dual = 0.0;    ///< D(alpha), a lower bound on min P.
   double gap = 0.0;  ///< primal - dual >= 0
   /// Per-coordinate gaps (examples for dual models, features for primal
   /// ones), scaled so they sum to `gap`. Empty unless asked for.
@@ -34,12 +35,14 @@ absl::StatusOr<Certificate> EvaluateDual(const Dataset& data, const ModelSpec& m
 /// Primal models (lasso, elastic net, L1-logistic): w has one entry per
 /// feature. For the L1 term the dual uses the bounded-support modification
 /// g_j = lambda|w_j| on |w_j| <= B, B = P(0)/lambda, so the gap is finite.
+/// Errors: InvalidArgument for a dual model, size mismatch, no examples, a
+/// non-finite weight, or a label the model does not accept.
 absl::StatusOr<Certificate> EvaluatePrimal(const Dataset& data, const ModelSpec& model,
                                            const std::vector<double>& w,
                                            bool per_coordinate = false);
 
 /// Either formulation: from the solver's natural variables (alpha for dual
-/// models, w for primal ones).
+/// models, w for primal ones). Errors: those of EvaluateDual/EvaluatePrimal.
 absl::StatusOr<Certificate> Evaluate(const Dataset& data, const ModelSpec& model,
                                      const std::vector<double>& w,
                                      const std::vector<double>& alpha, bool per_coordinate = false);

@@ -19,19 +19,27 @@
 
 namespace dml {
 
+/// Per-example pieces of the hinge-SVM dual for the dual solvers (templates
+/// over it) and EvaluateDual; stateless. Arguments: a = alpha_i, z = x_i.w,
+/// q = ||x_i||^2 / (lambda n) (scaled by sigma' in CoCoA+).
 struct HingeSvmObjective {
+  /// The primal loss.
   using LossType = loss::Hinge;
   /// Box constraint 0 <= b <= kUpper: LIBLINEAR-style shrinking applies.
   static constexpr bool kShrinkable = true;
+  /// Upper end of the box on b = a y.
   static constexpr double kUpper = 1.0;
 
+  /// loss(y, z) = max(0, 1 - y z).
   static double Loss(double y, double z) { return loss::Hinge::Value(y, z); }
   /// -loss*(-a) = a y on the box (loss*(u) = u y for u y in [-1, 0]).
   static double NegConj(double y, double a) { return a * y; }
+  /// Whether a is dual-feasible: 0 <= a y <= 1.
   static bool InDomain(double y, double a) {
     const double b = a * y;
     return b >= 0.0 && b <= 1.0;
   }
+  /// Starting point of the solvers: 0.
   static double Initial(double y, double lambda_n) { return 0.0; }
   /// LIBLINEAR's G: the derivative in b of the negated coordinate dual,
   /// y z - 1. Used for the projected-gradient shrinking rule.

@@ -62,9 +62,10 @@ namespace squared_cd {
 
 /// Per-column constant: q_j = ||a_j||^2 / n.
 struct Column {
-  double curvature = 0.0;
+  double curvature = 0.0;  ///< q_j
 };
 
+/// q_j for every column of `a` (n = a.rows()).
 inline std::vector<Column> PrepareColumns(const CscMatrix& a) {
   std::vector<Column> c(static_cast<std::size_t>(a.cols()));
   const double inv_n = a.rows() > 0 ? 1.0 / static_cast<double>(a.rows()) : 0.0;
@@ -104,6 +105,7 @@ inline double LossFromState(const double* r, int64_t n) {
   return n > 0 ? 0.5 * s / static_cast<double>(n) : 0.0;
 }
 
+/// What one Step did.
 struct StepResult {
   double w = 0.0;     ///< the new w_j
   double grad = 0.0;  ///< g_j = a_j^T u before the step
@@ -143,10 +145,12 @@ StepResult Step(const reg::ElasticNet& reg, SparseView col, const Column& c, dou
 
 /// lambda ||w||_1 with the squared loss; see the file comment.
 struct LassoObjective {
+  /// The loss and the squared_cd kernel's types.
   using Loss = loss::Squared;
   using Column = squared_cd::Column;
   using StepResult = squared_cd::StepResult;
 
+  /// The model's lambda, and 1/n.
   double lambda = 0.0;
   double inv_n = 0.0;
   /// B of the bounded-support modification.
@@ -162,6 +166,7 @@ struct LassoObjective {
     o.bound = std::max(PrimalAtZero(y) / model.lambda, w_max);
     return o;
   }
+  /// The squared_cd functions of the same names (y unused by PrepareColumns).
   static double PrimalAtZero(const std::vector<float>& y) { return squared_cd::PrimalAtZero(y); }
   static void ValueAndDerivative(double y, double z, double* value, double* derivative) {
     squared_cd::ValueAndDerivative(y, z, value, derivative);
@@ -178,9 +183,11 @@ struct LassoObjective {
     return squared_cd::LossFromState(r, n);
   }
 
+  /// The penalty as an elastic net with eta = 1 (for its Prox).
   reg::ElasticNet Reg() const { return {lambda, 1.0}; }
   /// The L1 weight: a feature at 0 moves only if |a_j^T u| > this.
   double L1() const { return lambda; }
+  /// lambda |w|.
   double Regularizer(double w) const { return lambda * std::abs(w); }
   /// gbar*(s) = B max(0, |s| - lambda).
   double Conjugate(double s) const { return bound * std::max(0.0, std::abs(s) - lambda); }
@@ -197,6 +204,7 @@ struct LassoObjective {
     return std::max(0.0, std::abs(grad) - lambda);
   }
 
+  /// squared_cd::Step on column `col` with residual `r`; scratch is unused.
   template <typename Access>
   StepResult Step(SparseView col, const Column& c, double* r, double* /*scratch*/, double w,
                   double scale) const {

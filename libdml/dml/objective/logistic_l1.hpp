@@ -66,6 +66,7 @@ namespace dml {
 
 namespace logistic_internal {
 
+/// log 2: turns the binary exponents of SumLog1p into a natural log.
 constexpr double kLn2 = 0.69314718055994530942;
 
 /// For a normal x >= 1: scales x into [1, 2) and returns the power of two
@@ -207,6 +208,7 @@ __attribute__((target("avx2,fma"))) inline double SumLog1pAvx2(const double* e, 
 
 /// lambda ||w||_1 with the logistic loss; see the file comment.
 struct LogisticL1Objective {
+  /// The primal loss.
   using Loss = loss::Logistic;
 
   /// Per-column constants of CDN.
@@ -214,13 +216,14 @@ struct LogisticL1Objective {
     double x_sum = 0.0;  ///< sum_i x_ij
     double x_pos = 0.0;  ///< sum_{i: y_i = +1} x_ij
     double x_max = 0.0;  ///< max_i x_ij (used when nonneg)
-    double nnz = 0.0;
+    double nnz = 0.0;    ///< nonzeros in the column
     bool nonneg = true;  ///< every x_ij >= 0: the O(1) line-search bound applies
     /// Every x_ij equals `value` (binary / one-hot features): the hot loops
     /// skip the multiplications by x and need one exp per step.
     bool constant = false;
-    double value = 0.0;
+    double value = 0.0;  ///< the column's first value (all of them if constant)
   };
+  /// What one Step did.
   struct StepResult {
     double w = 0.0;     ///< the new w_j
     double grad = 0.0;  ///< g_j = a_j^T u before the step
@@ -237,11 +240,13 @@ struct LogisticL1Objective {
   static constexpr double kStateMin = std::numeric_limits<double>::min();
   static constexpr double kStateMax = std::numeric_limits<double>::max();
 
+  /// Armijo's sigma and the most halvings of the line search.
   static constexpr double kSigma = 0.01;
   static constexpr int kMaxLineSearch = 20;
   /// |v_i| is clamped here when e = exp(v) is rebuilt, so e stays finite.
   static constexpr double kMaxExponent = 700.0;
 
+  /// The model's lambda, 1/n, and B of the bounded-support modification.
   double lambda = 0.0;
   double inv_n = 0.0;
   double bound = 0.0;
@@ -266,6 +271,7 @@ struct LogisticL1Objective {
   /// P(0) = log 2.
   static double PrimalAtZero(const std::vector<float>&) { return std::log(2.0); }
 
+  /// The Column constants of every column of `a`, for labels `y`.
   static std::vector<Column> PrepareColumns(const CscMatrix& a, const std::vector<float>& y) {
     std::vector<Column> cols(static_cast<std::size_t>(a.cols()));
     for (int64_t j = 0; j < a.cols(); ++j) {
@@ -331,6 +337,9 @@ struct LogisticL1Objective {
     return (s - pos) * inv_n;
   }
 
+  /// As LassoObjective: the penalty as an elastic net with eta = 1, the L1
+  /// weight, lambda |w|, gbar*(s), the clamped gap_j, and the distance of
+  /// -grad from the subdifferential of lambda|.| at w.
   reg::ElasticNet Reg() const { return {lambda, 1.0}; }
   double L1() const { return lambda; }
   double Regularizer(double w) const { return lambda * std::abs(w); }

@@ -25,7 +25,11 @@
 
 namespace dml {
 
+/// Per-example pieces of the logistic dual for the dual solvers (templates
+/// over it) and EvaluateDual; stateless. Arguments: a = alpha_i, z = x_i.w,
+/// q = ||x_i||^2 / (lambda n) (scaled by sigma' in CoCoA+).
 struct LogisticL2Objective {
+  /// The primal loss.
   using LossType = loss::Logistic;
   /// The domain is open in practice (the step never reaches 0 or 1):
   /// shrinking is a no-op.
@@ -34,6 +38,7 @@ struct LogisticL2Objective {
   /// |logit(b)| <= kMaxLogit, about the same).
   static constexpr double kMargin = 0x1.0p-53;
 
+  /// loss(y, z) = log(1 + exp(-y z)).
   static double Loss(double y, double z) { return loss::Logistic::Value(y, z); }
   /// log(1 + exp(x)) without overflow.
   static double Softplus(double x) { return std::max(x, 0.0) + std::log1p(std::exp(-std::abs(x))); }
@@ -59,6 +64,7 @@ struct LogisticL2Objective {
     if (b < 1.0) h -= (1.0 - b) * std::log1p(-b);
     return h;
   }
+  /// Whether a is dual-feasible: 0 <= a y <= 1.
   static bool InDomain(double y, double a) {
     const double b = a * y;
     return b >= 0.0 && b <= 1.0;
@@ -83,9 +89,9 @@ struct LogisticL2Objective {
   /// entropy h = H(b) (= NegConj), kept together so that a step needs no log
   /// to find where it starts.
   struct LogitPoint {
-    double t;
-    double b;
-    double h;
+    double t;  ///< logit(b)
+    double b;  ///< a y
+    double h;  ///< H(b)
   };
   /// logit(1 - 2^-53): the step keeps |t| <= kMaxLogit.
   static constexpr double kMaxLogit = 36.736800569677101;
@@ -112,11 +118,15 @@ struct LogisticL2Objective {
   /// (inexact coordinate ascent, as LIBLINEAR's inner tolerance; near the
   /// optimum the steps, and so the error, vanish).
   static constexpr double kRel = 0.1;
+  /// Largest |t - t0| at which an Anchor's Taylor series stand in for
+  /// sigmoid and H.
   static constexpr double kTaylor = 0.1;
   /// max |sigmoid''| = 1/(6 sqrt 3).
   static constexpr double kMaxSigma2 = 0.0962250448649376;
 
   struct Anchor;
+  /// The coordinate step (method above kTol) for m = y z from the point
+  /// t0 = logit(b0), h0 = H(b0); returns the new point.
   static LogitPoint StepFromLogit(double m, double q, double t0, double b0, double h0,
                                   double rel_tol = kRel) {
     return StepFromAnchor(m, q, Anchor(t0, b0, h0), rel_tol);
@@ -205,7 +215,10 @@ struct LogisticL2Objective {
   /// c5 = v(1-30v+120v^2), c6 = c2(1-60v+360v^2); H' = -t sigmoid'.
   /// Truncated after d^6: |error| <= ~17 v d^7/7! <= 3.4e-10 v for |d| <= 0.1.
   struct Anchor {
-    double t0, b0, h0, c1, p2, p3, p4, p5, p6;  // p_k = c_k / k!
+    /// The point (t0, b0 = sigmoid(t0), h0 = H(b0)) and the coefficients
+    /// c1 and p_k = c_k / k!.
+    double t0, b0, h0, c1, p2, p3, p4, p5, p6;
+    /// Precomputes the coefficients at t (b = sigmoid(t), h = H(b)).
     Anchor(double t, double b, double h) : t0(t), b0(b), h0(h) {
       const double v = b * (1.0 - b);
       const double c2 = v * (1.0 - 2.0 * b);
@@ -218,7 +231,8 @@ struct LogisticL2Objective {
     }
     // The polynomials are evaluated by Estrin's scheme: this sits on the
     // critical path of every step, and without FMA Horner's latency doubles.
-    double Ds(double d) const {  // sigmoid(t0 + d) - b0
+    /// sigmoid(t0 + d) - b0.
+    double Ds(double d) const {
       const double d2 = d * d;
       return d * ((c1 + p2 * d) + d2 * ((p3 + p4 * d) + d2 * (p5 + p6 * d)));
     }

@@ -9,13 +9,15 @@
 
 namespace dml::loss {
 
-struct Squared {  // (y - z)^2 / 2
+/// (y - z)^2 / 2: Value, Derivative and Second in z.
+struct Squared {
   static double Value(double y, double z) { return 0.5 * (y - z) * (y - z); }
   static double Derivative(double y, double z) { return z - y; }
   static double Second(double, double) { return 1.0; }
 };
 
-struct Logistic {  // log(1 + exp(-y z))
+/// log(1 + exp(-y z)): Value, Derivative and Second in z.
+struct Logistic {
   static double Value(double y, double z) {
     const double m = y * z;
     return m > 0 ? std::log1p(std::exp(-m)) : -m + std::log1p(std::exp(m));
@@ -33,13 +35,16 @@ struct Logistic {  // log(1 + exp(-y z))
   }
 };
 
-struct Hinge {  // max(0, 1 - y z)
+/// max(0, 1 - y z): Value, a subgradient in z (-y where y z < 1, else 0),
+/// and Second = 0.
+struct Hinge {
   static double Value(double y, double z) { return std::max(0.0, 1.0 - y * z); }
   static double Derivative(double y, double z) { return y * z < 1.0 ? -y : 0.0; }
   static double Second(double, double) { return 0.0; }
 };
 
-struct SquaredHinge {  // max(0, 1 - y z)^2
+/// max(0, 1 - y z)^2: Value, Derivative and Second in z (labels -1/+1).
+struct SquaredHinge {
   static double Value(double y, double z) {
     const double t = std::max(0.0, 1.0 - y * z);
     return t * t;

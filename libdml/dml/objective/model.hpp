@@ -18,6 +18,7 @@
 
 namespace dml {
 
+/// The seven models of the family above.
 enum class ModelKind {
   kRidge,            ///< squared loss + L2, dual
   kLasso,            ///< squared loss + L1, primal
@@ -28,15 +29,18 @@ enum class ModelKind {
   kSquaredHingeSvm,  ///< squared hinge loss + L2, dual
 };
 
+/// Which variables a model is solved in: dual (per example) or primal (per feature).
 enum class Formulation { kDual, kPrimal };
 
+/// A model and its regularisation; checked by Validate.
 struct ModelSpec {
-  ModelKind kind = ModelKind::kLogisticL2;
-  double lambda = 1e-4;
+  ModelKind kind = ModelKind::kLogisticL2;  ///< loss and regulariser
+  double lambda = 1e-4;  ///< Regularisation weight; > 0 and finite.
   /// Elastic net's eta in eta*||w||_1 + (1-eta)/2*||w||^2; (0, 1].
   double l1_ratio = 0.5;
 };
 
+/// Primal for the L1 models (lasso, elastic net, L1-logistic), else dual.
 Formulation FormulationOf(ModelKind kind);
 /// Classification models need labels in {-1,+1}.
 Task TaskOf(ModelKind kind);
@@ -46,7 +50,8 @@ std::string_view ModelName(ModelKind kind);
 /// Inverse of ModelName (also accepts "hinge", "l2-logistic", "l1-logistic",
 /// "squared-hinge", "enet"); InvalidArgument listing the valid names.
 absl::StatusOr<ModelKind> ParseModelKind(std::string_view name);
-/// lambda > 0 and finite, 0 < l1_ratio <= 1.
+/// lambda > 0 and finite; for elastic net also 0 < l1_ratio <= 1. Errors:
+/// InvalidArgument naming the field.
 absl::Status Validate(const ModelSpec& spec);
 
 /// LIBLINEAR's C for n examples: lambda = 1/(C n).

@@ -22,12 +22,17 @@
 
 namespace dml {
 
+/// A trained model: what was solved and the primal weights.
 struct LinearModel {
-  ModelSpec spec;
-  std::vector<double> w;
+  ModelSpec spec;         ///< kind, lambda, l1_ratio
+  std::vector<double> w;  ///< One weight per feature.
 };
 
+/// Writes `model` to `path` in the format above (in place, not atomically).
+/// Errors: Unavailable if the file cannot be opened or written.
 absl::Status WriteModelText(const LinearModel& model, const std::string& path);
+/// Reads a file written by WriteModelText. Errors: NotFound if it cannot be
+/// opened; InvalidArgument "path:line: ..." for a malformed one.
 absl::StatusOr<LinearModel> ReadModelText(const std::string& path);
 
 }  // namespace dml

@@ -8,6 +8,7 @@
 
 namespace dml::reg {
 
+/// Shrinks x toward 0 by t >= 0: argmin_u (u - x)^2 / 2 + t|u|.
 inline double SoftThreshold(double x, double t) {
   return x > t ? x - t : (x < -t ? x + t : 0.0);
 }
@@ -15,8 +16,9 @@ inline double SoftThreshold(double x, double t) {
 /// eta*|w| + (1-eta)/2*w^2, scaled by lambda. eta = 0: L2 (R = w^2/2);
 /// eta = 1: L1 (R = |w|).
 struct ElasticNet {
-  double lambda;
-  double eta;
+  double lambda;  ///< Overall weight.
+  double eta;     ///< L1 share, in [0, 1].
+  /// lambda * R(w) for one coordinate.
   double Value(double w) const {
     return lambda * (eta * std::abs(w) + 0.5 * (1.0 - eta) * w * w);
   }

@@ -14,16 +14,22 @@
 
 namespace dml {
 
+/// Per-example pieces of the ridge dual for the dual solvers (templates over
+/// it) and EvaluateDual; stateless. Arguments: a = alpha_i, z = x_i.w,
+/// q = ||x_i||^2 / (lambda n) (scaled by sigma' in CoCoA+).
 struct RidgeObjective {
+  /// The primal loss.
   using LossType = loss::Squared;
   /// No bound constraints: shrinking is a no-op.
   static constexpr bool kShrinkable = false;
 
+  /// loss(y, z) = (y - z)^2 / 2.
   static double Loss(double y, double z) { return loss::Squared::Value(y, z); }
   /// -loss*(-a) with loss*(u) = u y + u^2/2.
   static double NegConj(double y, double a) { return a * y - 0.5 * a * a; }
+  /// Whether a is dual-feasible: any finite value.
   static bool InDomain(double y, double a) { return std::isfinite(a); }
-  /// Starting point of the solvers.
+  /// Starting point of the solvers: 0.
   static double Initial(double y, double lambda_n) { return 0.0; }
   /// argmax_a' NegConj(a') - (a'-a) z - (a'-a)^2 q/2 = a + (y - z - a)/(1 + q).
   static double Step(double y, double a, double z, double q) { return a + (y - z - a) / (1.0 + q); }

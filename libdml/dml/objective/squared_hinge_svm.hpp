@@ -18,22 +18,30 @@
 
 namespace dml {
 
+/// Per-example pieces of the squared-hinge-SVM dual for the dual solvers
+/// (templates over it) and EvaluateDual; stateless. Arguments: a = alpha_i,
+/// z = x_i.w, q = ||x_i||^2 / (lambda n) (scaled by sigma' in CoCoA+).
 struct SquaredHingeSvmObjective {
+  /// The primal loss.
   using LossType = loss::SquaredHinge;
   /// Constraint b >= 0 (no upper bound): LIBLINEAR-style shrinking applies.
   static constexpr bool kShrinkable = true;
+  /// No upper bound on b = a y.
   static constexpr double kUpper = std::numeric_limits<double>::infinity();
 
+  /// loss(y, z) = max(0, 1 - y z)^2.
   static double Loss(double y, double z) { return loss::SquaredHinge::Value(y, z); }
   /// -loss*(-a) = b - b^2/4 for b = a y >= 0.
   static double NegConj(double y, double a) {
     const double b = a * y;
     return b - 0.25 * b * b;
   }
+  /// Whether a is dual-feasible: a y >= 0 and finite.
   static bool InDomain(double y, double a) {
     const double b = a * y;
     return b >= 0.0 && std::isfinite(b);
   }
+  /// Starting point of the solvers: 0.
   static double Initial(double y, double lambda_n) { return 0.0; }
   /// LIBLINEAR's G = y z - 1 + b/2: derivative in b of the negated coordinate dual.
   static double Gradient(double y, double a, double z) { return y * z - 1.0 + 0.5 * a * y; }

@@ -24,13 +24,14 @@
 
 namespace dml {
 
+/// The data a LocalSolver owns (moved into MakeLocalSolver).
 struct LocalBlock {
   /// Dual models: this worker's rows (CSR, all d columns) and their labels.
   /// Primal models: this worker's columns as a CSC over all n rows; `y` then
   /// holds all n labels.
   CsrMatrix rows;
   CscMatrix cols;
-  std::vector<float> y;
+  std::vector<float> y;  ///< labels, as above
   int64_t n_global = 0;  ///< total examples across all workers
   /// Primal models: the rows [loss_row_begin, loss_row_end) whose loss this
   /// block reports in Certify, so that K blocks holding all n labels count
@@ -50,17 +51,20 @@ struct LocalBlock {
 /// bounded-support conjugate with B = max(P(0)/lambda, max_j in block |w_j|),
 /// valid per block because every feasible box gives a valid dual.
 struct BlockCertificate {
-  double loss_sum = 0.0;
-  double gap_sum = 0.0;
-  double reg_sum = 0.0;
+  double loss_sum = 0.0;  ///< sum of the block's example losses
+  double gap_sum = 0.0;   ///< sum of its coordinate gaps
+  double reg_sum = 0.0;   ///< primal: lambda R(w) over its features; dual: 0
 };
 
+/// What one Solve returns.
 struct LocalUpdate {
   std::vector<double> delta_shared;  ///< change of the shared vector (d for dual, n for primal)
-  int64_t steps = 0;
-  int64_t nnz_touched = 0;
+  int64_t steps = 0;                 ///< coordinate steps taken (fewer if interrupted)
+  int64_t nnz_touched = 0;           ///< nonzeros read or written
 };
 
+/// A worker's CoCoA+ subproblem solver over its own block; owns the block
+/// and its coordinates. Not thread-safe: one per worker.
 class LocalSolver {
  public:
   virtual ~LocalSolver() = default;
@@ -70,7 +74,9 @@ class LocalSolver {
   /// vector. `gamma` scales the local coordinates' commit, as in CoCoA+.
   /// `interrupt` (optional, set by another thread) ends the solve early,
   /// within kInterruptCheck steps: fewer local steps are still a valid
-  /// CoCoA+ update (LocalUpdate::steps says how many ran).
+  /// CoCoA+ update (LocalUpdate::steps says how many ran). Errors:
+  /// InvalidArgument for `shared` of the wrong length or a bad sigma_prime,
+  /// gamma or steps.
   virtual absl::StatusOr<LocalUpdate> Solve(const std::vector<double>& shared,
                                             double sigma_prime, double gamma, int64_t steps,
                                             const std::atomic<bool>* interrupt = nullptr) = 0;
@@ -78,11 +84,12 @@ class LocalSolver {
   static constexpr int64_t kInterruptCheck = 256;
   /// This block's share of the certificate at `shared` (w for dual models,
   /// v = A w for primal ones), for the block's current coordinates. Errors:
-  /// `shared` of the wrong length.
+  /// InvalidArgument for `shared` of the wrong length.
   virtual absl::StatusOr<BlockCertificate> Certify(const std::vector<double>& shared) const = 0;
   /// This block's coordinates: alpha of its rows, or w of its columns.
   virtual const std::vector<double>& coordinates() const = 0;
-  /// Replaces them (checkpoint restore, re-partition).
+  /// Replaces them (checkpoint restore, re-partition). Errors:
+  /// InvalidArgument for the wrong count or a value outside the domain.
   virtual absl::Status set_coordinates(std::vector<double> c) = 0;
 
  protected:
@@ -94,8 +101,10 @@ class LocalSolver {
   }
 };
 
-/// Errors: invalid model, empty block, labels not in {-1,+1} for a
-/// classification model.
+/// A LocalSolver (dual or primal by the model) that owns `block`, with its
+/// coordinates at 0 and its step order seeded by `seed`. Errors:
+/// InvalidArgument for an invalid model, an empty block, or labels not in
+/// {-1,+1} for a classification model.
 absl::StatusOr<std::unique_ptr<LocalSolver>> MakeLocalSolver(LocalBlock block,
                                                              const ModelSpec& model,
                                                              uint64_t seed);

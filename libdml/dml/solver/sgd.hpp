@@ -62,9 +62,9 @@ std::vector<double> InverseTouchProbabilities(const Dataset& data, int batch_siz
 
 /// Reusable buffers of HogwildStep (one per thread).
 struct HogwildScratch {
-  std::vector<double> g;
-  std::vector<double> deriv;
-  std::vector<uint32_t> touched;
+  std::vector<double> g;          ///< dense gradient, zero outside `touched`
+  std::vector<double> deriv;      ///< loss' / |batch| per batch row
+  std::vector<uint32_t> touched;  ///< columns the batch touches
 };
 
 /// One Hogwild step (Niu, Recht, Re, Wright, NIPS 2011) on the shared model

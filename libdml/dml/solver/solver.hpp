@@ -20,12 +20,16 @@
 
 namespace dml {
 
+/// The library's single-process solvers.
 enum class SolverKind {
   kScd,       ///< sequential stochastic coordinate descent (dual or primal by model)
   kAsyncScd,  ///< T threads, lock-free shared vector (PASSCoDe-wild)
   kSgd,       ///< minibatch SGD on the primal (subgradient for hinge)
 };
+/// "scd", "async-scd", "sgd".
 std::string_view SolverName(SolverKind kind);
+/// Inverse of SolverName (also accepts "async"). Errors: InvalidArgument
+/// listing the valid names.
 absl::StatusOr<SolverKind> ParseSolverKind(std::string_view name);
 
 /// When to stop. The first rule that holds wins; the result says which.
@@ -33,7 +37,8 @@ struct StopRule {
   /// Stop when gap <= max(gap_abs, gap_rel * |primal|).
   double gap_rel = 1e-6;
   double gap_abs = 0.0;
-  int max_epochs = 1000;
+  int max_epochs = 1000;  ///< an epoch: one pass over the coordinates (or n examples for SGD)
+  /// Wall-clock budget since training started.
   double max_seconds = std::numeric_limits<double>::infinity();
   /// Benchmarks: stop once the exact primal is <= this.
   std::optional<double> target_primal;
@@ -41,7 +46,9 @@ struct StopRule {
   const std::atomic<bool>* cancel = nullptr;
 };
 
+/// Which StopRule ended training (kConverged: the gap rule).
 enum class StopReason { kConverged, kTargetReached, kMaxEpochs, kTimeBudget, kCancelled };
+/// "converged", "target reached", "max epochs", "time budget", "cancelled".
 std::string_view StopReasonName(StopReason r);
 
 /// One entry of a training run's progress, from a library solver (one per
@@ -51,7 +58,7 @@ struct Progress {
   int round = 0;         ///< solvers: the epoch; jobs: cocoa rounds or SGD evaluations
   double epochs = 0.0;   ///< examples (coordinates) processed / n
   double seconds = 0.0;  ///< since training started
-  double primal = 0.0;
+  double primal = 0.0;  ///< P(w)
   double dual = 0.0;  ///< -inf where no dual is tracked (SGD)
   double gap = 0.0;   ///< primal - dual; +inf where no dual is tracked
   int64_t nnz_touched = 0;      ///< solvers: nonzeros processed in this epoch
@@ -67,17 +74,18 @@ struct Progress {
 /// runtime's batch and step were kept (on a generated 5000 x 200 logistic
 /// problem, 1000 epochs: 0.336 single-node vs 0.529 with the old 256 / 0.1).
 struct SgdOptions {
-  int batch_size = 64;
+  int batch_size = 64;  ///< rows per minibatch
   /// step_t = step0 / (1 + step_decay * t), t counted in minibatches.
   double step0 = 0.5;
   double step_decay = 1e-3;
-  double momentum = 0.0;
+  double momentum = 0.0;  ///< library kSgd only; in [0, 1)
 };
 
+/// How Train runs; checked by Train (InvalidArgument naming the field).
 struct SolverOptions {
   SolverKind kind = SolverKind::kScd;
   int threads = 1;  ///< for kAsyncScd
-  uint64_t seed = 1;
+  uint64_t seed = 1;  ///< coordinate order / minibatch draws
   bool shrinking = true;  ///< SCD: skip coordinates at a bound (LIBLINEAR-style)
   /// An exact certificate (full pass) every N epochs, and always before
   /// stopping on the gap or target rule. 0 = only when the solver's running
@@ -85,7 +93,7 @@ struct SolverOptions {
   /// certified epochs).
   int eval_every = 1;
   StopRule stop;
-  SgdOptions sgd;
+  SgdOptions sgd;  ///< for kSgd
   /// Called after every epoch whose objective was computed.
   std::function<void(const Progress&)> on_epoch;
 };
@@ -101,13 +109,13 @@ struct TrainResult {
   double gap = 0.0;           ///< +inf where no dual is tracked
   double epochs = 0.0;        ///< examples (coordinates) processed / n
   int rounds = 0;             ///< jobs: coordinator rounds (cocoa) or evaluations; solvers: epochs
-  double seconds = 0.0;
+  double seconds = 0.0;       ///< wall-clock time of training
   StopReason reason = StopReason::kMaxEpochs;
   int64_t bytes_exchanged = 0;  ///< jobs: payload bytes moved between actors
   /// Jobs in ssp only: the largest clock lead over the slowest worker that
   /// any shard granted to a pull (never more than s).
   int64_t max_granted_staleness = 0;
-  std::vector<Progress> history;
+  std::vector<Progress> history;  ///< every reported Progress, in order
 };
 
 /// Trains `model` on `data` with the chosen solver. Errors: invalid model or

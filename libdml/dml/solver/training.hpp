@@ -27,6 +27,7 @@ enum class Mode {
 };
 /// The largest Mode value (the wire decoder refuses larger ones).
 inline constexpr Mode kLastMode = Mode::kCocoa;
+/// "sync", "async", "ssp", "easgd", "hogwild", "model-averaging", "cocoa".
 std::string_view ModeName(Mode mode);
 /// "sync"|"bsp", "async"|"downpour", "ssp", "easgd", "hogwild",
 /// "model-averaging"|"mavg", "cocoa". Errors: InvalidArgument listing them.

@@ -7,11 +7,15 @@
 
 namespace dml {
 
+/// xoshiro256** generator; the same seed gives the same stream everywhere.
+/// Not thread-safe.
 class Rng {
  public:
+  /// Seeds the four state words from `seed` through splitmix64.
   explicit Rng(uint64_t seed) {
     for (auto& s : s_) s = SplitMix(seed);
   }
+  /// Next 64 uniformly random bits.
   uint64_t Next() {
     const uint64_t result = Rotl(s_[1] * 5, 7) * 9;
     const uint64_t t = s_[1] << 17;

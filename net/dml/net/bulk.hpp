@@ -83,6 +83,7 @@ inline constexpr std::size_t kBulkMaxPendingBytes = std::size_t{2} << 30;
 /// The shared arena grows in segments of this size (a larger block gets a
 /// segment of its own) up to kBulkArenaMaxBytes; Allocate then fails.
 inline constexpr std::size_t kBulkArenaSegmentBytes = std::size_t{64} << 20;
+/// Most bytes the shared arena holds in all.
 inline constexpr std::size_t kBulkArenaMaxBytes = std::size_t{2} << 30;
 
 /// A writable block of a channel's shared arena. The block returns to the
@@ -90,17 +91,17 @@ inline constexpr std::size_t kBulkArenaMaxBytes = std::size_t{2} << 30;
 /// it. Write it before offering it, never after (receivers on this machine
 /// read it in place).
 struct SharedBlock {
-  std::shared_ptr<void> owner;
-  double* data = nullptr;
+  std::shared_ptr<void> owner;  ///< holds the block; pass it to Offer
+  double* data = nullptr;       ///< `count` doubles, uninitialized
   std::size_t count = 0;
 };
 
 /// Where an offered vector waits (what a wire.capnp BulkVector carries).
 struct BulkRef {
   std::string host;   ///< the sender's TCP endpoint (address or name)
-  uint16_t port = 0;
+  uint16_t port = 0;  ///< its TCP port
   std::string local;  ///< the sender's abstract Unix socket name; "" = none
-  uint64_t ticket = 0;
+  uint64_t ticket = 0;  ///< random, single use
   uint64_t count = 0;  ///< doubles
   /// Same-host direct read (0, 0: none): where the values and the offer's
   /// slot {ticket, bytes} are in the sender's memory.
@@ -119,7 +120,7 @@ struct BulkRef {
 /// mapped read-only in place: then `owner` holds the offer (the sender
 /// keeps the block unchanged and unreused until the owner goes).
 struct BulkValues {
-  std::shared_ptr<const void> owner;
+  std::shared_ptr<const void> owner;  ///< keeps `values` alive (see above)
   const double* values = nullptr;
   std::size_t count = 0;
   /// The same as owner when a buffer of this process holds the values.
@@ -131,6 +132,7 @@ struct BulkValues {
   bool in_place = false;
 };
 
+/// How a BulkChannel fetches.
 struct BulkOptions {
   /// Fetch from processes on this machine through their Unix socket (single
   /// copy where the kernel allows it). Off: always TCP (benchmarks of the
@@ -150,8 +152,12 @@ struct BulkStats {
   uint64_t bytes = 0;           ///< bytes fetched
 };
 
+/// A process's endpoint for bulk vectors: serves its offers and fetches
+/// peers'. Owns its listeners, threads, pooled connections and shared arena.
+/// Thread-safe.
 class BulkChannel {
  public:
+  /// Not serving yet (see Serve); with same_host, creates the shared arena.
   explicit BulkChannel(BulkOptions options = {});
   /// Stops serving: closes the listeners and every connection, joins the
   /// threads; unfetched offers are dropped (their fetches fail NotFound or
@@ -161,9 +167,12 @@ class BulkChannel {
   BulkChannel& operator=(const BulkChannel&) = delete;
 
   /// Starts serving offers: TCP on host:port (0 = a free port) and, with
-  /// same_host, an abstract Unix socket. Errors: the address cannot be
-  /// bound, or the channel serves already.
+  /// same_host, an abstract Unix socket (best effort: without it, same-host
+  /// peers fetch over TCP). Errors: Unavailable if the address cannot be
+  /// resolved or bound; FailedPrecondition if the channel serves already.
   absl::Status Serve(const std::string& host, uint16_t port = 0);
+  /// Whether Serve succeeded; then the host it was given and the TCP port
+  /// actually bound (0 before).
   bool serving() const;
   std::string host() const;
   uint16_t port() const;
@@ -190,6 +199,7 @@ class BulkChannel {
   /// breaks the protocol or announces another size).
   absl::StatusOr<BulkValues> Fetch(const BulkRef& ref);
 
+  /// A snapshot of the counters.
   BulkStats stats() const;
 
  private:
@@ -199,7 +209,7 @@ class BulkChannel {
 
 /// The local address this machine uses to reach host:port (no packet is
 /// sent): what a process tells peers to fetch its offers from. Errors:
-/// the host does not resolve or has no route.
+/// Unavailable if the host does not resolve or has no route.
 absl::StatusOr<std::string> LocalAddressFor(const std::string& host, uint16_t port);
 
 }  // namespace dml::net

@@ -15,31 +15,43 @@
 
 namespace dml::net {
 
+/// N dml-node child processes on loopback; owns them (see above). Move-only,
+/// not thread-safe.
 class LocalCluster {
  public:
   /// Starts `n` nodes from the executable `node_binary` on 127.0.0.1 with
   /// ephemeral ports, each named "node<i>", extra arguments appended, and
   /// waits (up to 20 s) until every node has published its port.
-  /// Errors: n < 1, the binary cannot be run, a node exited or timed out
-  /// before listening (its stderr tail is in the message).
+  /// Errors: InvalidArgument (n < 1), NotFound (the binary is not
+  /// executable), Unavailable (a node exited before listening; its log tail
+  /// is in the message), DeadlineExceeded (a node did not listen in 20 s).
+  /// Internal (mkdtemp or fork failed). Nodes already started are stopped
+  /// again on error.
   static absl::StatusOr<LocalCluster> Start(const std::string& node_binary, int n,
                                             std::vector<std::string> extra_args = {});
 
+  /// Moving transfers the children (assignment first stops the target's
+  /// own); the moved-from object owns none.
   LocalCluster(LocalCluster&& other) noexcept;
   LocalCluster& operator=(LocalCluster&& other) noexcept;
   LocalCluster(const LocalCluster&) = delete;
   LocalCluster& operator=(const LocalCluster&) = delete;
+  /// Stops the children: SIGTERM, up to 5 s each, then SIGKILL.
   ~LocalCluster();
 
   /// "127.0.0.1:port" of each node, in start order.
   const std::vector<std::string>& addresses() const { return addresses_; }
+  /// Process id of node i (no bounds check); -1 once killed.
   pid_t pid(int i) const { return pids_[i]; }
   /// SIGKILLs node i (fault tests) and reaps it.
   void Kill(int i);
   /// SIGTERMs every node and waits for it; OK if all exited with status 0.
+  /// Errors: DeadlineExceeded if a node ignored SIGTERM for 5 s (it is then
+  /// SIGKILLed), Internal for a non-zero exit.
   absl::Status Stop();
 
-  /// The dml-node executable next to the running program, if there is one.
+  /// Path of "dml-node" in the running program's directory (not checked to
+  /// exist; plain "dml-node" if /proc/self/exe cannot be read).
   static std::string NodeBinaryNextToSelf();
 
  private:

@@ -61,7 +61,7 @@ absl::Status WriteCheckpointFile(const std::string& path, const job_checkpoint& 
 /// decoder's errors prefixed with the path.
 absl::StatusOr<job_checkpoint> ReadCheckpointFile(const std::string& path);
 
-/// The decode error a payload arrived with, as an absl::Status (OK if none).
+/// The decode error a payload arrived with, as InvalidArgument (OK if none).
 template <class T>
 absl::Status WireErrorOf(const T& x) {
   if (x.wire_error.empty()) return absl::OkStatus();

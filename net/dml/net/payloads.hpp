@@ -35,7 +35,7 @@ inline constexpr std::size_t kMaxVectorEntries = std::size_t{1} << 28;
 /// place). Copying a dvec copies the reference, never the numbers. Nobody
 /// writes through a dvec's values while any copy of it exists.
 struct dvec {
-  std::shared_ptr<const void> owner;
+  std::shared_ptr<const void> owner;  ///< keeps `values` alive; null: no values
   const double* values = nullptr;
   std::size_t count = 0;
   std::string wire_error;  ///< set when a peer's bytes did not decode
@@ -48,20 +48,25 @@ struct dvec {
   /// handler skip its own pass over the values.
   bool finite = false;
 
+  /// No values (has_values() is false).
   dvec() = default;
+  /// Takes ownership of `v`.
   explicit dvec(std::vector<double> v)
       : dvec(std::make_shared<const std::vector<double>>(std::move(v))) {}
   /// Shares `v` (null: no values).
   explicit dvec(std::shared_ptr<const std::vector<double>> v)
       : owner(v), values(v ? v->data() : nullptr), count(v ? v->size() : 0), vector_(std::move(v)) {}
+  /// `n` values at `p`, kept alive by `keep`; nothing is copied.
   dvec(std::shared_ptr<const void> keep, const double* p, std::size_t n)
       : owner(std::move(keep)), values(p), count(n) {}
 
   /// False for a default-constructed (or failed) dvec; true even when empty.
   bool has_values() const { return owner != nullptr; }
+  /// The values, without copying.
   std::size_t size() const { return count; }
   const double* data() const { return values; }
   absl::Span<const double> view() const { return absl::Span<const double>(values, count); }
+  /// A copy of the values.
   std::vector<double> to_vector() const { return std::vector<double>(values, values + count); }
   /// The values as a std::vector (for numerics that take one): the shared
   /// vector itself where one owns them, else a copy.
@@ -69,6 +74,7 @@ struct dvec {
     if (vector_) return vector_;
     return std::make_shared<const std::vector<double>>(to_vector());
   }
+  /// Size of the values in bytes (for traffic counters).
   int64_t bytes() const { return static_cast<int64_t>(size() * sizeof(double)); }
 
  private:
@@ -78,11 +84,13 @@ struct dvec {
 /// A sparse update of a shard's range: offsets relative to the range start,
 /// strictly increasing, and their values.
 struct sparse_dvec {
-  std::shared_ptr<const std::vector<uint32_t>> index;
+  std::shared_ptr<const std::vector<uint32_t>> index;  ///< offsets; same length as value
   std::shared_ptr<const std::vector<double>> value;
-  std::string wire_error;
+  std::string wire_error;  ///< set when a peer's bytes did not decode
 
+  /// Number of entries (0 without values).
   std::size_t size() const { return value ? value->size() : 0; }
+  /// Size of the indices and values in bytes (for traffic counters).
   int64_t bytes() const {
     return static_cast<int64_t>(size() * (sizeof(double) + sizeof(uint32_t)));
   }
@@ -92,82 +100,85 @@ struct sparse_dvec {
 /// increasing.
 struct key_list {
   std::shared_ptr<const std::vector<uint32_t>> keys;
-  std::string wire_error;
+  std::string wire_error;  ///< set when a peer's bytes did not decode
 
+  /// Number of keys (0 without a list).
   std::size_t size() const { return keys ? keys->size() : 0; }
+  /// Size of the keys in bytes (for traffic counters).
   int64_t bytes() const { return static_cast<int64_t>(size() * sizeof(uint32_t)); }
 };
 
 /// A worker's share of the global objective (see dml::BlockCertificate).
 struct block_sums {
+  /// As in dml::BlockCertificate.
   double loss_sum = 0.0;
   double gap_sum = 0.0;
   double reg_sum = 0.0;
-  std::string wire_error;
+  std::string wire_error;  ///< set when a peer's bytes did not decode
 };
 
 /// What a worker did: sent when it finishes a run or a round.
 struct worker_report {
-  int32_t worker = 0;
+  int32_t worker = 0;     ///< worker index in [0, K)
   int64_t clock = 0;      ///< steps (SGD) or rounds (cocoa) completed
   int64_t processed = 0;  ///< examples or coordinates processed in total
   int64_t bytes = 0;      ///< payload bytes pushed and pulled in total
-  std::string wire_error;
+  std::string wire_error;  ///< set when a peer's bytes did not decode (or a failed push)
 };
 
 /// A shard's counters.
 struct shard_stats {
   int64_t updates = 0;  ///< pushes applied
-  int64_t pulls = 0;
-  int64_t bytes_in = 0;
-  int64_t bytes_out = 0;
+  int64_t pulls = 0;    ///< pulls answered
+  int64_t bytes_in = 0;   ///< payload bytes received
+  int64_t bytes_out = 0;  ///< payload bytes sent
   /// ssp: the largest (requesting clock - slowest clock) granted to a pull.
   int64_t max_granted_staleness = 0;
   std::vector<int64_t> clocks;  ///< per worker: pushes received
-  std::string wire_error;
+  std::string wire_error;       ///< set when a peer's bytes did not decode
 };
 
 /// Key boundaries of the S shards (S + 1 entries, increasing).
 struct int64_list {
   std::vector<int64_t> values;
-  std::string wire_error;
+  std::string wire_error;  ///< set when a peer's bytes did not decode
 };
 
 /// What a process needs to spawn one worker (the wire-portable part of
 /// worker_config; wire.capnp WorkerSpec documents each field).
 struct worker_spec {
   Mode mode = Mode::kCocoa;
-  int32_t index = 0;
-  int32_t workers = 1;
+  int32_t index = 0;    ///< in [0, workers)
+  int32_t workers = 1;  ///< K >= 1
   ModelSpec model;
-  uint64_t seed = 1;
+  uint64_t seed = 1;    ///< the job's seed (minibatches, coordinate order)
   /// A path the worker loads itself (required across processes).
   std::string path;
-  LibsvmOptions load;
-  int32_t batch_size = 64;
-  double step0 = 0.5;
+  LibsvmOptions load;        ///< how to parse `path`
+  int32_t batch_size = 64;   ///< SGD modes, >= 1
+  double step0 = 0.5;        ///< step_t = step0 / (1 + step_decay * t)
   double step_decay = 0.0;
-  int32_t tau = 8;
-  double local_epochs = 1.0;
-  double gamma = 1.0;
-  double sigma_prime = 1.0;
-  std::string wire_error;
+  int32_t tau = 8;           ///< easgd, model-averaging: steps between exchanges
+  double local_epochs = 1.0;  ///< cocoa: H as a fraction of the block
+  double gamma = 1.0;         ///< cocoa aggregation, (0, 1]
+  double sigma_prime = 1.0;   ///< cocoa subproblem scaling, > 0
+  std::string wire_error;     ///< set when a peer's bytes did not decode
 };
 
 /// What a process needs to spawn one parameter shard of keys [begin, end)
 /// (see parameter_shard.hpp for the rules).
 struct shard_config {
   Mode mode = Mode::kSync;
-  int32_t workers = 1;
-  int64_t begin = 0;
+  int32_t workers = 1;       ///< K: workers pushing to it
+  int64_t begin = 0;         ///< key range [begin, end), begin < end
   int64_t end = 0;
-  ModelSpec model;
-  double step0 = 0.5;
+  ModelSpec model;           ///< whose regulariser the steps apply
+  double step0 = 0.5;        ///< step_t = step0 / (1 + step_decay * t)
   double step_decay = 0.0;
-  double gamma = 1.0;
-  double easgd_alpha = 0.1;
-  int32_t staleness = 0;
-  std::string wire_error;
+  double gamma = 1.0;        ///< cocoa: weight of each delta
+  double easgd_alpha = 0.1;  ///< easgd: e = alpha (x - center)
+  int32_t staleness = 0;     ///< ssp: s >= 0
+  std::string wire_error;    ///< set when a peer's bytes did not decode
 };
 
 /// An immutable, shareable float vector. Copying a dense_block copies a
@@ -175,15 +186,17 @@ struct shard_config {
 /// of actors may read them concurrently. A default-constructed block is
 /// empty (no allocation).
 struct dense_block {
-  std::shared_ptr<const std::vector<float>> data;
+  std::shared_ptr<const std::vector<float>> data;  ///< null when empty
 
+  /// Empty, no allocation.
   dense_block() = default;
-  /// Takes ownership of `values`.
   std::string wire_error;  ///< set when a peer's bytes did not decode
 
+  /// Takes ownership of `values`.
   explicit dense_block(std::vector<float> values)
       : data(std::make_shared<const std::vector<float>>(std::move(values))) {}
 
+  /// Number of floats, and a view of them (empty when there are none).
   std::size_t size() const { return data ? data->size() : 0; }
   absl::Span<const float> view() const {
     return data ? absl::Span<const float>(*data) : absl::Span<const float>();
@@ -196,18 +209,18 @@ struct dense_block {
 struct job_checkpoint {
   Mode mode = Mode::kCocoa;
   ModelSpec model;
-  int32_t round = 0;
-  double epochs = 0.0;
+  int32_t round = 0;     ///< the round (cocoa) or evaluation (SGD) it was taken at
+  double epochs = 0.0;   ///< as in Progress, at the checkpoint
   double seconds = 0.0;
-  int64_t clock = 0;
-  int64_t bytes = 0;
-  int64_t rows = 0, cols = 0;
-  uint64_t seed = 0;
-  int32_t workers = 0;
-  std::vector<double> shared;
-  std::vector<std::vector<double>> coords;  // per worker (cocoa); may be empty
-  std::vector<int64_t> processed;           // per worker
-  std::vector<Progress> history;
+  int64_t clock = 0;     ///< SGD modes: the clock every worker restarts from
+  int64_t bytes = 0;     ///< payload bytes exchanged so far
+  int64_t rows = 0, cols = 0;  ///< shape of the data it was trained on
+  uint64_t seed = 0;     ///< the job's seed
+  int32_t workers = 0;   ///< K of the job that wrote it
+  std::vector<double> shared;  ///< w, or v = A w for primal cocoa
+  std::vector<std::vector<double>> coords;  ///< per worker (cocoa): alpha or local w; may be empty
+  std::vector<int64_t> processed;           ///< per worker: examples or coordinates processed
+  std::vector<Progress> history;            ///< the job's Progress so far
 };
 
 }  // namespace dml::net

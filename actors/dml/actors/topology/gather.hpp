@@ -14,9 +14,15 @@
 
 namespace dml::actors::internal {
 
+/// The gathering shard_rule; a mode supplies mean_buffer and fold. One
+/// shard's state, used on that shard's thread only.
 class gather_rule : public shard_rule {
  public:
+  /// For rounds of `workers` (K) pushes each.
   explicit gather_rule(int32_t workers);
+  /// shard_rule's: a push must be for the current round and once per worker
+  /// (else InvalidArgument; ignored once halted); the K-th folds the mean.
+  /// Pulls wait for the round; a push replies the rounds completed.
   absl::Status apply(shard_core& core, int32_t worker, int64_t clock, held_push push,
                      std::vector<refused_push>* others) final;
   bool pull_ready(const shard_core& core, int64_t clock) const final { return clock <= core.round; }

@@ -9,6 +9,8 @@
 
 namespace dml::actors {
 
+/// The immutable policy of each mode (sync, async, ssp, easgd, hogwild,
+/// model averaging, cocoa), for MakeTopology.
 std::shared_ptr<const topology> MakeSyncTopology();
 std::shared_ptr<const topology> MakeAsyncTopology();
 std::shared_ptr<const topology> MakeSspTopology();

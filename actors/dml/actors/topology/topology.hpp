@@ -39,6 +39,7 @@ struct shard_config;
 
 namespace dml::actors {
 
+/// net's payload under the actors' name.
 using net::shard_config;
 
 namespace internal {
@@ -50,8 +51,8 @@ struct held_push;
 /// found a non-finite value while summing): the worker whose pull must
 /// fail, and why.
 struct refused_push {
-  int32_t worker = 0;
-  absl::Status why;
+  int32_t worker = 0;  ///< the worker whose pull fails
+  absl::Status why;    ///< InvalidArgument naming the key and the worker
 };
 
 /// How one parameter shard folds what arrives, for one mode. Errors are
@@ -93,8 +94,9 @@ class shard_rule {
 class worker_ops {
  public:
   virtual ~worker_ops() = default;
-  /// The step's minibatch (row indices) and the worker's clock.
+  /// The worker's clock: SGD steps completed.
   virtual int64_t clock() const = 0;
+  /// Local steps between exchanges (easgd, model averaging).
   virtual int32_t tau() const = 0;
   /// Pull the batch's keys from the shards, one loss gradient on them,
   /// push it; the step ends when the push is acknowledged.
@@ -107,7 +109,9 @@ class worker_ops {
   virtual void elastic_exchange() = 0;
   /// Model averaging: push the local model, continue from the shards' mean.
   virtual void average_exchange() = 0;
+  /// Ends the step: counts it and schedules the next.
   virtual void step_done() = 0;
+  /// Ends the step and the worker's run with `why`.
   virtual void fail(absl::Status why) = 0;
 };
 
@@ -115,6 +119,7 @@ class worker_ops {
 class topology {
  public:
   virtual ~topology() = default;
+  /// The mode this is the policy of.
   virtual Mode mode() const = 0;
 
   // ---- coordinator
@@ -147,10 +152,12 @@ class topology {
   /// The worker trains a local model that exchanges with the shards; a
   /// replacement joining late starts from the shards' model.
   virtual bool keeps_local_model() const { return false; }
-  /// One SGD step (modes without coordinator_rounds()).
+  /// One SGD step (modes without coordinator_rounds()); by default fails
+  /// the step with FailedPrecondition.
   virtual void sgd_step(worker_ops& ops) const;
 
   // ---- shard
+  /// A new rule for one shard of this mode, owned by that shard.
   virtual std::unique_ptr<shard_rule> make_shard_rule(const shard_config& cfg) const = 0;
 };
 
