@@ -277,7 +277,7 @@ int main(int argc, char** argv) {
   if (!ref.ok()) return 1;
   const double p_star = ref->primal;
   std::printf("P* = %.10f (sequential SCD, gap %.2e, %d epochs, %.2f s)\n", p_star, ref->gap,
-              ref->epochs, ref->seconds);
+              ref->rounds, ref->seconds);
 
   if (what == "modes") {
     std::printf("%-16s %2s %8s %9s %7s %8s %13s %14s %14s\n", "mode", "K", "reached", "seconds",

@@ -71,7 +71,7 @@ int main(int argc, char** argv) {
       }
       primal = res->primal;
       gap = res->gap;
-      epochs = res->epochs;
+      epochs = res->rounds;
       if (res->reason != dml::StopReason::kTargetReached) {
         std::fprintf(stderr, "solver_bench: %s did not reach the target (%s)\n",
                      std::string(dml::SolverName(s)).c_str(),

@@ -1,4 +1,4 @@
-#include "dml/actors/topology/gather.hpp"
+#include "dml/actors/topology/internal/gather.hpp"
 
 #include <algorithm>
 #include <string>

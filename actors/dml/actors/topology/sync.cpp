@@ -6,7 +6,7 @@
 // evaluation.
 #include "dml/actors/topology/modes.hpp"
 
-#include "dml/actors/topology/gather.hpp"
+#include "dml/actors/topology/internal/gather.hpp"
 
 namespace dml::actors {
 namespace {
