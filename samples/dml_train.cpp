@@ -15,6 +15,7 @@
 //   --binarize T          classification: label > T is +1 (multi-class files)
 //   --cache PATH          load the data through a binary cache
 //   -o / --output PATH    write the model (text format of dml/objective/model_io.hpp)
+//   --liblinear-model PATH  also write it in LIBLINEAR's format (liblinear-predict reads it)
 //   --mode M              train as an actor topology in-process: sync | async | ssp | easgd |
 //                         hogwild | model-averaging | cocoa (default: no runtime, plain solver)
 //   --workers K --shards S  the topology's size (default 2 and 1)
@@ -52,6 +53,7 @@
 #include "dml/metrics/metrics.hpp"
 #include "dml/net/admission.hpp"
 #include "dml/objective/model.hpp"
+#include "dml/objective/liblinear_model.hpp"
 #include "dml/objective/model_io.hpp"
 #include "dml/solver/solver.hpp"
 
@@ -66,7 +68,7 @@ struct Args {
 const char* const kValueFlags[] = {"-c", "-e", "-o", "--lambda", "--tol", "--model", "--l1-ratio",
                                    "--solver", "--threads", "--epochs", "--time-budget",
                                    "--generate", "--nnz-per-row", "--noise", "--seed", "--test",
-                                   "--binarize", "--cache", "--output", "--eval-every", "--mode",
+                                   "--binarize", "--cache", "--output", "--liblinear-model", "--eval-every", "--mode",
                                    "--workers", "--shards", "--batch", "--step", "--staleness",
                                    "--tau", "--local-epochs", "--gamma", "--nodes",
                                    "--local-nodes", "--checkpoint", "--checkpoint-every",
@@ -156,7 +158,7 @@ void PrintUsage() {
       "  -c C | --lambda L, -e TOL | --tol TOL, --solver scd|async-scd|sgd, --threads T\n"
       "  --epochs N, --time-budget S, --l1-ratio ETA, --eval-every N\n"
       "  --generate RxC [--nnz-per-row K] [--noise S] [--seed N]\n"
-      "  --test FILE, --binarize T, --cache PATH, -o|--output PATH, --quiet\n"
+      "  --test FILE, --binarize T, --cache PATH, -o|--output PATH, --liblinear-model PATH, --quiet\n"
       "  --mode sync|async|ssp|easgd|hogwild|model-averaging|cocoa --workers K --shards S\n"
       "  --batch B, --step S0, --staleness s, --tau T, --local-epochs H, --gamma G\n"
       "  --nodes H:P,H:P,... | --local-nodes N   run the topology on dml-node processes\n"
@@ -463,10 +465,21 @@ int main(int argc, char** argv) {
   const std::string out =
       run.args.values.count("-o") ? Get(run.args, "-o") : Get(run.args, "--output");
   if (!out.empty()) {
-    if (auto st = dml::WriteModelText({run.spec, result->w}, out); !st.ok()) {
+    if (auto st = dml::WriteModelText({run.spec, result->w, trained_on.classes}, out); !st.ok()) {
       return Fail(std::string(st.message()));
     }
     if (!run.quiet) std::printf("model written to %s\n", out.c_str());
+  }
+  const std::string liblinear = Get(run.args, "--liblinear-model");
+  if (!liblinear.empty()) {
+    const bool named = trained_on.classes.size() == 2;
+    const dml::LiblinearModel m =
+        dml::ToLiblinear(run.spec, result->w, named ? trained_on.classes[0] : -1.0,
+                         named ? trained_on.classes[1] : 1.0);
+    if (auto st = dml::WriteLiblinearModel(m, liblinear); !st.ok()) {
+      return Fail(std::string(st.message()));
+    }
+    if (!run.quiet) std::printf("LIBLINEAR model written to %s\n", liblinear.c_str());
   }
   return 0;
 }

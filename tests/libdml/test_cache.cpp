@@ -202,7 +202,7 @@ BOOST_AUTO_TEST_CASE(round_trip_odd_sizes_empty_rows_and_no_rows) {
   // 3 rows, 5 nonzeros: every array needs padding; row 1 is empty.
   auto x = CsrMatrix::FromArrays(3, 6, {0, 2, 2, 5}, {0, 5, 1, 2, 3}, {1, -2, 3.5f, 0, 1e-30f});
   BOOST_REQUIRE(x.ok());
-  Dataset d{std::move(x).value(), {0.5f, -1.5f, 2}, Task::kRegression};
+  Dataset d{std::move(x).value(), {0.5f, -1.5f, 2}, Task::kRegression, {}};
   const std::string path = tmp("odd.cache");
   BOOST_REQUIRE(WriteCache(d, {}, path).ok());
   BOOST_CHECK_EQUAL(fs::file_size(path), 128u + 32 + 24 + 24 + 16);
@@ -281,7 +281,7 @@ BOOST_AUTO_TEST_CASE(nonzero_padding_is_rejected) {
   // 3 rows and 5 nonzeros: padding after indices, values and labels.
   auto x = CsrMatrix::FromArrays(3, 6, {0, 2, 2, 5}, {0, 5, 1, 2, 3}, {1, 2, 3, 4, 5});
   BOOST_REQUIRE(x.ok());
-  const std::string good = CacheBytes(tmp, Dataset{std::move(x).value(), {1, 2, 3}, Task::kRegression});
+  const std::string good = CacheBytes(tmp, Dataset{std::move(x).value(), {1, 2, 3}, Task::kRegression, {}});
   const Sections s = SectionsOf(3, 5);
   for (uint64_t at : {s.indices + 20, s.values + 23, s.labels + 12}) {
     std::string b = good;

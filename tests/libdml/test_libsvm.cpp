@@ -123,6 +123,11 @@ BOOST_AUTO_TEST_CASE(maps_classification_labels) {
   BOOST_TEST(labels("0\n0\n") == (V{-1, -1}), boost::test_tools::per_element());
   BOOST_TEST(labels("-1\n") == (V{-1}), boost::test_tools::per_element());
   BOOST_TEST(labels("2\n2\n") == (V{1, 1}), boost::test_tools::per_element());
+  // The two values that became -1 and +1 are kept (a model names them).
+  using D = std::vector<double>;
+  BOOST_TEST(MustParse("2\n1\n2\n", {}).classes == (D{1, 2}), boost::test_tools::per_element());
+  BOOST_TEST(MustParse("1.5e0\n+3\n", {}).classes == (D{1.5, 3}), boost::test_tools::per_element());
+  BOOST_TEST(MustParse("2\n2\n", {}).classes.empty());
   // Threshold: any number of classes.
   LibsvmOptions thr;
   thr.binarize_threshold = 10.5;
@@ -132,6 +137,7 @@ BOOST_AUTO_TEST_CASE(maps_classification_labels) {
   const Dataset r = MustParse("2.5\n-7\n1e-3 1:1\n+0\n", Regression());
   BOOST_TEST(r.y == (V{2.5f, -7.0f, 1e-3f, 0.0f}), boost::test_tools::per_element());
   BOOST_TEST((r.task == Task::kRegression));
+  BOOST_TEST(r.classes.empty());
 }
 
 BOOST_AUTO_TEST_CASE(third_class_is_an_error_at_its_first_line) {

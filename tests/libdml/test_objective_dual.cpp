@@ -57,7 +57,7 @@ dml::Dataset DenseRegression(int64_t n, int64_t d, uint64_t seed) {
   }
   auto x = dml::CsrMatrix::FromArrays(n, d, off, idx, val);
   BOOST_REQUIRE(x.ok());
-  return dml::Dataset{std::move(*x), std::move(y), dml::Task::kRegression};
+  return dml::Dataset{std::move(*x), std::move(y), dml::Task::kRegression, {}};
 }
 
 dml::Dataset Synthetic(ModelKind kind, int64_t rows = 300, int64_t cols = 40, uint64_t seed = 7) {

@@ -432,7 +432,7 @@ BOOST_AUTO_TEST_CASE(lasso_orthogonal_design_closed_form) {
   }
   auto x = dml::CsrMatrix::FromArrays(n, d, off, idx, val);
   BOOST_REQUIRE(x.ok());
-  const dml::Dataset data{std::move(*x), y, dml::Task::kRegression};
+  const dml::Dataset data{std::move(*x), y, dml::Task::kRegression, {}};
   dml::ModelSpec spec;
   spec.kind = ModelKind::kLasso;
   spec.lambda = 0.15;

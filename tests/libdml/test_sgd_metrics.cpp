@@ -485,7 +485,7 @@ BOOST_AUTO_TEST_CASE(minibatch_gradient_matches_finite_differences) {
   std::iota(all.begin(), all.end(), int64_t{0});
   std::vector<int64_t> some = {4, 17, 17, 250, 499};  // a repeat counts twice
   const Dataset sub = [&] {
-    Dataset s{data.x.GatherOuter(some), {}, data.task};
+    Dataset s{data.x.GatherOuter(some), {}, data.task, {}};
     for (int64_t i : some) s.y.push_back(data.y[i]);
     return s;
   }();

@@ -356,6 +356,10 @@ absl::StatusOr<Dataset> ParseLibsvm(std::string_view text, const LibsvmOptions& 
                                          std::move(a.values));
   out.y = std::move(a.y);
   out.task = options.task;
+  if (track && classes.num == 2) {
+    out.classes = {std::min(classes.seen[0].value, classes.seen[1].value),
+                   std::max(classes.seen[0].value, classes.seen[1].value)};
+  }
   return out;
 }
 

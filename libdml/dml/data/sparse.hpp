@@ -128,6 +128,10 @@ struct Dataset {
   CsrMatrix x;                    ///< One row per example.
   std::vector<float> y;           ///< One label per row of x.
   Task task = Task::kRegression;  ///< How to read y.
+  /// Classification read from a file with two label values: the values that
+  /// became -1 and +1, in that order (so a model can name them, as
+  /// LIBLINEAR's do). Empty otherwise (one class, a threshold, generated data).
+  std::vector<double> classes;
 };
 
 }  // namespace dml

@@ -39,7 +39,12 @@ absl::Status WriteModelText(const LinearModel& model, const std::string& path) {
   for (double v : model.w) nnz += v != 0.0;
   absl::StrAppend(&out, "dml-model 1\nmodel ", AsAbsl(ModelName(model.spec.kind)), "\nlambda ",
                   ShortestDouble(model.spec.lambda), "\nl1_ratio ",
-                  ShortestDouble(model.spec.l1_ratio), "\nfeatures ", model.w.size(),
+                  ShortestDouble(model.spec.l1_ratio), "\n");
+  if (model.classes.size() == 2) {
+    absl::StrAppend(&out, "labels ", ShortestDouble(model.classes[0]), " ",
+                    ShortestDouble(model.classes[1]), "\n");
+  }
+  absl::StrAppend(&out, "features ", model.w.size(),
                   "\nweights ", nnz, "\n");
   for (std::size_t j = 0; j < model.w.size(); ++j) {
     if (model.w[j] != 0.0) absl::StrAppend(&out, j + 1, " ", ShortestDouble(model.w[j]), "\n");
@@ -71,6 +76,14 @@ absl::StatusOr<LinearModel> ReadModelText(const std::string& path) {
     absl::string_view line = absl::StripAsciiWhitespace(raw);
     if (line.empty() || line[0] == '#') continue;
     std::vector<absl::string_view> tok = absl::StrSplit(line, ' ', absl::SkipEmpty());
+    if (stage == 4 && !tok.empty() && tok[0] == "labels") {
+      double neg = 0, pos = 0;
+      if (tok.size() != 3 || !ParseDouble(tok[1], neg) || !ParseDouble(tok[2], pos) || !(neg < pos)) {
+        return err(absl::StrCat("labels: expected two increasing numbers, got \"", line, "\""));
+      }
+      m.classes = {neg, pos};
+      continue;
+    }
     if (tok.size() != 2) return err(absl::StrCat("expected two fields, got \"", line, "\""));
     static constexpr const char* kKeys[] = {"dml-model", "model", "lambda", "l1_ratio",
                                            "features", "weights"};

@@ -6,6 +6,7 @@
 //   model <name>                ModelName(), e.g. logistic
 //   lambda <float>
 //   l1_ratio <float>            elastic net's eta (written for every model)
+//   [labels <neg> <pos>]        optional: the data's label values that were -1 and +1
 //   features <d>                length of w
 //   weights <k>                 number of nonzero weights that follow
 //   <index> <value>             k lines, 1-based feature index (as in LIBSVM), increasing
@@ -26,6 +27,9 @@ namespace dml {
 struct LinearModel {
   ModelSpec spec;         ///< kind, lambda, l1_ratio
   std::vector<double> w;  ///< One weight per feature.
+  /// Classification: the data's label values that were -1 and +1, or empty
+  /// (unknown: the data was generated, cached or already -1/+1).
+  std::vector<double> classes;
 };
 
 /// Writes `model` to `path` in the format above (in place, not atomically).

@@ -1,0 +1,209 @@
+// dml-predict: applies a linear model (ours or LIBLINEAR's) to LIBSVM data.
+//
+//   dml-predict [-b 0|1] [-q] TEST_FILE MODEL_FILE OUTPUT_FILE
+//
+// Like liblinear-predict: OUTPUT_FILE gets one prediction per line, the
+// label (classification, as %g) or the value (regression, as %.17g); with
+// -b 1 (logistic models) a "labels A B" header and then "label p_A p_B"
+// lines. MODEL_FILE is a dml-train model (`dml-model 1`) or a LIBLINEAR one
+// (`solver_type ...`), told apart by its first line. Prints accuracy, AUC and
+// log-loss (classification) or MSE, RMSE and R^2 (regression) unless -q.
+//
+// Labels: a LIBLINEAR model names its two labels, and so does a dml model
+// trained on a file with two label values (its "labels" line). Without that
+// line (generated or cached training data) the test file's labels are mapped
+// as the trainer maps them: two distinct values, the smaller one -1; or
+// values within {-1, 0, +1} with 0 as -1.
+//
+// Exit status: 0 on success, 2 on a bad flag, model or data file.
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "dml/data/libsvm.hpp"
+#include "dml/metrics/metrics.hpp"
+#include "dml/objective/liblinear_model.hpp"
+#include "dml/objective/model_io.hpp"
+
+namespace {
+
+int Fail(const std::string& msg) {
+  std::fprintf(stderr, "dml-predict: %s\n", msg.c_str());
+  return 2;
+}
+
+constexpr const char* kUsage =
+    "usage: dml-predict [-b 0|1] [-q] TEST_FILE MODEL_FILE OUTPUT_FILE\n"
+    "  -b 1   write probabilities (logistic models only; default 0)\n"
+    "  -q     print no metrics\n"
+    "MODEL_FILE: a dml-train model (-o) or a LIBLINEAR model (liblinear-train)\n";
+
+struct Options {
+  bool probabilities = false;
+  bool quiet = false;
+  std::string test, model, output;
+};
+
+absl::StatusOr<Options> ParseFlags(int argc, char** argv) {
+  Options o;
+  std::vector<std::string> positional;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "-q") {
+      o.quiet = true;
+    } else if (a == "-b") {
+      if (i + 1 >= argc) return absl::InvalidArgumentError("-b: expected 0 or 1");
+      const std::string v = argv[++i];
+      if (v != "0" && v != "1") return absl::InvalidArgumentError("-b: expected 0 or 1, got \"" + v + "\"");
+      o.probabilities = v == "1";
+    } else if (a.size() > 1 && a[0] == '-') {
+      return absl::InvalidArgumentError("unknown flag " + a);
+    } else {
+      positional.push_back(a);
+    }
+  }
+  if (positional.size() != 3) {
+    return absl::InvalidArgumentError(absl::StrCat("expected TEST_FILE MODEL_FILE OUTPUT_FILE, got ",
+                                                   positional.size(), " file name(s)"));
+  }
+  o.test = positional[0];
+  o.model = positional[1];
+  o.output = positional[2];
+  return o;
+}
+
+std::string FirstWord(const std::string& path) {
+  std::ifstream in(path);
+  std::string w;
+  in >> w;
+  return w;
+}
+
+// A dml model as a LIBLINEAR one over the test file's label values.
+absl::StatusOr<dml::LiblinearModel> FromDmlModel(const std::string& path, const dml::Dataset& test) {
+  auto m = dml::ReadModelText(path);
+  if (!m.ok()) return m.status();
+  if (dml::TaskOf(m->spec.kind) == dml::Task::kRegression) return dml::ToLiblinear(m->spec, m->w);
+  if (m->classes.size() == 2) return dml::ToLiblinear(m->spec, m->w, m->classes[0], m->classes[1]);
+  std::set<float> values(test.y.begin(), test.y.end());
+  double negative = -1, positive = 1;
+  const bool signs = std::all_of(values.begin(), values.end(),
+                                 [](float v) { return v == -1.0f || v == 0.0f || v == 1.0f; });
+  if (signs) {
+    if (values.count(0.0f)) negative = 0;
+    if (values.count(0.0f) && values.count(-1.0f)) {
+      return absl::InvalidArgumentError(test.y.empty() ? "no labels" :
+          "test labels -1, 0 and +1: a binary model needs two label values");
+    }
+  } else if (values.size() == 2) {
+    negative = *values.begin();
+    positive = *values.rbegin();
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "test labels take ", values.size(), " distinct values outside {-1, 0, +1}; a dml model "
+        "needs two (the smaller one is the model's -1)"));
+  }
+  return dml::ToLiblinear(m->spec, m->w, negative, positive);
+}
+
+void PrintMetrics(const dml::LiblinearModel& m, const dml::Dataset& test,
+                  const std::vector<double>& dec) {
+  auto show = [](const absl::StatusOr<double>& v) {
+    return v.ok() ? absl::StrCat(*v) : absl::StrCat("n/a (", v.status().message(), ")");
+  };
+  const std::size_t n = test.y.size();
+  if (m.regression()) {
+    auto rmse = dml::Rmse(test.y, dec);
+    std::printf("mse %s  rmse %s  r2 %s  (%zu examples)\n",
+                rmse.ok() ? absl::StrCat(*rmse * *rmse).c_str() : "n/a", show(rmse).c_str(),
+                show(dml::R2(test.y, dec)).c_str(), n);
+    return;
+  }
+  std::vector<float> y_pm(n);
+  std::size_t right = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    y_pm[i] = test.y[i] == m.labels[0] ? 1.0f : -1.0f;
+    right += m.Label(dec[i]) == test.y[i];
+  }
+  std::printf("accuracy %.4f%% (%zu/%zu)  auc %s  log-loss %s\n",
+              n ? 100.0 * static_cast<double>(right) / static_cast<double>(n) : 0.0, right, n,
+              show(dml::Auc(y_pm, dec)).c_str(),
+              m.probabilistic() ? show(dml::LogLoss(y_pm, dec)).c_str() : "n/a (not a logistic model)");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "-h" || std::string(argv[i]) == "--help") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    }
+  }
+  auto opts = ParseFlags(argc, argv);
+  if (!opts.ok()) {
+    std::fputs(kUsage, stderr);
+    return Fail(std::string(opts.status().message()));
+  }
+  dml::LibsvmOptions lo;
+  lo.task = dml::Task::kRegression;  // labels as written; mapped per model below
+  auto test = dml::ReadLibsvm(opts->test, lo);
+  if (!test.ok()) return Fail(std::string(test.status().message()));
+  const std::string kind = FirstWord(opts->model);
+  absl::StatusOr<dml::LiblinearModel> model =
+      kind == "dml-model"     ? FromDmlModel(opts->model, *test)
+      : kind == "solver_type" ? dml::ReadLiblinearModel(opts->model)
+                              : absl::InvalidArgumentError(absl::StrCat(
+                                    opts->model, ":1: neither a dml model (\"dml-model 1\") nor "
+                                                 "a LIBLINEAR model (\"solver_type ...\")"));
+  if (!model.ok()) return Fail(std::string(model.status().message()));
+  if (opts->probabilities && !model->probabilistic()) {
+    return Fail("-b 1: probabilities need a logistic model; this one is " + model->solver_type);
+  }
+  if (!model->regression()) {
+    for (std::size_t i = 0; i < test->y.size(); ++i) {
+      if (test->y[i] != model->labels[0] && test->y[i] != model->labels[1]) {
+        return Fail(absl::StrCat(opts->test, ": example ", i + 1, " has label ", test->y[i],
+                                 "; the model's labels are ", model->labels[0], " and ",
+                                 model->labels[1]));
+      }
+    }
+  }
+  const dml::CsrMatrix& x = test->x;
+  std::vector<double> dec(static_cast<std::size_t>(x.rows()));
+  std::vector<int64_t> idx;
+  std::vector<double> val;
+  for (int64_t i = 0; i < x.rows(); ++i) {
+    const auto row = x.outer(i);
+    idx.assign(row.index, row.index + row.size);
+    val.assign(row.value, row.value + row.size);
+    dec[static_cast<std::size_t>(i)] = model->Decision(idx.data(), val.data(), idx.size());
+  }
+  std::unique_ptr<FILE, int (*)(FILE*)> out(std::fopen(opts->output.c_str(), "w"), &std::fclose);
+  if (!out) return Fail(opts->output + ": cannot open for writing");
+  if (opts->probabilities) {
+    std::fprintf(out.get(), "labels %g %g\n", model->labels[0], model->labels[1]);
+  }
+  for (double d : dec) {
+    if (model->regression()) {
+      std::fprintf(out.get(), "%.17g\n", d);
+    } else if (opts->probabilities) {
+      const double p = 1.0 / (1.0 + std::exp(-d));
+      std::fprintf(out.get(), "%g %g %g\n", model->Label(d), p, 1.0 - p);
+    } else {
+      std::fprintf(out.get(), "%g\n", model->Label(d));
+    }
+  }
+  if (std::fflush(out.get()) != 0) return Fail(opts->output + ": write failed");
+  if (!opts->quiet) PrintMetrics(*model, *test, dec);
+  return 0;
+}

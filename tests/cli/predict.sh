@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# dml-predict against dml-train and LIBLINEAR: a model trained on a file with
+# labels 2/4 predicts those labels; our text model and its LIBLINEAR-format
+# twin give the same predictions; liblinear-predict (Debian liblinear-tools;
+# skipped if absent) gives the same predictions and accuracy on it, and
+# dml-predict reads a model that liblinear-train wrote.
+#   tests/cli/predict.sh BUILD_DIR
+set -euo pipefail
+build=$1
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+train=$build/samples/dml-train predict=$build/samples/dml-predict
+"$build/samples/dml-gen" --rows 3000 --cols 40 --nnz-per-row 8 --noise 0.5 --seed 3 --task classification \
+  --out "$tmp/pm.svm" >/dev/null
+# Labels 2 and 4 instead of -1 and +1: the model must carry them.
+sed -e 's/^-1 /2 /' -e 's/^+\?1 /4 /' "$tmp/pm.svm" >"$tmp/d.svm"
+head -2000 "$tmp/d.svm" >"$tmp/train.svm"
+tail -1000 "$tmp/d.svm" >"$tmp/test.svm"
+"$train" --model logistic -c 1 "$tmp/train.svm" -o "$tmp/m.dml" --liblinear-model "$tmp/m.ll" --quiet >/dev/null
+grep -qx 'labels 2 4' "$tmp/m.dml" || { echo "FAIL: no labels line in the model"; exit 1; }
+"$predict" "$tmp/test.svm" "$tmp/m.dml" "$tmp/ours.out" | tee "$tmp/ours.txt"
+"$predict" "$tmp/test.svm" "$tmp/m.ll" "$tmp/ours_ll.out" >/dev/null
+sort -u "$tmp/ours.out" | tr '\n' ' ' | grep -qx '2 4 ' || { echo "FAIL: predicted labels are not 2 and 4"; exit 1; }
+cmp "$tmp/ours.out" "$tmp/ours_ll.out" || { echo "FAIL: the two model files predict differently"; exit 1; }
+"$predict" -b 1 "$tmp/test.svm" "$tmp/m.dml" "$tmp/prob.out" >/dev/null
+[ "$(head -1 "$tmp/prob.out")" = "labels 4 2" ] || { echo "FAIL: -b 1 header"; exit 1; }
+if ! command -v liblinear-predict >/dev/null; then
+  echo "liblinear-predict not installed: LIBLINEAR comparison skipped"
+  exit 77
+fi
+liblinear-predict "$tmp/test.svm" "$tmp/m.ll" "$tmp/theirs.out" | tee "$tmp/theirs.txt"
+cmp "$tmp/ours.out" "$tmp/theirs.out" || { echo "FAIL: liblinear-predict predicts differently"; exit 1; }
+ours=$(sed -n 's/^accuracy [0-9.]*% (\([0-9/]*\)).*/\1/p' "$tmp/ours.txt")
+theirs=$(sed -n 's/^Accuracy = [0-9.]*% (\([0-9/]*\)).*/\1/p' "$tmp/theirs.txt")
+[ -n "$ours" ] && [ "$ours" = "$theirs" ] || { echo "FAIL: accuracy $ours vs $theirs"; exit 1; }
+# A model liblinear-train wrote: the same predictions from both programs.
+liblinear-train -s 0 -B 1 -q "$tmp/train.svm" "$tmp/lt.model"
+"$predict" "$tmp/test.svm" "$tmp/lt.model" "$tmp/ours_lt.out" >/dev/null
+liblinear-predict "$tmp/test.svm" "$tmp/lt.model" "$tmp/theirs_lt.out" >/dev/null
+cmp "$tmp/ours_lt.out" "$tmp/theirs_lt.out" || { echo "FAIL: on liblinear-train's model"; exit 1; }
+echo "predict: ok (accuracy $ours from both programs)"
