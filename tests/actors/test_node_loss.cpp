@@ -208,19 +208,30 @@ BOOST_AUTO_TEST_CASE(a_node_lost_while_the_actors_are_spawned_restarts_the_start
   BOOST_TEST(c->Stop().ok());
 }
 
-// Stopping: the job is cancelled and a node is killed right after, while
-// the coordinator collects the final model (cocoa drains the round in
-// progress; sync halts its workers and certifies the last model). Wherever
-// the loss lands, the job ends cancelled with a model, never failed.
+// Stopping and finishing: the job is cancelled and a node is killed right
+// after, while the coordinator collects the final model (cocoa drains the
+// round in progress, then, for a primal model such as L1-logistic, asks the
+// workers for their coordinates; sync halts its workers and certifies the
+// last model, as it does when it reaches its target). Wherever the loss
+// lands, the job ends cancelled with a model, never failed.
 BOOST_AUTO_TEST_CASE(a_node_lost_while_the_job_stops_still_ends_it_cancelled) {
   Data d;
   const double p_star = Optimum(d, dml::ModelSpec{dml::ModelKind::kLogisticL2, 1e-3});
-  for (dml::Mode mode : {dml::Mode::kCocoa, dml::Mode::kSync}) {
-    BOOST_TEST_CONTEXT("mode " << dml::ModeName(mode)) {
+  struct Case {
+    dml::Mode mode;
+    dml::ModelKind model;
+  };
+  for (Case k : {Case{dml::Mode::kCocoa, dml::ModelKind::kLogisticL2},
+                 Case{dml::Mode::kCocoa, dml::ModelKind::kLogisticL1},
+                 Case{dml::Mode::kSync, dml::ModelKind::kLogisticL2}}) {
+    const dml::Mode mode = k.mode;
+    BOOST_TEST_CONTEXT("mode " << dml::ModeName(mode) << ", model " << dml::ModelName(k.model)) {
       auto c = dml::net::LocalCluster::Start(DML_NODE_BINARY, 3, {"--threads=1"});
       BOOST_REQUIRE_MESSAGE(c.ok(), c.status().ToString());
       dml::Runtime rt;
       dml::JobSpec s = Spec(mode, d.path, p_star);
+      s.model.kind = k.model;
+      if (k.model == dml::ModelKind::kLogisticL1) s.model.lambda = 1e-4;
       s.cluster.nodes = c->addresses();
       s.stop.gap_rel = 0;  // runs until cancelled
       s.stop.target_primal.reset();
