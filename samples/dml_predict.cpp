@@ -92,8 +92,12 @@ std::string FirstWord(const std::string& path) {
 absl::StatusOr<dml::LiblinearModel> FromDmlModel(const std::string& path, const dml::Dataset& test) {
   auto m = dml::ReadModelText(path);
   if (!m.ok()) return m.status();
-  if (dml::TaskOf(m->spec.kind) == dml::Task::kRegression) return dml::ToLiblinear(m->spec, m->w);
-  if (m->classes.size() == 2) return dml::ToLiblinear(m->spec, m->w, m->classes[0], m->classes[1]);
+  if (dml::TaskOf(m->spec.kind) == dml::Task::kRegression) {
+    return dml::ToLiblinear(m->spec, m->w, -1.0, 1.0, m->bias);
+  }
+  if (m->classes.size() == 2) {
+    return dml::ToLiblinear(m->spec, m->w, m->classes[0], m->classes[1], m->bias);
+  }
   std::set<float> values(test.y.begin(), test.y.end());
   double negative = -1, positive = 1;
   const bool signs = std::all_of(values.begin(), values.end(),
@@ -112,7 +116,7 @@ absl::StatusOr<dml::LiblinearModel> FromDmlModel(const std::string& path, const 
         "test labels take ", values.size(), " distinct values outside {-1, 0, +1}; a dml model "
         "needs two (the smaller one is the model's -1)"));
   }
-  return dml::ToLiblinear(m->spec, m->w, negative, positive);
+  return dml::ToLiblinear(m->spec, m->w, negative, positive, m->bias);
 }
 
 void PrintMetrics(const dml::LiblinearModel& m, const dml::Dataset& test,

@@ -2,8 +2,14 @@
 //
 //   dml-train [options] [data.libsvm]
 //   -c C / --lambda L     regularisation (LIBLINEAR's C, lambda = 1/(C n)); default lambda 1e-4
-//   -e TOL / --tol TOL    relative duality-gap tolerance (default 1e-6)
+//   -e TOL / --tol TOL    stop when the duality gap <= TOL * |primal| (default 1e-6); unlike
+//                         LIBLINEAR's -e (a solver-specific gradient or dual criterion) it
+//                         bounds the primal objective's relative suboptimality
 //   --model NAME          ridge | lasso | elastic-net | logistic | logistic-l1 | svm | svm-squared
+//   -s N                  LIBLINEAR's solver number instead of --model: 0, 7 logistic; 1, 2
+//                         svm-squared; 3 svm; 6 logistic-l1 (others refused by name)
+//   -B b                  append a constant feature b to every example (LIBLINEAR's -B; its
+//                         weight is regularized like the others, as LIBLINEAR does)
 //   --l1-ratio ETA        elastic net's eta (default 0.5)
 //   --solver NAME         scd | async-scd | sgd (default scd)
 //   --threads T           threads for async-scd (default 2)
@@ -65,7 +71,7 @@ struct Args {
 };
 
 // Flags that take a value; --quiet is the only boolean.
-const char* const kValueFlags[] = {"-c", "-e", "-o", "--lambda", "--tol", "--model", "--l1-ratio",
+const char* const kValueFlags[] = {"-c", "-e", "-o", "-s", "-B", "--lambda", "--tol", "--model", "--l1-ratio",
                                    "--solver", "--threads", "--epochs", "--time-budget",
                                    "--generate", "--nnz-per-row", "--noise", "--seed", "--test",
                                    "--binarize", "--cache", "--output", "--liblinear-model", "--eval-every", "--mode",
@@ -154,7 +160,8 @@ std::string Get(const Args& args, const char* name, const std::string& def = "")
 void PrintUsage() {
   std::printf(
       "usage: dml-train [options] [data.libsvm]\n"
-      "  --model ridge|lasso|elastic-net|logistic|logistic-l1|svm|svm-squared\n"
+      "  --model ridge|lasso|elastic-net|logistic|logistic-l1|svm|svm-squared | -s N (LIBLINEAR's number)\n"
+      "  -B b   append a bias feature b (LIBLINEAR's -B)\n"
       "  -c C | --lambda L, -e TOL | --tol TOL, --solver scd|async-scd|sgd, --threads T\n"
       "  --epochs N, --time-budget S, --l1-ratio ETA, --eval-every N\n"
       "  --generate RxC [--nnz-per-row K] [--noise S] [--seed N]\n"
@@ -178,6 +185,7 @@ struct Run {
   dml::LibsvmOptions load_opts;
   dml::Dataset data;
   std::string source;
+  double bias = -1;  // -B: a constant feature of this value appended to every example
 };
 
 // An exit status to return now, or nothing to go on.
@@ -185,9 +193,20 @@ using Exit = std::optional<int>;
 
 Exit ParseModelAndSolver(Run& run) {
   std::string error;
-  auto kind = dml::ParseModelKind(Get(run.args, "--model", "logistic"));
+  absl::StatusOr<dml::ModelKind> kind = dml::ParseModelKind(Get(run.args, "--model", "logistic"));
+  if (run.args.values.count("-s")) {
+    // LIBLINEAR's solver numbers name the model (the solver stays ours).
+    if (run.args.values.count("--model")) return Fail("-s and --model both name the model: give one");
+    int s = 0;
+    if (!Number(run.args, {"-s"}, s, error)) return Fail(error);
+    kind = dml::ModelOfLiblinearSolver(s);
+  }
   if (!kind.ok()) return Fail(std::string(kind.status().message()));
   run.spec.kind = *kind;
+  if (!Number(run.args, {"-B"}, run.bias, error)) return Fail(error);
+  if (run.args.values.count("-B") && !(run.bias >= 0)) {
+    return Fail("-B: expected a bias value >= 0 (LIBLINEAR's -B; -1, the default, means none)");
+  }
   run.task = dml::TaskOf(run.spec.kind);
   run.opt.threads = 2;
   auto solver = dml::ParseSolverKind(Get(run.args, "--solver", "scd"));
@@ -247,6 +266,9 @@ Exit LoadData(Run& run) {
                  : dml::ReadLibsvm(run.source, run.load_opts);
     if (!d.ok()) return Fail(std::string(d.status().message()));
     run.data = *std::move(d);
+  }
+  if (run.bias >= 0) {
+    run.data.x = dml::WithConstantColumn(run.data.x, static_cast<float>(run.bias), run.data.x.cols());
   }
   const int64_t n = run.data.x.rows();
   double c = 0;
@@ -460,12 +482,15 @@ int main(int argc, char** argv) {
   if (run.args.values.count("--test")) {
     auto t = dml::ReadLibsvm(Get(run.args, "--test"), run.load_opts);
     if (!t.ok()) return Fail(std::string(t.status().message()));
+    if (run.bias >= 0) {  // the bias weight is the model's last
+      t->x = dml::WithConstantColumn(t->x, static_cast<float>(run.bias), trained_on.x.cols() - 1);
+    }
     Report(run, "test", *t, result->w);
   }
   const std::string out =
       run.args.values.count("-o") ? Get(run.args, "-o") : Get(run.args, "--output");
   if (!out.empty()) {
-    if (auto st = dml::WriteModelText({run.spec, result->w, trained_on.classes}, out); !st.ok()) {
+    if (auto st = dml::WriteModelText({run.spec, result->w, trained_on.classes, run.bias}, out); !st.ok()) {
       return Fail(std::string(st.message()));
     }
     if (!run.quiet) std::printf("model written to %s\n", out.c_str());
@@ -475,7 +500,7 @@ int main(int argc, char** argv) {
     const bool named = trained_on.classes.size() == 2;
     const dml::LiblinearModel m =
         dml::ToLiblinear(run.spec, result->w, named ? trained_on.classes[0] : -1.0,
-                         named ? trained_on.classes[1] : 1.0);
+                         named ? trained_on.classes[1] : 1.0, run.bias);
     if (auto st = dml::WriteLiblinearModel(m, liblinear); !st.ok()) {
       return Fail(std::string(st.message()));
     }

@@ -137,3 +137,31 @@ BOOST_AUTO_TEST_CASE(our_text_models_keep_the_label_values) {
   BOOST_TEST(std::string(dml::ReadModelText(path).status().message()) ==
              path + ":5: labels: expected two increasing numbers, got \"labels 7 3\"");
 }
+
+BOOST_AUTO_TEST_CASE(liblinear_solver_numbers_and_bias) {
+  BOOST_TEST((*dml::ModelOfLiblinearSolver(0) == dml::ModelKind::kLogisticL2));
+  BOOST_TEST((*dml::ModelOfLiblinearSolver(7) == dml::ModelKind::kLogisticL2));
+  BOOST_TEST((*dml::ModelOfLiblinearSolver(1) == dml::ModelKind::kSquaredHingeSvm));
+  BOOST_TEST((*dml::ModelOfLiblinearSolver(2) == dml::ModelKind::kSquaredHingeSvm));
+  BOOST_TEST((*dml::ModelOfLiblinearSolver(3) == dml::ModelKind::kHingeSvm));
+  BOOST_TEST((*dml::ModelOfLiblinearSolver(6) == dml::ModelKind::kLogisticL1));
+  BOOST_TEST(std::string(dml::ModelOfLiblinearSolver(4).status().message()) ==
+             "-s 4 (MCSVM_CS, multi-class Crammer-Singer) is not available: dml models are binary");
+  BOOST_TEST(std::string(dml::ModelOfLiblinearSolver(12).status().message()) ==
+             "-s 12 (epsilon-insensitive support vector regression) is not available; use --model ridge");
+  BOOST_TEST(std::string(dml::ModelOfLiblinearSolver(9).status().message()) ==
+             "-s 9: not a LIBLINEAR solver number (0-7, 11-13, 21)");
+  // With a bias the last weight is the bias feature's.
+  const dml::LiblinearModel m = dml::ToLiblinear({dml::ModelKind::kLogisticL2, 1}, {1, 2, 3}, -1, 1, 0.5);
+  BOOST_TEST(m.nr_feature == 2);
+  const int64_t idx[] = {1};
+  const double val[] = {4.0};
+  BOOST_TEST(m.Decision(idx, val, 1) == 2.0 * 4.0 + 3.0 * 0.5);
+  // Our text format keeps the bias too.
+  const std::string path = TmpPath("bias.dml");
+  BOOST_REQUIRE(dml::WriteModelText({{dml::ModelKind::kLogisticL2, 1}, {1, 2, 3}, {}, 0.5}, path).ok());
+  auto back = dml::ReadModelText(path);
+  BOOST_REQUIRE_MESSAGE(back.ok(), back.status().ToString());
+  BOOST_TEST(back->bias == 0.5);
+  BOOST_TEST(Slurp(path).find("\nbias 0.5\nfeatures 3\n") != std::string::npos);
+}

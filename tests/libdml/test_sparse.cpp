@@ -82,6 +82,28 @@ BOOST_AUTO_TEST_CASE(csr_csc_round_trip_matches_dense) {
   BOOST_TEST((csc.Convert() == csr));
 }
 
+BOOST_AUTO_TEST_CASE(a_constant_column_is_appended_or_replaces_the_tail) {
+  const Dense d = {{1, 0, 2}, {0, 0, 0}, {0, 3, 4}};
+  const dml::CsrMatrix x = FromDense(d, 3);
+  const dml::CscMatrix all = dml::WithConstantColumn(x, 0.5f, 3).Convert();
+  BOOST_TEST(all.rows() == 3);
+  BOOST_TEST(all.cols() == 4);
+  for (int64_t i = 0; i < 3; ++i) {
+    for (int64_t j = 0; j < 3; ++j) BOOST_TEST(At(all, i, j) == d[i][j]);
+    BOOST_TEST(At(all, i, 3) == 0.5f);
+  }
+  // A model with 2 features: column 2 is dropped, the constant takes its place.
+  const dml::CscMatrix cut = dml::WithConstantColumn(x, 1.0f, 2).Convert();
+  BOOST_TEST(cut.cols() == 3);
+  BOOST_TEST(cut.nnz() == 2 + 3);
+  BOOST_TEST(At(cut, 0, 2) == 1.0f);
+  BOOST_TEST(At(cut, 2, 1) == 3.0f);
+  // Zero: the column exists with no entries.
+  const dml::CsrMatrix zero = dml::WithConstantColumn(x, 0.0f, 3);
+  BOOST_TEST(zero.cols() == 4);
+  BOOST_TEST(zero.nnz() == x.nnz());
+}
+
 BOOST_AUTO_TEST_CASE(slicing_rows_and_columns) {
   const int64_t rows = 30, cols = 12;
   Dense d = RandomDense(rows, cols, 0.3, 11);

@@ -1,5 +1,6 @@
 #include "dml/data/sparse.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <utility>
@@ -185,5 +186,30 @@ std::vector<double> CompressedMatrix<L>::OuterSquaredNorms() const {
 
 template class CompressedMatrix<Layout::kRowMajor>;
 template class CompressedMatrix<Layout::kColMajor>;
+
+CsrMatrix WithConstantColumn(const CsrMatrix& x, float value, int64_t column) {
+  const int64_t rows = x.rows();
+  const auto col = static_cast<uint32_t>(column);
+  const int64_t add = value != 0.0f ? 1 : 0;
+  std::vector<int64_t> offsets(static_cast<std::size_t>(rows) + 1, 0);
+  std::vector<uint32_t> indices;
+  std::vector<float> values;
+  indices.reserve(static_cast<std::size_t>(x.nnz() + add * rows));
+  values.reserve(indices.capacity());
+  for (int64_t i = 0; i < rows; ++i) {
+    const SparseView r = x.outer(i);
+    const std::size_t keep = static_cast<std::size_t>(
+        std::lower_bound(r.index, r.index + r.size, col) - r.index);
+    indices.insert(indices.end(), r.index, r.index + keep);
+    values.insert(values.end(), r.value, r.value + keep);
+    if (add) {
+      indices.push_back(col);  // after every other index: rows stay sorted
+      values.push_back(value);
+    }
+    offsets[static_cast<std::size_t>(i) + 1] = static_cast<int64_t>(indices.size());
+  }
+  return CsrMatrix::FromArraysUnchecked(rows, column + 1, std::move(offsets), std::move(indices),
+                                        std::move(values));
+}
 
 }  // namespace dml

@@ -120,6 +120,12 @@ class CompressedMatrix {
   std::vector<float> values_;
 };
 
+/// `x` cut to its first `column` columns, plus column `column` holding
+/// `value` in every row (LIBLINEAR's -B bias feature; 0 adds the column with
+/// no entries). `column` = x.cols() keeps every feature; a smaller one drops
+/// the features a model does not have, as liblinear-predict ignores them.
+CsrMatrix WithConstantColumn(const CsrMatrix& x, float value, int64_t column);
+
 /// What the labels mean.
 enum class Task { kClassification, kRegression };
 

@@ -170,8 +170,23 @@ absl::Status WriteLiblinearModel(const LiblinearModel& m, const std::string& pat
   return absl::OkStatus();
 }
 
+absl::StatusOr<ModelKind> ModelOfLiblinearSolver(int solver) {
+  switch (solver) {
+    case 0: case 7: return ModelKind::kLogisticL2;        // L2R_LR, L2R_LR_DUAL
+    case 1: case 2: return ModelKind::kSquaredHingeSvm;   // L2R_L2LOSS_SVC_DUAL, L2R_L2LOSS_SVC
+    case 3: return ModelKind::kHingeSvm;                  // L2R_L1LOSS_SVC_DUAL
+    case 6: return ModelKind::kLogisticL1;                // L1R_LR
+    case 4: return absl::InvalidArgumentError("-s 4 (MCSVM_CS, multi-class Crammer-Singer) is not available: dml models are binary");
+    case 5: return absl::InvalidArgumentError("-s 5 (L1R_L2LOSS_SVC, L1-regularized squared hinge) is not available; -s 6 (L1-logistic) is");
+    case 11: case 12: case 13:
+      return absl::InvalidArgumentError(absl::StrCat("-s ", solver, " (epsilon-insensitive support vector regression) is not available; use --model ridge"));
+    case 21: return absl::InvalidArgumentError("-s 21 (ONECLASS_SVM) is not available");
+  }
+  return absl::InvalidArgumentError(absl::StrCat("-s ", solver, ": not a LIBLINEAR solver number (0-7, 11-13, 21)"));
+}
+
 LiblinearModel ToLiblinear(const ModelSpec& spec, const std::vector<double>& w, double negative,
-                           double positive) {
+                           double positive, double bias) {
   LiblinearModel m;
   switch (spec.kind) {
     case ModelKind::kLogisticL2: m.solver_type = "L2R_LR"; break;
@@ -181,7 +196,8 @@ LiblinearModel ToLiblinear(const ModelSpec& spec, const std::vector<double>& w, 
     default: m.solver_type = "L2R_L2LOSS_SVR"; break;
   }
   if (!m.regression()) m.labels = {positive, negative};
-  m.nr_feature = static_cast<int64_t>(w.size());
+  m.bias = bias >= 0 ? bias : -1.0;
+  m.nr_feature = static_cast<int64_t>(w.size()) - (bias >= 0 && !w.empty() ? 1 : 0);
   m.w = w;
   return m;
 }

@@ -55,13 +55,20 @@ absl::StatusOr<LiblinearModel> ReadLiblinearModel(const std::string& path);
 /// Errors: Unavailable if the file cannot be written.
 absl::Status WriteLiblinearModel(const LiblinearModel& model, const std::string& path);
 
+/// LIBLINEAR's solver number (`-s N`) as one of our models. Errors:
+/// InvalidArgument naming the solver when we have no counterpart (multi-class
+/// Crammer-Singer, L1-regularized squared hinge, the epsilon-insensitive
+/// regressions, one-class SVM) or the number is unknown.
+absl::StatusOr<ModelKind> ModelOfLiblinearSolver(int solver);
+
 /// The LIBLINEAR model of a dml model trained on labels -1/+1 whose -1 was
 /// `negative` and +1 `positive` in the data. Solver types: logistic L2R_LR,
 /// logistic-l1 L1R_LR, svm L2R_L1LOSS_SVC_DUAL, svm-squared
 /// L2R_L2LOSS_SVC_DUAL; the regression models (ridge, lasso, elastic net)
 /// are written as L2R_L2LOSS_SVR, the one regression type whose prediction
-/// (w . x) liblinear-predict computes the same way for them.
+/// (w . x) liblinear-predict computes the same way for them. With `bias` >= 0
+/// the last weight is the bias feature's (the data had -B bias).
 LiblinearModel ToLiblinear(const ModelSpec& spec, const std::vector<double>& w,
-                           double negative = -1.0, double positive = 1.0);
+                           double negative = -1.0, double positive = 1.0, double bias = -1.0);
 
 }  // namespace dml

@@ -44,6 +44,7 @@ absl::Status WriteModelText(const LinearModel& model, const std::string& path) {
     absl::StrAppend(&out, "labels ", ShortestDouble(model.classes[0]), " ",
                     ShortestDouble(model.classes[1]), "\n");
   }
+  if (model.bias >= 0) absl::StrAppend(&out, "bias ", ShortestDouble(model.bias), "\n");
   absl::StrAppend(&out, "features ", model.w.size(),
                   "\nweights ", nnz, "\n");
   for (std::size_t j = 0; j < model.w.size(); ++j) {
@@ -82,6 +83,12 @@ absl::StatusOr<LinearModel> ReadModelText(const std::string& path) {
         return err(absl::StrCat("labels: expected two increasing numbers, got \"", line, "\""));
       }
       m.classes = {neg, pos};
+      continue;
+    }
+    if (stage == 4 && !tok.empty() && tok[0] == "bias") {
+      if (tok.size() != 2 || !ParseDouble(tok[1], m.bias) || m.bias < 0) {
+        return err(absl::StrCat("bias: expected a number >= 0, got \"", line, "\""));
+      }
       continue;
     }
     if (tok.size() != 2) return err(absl::StrCat("expected two fields, got \"", line, "\""));
@@ -142,6 +149,7 @@ absl::StatusOr<LinearModel> ReadModelText(const std::string& path) {
                                            "features", "weights"};
     return err(absl::StrCat("unexpected end of file: missing \"", kKeys[stage], "\""));
   }
+  if (m.bias >= 0 && features == 0) return err("bias: a model with a bias needs its weight");
   if (read_weights != weights) {
     return err(absl::StrCat("declared ", weights, " weights, found ", read_weights));
   }

@@ -7,6 +7,7 @@
 //   lambda <float>
 //   l1_ratio <float>            elastic net's eta (written for every model)
 //   [labels <neg> <pos>]        optional: the data's label values that were -1 and +1
+//   [bias <b>]                  optional (b >= 0): the last feature is the constant b (-B b)
 //   features <d>                length of w
 //   weights <k>                 number of nonzero weights that follow
 //   <index> <value>             k lines, 1-based feature index (as in LIBSVM), increasing
@@ -30,6 +31,9 @@ struct LinearModel {
   /// Classification: the data's label values that were -1 and +1, or empty
   /// (unknown: the data was generated, cached or already -1/+1).
   std::vector<double> classes;
+  /// >= 0: the last weight belongs to a constant feature of this value that
+  /// the trainer appended to every example (LIBLINEAR's -B); -1: none.
+  double bias = -1.0;
 };
 
 /// Writes `model` to `path` in the format above (in place, not atomically).
