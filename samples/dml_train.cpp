@@ -22,6 +22,8 @@
 //   --cache PATH          load the data through a binary cache
 //   -o / --output PATH    write the model (text format of dml/objective/model_io.hpp)
 //   --liblinear-model PATH  also write it in LIBLINEAR's format (liblinear-predict reads it)
+//   --metrics-out FILE    JSON lines: the job, every progress entry and event, the result
+//                         (scripts/dml-plot draws them)
 //   --mode M              train as an actor topology in-process: sync | async | ssp | easgd |
 //                         hogwild | model-averaging | cocoa (default: no runtime, plain solver)
 //   --workers K --shards S  the topology's size (default 2 and 1)
@@ -74,7 +76,7 @@ struct Args {
 const char* const kValueFlags[] = {"-c", "-e", "-o", "-s", "-B", "--lambda", "--tol", "--model", "--l1-ratio",
                                    "--solver", "--threads", "--epochs", "--time-budget",
                                    "--generate", "--nnz-per-row", "--noise", "--seed", "--test",
-                                   "--binarize", "--cache", "--output", "--liblinear-model", "--eval-every", "--mode",
+                                   "--binarize", "--cache", "--output", "--liblinear-model", "--metrics-out", "--eval-every", "--mode",
                                    "--workers", "--shards", "--batch", "--step", "--staleness",
                                    "--tau", "--local-epochs", "--gamma", "--nodes",
                                    "--local-nodes", "--checkpoint", "--checkpoint-every",
@@ -166,12 +168,80 @@ void PrintUsage() {
       "  --epochs N, --time-budget S, --l1-ratio ETA, --eval-every N\n"
       "  --generate RxC [--nnz-per-row K] [--noise S] [--seed N]\n"
       "  --test FILE, --binarize T, --cache PATH, -o|--output PATH, --liblinear-model PATH, --quiet\n"
+      "  --metrics-out FILE.jsonl   progress, events and result as JSON lines\n"
       "  --mode sync|async|ssp|easgd|hogwild|model-averaging|cocoa --workers K --shards S\n"
       "  --batch B, --step S0, --staleness s, --tau T, --local-epochs H, --gamma G\n"
       "  --nodes H:P,H:P,... | --local-nodes N   run the topology on dml-node processes\n"
       "  --node-silence S   seconds without an answer before a node counts as lost\n"
       "  --checkpoint PATH [--checkpoint-every N] [--resume]\n");
 }
+
+// --metrics-out: one JSON object per line. {"type":"job",...} first, then a
+// "progress" object per evaluated epoch (solvers) or round / evaluation
+// (runtime), an "event" object per thing that happened besides training
+// (node lost, restarted, checkpoint written, resumed: dml::ProgressEvent),
+// and a "result" object last. Non-finite numbers (an SGD mode's dual) are
+// null. Written from one thread at a time (the callbacks never overlap).
+class MetricsFile {
+ public:
+  bool Open(const std::string& path) {
+    f_.reset(std::fopen(path.c_str(), "w"));
+    return f_ != nullptr;
+  }
+  bool active() const { return f_ != nullptr; }
+  void Job(const std::string& fields) { Line(absl::StrCat("{\"type\":\"job\",", fields, "}")); }
+  void Write(const dml::Progress& p) {
+    std::string stale;
+    for (int64_t v : p.staleness) absl::StrAppend(&stale, stale.empty() ? "" : ",", v);
+    Line(absl::StrCat("{\"type\":\"progress\",\"round\":", p.round, ",\"epochs\":", Num(p.epochs),
+                      ",\"seconds\":", Num(p.seconds), ",\"primal\":", Num(p.primal),
+                      ",\"dual\":", Num(p.dual), ",\"gap\":", Num(p.gap),
+                      ",\"bytes\":", p.bytes_exchanged, ",\"nnz_touched\":", p.nnz_touched,
+                      ",\"staleness\":[", stale, "]}"));
+    for (const auto& e : p.events) {
+      Line(absl::StrCat("{\"type\":\"event\",\"round\":", p.round, ",\"seconds\":", Num(p.seconds),
+                        ",\"kind\":", Str(e.kind), ",\"what\":", Str(e.what), "}"));
+    }
+  }
+  void Result(const dml::TrainResult& r) {
+    Line(absl::StrCat("{\"type\":\"result\",\"reason\":", Str(std::string(dml::StopReasonName(r.reason))),
+                      ",\"rounds\":", r.rounds, ",\"epochs\":", Num(r.epochs),
+                      ",\"seconds\":", Num(r.seconds), ",\"primal\":", Num(r.primal),
+                      ",\"dual\":", Num(r.dual), ",\"gap\":", Num(r.gap),
+                      ",\"bytes\":", r.bytes_exchanged, "}"));
+  }
+  static std::string Num(double v) {
+    if (!std::isfinite(v)) return "null";
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.17g", v);
+    return buf;
+  }
+  static std::string Str(const std::string& v) {
+    std::string out = "\"";
+    for (unsigned char c : v) {
+      if (c == '"' || c == '\\') {
+        out += '\\';
+        out += static_cast<char>(c);
+      } else if (c < 0x20) {
+        char buf[8];
+        std::snprintf(buf, sizeof buf, "\\u%04x", c);
+        out += buf;
+      } else {
+        out += static_cast<char>(c);
+      }
+    }
+    return out + "\"";
+  }
+
+ private:
+  void Line(const std::string& json) {
+    if (!f_) return;
+    std::fputs(json.c_str(), f_.get());
+    std::fputc('\n', f_.get());
+    std::fflush(f_.get());  // readable while the job runs (tail -f, a live plot)
+  }
+  std::unique_ptr<FILE, int (*)(FILE*)> f_{nullptr, &std::fclose};
+};
 
 // What the steps of main share.
 struct Run {
@@ -186,6 +256,7 @@ struct Run {
   dml::Dataset data;
   std::string source;
   double bias = -1;  // -B: a constant feature of this value appended to every example
+  std::shared_ptr<MetricsFile> metrics = std::make_shared<MetricsFile>();
 };
 
 // An exit status to return now, or nothing to go on.
@@ -400,7 +471,15 @@ Exit TrainOnRuntime(Run& run, std::shared_ptr<const dml::Dataset>& shared_data,
   } cleanup{temp_data};
   dml::Runtime rt(rt_options);
   const bool quiet = run.quiet;
-  auto handle = rt.Submit(job, [quiet](const dml::Progress& p) {
+  run.metrics->Job(absl::StrCat("\"mode\":", MetricsFile::Str(std::string(dml::ModeName(job.mode.kind))),
+                                 ",\"model\":", MetricsFile::Str(std::string(dml::ModelName(run.spec.kind))),
+                                 ",\"lambda\":", MetricsFile::Num(run.spec.lambda),
+                                 ",\"workers\":", job.mode.workers, ",\"shards\":", job.mode.shards,
+                                 ",\"nodes\":", job.cluster.nodes.size(),
+                                 ",\"rows\":", shared_data->x.rows(), ",\"cols\":", shared_data->x.cols(),
+                                 ",\"data\":", MetricsFile::Str(run.source)));
+  auto handle = rt.Submit(job, [quiet, metrics = run.metrics](const dml::Progress& p) {
+    metrics->Write(p);
     if (quiet) return;
     std::printf("round %4d  %8.3fs  epochs %7.2f  primal %.10g  dual %.10g  gap %.3e  bytes %lld%s%s\n",
                 p.round, p.seconds, p.epochs, p.primal, p.dual, p.gap,
@@ -450,10 +529,16 @@ int main(int argc, char** argv) {
   }
   run.quiet = run.args.values.count("--quiet") > 0;
   if (Exit e = ParseModelAndSolver(run)) return *e;
+  if (run.args.values.count("--metrics-out") &&
+      !run.metrics->Open(Get(run.args, "--metrics-out"))) {
+    return Fail("--metrics-out: cannot open " + Get(run.args, "--metrics-out") + " for writing");
+  }
   if (Exit e = LoadData(run)) return *e;
   run.tty = isatty(fileno(stdout));
-  if (!run.quiet) {
-    run.opt.on_epoch = [tty = run.tty](const dml::Progress& r) {
+  if (!run.quiet || run.metrics->active()) {
+    run.opt.on_epoch = [tty = run.tty, quiet = run.quiet, metrics = run.metrics](const dml::Progress& r) {
+      metrics->Write(r);
+      if (quiet) return;
       std::printf("%sepoch %4d  %8.3fs  primal %.10g  dual %.10g  gap %.3e  nnz %lld%s",
                   tty ? "\r" : "", r.round, r.seconds, r.primal, r.dual, r.gap,
                   static_cast<long long>(r.nnz_touched), tty ? "   " : "\n");
@@ -467,8 +552,15 @@ int main(int argc, char** argv) {
   if (on_runtime) {
     if (Exit e = TrainOnRuntime(run, shared_data, result)) return *e;
   } else {
+    run.metrics->Job(absl::StrCat(
+        "\"solver\":", MetricsFile::Str(std::string(dml::SolverName(run.opt.kind))),
+        ",\"model\":", MetricsFile::Str(std::string(dml::ModelName(run.spec.kind))),
+        ",\"lambda\":", MetricsFile::Num(run.spec.lambda), ",\"threads\":", run.opt.threads,
+        ",\"rows\":", run.data.x.rows(), ",\"cols\":", run.data.x.cols(),
+        ",\"data\":", MetricsFile::Str(run.source)));
     result = dml::Train(run.data, run.spec, run.opt);
   }
+  if (result.ok()) run.metrics->Result(*result);
   const dml::Dataset& trained_on = shared_data ? *shared_data : run.data;
   if (run.tty && !run.quiet && !on_runtime) std::printf("\n");
   if (!result.ok()) {

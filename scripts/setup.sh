@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(cmake g++ make libcaf-dev libabsl-dev capnproto libcapnp-dev libboost-test-dev libssl-dev
-          zlib1g-dev libbz2-dev liblzma-dev xz-utils bzip2 python3 iproute2 liblinear-tools
+          zlib1g-dev libbz2-dev liblzma-dev xz-utils bzip2 python3 python3-matplotlib iproute2 liblinear-tools
           pkg-config)
 missing=()
 for p in "${packages[@]}"; do

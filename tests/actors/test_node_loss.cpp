@@ -13,6 +13,7 @@
 #include <unistd.h>
 #include <fcntl.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -318,6 +319,13 @@ BOOST_AUTO_TEST_CASE(a_node_lost_while_a_checkpoint_is_written_restores_from_it)
   // job goes on from the checkpoint it holds in memory.
   BOOST_TEST(events.find("checkpoint not written") != std::string::npos);
   BOOST_TEST(events.find("restarted from the checkpoint of round 0") != std::string::npos);
+  // The same, as the structured events the metrics file gets.
+  std::vector<std::string> kinds;
+  for (const auto& p : r->history) {
+    for (const auto& e : p.events) kinds.push_back(e.kind);
+  }
+  BOOST_TEST(std::count(kinds.begin(), kinds.end(), "checkpoint_failed") >= 1);
+  BOOST_TEST(std::count(kinds.begin(), kinds.end(), "restarted") == 1);
   CheckFinished(*r, dml::Mode::kCocoa, p_star);
   BOOST_TEST(c->Stop().ok());
   std::remove(tmp.c_str());

@@ -154,8 +154,9 @@ void record(self_ptr self, double primal, double dual, double gap) {
     const int64_t slowest = *std::min_element(st.clocks.begin(), st.clocks.end());
     for (std::size_t k = 0; k < st.clocks.size(); ++k) p.staleness[k] = st.clocks[k] - slowest;
   }
-  p.event = std::move(st.event);
-  st.event.clear();
+  for (const auto& e : st.events) absl::StrAppend(&p.event, p.event.empty() ? "" : "; ", e.what);
+  p.events = std::move(st.events);
+  st.events.clear();
   st.last = p;
   st.history.push_back(p);
   st.job->publish(p);
@@ -210,7 +211,10 @@ void save_checkpoint(self_ptr self) {
   c.processed = st.ckpt.processed;
   c.history = st.history;
   if (auto s = WriteCheckpointFile(st.spec().recovery.path, c); !s.ok()) {
-    st.event = absl::StrCat("checkpoint not written: ", s.message());
+    append_event(st, "checkpoint_failed", absl::StrCat("checkpoint not written: ", s.message()));
+  } else {
+    append_event(st, "checkpoint_written",
+                 absl::StrCat("checkpoint of round ", c.round, " written to ", st.spec().recovery.path));
   }
 }
 
@@ -283,8 +287,7 @@ absl::Status load_resume_checkpoint(coord_state& st) {
   k.clock = c->clock;
   st.history = std::move(c->history);
   st.coordinator_bytes = c->bytes;
-  st.event = absl::StrCat(st.event, st.event.empty() ? "" : "; ", "resumed from ", f,
-                          " at round ", k.round);
+  append_event(st, "resumed", absl::StrCat("resumed from ", f, " at round ", k.round));
   return absl::OkStatus();
 }
 

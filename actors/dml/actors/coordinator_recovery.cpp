@@ -51,10 +51,6 @@ std::string lost_node_list(const coord_state& st) {
   return out;
 }
 
-void append_event(coord_state& st, const std::string& what) {
-  st.event = absl::StrCat(st.event, st.event.empty() ? "" : "; ", what);
-}
-
 void recovery_resume(self_ptr self) {
   auto& st = self->state;
   const auto& c = st.ckpt;
@@ -137,7 +133,7 @@ void continue_after_loss(self_ptr self, const std::vector<int>& alive) {
     absl::StrAppend(&moved, moved.empty() ? "" : ", ", "worker ", k, " to node ",
                     alive[k % alive.size()], " from clock ", st.clocks[k]);
   }
-  append_event(st, absl::StrCat("lost node(s) ", lost_node_list(st), ": ",
+  append_event(st, "node_lost", absl::StrCat("lost node(s) ", lost_node_list(st), ": ",
                                 lost.empty() ? "no worker there" : moved,
                                 "; the shards and the other workers ran on"));
   for (int k : lost) {
@@ -161,7 +157,7 @@ void continue_after_loss(self_ptr self, const std::vector<int>& alive) {
 // partitions there).
 void restart_start_up(self_ptr self, const std::vector<int>& alive) {
   auto& st = self->state;
-  append_event(st, absl::StrCat("lost node(s) ", lost_node_list(st), " while ",
+  append_event(st, "start_up_restarted", absl::StrCat("lost node(s) ", lost_node_list(st), " while ",
                                 AsAbsl(PhaseName(st.phase)), "; the start-up began again on ",
                                 alive.size(), " node(s)"));
   for (auto& w : st.workers) {
@@ -242,7 +238,7 @@ void ping_nodes(self_ptr self) {
               auto& st = self->state;
               st.ping_outstanding[n] = false;
               if (st.finished() || !st.node_alive[n]) return;
-              append_event(st, absl::StrCat("node ", n, " (", st.spec().cluster.nodes[n],
+              append_event(st, "node_silent", absl::StrCat("node ", n, " (", st.spec().cluster.nodes[n],
                                             ") silent for ", st.spec().recovery.node_silence_seconds,
                                             " s"));
               node_lost(self, static_cast<int>(n));
@@ -291,8 +287,8 @@ void recover(self_ptr self) {
   for (std::size_t k = 0; k < st.workers.size(); ++k) {
     if (worker_gone(st, k)) lost_workers.push_back(static_cast<int>(k));
   }
-  // st.event may already say why (a silent node).
-  append_event(st, absl::StrCat("lost node(s) ", lost_node_list(st), " (", lost_workers.size(),
+  // st.events may already say why (a silent node).
+  append_event(st, "restarted", absl::StrCat("lost node(s) ", lost_node_list(st), " (", lost_workers.size(),
                                 " worker(s) replaced, all ", st.shards.size(),
                                 " shards rebuilt); restarted from the checkpoint of round ",
                                 st.ckpt.round,

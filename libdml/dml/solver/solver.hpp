@@ -51,6 +51,17 @@ enum class StopReason { kConverged, kTargetReached, kMaxEpochs, kTimeBudget, kCa
 /// "converged", "target reached", "max epochs", "time budget", "cancelled".
 std::string_view StopReasonName(StopReason r);
 
+/// Something that happened to a job besides training. Kinds:
+/// "node_silent" (a node missed its liveness pings), "node_lost" (the job
+/// went on: async-type modes), "restarted" (actors replaced, restarted
+/// from a checkpoint), "start_up_restarted" (lost while connecting or
+/// loading), "checkpoint_written", "checkpoint_failed", "resumed" (from a
+/// checkpoint file).
+struct ProgressEvent {
+  std::string kind;
+  std::string what;  ///< one sentence for people
+};
+
 /// One entry of a training run's progress, from a library solver (one per
 /// evaluated epoch) or a distributed job (one per coordinator round or SGD
 /// evaluation). Plain value.
@@ -65,7 +76,10 @@ struct Progress {
   int64_t bytes_exchanged = 0;  ///< jobs: payload bytes of pushes, pulls and exchanges so far
   /// Jobs, per worker: its clock minus the slowest worker's (SGD modes), else 0.
   std::vector<int64_t> staleness;
-  /// Jobs: what happened besides training (a lost node, a restored shard), or empty.
+  /// Jobs: what happened since the previous entry, in order; `event` is
+  /// their sentences joined by "; " (what the wire and checkpoint files
+  /// carry: `events` is local to the process that runs the coordinator).
+  std::vector<ProgressEvent> events;
   std::string event;
 };
 

@@ -129,7 +129,7 @@ struct coord_state {
   clock_type::time_point last_ping;
   std::vector<bool> ping_outstanding;
   int recoveries = 0;
-  std::string event;  // recorded with the next progress entry
+  std::vector<ProgressEvent> events;  // recorded with the next progress entry
   caf::actor fetcher;  // fetches dvecs that arrive by reference (bulk_resolve.hpp)
   struct checkpoint {
     int round = 0;
@@ -187,6 +187,10 @@ void fail_job(self_ptr self, absl::Status status);
 void fail_job(self_ptr self, const caf::error& err);
 void finish_job(self_ptr self, std::vector<double> w, int64_t max_granted_staleness);
 void record(self_ptr self, double primal, double dual, double gap);
+/// Adds an event (a ProgressEvent kind and its sentence) to the next progress entry.
+inline void append_event(coord_state& st, std::string kind, std::string what) {
+  st.events.push_back({std::move(kind), std::move(what)});
+}
 void absorb(coord_state& st, const worker_report& r);
 bool external_stop(coord_state& st, StopReason* why);
 void save_checkpoint(self_ptr self);
