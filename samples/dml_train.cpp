@@ -1,47 +1,11 @@
 // dml-train: trains a linear model on a LIBSVM file or generated data and prints per-epoch progress.
 //
-//   dml-train [options] [data.libsvm]
-//   -c C / --lambda L     regularisation (LIBLINEAR's C, lambda = 1/(C n)); default lambda 1e-4
-//   -e TOL / --tol TOL    stop when the duality gap <= TOL * |primal| (default 1e-6); unlike
-//                         LIBLINEAR's -e (a solver-specific gradient or dual criterion) it
-//                         bounds the primal objective's relative suboptimality
-//   --model NAME          ridge | lasso | elastic-net | logistic | logistic-l1 | svm | svm-squared
-//   -s N                  LIBLINEAR's solver number instead of --model: 0, 7 logistic; 1, 2
-//                         svm-squared; 3 svm; 6 logistic-l1 (others refused by name)
-//   -B b                  append a constant feature b to every example (LIBLINEAR's -B; its
-//                         weight is regularized like the others, as LIBLINEAR does)
-//   --l1-ratio ETA        elastic net's eta (default 0.5)
-//   --solver NAME         scd | async-scd | sgd (default scd)
-//   --threads T           threads for async-scd (default 2)
-//   --epochs N            max epochs (default 1000)
-//   --time-budget S       wall-clock budget in seconds
-//   --generate RxC        train on generated data with a planted model instead of a file
-//   --nnz-per-row K --noise S --seed N   generator settings
-//   --test FILE           evaluate the model on a held-out LIBSVM file
-//   --binarize T          classification: label > T is +1 (multi-class files)
-//   --cache PATH          load the data through a binary cache
-//   -o / --output PATH    write the model (text format of dml/objective/model_io.hpp)
-//   --liblinear-model PATH  also write it in LIBLINEAR's format (liblinear-predict reads it)
-//   --metrics-out FILE    JSON lines: the job, every progress entry and event, the result
-//                         (scripts/dml-plot draws them)
-//   --mode M              train as an actor topology in-process: sync | async | ssp | easgd |
-//                         hogwild | model-averaging | cocoa (default: no runtime, plain solver)
-//   --workers K --shards S  the topology's size (default 2 and 1)
-//   --batch B --step S0   SGD minibatch and first step (--solver sgd and the SGD modes; 64, 0.5)
-//   --staleness s --tau T --local-epochs H --gamma G   mode parameters
-//   --nodes H:P,H:P,...   run the topology's workers and shards on these dml-node processes
-//                         (each reads the data file from its own disk)
-//   --local-nodes N       start N dml-node processes on loopback for this job, stop them after
-//   --node-silence S      a node silent for S seconds (hung) is treated as lost (default 10)
-//   --secret-file PATH    the cluster secret of nodes started with --secret-file (proved to
-//                         each node; with --local-nodes, the nodes get it too)
-//   --checkpoint PATH     write the job's checkpoints there (Cap'n Proto); --checkpoint-every N
-//                         rounds (cocoa; SGD modes checkpoint at every evaluation)
-//   --resume              continue the job from --checkpoint PATH
-//   --quiet               only the final summary
+//   dml-train [options] [data.libsvm]     (every flag and its default: kUsage, --help)
+//
 // Exit status: 0 on success, 2 on a bad flag or bad data, 1 if training failed.
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <charconv>
 #include <cmath>
@@ -63,6 +27,7 @@
 #include "dml/objective/model.hpp"
 #include "dml/objective/liblinear_model.hpp"
 #include "dml/objective/model_io.hpp"
+#include "dml/util/status.hpp"
 #include "dml/solver/solver.hpp"
 
 namespace {
@@ -83,6 +48,7 @@ const char* const kValueFlags[] = {"-c", "-e", "-o", "-s", "-B", "--lambda", "--
                                    "--node-silence", "--secret-file"};
 
 int Fail(const std::string& msg) {
+  std::fflush(stdout);  // what was printed comes before the error, also when piped
   std::fprintf(stderr, "dml-train: %s\n", msg.c_str());
   return 2;
 }
@@ -94,8 +60,8 @@ bool ParseArgs(int argc, char** argv, Args& args, std::string& error) {
       args.values["--quiet"] = "1";
       continue;
     }
-    if (a == "--resume") {
-      args.values["--resume"] = "1";
+    if (a == "--resume" || a == "--verbose") {
+      args.values[a] = "1";
       continue;
     }
     if (a == "-h" || a == "--help") {
@@ -154,27 +120,107 @@ bool Number(const Args& args, std::initializer_list<const char*> names, T& out, 
   return true;
 }
 
+// Every numeric flag's range, checked before any data is read: a bad value
+// costs no load. (The library and the runtime check them again, by field.)
+struct Range {
+  const char* flag;
+  double lo, hi;
+  bool lo_open;  // lo itself is refused
+  const char* what;
+};
+constexpr Range kRanges[] = {
+    {"-c", 0, 1e300, true, "must be positive"},
+    {"--lambda", 0, 1e300, true, "must be positive"},
+    {"--l1-ratio", 0, 1, true, "must be in (0, 1]"},
+    {"-e", 0, 1e300, false, "must be >= 0"},
+    {"--tol", 0, 1e300, false, "must be >= 0"},
+    {"--epochs", 1, 1e9, false, "must be >= 1"},
+    {"--time-budget", 0, 1e300, true, "must be positive"},
+    {"--threads", 1, 1024, false, "must be in [1, 1024]"},
+    {"--eval-every", 0, 1e9, false, "must be >= 0"},
+    {"--batch", 1, 1e9, false, "must be >= 1"},
+    {"--step", 0, 1e300, true, "must be positive"},
+    {"--workers", 1, 4096, false, "must be in [1, 4096]"},
+    {"--shards", 1, 4096, false, "must be in [1, 4096]"},
+    {"--staleness", 0, 1e9, false, "must be >= 0"},
+    {"--tau", 1, 1e9, false, "must be >= 1"},
+    {"--local-epochs", 0, 1e6, true, "must be positive"},
+    {"--gamma", 0, 1, true, "must be in (0, 1]"},
+    {"--local-nodes", 1, 64, false, "must be in [1, 64]"},
+    {"--node-silence", 0.1, 3600, false, "must be in [0.1, 3600]"},
+    {"--checkpoint-every", 0, 1e9, false, "must be >= 0"},
+    {"--nnz-per-row", 1, 1e9, false, "must be >= 1"},
+    {"--noise", 0, 1e300, false, "must be >= 0"},
+};
+
+bool CheckRanges(const Args& args, std::string& error) {
+  for (const Range& r : kRanges) {
+    double v = 0;
+    if (!Number(args, {r.flag}, v, error)) return false;
+    if (!args.values.count(r.flag)) continue;
+    if (v < r.lo || v > r.hi || (r.lo_open && v == r.lo)) {
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "%g", v);
+      error = std::string(r.flag) + ": " + r.what + ", got " + buf;
+      return false;
+    }
+  }
+  return true;
+}
+
 std::string Get(const Args& args, const char* name, const std::string& def = "") {
   auto it = args.values.find(name);
   return it == args.values.end() ? def : it->second;
 }
 
-void PrintUsage() {
-  std::printf(
-      "usage: dml-train [options] [data.libsvm]\n"
-      "  --model ridge|lasso|elastic-net|logistic|logistic-l1|svm|svm-squared | -s N (LIBLINEAR's number)\n"
-      "  -B b   append a bias feature b (LIBLINEAR's -B)\n"
-      "  -c C | --lambda L, -e TOL | --tol TOL, --solver scd|async-scd|sgd, --threads T\n"
-      "  --epochs N, --time-budget S, --l1-ratio ETA, --eval-every N\n"
-      "  --generate RxC [--nnz-per-row K] [--noise S] [--seed N]\n"
-      "  --test FILE, --binarize T, --cache PATH, -o|--output PATH, --liblinear-model PATH, --quiet\n"
-      "  --metrics-out FILE.jsonl   progress, events and result as JSON lines\n"
-      "  --mode sync|async|ssp|easgd|hogwild|model-averaging|cocoa --workers K --shards S\n"
-      "  --batch B, --step S0, --staleness s, --tau T, --local-epochs H, --gamma G\n"
-      "  --nodes H:P,H:P,... | --local-nodes N   run the topology on dml-node processes\n"
-      "  --node-silence S   seconds without an answer before a node counts as lost\n"
-      "  --checkpoint PATH [--checkpoint-every N] [--resume]\n");
-}
+constexpr const char* kUsage = R"(usage: dml-train [options] [data.libsvm]      train on a LIBSVM file (.gz .bz2 .xz too)
+       dml-train [options] --generate RxC       or on generated data with a planted model
+Model and stopping:
+  --model NAME        ridge lasso elastic-net logistic logistic-l1 svm svm-squared (logistic)
+  -s N                LIBLINEAR's solver number instead of --model: 0, 7 logistic; 1, 2 svm-squared;
+                      3 svm; 6 logistic-l1 (the others are refused by name)
+  -c C | --lambda L   regularization: LIBLINEAR's C (lambda = 1/(C n)) or lambda (1e-4)
+  --l1-ratio ETA      elastic net's mix of L1 in (0, 1] (0.5)
+  -B b                append a constant feature b to every example, as LIBLINEAR's -B (none)
+  -e TOL | --tol TOL  stop when the duality gap <= TOL * |primal| (1e-6); unlike LIBLINEAR's -e
+                      this bounds the objective's relative suboptimality
+  --epochs N          at most N epochs (1000)
+  --time-budget S     at most S seconds (none)
+Solver (one process, without --mode):
+  --solver NAME       scd (coordinate descent), async-scd (lock-free threads), sgd (scd)
+  --threads T         async-scd threads (2)
+  --eval-every N      exact certificate every N epochs; 0 = when the estimate says done (1)
+  --batch B --step S0 SGD minibatch and first step, here and in the SGD modes (64, 0.5)
+Distributed (the actor runtime):
+  --mode M            sync async ssp easgd hogwild model-averaging cocoa (none: one process)
+  --workers K         workers (2)
+  --shards S          parameter shards (1)
+  --staleness s       ssp: the staleness bound (2)
+  --tau T             easgd, model-averaging: local steps per exchange (8)
+  --local-epochs H    cocoa: local epochs per round (1)
+  --gamma G           cocoa: aggregation, 1 = adding (1)
+  --nodes H:P,...     run the workers and shards on these dml-node processes (none: in-process)
+  --local-nodes N     start N dml-node processes on loopback for this job (none)
+  --secret-file PATH  the cluster secret of nodes started with --secret-file (none)
+  --node-silence S    a node silent this long counts as lost (10)
+  --checkpoint PATH   write checkpoints there (Cap'n Proto) (none)
+  --checkpoint-every N  cocoa: rounds between checkpoints (10); SGD modes: every evaluation
+  --resume            continue from --checkpoint PATH
+Data and output:
+  --test FILE         also report accuracy/AUC/log-loss (or RMSE/R^2) on this file
+  --binarize T        classification from a multi-class file: label > T is +1 (none)
+  --cache PATH        load through a binary cache (none)
+  --generate RxC      generated data instead of a file; --nnz-per-row K (10) --noise S (0.1)
+  --seed N            generator and solver seed (1)
+  -o | --output PATH  write the model (text, dml/objective/model_io.hpp) (none)
+  --liblinear-model PATH  also write it in LIBLINEAR's format (none)
+  --metrics-out FILE  JSON lines: the job, progress, events, result (none); scripts/dml-plot draws them
+  --quiet | -q        only the final summary
+  --verbose           also the runtime's transport counters
+Exit status: 0 on success, 2 on a bad flag or bad data, 1 if training failed.
+)";
+
+void PrintUsage() { std::fputs(kUsage, stdout); }
 
 // --metrics-out: one JSON object per line. {"type":"job",...} first, then a
 // "progress" object per evaluated epoch (solvers) or round / evaluation
@@ -241,6 +287,47 @@ class MetricsFile {
     std::fflush(f_.get());  // readable while the job runs (tail -f, a live plot)
   }
   std::unique_ptr<FILE, int (*)(FILE*)> f_{nullptr, &std::fclose};
+};
+
+// On a terminal: one status line, rewritten in place, with a bar, the gap
+// against the target, the elapsed time and an estimate of what is left
+// (from whichever stopping rule is nearest: the gap's log-linear decrease,
+// the epoch budget or the time budget); events get their own lines above.
+class StatusLine {
+ public:
+  explicit StatusLine(const dml::StopRule& stop) : stop_(stop) {}
+  void Show(const dml::Progress& p) {
+    for (const auto& e : p.events) std::printf("\r\033[K%s\n", e.what.c_str());
+    double f = p.epochs / std::max(1, stop_.max_epochs);
+    if (std::isfinite(stop_.max_seconds)) f = std::max(f, p.seconds / stop_.max_seconds);
+    std::string gap = "gap n/a (SGD)";
+    if (std::isfinite(p.gap) && p.gap > 0) {
+      const double target = std::max(stop_.gap_abs, stop_.gap_rel * std::abs(p.primal));
+      if (first_gap_ <= 0) first_gap_ = p.gap;
+      if (target > 0 && first_gap_ > target) {
+        f = std::max(f, std::log(first_gap_ / p.gap) / std::log(first_gap_ / target));
+      }
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "gap %.2e (target %.1e)", p.gap, target);
+      gap = buf;
+    }
+    f = std::clamp(f, 0.0, 1.0);
+    const int filled = static_cast<int>(f * 20);
+    std::string left = "?";
+    if (f > 0.01) {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "~%.1fs", p.seconds * (1 - f) / f);
+      left = buf;
+    }
+    std::printf("\r\033[K[%s%s] %3.0f%%  round %d  epochs %.1f  %s  %.1fs, %s left",
+                std::string(filled, '#').c_str(), std::string(20 - filled, '.').c_str(), 100 * f,
+                p.round, p.epochs, gap.c_str(), p.seconds, left.c_str());
+    std::fflush(stdout);
+  }
+
+ private:
+  dml::StopRule stop_;
+  double first_gap_ = 0;
 };
 
 // What the steps of main share.
@@ -354,12 +441,11 @@ Exit LoadData(Run& run) {
     std::printf("data: %s: %lld examples, %lld features, %lld nonzeros\n", run.source.c_str(),
                 static_cast<long long>(n), static_cast<long long>(run.data.x.cols()),
                 static_cast<long long>(run.data.x.nnz()));
-    std::printf("model: %s, lambda %.6g; solver %s%s\n",
-                std::string(dml::ModelName(run.spec.kind)).c_str(), run.spec.lambda,
-                std::string(dml::SolverName(run.opt.kind)).c_str(),
-                run.opt.kind == dml::SolverKind::kAsyncScd
-                    ? (", " + std::to_string(run.opt.threads) + " threads").c_str()
-                    : "");
+    std::string solver = absl::StrCat("; solver ", dml::AsAbsl(dml::SolverName(run.opt.kind)));
+    if (run.opt.kind == dml::SolverKind::kAsyncScd) absl::StrAppend(&solver, ", ", run.opt.threads, " threads");
+    if (args.values.count("--mode")) solver.clear();  // the runtime line says what trains
+    std::printf("model: %s, lambda %.6g%s\n", std::string(dml::ModelName(run.spec.kind)).c_str(),
+                run.spec.lambda, solver.c_str());
   }
   return std::nullopt;
 }
@@ -478,9 +564,11 @@ Exit TrainOnRuntime(Run& run, std::shared_ptr<const dml::Dataset>& shared_data,
                                  ",\"nodes\":", job.cluster.nodes.size(),
                                  ",\"rows\":", shared_data->x.rows(), ",\"cols\":", shared_data->x.cols(),
                                  ",\"data\":", MetricsFile::Str(run.source)));
-  auto handle = rt.Submit(job, [quiet, metrics = run.metrics](const dml::Progress& p) {
+  auto status = std::make_shared<StatusLine>(job.stop);
+  auto handle = rt.Submit(job, [quiet, tty = run.tty, status, metrics = run.metrics](const dml::Progress& p) {
     metrics->Write(p);
     if (quiet) return;
+    if (tty) return status->Show(p);
     std::printf("round %4d  %8.3fs  epochs %7.2f  primal %.10g  dual %.10g  gap %.3e  bytes %lld%s%s\n",
                 p.round, p.seconds, p.epochs, p.primal, p.dual, p.gap,
                 static_cast<long long>(p.bytes_exchanged), p.event.empty() ? "" : "  event: ",
@@ -489,7 +577,8 @@ Exit TrainOnRuntime(Run& run, std::shared_ptr<const dml::Dataset>& shared_data,
   });
   if (!handle.ok()) return Fail(std::string(handle.status().message()));
   result = handle->Wait();
-  if (!job.cluster.nodes.empty()) {
+  if (run.tty && !quiet) std::printf("\n");
+  if (!job.cluster.nodes.empty() && run.args.values.count("--verbose")) {
     const dml::TransportStats ts = rt.Transport();
     std::printf("bulk channel: %llu vectors offered, %llu fetched (%llu by single copy), "
                 "%.1f MB\n",
@@ -528,6 +617,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   run.quiet = run.args.values.count("--quiet") > 0;
+  if (!CheckRanges(run.args, error)) return Fail(error);
   if (Exit e = ParseModelAndSolver(run)) return *e;
   if (run.args.values.count("--metrics-out") &&
       !run.metrics->Open(Get(run.args, "--metrics-out"))) {
@@ -536,12 +626,14 @@ int main(int argc, char** argv) {
   if (Exit e = LoadData(run)) return *e;
   run.tty = isatty(fileno(stdout));
   if (!run.quiet || run.metrics->active()) {
-    run.opt.on_epoch = [tty = run.tty, quiet = run.quiet, metrics = run.metrics](const dml::Progress& r) {
+    auto status = std::make_shared<StatusLine>(run.opt.stop);
+    run.opt.on_epoch = [tty = run.tty, quiet = run.quiet, status,
+                        metrics = run.metrics](const dml::Progress& r) {
       metrics->Write(r);
       if (quiet) return;
-      std::printf("%sepoch %4d  %8.3fs  primal %.10g  dual %.10g  gap %.3e  nnz %lld%s",
-                  tty ? "\r" : "", r.round, r.seconds, r.primal, r.dual, r.gap,
-                  static_cast<long long>(r.nnz_touched), tty ? "   " : "\n");
+      if (tty) return status->Show(r);
+      std::printf("epoch %4d  %8.3fs  primal %.10g  dual %.10g  gap %.3e  nnz %lld\n", r.round,
+                  r.seconds, r.primal, r.dual, r.gap, static_cast<long long>(r.nnz_touched));
       std::fflush(stdout);
     };
   }

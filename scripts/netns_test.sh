@@ -69,7 +69,7 @@ done
 "$build/samples/dml-gen" --rows 2000 --cols 40000 --nnz-per-row 12 --task classification \
   --out "$work/wide.svm" >/dev/null
 out=$("$train" "$work/wide.svm" --model logistic --lambda 1e-3 --mode cocoa --workers 3 \
-      --shards 1 --epochs 100 --nodes "$nodes" --quiet 2>&1)
+      --shards 1 --epochs 100 --nodes "$nodes" --quiet --verbose 2>&1)
 echo "netns_test: cocoa, 40000 features: $(echo "$out" | grep -E '^(done|bulk)' | tr '\n' ' ')"
 echo "$out" | grep -q "^done: converged" || { echo "$out"; status=1; }
 echo "$out" | grep -Eq "^bulk channel: [1-9][0-9]* vectors offered, [1-9][0-9]* fetched \(0 by single copy\)" \
