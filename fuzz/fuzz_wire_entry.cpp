@@ -174,6 +174,17 @@ const char* Diff(const Progress& a, const Progress& b) {
   DML_DIFF("Progress.event", a.event == b.event);
   return nullptr;
 }
+const char* Diff(const dml::net::model_file& a, const dml::net::model_file& b) {
+  DML_DIFF("ModelFile.model", a.model.spec.kind == b.model.spec.kind &&
+                                  SameBits(a.model.spec.lambda, b.model.spec.lambda) &&
+                                  SameBits(a.model.spec.l1_ratio, b.model.spec.l1_ratio));
+  DML_DIFF("ModelFile.weights", SameVec(a.model.w, b.model.w));
+  DML_DIFF("ModelFile.labels", SameVec(a.model.classes, b.model.classes));
+  DML_DIFF("ModelFile.bias", SameBits(a.model.bias, b.model.bias));
+  DML_DIFF("ModelFile.primal", SameBits(a.primal, b.primal));
+  DML_DIFF("ModelFile.gap", SameBits(a.gap, b.gap));
+  return nullptr;
+}
 
 #undef DML_DIFF
 
@@ -186,10 +197,10 @@ const char* Diff(const Progress& a, const Progress& b) {
   std::abort();
 }
 
-// Progress is a payload of the Progress envelope but no CAF message
-// type (it has no inspect overloads and no wire_error).
+// Progress and model files are envelopes but no CAF message types (no
+// inspect overloads, no wire_error): they are decoded directly only.
 template <class T>
-constexpr bool kIsCafPayload = !std::is_same_v<T, Progress>;
+constexpr bool kIsCafPayload = !std::is_same_v<T, Progress> && !std::is_same_v<T, dml::net::model_file>;
 
 caf::execution_unit* const kNoContext = nullptr;
 
@@ -319,6 +330,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
   DecodeAs<shard_config>("shard_config", bytes);
   DecodeAs<dense_block>("dense_block", bytes);
   DecodeAs<Progress>("Progress", bytes);
+  DecodeAs<dml::net::model_file>("model_file", bytes);
   DecodeBulkRef(bytes);
   return 0;
 }
@@ -427,6 +439,14 @@ std::vector<std::pair<std::string, std::string>> WireSeeds() {
   progress.staleness = {0, 1, -1};
   progress.event = "lost node 127.0.0.1:4242";
   out.push_back(Seed("Progress", progress));
+  dml::net::model_file model;
+  model.model.spec = {dml::ModelKind::kLogisticL1, 0.01};
+  model.model.w = {0.5, 0.0, -2.0};
+  model.model.classes = {0.0, 1.0};
+  model.model.bias = 1.0;
+  model.primal = 0.3;
+  model.gap = inf;
+  out.push_back(Seed("model_file", model));
   out.push_back(Seed("job_progress_empty", Progress()));
   return out;
 }

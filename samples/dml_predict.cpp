@@ -31,6 +31,7 @@
 #include "absl/strings/str_cat.h"
 #include "dml/data/libsvm.hpp"
 #include "dml/metrics/metrics.hpp"
+#include "dml/net/payload_codec.hpp"
 #include "dml/objective/liblinear_model.hpp"
 #include "dml/objective/model_io.hpp"
 
@@ -89,8 +90,8 @@ std::string FirstWord(const std::string& path) {
 }
 
 // A dml model as a LIBLINEAR one over the test file's label values.
-absl::StatusOr<dml::LiblinearModel> FromDmlModel(const std::string& path, const dml::Dataset& test) {
-  auto m = dml::ReadModelText(path);
+absl::StatusOr<dml::LiblinearModel> FromDmlModel(absl::StatusOr<dml::LinearModel> m,
+                                                 const dml::Dataset& test) {
   if (!m.ok()) return m.status();
   if (dml::TaskOf(m->spec.kind) == dml::Task::kRegression) {
     return dml::ToLiblinear(m->spec, m->w, -1.0, 1.0, m->bias);
@@ -163,12 +164,20 @@ int main(int argc, char** argv) {
   auto test = dml::ReadLibsvm(opts->test, lo);
   if (!test.ok()) return Fail(std::string(test.status().message()));
   const std::string kind = FirstWord(opts->model);
-  absl::StatusOr<dml::LiblinearModel> model =
-      kind == "dml-model"     ? FromDmlModel(opts->model, *test)
-      : kind == "solver_type" ? dml::ReadLiblinearModel(opts->model)
-                              : absl::InvalidArgumentError(absl::StrCat(
-                                    opts->model, ":1: neither a dml model (\"dml-model 1\") nor "
-                                                 "a LIBLINEAR model (\"solver_type ...\")"));
+  absl::StatusOr<dml::LiblinearModel> model = absl::UnknownError("");
+  if (kind == "dml-model") {
+    model = FromDmlModel(dml::ReadModelText(opts->model), *test);
+  } else if (kind == "solver_type") {
+    model = dml::ReadLiblinearModel(opts->model);
+  } else {
+    // Binary: a Cap'n Proto ModelFile (dml-train --model-format capnp), or nothing we read.
+    auto file = dml::net::ReadModelFile(opts->model);
+    model = file.ok() ? FromDmlModel(file->model, *test)
+                      : absl::InvalidArgumentError(absl::StrCat(
+                            opts->model, ": neither a dml text model (\"dml-model 1\"), a LIBLINEAR "
+                            "model (\"solver_type ...\") nor a dml Cap'n Proto model file (",
+                            file.status().message(), ")"));
+  }
   if (!model.ok()) return Fail(std::string(model.status().message()));
   if (opts->probabilities && !model->probabilistic()) {
     return Fail("-b 1: probabilities need a logistic model; this one is " + model->solver_type);

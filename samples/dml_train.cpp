@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "dml/net/local_cluster.hpp"
+#include "dml/net/payload_codec.hpp"
 #include "dml/actors/runtime.hpp"
 #include "dml/data/cache.hpp"
 #include "dml/data/libsvm.hpp"
@@ -41,7 +42,8 @@ struct Args {
 const char* const kValueFlags[] = {"-c", "-e", "-o", "-s", "-B", "--lambda", "--tol", "--model", "--l1-ratio",
                                    "--solver", "--threads", "--epochs", "--time-budget",
                                    "--generate", "--nnz-per-row", "--noise", "--seed", "--test",
-                                   "--binarize", "--cache", "--output", "--liblinear-model", "--metrics-out", "--eval-every", "--mode",
+                                   "--binarize", "--cache", "--output", "--liblinear-model", "--metrics-out",
+                                   "--model-format", "--eval-every", "--mode",
                                    "--workers", "--shards", "--batch", "--step", "--staleness",
                                    "--tau", "--local-epochs", "--gamma", "--nodes",
                                    "--local-nodes", "--checkpoint", "--checkpoint-every",
@@ -212,7 +214,8 @@ Data and output:
   --cache PATH        load through a binary cache (none)
   --generate RxC      generated data instead of a file; --nnz-per-row K (10) --noise S (0.1)
   --seed N            generator and solver seed (1)
-  -o | --output PATH  write the model (text, dml/objective/model_io.hpp) (none)
+  -o | --output PATH  write the model (none)
+  --model-format F    text (dml/objective/model_io.hpp) or capnp (ModelFile of net/dml/net/wire.capnp) (text)
   --liblinear-model PATH  also write it in LIBLINEAR's format (none)
   --metrics-out FILE  JSON lines: the job, progress, events, result (none); scripts/dml-plot draws them
   --quiet | -q        only the final summary
@@ -618,6 +621,9 @@ int main(int argc, char** argv) {
   }
   run.quiet = run.args.values.count("--quiet") > 0;
   if (!CheckRanges(run.args, error)) return Fail(error);
+  if (const std::string f = Get(run.args, "--model-format", "text"); f != "text" && f != "capnp") {
+    return Fail("--model-format: expected text or capnp, got \"" + f + "\"");
+  }
   if (Exit e = ParseModelAndSolver(run)) return *e;
   if (run.args.values.count("--metrics-out") &&
       !run.metrics->Open(Get(run.args, "--metrics-out"))) {
@@ -674,9 +680,12 @@ int main(int argc, char** argv) {
   const std::string out =
       run.args.values.count("-o") ? Get(run.args, "-o") : Get(run.args, "--output");
   if (!out.empty()) {
-    if (auto st = dml::WriteModelText({run.spec, result->w, trained_on.classes, run.bias}, out); !st.ok()) {
-      return Fail(std::string(st.message()));
-    }
+    const dml::LinearModel model{run.spec, result->w, trained_on.classes, run.bias};
+    const std::string format = Get(run.args, "--model-format", "text");
+    const absl::Status st = format == "capnp"
+                                ? dml::net::WriteModelFile(out, {model, result->primal, result->gap})
+                                : dml::WriteModelText(model, out);
+    if (!st.ok()) return Fail(std::string(st.message()));
     if (!run.quiet) std::printf("model written to %s\n", out.c_str());
   }
   const std::string liblinear = Get(run.args, "--liblinear-model");

@@ -24,6 +24,18 @@ sort -u "$tmp/ours.out" | tr '\n' ' ' | grep -qx '2 4 ' || { echo "FAIL: predict
 cmp "$tmp/ours.out" "$tmp/ours_ll.out" || { echo "FAIL: the two model files predict differently"; exit 1; }
 "$predict" -b 1 "$tmp/test.svm" "$tmp/m.dml" "$tmp/prob.out" >/dev/null
 [ "$(head -1 "$tmp/prob.out")" = "labels 4 2" ] || { echo "FAIL: -b 1 header"; exit 1; }
+# The Cap'n Proto model file: the same predictions; the Python example
+# (through the capnp tool) gets dml-predict's accuracy.
+"$train" --model logistic -c 1 "$tmp/train.svm" -o "$tmp/m.capnp" --model-format capnp --quiet >/dev/null
+"$predict" "$tmp/test.svm" "$tmp/m.capnp" "$tmp/ours_capnp.out" >/dev/null
+cmp "$tmp/ours.out" "$tmp/ours_capnp.out" || { echo "FAIL: capnp model predicts differently"; exit 1; }
+if command -v capnp >/dev/null; then
+  py=$(/usr/bin/python3 "$(dirname "$0")/../../samples/read_model.py" "$tmp/m.capnp" "$tmp/test.svm")
+  echo "$py"
+  acc=$(sed -n 's/^accuracy [0-9.]*% (\([0-9/]*\)).*/\1/p' <<<"$py")
+  grep -q "accuracy [0-9.]*% ($acc)" "$tmp/ours.txt" || { echo "FAIL: read_model.py accuracy $acc"; exit 1; }
+  grep -q "labels \[2.0, 4.0\]\|labels \[2, 4\]" <<<"$py" || { echo "FAIL: labels in the capnp file"; exit 1; }
+fi
 if ! command -v liblinear-predict >/dev/null; then
   echo "liblinear-predict not installed: LIBLINEAR comparison skipped"
   exit 77

@@ -183,3 +183,46 @@ BOOST_AUTO_TEST_CASE(oversize_input_is_refused_before_parsing) {
   limits.max_bytes = 56;
   BOOST_TEST(FromWire(kTinyWire, &out, limits).ok());
 }
+
+BOOST_AUTO_TEST_CASE(model_files_round_trip_and_refuse_bad_models) {
+  dml::net::model_file m;
+  m.model.spec = {dml::ModelKind::kSquaredHingeSvm, 0.25};
+  m.model.w = {1.5, 0.0, -1.0 / 3.0};
+  m.model.classes = {2.0, 4.0};
+  m.model.bias = 1.0;
+  m.primal = 0.125;
+  m.gap = 1e-9;
+  auto wire = ToWire(m);
+  BOOST_REQUIRE_MESSAGE(wire.ok(), wire.status().ToString());
+  dml::net::model_file back;
+  BOOST_REQUIRE(FromWire(*wire, &back).ok());
+  BOOST_TEST((back.model.spec.kind == dml::ModelKind::kSquaredHingeSvm));
+  BOOST_TEST(back.model.spec.lambda == 0.25);
+  BOOST_TEST(back.model.w == m.model.w, boost::test_tools::per_element());
+  BOOST_TEST(back.model.classes == m.model.classes, boost::test_tools::per_element());
+  BOOST_TEST(back.model.bias == 1.0);
+  BOOST_TEST(back.primal == 0.125);
+  BOOST_TEST(back.gap == 1e-9);
+  // The schema's default bias is -1 (none): a file without one reads as none.
+  dml::net::model_file plain;
+  plain.model.w = {1.0};
+  BOOST_REQUIRE(FromWire(*ToWire(plain), &back).ok());
+  BOOST_TEST(back.model.bias == -1.0);
+  BOOST_TEST(back.model.classes.empty());
+  BOOST_TEST(std::isnan(back.primal));
+
+  m.model.w[1] = std::nan("");
+  CheckError(ToWire(m).status(), absl::StatusCode::kInvalidArgument,
+             "ModelFile.weights: value at position 1 is not finite");
+  m.model.w[1] = 0;
+  m.model.classes = {4.0, 2.0};
+  CheckError(ToWire(m).status(), absl::StatusCode::kInvalidArgument,
+             "ModelFile.labels: 2 label value(s); expected none or two increasing");
+  m.model.classes.clear();
+  m.model.bias = -0.5;
+  CheckError(ToWire(m).status(), absl::StatusCode::kInvalidArgument,
+             "ModelFile.bias: -0.5; expected -1 (none) or a finite value >= 0");
+  // Another payload kind is not a model file.
+  CheckError(FromWire(kTinyWire, &back), absl::StatusCode::kInvalidArgument,
+             "expected payload kind 'modelFile', got payload kind 'vector'");
+}

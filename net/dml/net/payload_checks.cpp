@@ -177,6 +177,27 @@ absl::Status Check(const Progress& x) {
   return CheckVectorLength<int64_t>(x.staleness.size(), "Progress.staleness");
 }
 
+absl::Status Check(const model_file& x) {
+  DML_RETURN_IF_ERROR(CheckModel(x.model.spec, "ModelFile.model"));
+  DML_RETURN_IF_ERROR(CheckVectorLength<double>(x.model.w.size(), "ModelFile.weights"));
+  for (std::size_t j = 0; j < x.model.w.size(); ++j) {
+    if (!std::isfinite(x.model.w[j])) {
+      return Invalid("ModelFile.weights", absl::StrCat("value at position ", j, " is not finite"));
+    }
+  }
+  const auto& c = x.model.classes;
+  if (!(c.empty() || (c.size() == 2 && std::isfinite(c[0]) && std::isfinite(c[1]) && c[0] < c[1]))) {
+    return Invalid("ModelFile.labels", absl::StrCat(c.size(), " label value(s); expected none or two increasing"));
+  }
+  if (!(x.model.bias == -1.0 || (x.model.bias >= 0 && std::isfinite(x.model.bias)))) {
+    return Invalid("ModelFile.bias", absl::StrCat(x.model.bias, "; expected -1 (none) or a finite value >= 0"));
+  }
+  if (x.model.bias >= 0 && x.model.w.empty()) {
+    return Invalid("ModelFile.bias", "a bias needs its weight (the weights are empty)");
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Check(const job_checkpoint& x) {
   DML_RETURN_IF_ERROR(CheckMode(static_cast<uint16_t>(x.mode), "Checkpoint.mode"));
   DML_RETURN_IF_ERROR(CheckModel(x.model, "Checkpoint.model"));

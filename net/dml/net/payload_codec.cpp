@@ -157,6 +157,16 @@ void Build(const job_checkpoint& x, wire::Envelope::Builder env) {
   for (std::size_t i = 0; i < x.history.size(); ++i) Build(x.history[i], h[static_cast<unsigned>(i)]);
 }
 
+void Build(const model_file& x, wire::Envelope::Builder env) {
+  auto b = env.initModelFile();
+  SetModel(b.initModel(), x.model.spec);
+  PutList<double>(b.initWeights(static_cast<unsigned>(x.model.w.size())), &x.model.w);
+  b.setPrimal(x.primal);
+  b.setGap(x.gap);
+  PutList<double>(b.initLabels(static_cast<unsigned>(x.model.classes.size())), &x.model.classes);
+  b.setBias(x.model.bias);
+}
+
 void Build(const dvec& x, wire::Envelope::Builder env) {
   auto v = env.initVector();
   auto list = v.initValues(static_cast<unsigned>(x.size()));
@@ -254,6 +264,7 @@ std::size_t WordsOf(const job_checkpoint& x) {
   for (const auto& c : x.coords) w += 4 + c.size();
   return w + 4 * x.processed.size();
 }
+std::size_t WordsOf(const model_file& x) { return 32 + x.model.w.size(); }
 std::size_t WordsOf(const Progress& x) { return 24 + x.staleness.size() + x.event.size() / 8; }
 std::size_t WordsOf(const worker_spec& x) { return 48 + x.path.size() / 8; }
 template <class T>
@@ -375,6 +386,20 @@ void Read(wire::Progress::Reader r, Progress* out) {
   out->event = FromText(r.getEvent());
 }
 
+absl::Status Read(wire::Envelope::Reader env, model_file* out) {
+  auto r = env.getModelFile();
+  DML_ASSIGN_OR_RETURN(out->model.spec, GetModel(r.getModel(), "ModelFile.model"));
+  // Each list is read once: the traversal limit is the message's size.
+  auto weights = r.getWeights();
+  DML_RETURN_IF_ERROR(CheckVectorLength<double>(weights.size(), "ModelFile.weights"));
+  out->model.w = CopyList<double>(weights);
+  out->primal = r.getPrimal();
+  out->gap = r.getGap();
+  out->model.classes = CopyList<double>(r.getLabels());
+  out->model.bias = r.getBias();
+  return Check(*out);
+}
+
 absl::Status Read(wire::Envelope::Reader env, job_checkpoint* out) {
   auto r = env.getCheckpoint();
   DML_ASSIGN_OR_RETURN(out->mode, GetMode(r.getMode(), "Checkpoint.mode"));
@@ -425,6 +450,7 @@ Which KindOf(const shard_config*) { return wire::Envelope::SHARD_SPEC; }
 Which KindOf(const dense_block*) { return wire::Envelope::DENSE_VECTOR; }
 Which KindOf(const Progress*) { return wire::Envelope::PROGRESS; }
 Which KindOf(const job_checkpoint*) { return wire::Envelope::CHECKPOINT; }
+Which KindOf(const model_file*) { return wire::Envelope::MODEL_FILE; }
 
 // Builds x's Envelope into `builder` after checking it.
 template <class T>
@@ -519,6 +545,7 @@ DML_WIRE_IMPL(shard_config)
 DML_WIRE_IMPL(dense_block)
 DML_WIRE_IMPL(Progress)
 DML_WIRE_IMPL(job_checkpoint)
+DML_WIRE_IMPL(model_file)
 #undef DML_WIRE_IMPL
 
 absl::StatusOr<std::string> ToWire(const BulkRef& ref) {

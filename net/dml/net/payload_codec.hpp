@@ -31,6 +31,7 @@ namespace dml::net {
                         const DecodeLimits& limits = DecodeLimits{});
 
 DML_PAYLOAD_CODEC(job_checkpoint)
+DML_PAYLOAD_CODEC(model_file)
 DML_PAYLOAD_CODEC(dvec)
 DML_PAYLOAD_CODEC(sparse_dvec)
 DML_PAYLOAD_CODEC(key_list)
@@ -57,6 +58,13 @@ absl::Status FromWireOrReference(std::string_view bytes, dvec* out,
 /// Writes `c` to `path` atomically (a temporary file, then rename), so a
 /// crash mid-write leaves the previous checkpoint. Errors: I/O, with the path.
 absl::Status WriteCheckpointFile(const std::string& path, const job_checkpoint& c);
+/// Writes a ModelFile Envelope to `path` (replaced atomically, as
+/// checkpoints are). Errors: InvalidArgument for a model the schema refuses
+/// (non-finite weight, bad labels or bias); I/O errors with the path.
+absl::Status WriteModelFile(const std::string& path, const model_file& m);
+/// Reads one. Errors: NotFound / I/O with the path; a corrupt or foreign
+/// file as FromWire reports it, after the path.
+absl::StatusOr<model_file> ReadModelFile(const std::string& path);
 /// Reads a checkpoint file. Errors: NotFound / I/O with the path; the
 /// decoder's errors prefixed with the path.
 absl::StatusOr<job_checkpoint> ReadCheckpointFile(const std::string& path);

@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <string>
 #include <utility>
@@ -21,6 +22,7 @@
 #include "dml/data/libsvm.hpp"
 #include "dml/net/bulk.hpp"
 #include "dml/objective/model.hpp"
+#include "dml/objective/model_io.hpp"
 #include "dml/solver/solver.hpp"
 #include "dml/solver/training.hpp"
 
@@ -203,6 +205,14 @@ struct dense_block {
   }
 };
 
+
+/// A trained model file (wire.capnp ModelFile): the model and the
+/// certificate it was trained to.
+struct model_file {
+  LinearModel model;
+  double primal = std::numeric_limits<double>::quiet_NaN();  ///< NaN: unknown
+  double gap = std::numeric_limits<double>::quiet_NaN();     ///< +inf: no dual; NaN: unknown
+};
 
 /// A job's restart point (wire.capnp Checkpoint): written by the
 /// coordinator, read by JobSpec.recovery.resume.

@@ -197,11 +197,13 @@ struct Error {
 }
 
 struct ModelFile {
-  # A trained model on disk.
+  # A trained model on disk (dml-train --model-format capnp; dml-predict reads it).
   model @0 :Model;
-  weights @1 :List(Float64);  # w, length d
-  primal @2 :Float64;
-  gap @3 :Float64;
+  weights @1 :List(Float64);  # w, length d (the bias feature's weight last, if any); finite
+  primal @2 :Float64;         # the training objective at w; NaN when unknown
+  gap @3 :Float64;            # its duality gap; +inf where no dual is tracked, NaN when unknown
+  labels @4 :List(Float64);   # classification: the data's values that were -1 and +1, or empty
+  bias @5 :Float64 = -1;      # >= 0: the last weight's feature is this constant (-B); -1: none
 }
 
 struct Checkpoint {

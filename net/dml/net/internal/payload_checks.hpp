@@ -47,5 +47,6 @@ absl::Status Check(const shard_config& x);
 absl::Status Check(const dense_block& x);
 absl::Status Check(const Progress& x);
 absl::Status Check(const job_checkpoint& x);
+absl::Status Check(const model_file& x);
 
 }  // namespace dml::net::internal

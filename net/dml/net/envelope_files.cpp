@@ -1,4 +1,6 @@
-// Checkpoint files: one Checkpoint Envelope each (dml/net/payload_codec.hpp).
+// Checkpoint and model files: one Envelope each (dml/net/payload_codec.hpp),
+// written to a temporary name, synced and renamed over the old file, so a
+// crash mid-write leaves the previous one.
 #include <unistd.h>
 
 #include <cerrno>
@@ -10,9 +12,9 @@
 #include "dml/net/payload_codec.hpp"
 
 namespace dml::net {
+namespace {
 
-absl::Status WriteCheckpointFile(const std::string& path, const job_checkpoint& c) {
-  auto bytes = ToWire(c);
+absl::Status WriteAtomically(const std::string& path, const absl::StatusOr<std::string>& bytes) {
   if (!bytes.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": ", bytes.status().message()));
   }
@@ -31,10 +33,11 @@ absl::Status WriteCheckpointFile(const std::string& path, const job_checkpoint& 
   return absl::OkStatus();
 }
 
-absl::StatusOr<job_checkpoint> ReadCheckpointFile(const std::string& path) {
+template <class T>
+absl::StatusOr<T> ReadEnvelopeFile(const std::string& path, const char* what) {
   std::FILE* f = std::fopen(path.c_str(), "rb");
   if (f == nullptr) {
-    return absl::NotFoundError(absl::StrCat(path, ": cannot open checkpoint: ",
+    return absl::NotFoundError(absl::StrCat(path, ": cannot open ", what, ": ",
                                             std::strerror(errno)));
   }
   std::string bytes;
@@ -42,11 +45,29 @@ absl::StatusOr<job_checkpoint> ReadCheckpointFile(const std::string& path) {
   std::size_t got;
   while ((got = std::fread(buf, 1, sizeof(buf), f)) > 0) bytes.append(buf, got);
   std::fclose(f);
-  job_checkpoint c;
-  if (auto s = FromWire(bytes, &c); !s.ok()) {
+  T out;
+  if (auto s = FromWire(bytes, &out); !s.ok()) {
     return absl::Status(s.code(), absl::StrCat(path, ": ", s.message()));
   }
-  return c;
+  return out;
+}
+
+}  // namespace
+
+absl::Status WriteCheckpointFile(const std::string& path, const job_checkpoint& c) {
+  return WriteAtomically(path, ToWire(c));
+}
+
+absl::StatusOr<job_checkpoint> ReadCheckpointFile(const std::string& path) {
+  return ReadEnvelopeFile<job_checkpoint>(path, "checkpoint");
+}
+
+absl::Status WriteModelFile(const std::string& path, const model_file& m) {
+  return WriteAtomically(path, ToWire(m));
+}
+
+absl::StatusOr<model_file> ReadModelFile(const std::string& path) {
+  return ReadEnvelopeFile<model_file>(path, "model file");
 }
 
 }  // namespace dml::net
