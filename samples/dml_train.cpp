@@ -155,8 +155,11 @@ constexpr Range kRanges[] = {
     {"--noise", 0, 1e300, false, "must be >= 0"},
 };
 
+std::string Get(const Args& args, const char* name, const std::string& def = "");
+
 bool CheckRanges(const Args& args, std::string& error) {
   for (const Range& r : kRanges) {
+    if (std::string(r.flag) == "--local-epochs" && Get(args, r.flag) == "auto") continue;
     double v = 0;
     if (!Number(args, {r.flag}, v, error)) return false;
     if (!args.values.count(r.flag)) continue;
@@ -170,7 +173,7 @@ bool CheckRanges(const Args& args, std::string& error) {
   return true;
 }
 
-std::string Get(const Args& args, const char* name, const std::string& def = "") {
+std::string Get(const Args& args, const char* name, const std::string& def) {
   auto it = args.values.find(name);
   return it == args.values.end() ? def : it->second;
 }
@@ -199,7 +202,7 @@ Distributed (the actor runtime):
   --shards S          parameter shards (1)
   --staleness s       ssp: the staleness bound (2)
   --tau T             easgd, model-averaging: local steps per exchange (8)
-  --local-epochs H    cocoa: local epochs per round (1)
+  --local-epochs H    cocoa: local epochs per round, or auto (chosen while running, from 1) (1)
   --gamma G           cocoa: aggregation, 1 = adding (1)
   --nodes H:P,...     run the workers and shards on these dml-node processes (none: in-process)
   --local-nodes N     start N dml-node processes on loopback for this job (none)
@@ -501,13 +504,15 @@ Exit TrainOnRuntime(Run& run, std::shared_ptr<const dml::Dataset>& shared_data,
       !Number(args, {"--shards"}, job.mode.shards, error) ||
       !Number(args, {"--staleness"}, job.sgd.staleness, error) ||
       !Number(args, {"--tau"}, job.sgd.tau, error) ||
-      !Number(args, {"--local-epochs"}, job.cocoa.local_epochs, error) ||
+      (Get(args, "--local-epochs") != "auto" &&
+       !Number(args, {"--local-epochs"}, job.cocoa.local_epochs, error)) ||
       !Number(args, {"--gamma"}, job.cocoa.gamma, error) ||
       !Number(args, {"--checkpoint-every"}, job.recovery.checkpoint_every, error) ||
       !Number(args, {"--node-silence"}, job.recovery.node_silence_seconds, error) ||
       !Number(args, {"--eval-every"}, job.sgd.eval_every_epochs, error)) {
     return Fail(error);
   }
+  job.cocoa.auto_local_epochs = Get(args, "--local-epochs") == "auto";
   job.recovery.path = Get(args, "--checkpoint");
   job.recovery.resume = args.values.count("--resume") > 0;
   // 1/(lambda (t + t0)), the rate for a lambda-strongly convex objective.

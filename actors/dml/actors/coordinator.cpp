@@ -529,6 +529,9 @@ coordinator_actor::behavior_type coordinator_impl(self_ptr self, JobSpec spec,
                                                   std::vector<node_actor> nodes) {
   auto& st = self->state;
   st.plan = ResolvePlan(std::move(spec));
+  if (st.spec().cocoa.auto_local_epochs && st.topo().coordinator_rounds()) {
+    st.auto_h.tuner.emplace(st.spec().cocoa.local_epochs);
+  }
   st.nodes = std::move(nodes);
   st.job = std::move(job);
   st.interrupt = st.job->interrupt;

@@ -76,6 +76,32 @@ void cocoa_maybe_next(self_ptr self) {
   cocoa_round(self);
 }
 
+// Automatic H: the round before this certificate ran with the H it was sent
+// with; its wall time (certificate to certificate) and gap drop go to the
+// tuner. Its reports give each worker's steps at the spec's H once.
+void tune_local_epochs(coord_state& st, double gap) {
+  auto& a = st.auto_h;
+  const double now = st.seconds();
+  const int64_t prev = st.round - 1;
+  auto sent = a.sent_h.find(prev);
+  if (a.last_seconds >= 0 && sent != a.sent_h.end()) {
+    if (a.default_steps.empty() && sent->second == st.spec().cocoa.local_epochs &&
+        a.last_processed.size() == st.processed.size()) {
+      a.default_steps.resize(st.processed.size());
+      for (std::size_t k = 0; k < st.processed.size(); ++k) {
+        a.default_steps[k] = std::max<int64_t>(1, st.processed[k] - a.last_processed[k]);
+      }
+    }
+    if (a.tuner->Observe(sent->second, now - a.last_seconds, a.last_gap, gap)) {
+      append_event(st, "local_epochs", absl::StrCat("H = ", a.tuner->h(), " local epochs"));
+    }
+  }
+  a.sent_h.erase(a.sent_h.begin(), a.sent_h.upper_bound(prev));
+  a.last_seconds = now;
+  a.last_gap = gap;
+  a.last_processed = st.processed;
+}
+
 // Round r's certificate from the workers' shares: record it, then stop or
 // let the round go on.
 void cocoa_decide(self_ptr self, const std::vector<block_sums>& sums) {
@@ -95,6 +121,7 @@ void cocoa_decide(self_ptr self, const std::vector<block_sums>& sums) {
     primal = total.loss_sum * inv_n + RegularizerValue(st.spec().model, *st.shared.as_vector());
     gap = std::max(0.0, total.gap_sum * inv_n);
   }
+  if (st.auto_h.tuner) tune_local_epochs(st, gap);
   record(self, primal, primal - gap, gap);
   const StopRule& stop = st.spec().stop;
   StopReason why;
@@ -132,8 +159,20 @@ void cocoa_send_round(self_ptr self) {
   auto remaining = std::make_shared<std::size_t>(st.workers.size());
   const uint64_t gen = st.generation;
   const int64_t r = st.round;
+  // Steps per worker: 0 = its default (H = cocoa.local_epochs); with
+  // automatic H, the tuner's H scaled from those defaults once known.
+  std::vector<int64_t> steps(st.workers.size(), 0);
+  if (auto& a = st.auto_h; a.tuner) {
+    const bool scaled = a.default_steps.size() == st.workers.size();
+    const double h = scaled ? a.tuner->h() : st.spec().cocoa.local_epochs;
+    a.sent_h[r] = h;
+    for (std::size_t k = 0; scaled && k < steps.size(); ++k) {
+      steps[k] = std::max<int64_t>(
+          1, std::llround(static_cast<double>(a.default_steps[k]) * h / st.spec().cocoa.local_epochs));
+    }
+  }
   for (std::size_t k = 0; k < st.workers.size(); ++k) {
-    self->request(st.workers[k], reply_timeout(st), round_atom_v, r, s, int64_t{0})
+    self->request(st.workers[k], reply_timeout(st), round_atom_v, r, s, steps[k])
         .then(
             [self, k, sums, remaining, gen, r](block_sums& b, worker_report& report) {
               auto& st = self->state;

@@ -56,7 +56,7 @@ std::string_view StopReasonName(StopReason r);
 /// went on: async-type modes), "restarted" (actors replaced, restarted
 /// from a checkpoint), "start_up_restarted" (lost while connecting or
 /// loading), "checkpoint_written", "checkpoint_failed", "resumed" (from a
-/// checkpoint file).
+/// checkpoint file), "local_epochs" (automatic H changed H).
 struct ProgressEvent {
   std::string kind;
   std::string what;  ///< one sentence for people

@@ -41,6 +41,9 @@ struct CocoaOptions {
   double local_epochs = 1.0;
   double gamma = 1.0;        ///< in (0, 1]; 1 = adding (CoCoA+), 1/K = averaging
   double sigma_prime = 0.0;  ///< the local subproblem's sigma'; 0 = gamma K (always safe)
+  /// Choose H while the job runs (dml/solver/local_epochs_tuner.hpp),
+  /// starting from local_epochs; every change is a "local_epochs" event.
+  bool auto_local_epochs = false;
 };
 
 }  // namespace dml

@@ -12,7 +12,9 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -35,6 +37,7 @@
 #include "dml/actors/node.hpp"
 #include "dml/actors/parameter_shard.hpp"
 #include "dml/actors/worker.hpp"
+#include "dml/solver/local_epochs_tuner.hpp"
 
 namespace dml::actors::internal {
 
@@ -113,6 +116,16 @@ struct coord_state {
     std::shared_ptr<std::vector<double>> next;  // assembled from S > 1 ranges
     dvec single;              // S = 1: the one range, uncopied
   } pipe;
+  // Automatic H (cocoa.auto_local_epochs): the tuner, the H each round was
+  // sent with, each worker's steps at the spec's H (learnt from the first
+  // round's reports), and the previous certificate's time, gap and counters.
+  struct h_tuning {
+    std::optional<LocalEpochsTuner> tuner;
+    std::map<int64_t, double> sent_h;
+    std::vector<int64_t> default_steps;
+    double last_seconds = -1.0, last_gap = 0.0;
+    std::vector<int64_t> last_processed;
+  } auto_h;
   // Recovery (jobs on nodes). Every reply handler checks the generation it
   // was sent in: after a recovery (or a start-up restart), answers to
   // older requests are dropped.
