@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# Automatic H against the H sweep, in the same run: cocoa (K=4, S=2) on
+# 4 dml-node processes, time to relative gap 1e-4 for fixed H in HS and for
+# --local-epochs auto, alternating the order each repetition; median of REPS.
+#   bench/auto_h.sh BUILD DATA.svm [DELAY_MS=0] [REPS=3] [dml-train args...]
+# DELAY_MS > 0 puts the 4 nodes in network namespaces ("machines") on a
+# bridge whose links delay every packet by DELAY_MS (tc netem; needs root),
+# the job running in the root namespace: a slow network.
+set -euo pipefail
+build=$1 data=$2 delay=${3:-0} reps=${4:-3}
+shift 4 2>/dev/null || shift $#
+extra=("$@")
+hs=(${HS:-0.25 0.5 1 2 4 8})
+train="$build/samples/dml-train" node="$build/samples/dml-node"
+tag="dmlh$$" br="dmlh$$br"
+work=$(mktemp -d /tmp/dml-autoh-XXXXXX)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
+  wait 2>/dev/null
+  for i in 1 2 3 4; do ip netns del "${tag}$i" 2>/dev/null; ip link del "${tag}v$i" 2>/dev/null; done
+  ip link del "$br" 2>/dev/null
+  rm -rf "$work"
+}
+trap cleanup EXIT
+if [ "$delay" != 0 ]; then
+  ip link add "$br" type bridge && ip addr add 10.78.0.1/24 dev "$br" && ip link set "$br" up
+  nodes=""
+  for i in 1 2 3 4; do
+    ns="${tag}$i"
+    ip netns add "$ns"
+    ip link add "${tag}v$i" type veth peer name eth0 netns "$ns"
+    ip link set "${tag}v$i" master "$br" up
+    ip -n "$ns" addr add "10.78.0.$((i + 1))/24" dev eth0
+    ip -n "$ns" link set eth0 up
+    ip -n "$ns" link set lo up
+    # Both directions of every link: DELAY_MS each way.
+    ip netns exec "$ns" tc qdisc add dev eth0 root netem delay "${delay}ms"
+    tc qdisc add dev "${tag}v$i" root netem delay "${delay}ms"
+    ip netns exec "$ns" "$node" --host="10.78.0.$((i + 1))" --port=4242 --threads=1 \
+      --port-file="$work/port$i" 2>"$work/node$i.log" &
+    pids+=($!)
+    nodes+="${nodes:+,}10.78.0.$((i + 1)):4242"
+  done
+  for i in 1 2 3 4; do
+    for _ in $(seq 200); do [ -s "$work/port$i" ] && break; sleep 0.05; done
+  done
+  where=(--nodes "$nodes")
+else
+  where=(--local-nodes 4)
+fi
+run() {  # seconds to the gap, or "budget"
+  local out
+  out=$("$train" "$data" --model logistic -c 1 -e 1e-4 --mode cocoa --workers 4 --shards 2 \
+          --epochs 1000000 --time-budget 120 --quiet "${where[@]}" --local-epochs "$1" "${extra[@]}" 2>&1)
+  grep -q '^done: converged' <<<"$out" || { echo budget; return; }
+  sed -n 's/^done: converged after [0-9]* epochs in \([0-9.]*\)s.*/\1/p' <<<"$out"
+}
+declare -A times
+for ((r = 0; r < reps; r++)); do
+  order=("${hs[@]}" auto)
+  ((r % 2)) && order=(auto "${hs[@]}")
+  for h in "${order[@]}"; do
+    t=$(run "$h")
+    times[$h]+="$t "
+    echo "rep $r H=$h: $t s"
+  done
+done
+median() { tr ' ' '\n' <<<"$1" | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
+best="" best_t=""
+echo "delay ${delay} ms each way; seconds to relative gap 1e-4 (median of $reps):"
+for h in "${hs[@]}"; do
+  m=$(median "${times[$h]}")
+  echo "  H=$h: $m"
+  if [ -z "$best_t" ] || awk -v a="$m" -v b="$best_t" 'BEGIN {exit !(a < b)}'; then best=$h best_t=$m; fi
+done
+a=$(median "${times[auto]}")
+awk -v a="$a" -v b="$best_t" -v h="$best" 'BEGIN {
+  printf "  auto: %s  -> best fixed H=%s %s s, ratio auto/best %.2f (goal <= 1.2)\n", a, h, b, a / b }'
