@@ -10,6 +10,10 @@ namespace {
 // to average out one slow round, short enough to adapt within a job.
 constexpr int kWindowRounds = 3;
 constexpr double kWindowSeconds = 0.02;
+// ... and at least this fraction of the time observed so far, so windows
+// grow with the job: later rates are averaged over more rounds (the gap's
+// rounds are noisy) and probing stays a small share of the time.
+constexpr double kWindowShare = 0.02;
 // A trial H must beat the base by this much to replace it (rates are noisy).
 constexpr double kMargin = 1.03;
 constexpr int kReprobeWindows = 8;
@@ -27,7 +31,11 @@ bool LocalEpochsTuner::Observe(double h, double seconds, double gap_before, doub
   }
   drop_ += std::log(gap_before / gap_after);
   seconds_ += seconds;
-  if (++rounds_ < kWindowRounds || seconds_ < kWindowSeconds) return false;
+  total_seconds_ += seconds;
+  if (++rounds_ < kWindowRounds ||
+      seconds_ < std::max(kWindowSeconds, kWindowShare * total_seconds_)) {
+    return false;
+  }
   const double rate = drop_ / seconds_;
   drop_ = seconds_ = 0.0;
   rounds_ = 0;
@@ -84,12 +92,19 @@ void LocalEpochsTuner::Decide(double rate) {
       settled_windows_ = 0;
       return;
     case Phase::kSettled:
-      // The base's rate now (it changes as the gap shrinks), then probe again.
+      // The base's rate now (it changes as the gap shrinks), then probe
+      // again, up and down in turn: the best H moves both ways.
       base_rate_ = rate;
-      if (++settled_windows_ >= kReprobeWindows && base_ * 2 <= hi_) {
+      if (++settled_windows_ < kReprobeWindows) return;
+      probe_up_ = !probe_up_;
+      if ((probe_up_ || base_ / 2 < lo_) && base_ * 2 <= hi_) {
         trial_ = base_ * 2;
         phase_ = Phase::kUp;
+      } else if (base_ / 2 >= lo_) {
+        trial_ = base_ / 2;
+        phase_ = Phase::kDown;
       }
+      settled_windows_ = 0;
       return;
   }
 }

@@ -6,8 +6,9 @@
 // second, log(gap_before / gap_after) summed over a window of rounds divided
 // by their wall time, and hill-climbs H by factors of 2: from the current H
 // it tries 2H, then H/2, keeps whichever is faster by 3%, goes on in that
-// direction, and, once settled, probes again every 8 windows (the best H
-// moves as the gap shrinks and the network's load changes).
+// direction, and, once settled, probes again every 8 windows, up and down
+// in turn (the best H moves as the gap shrinks and the network's load
+// changes). Windows are at least 3 rounds and 2% of the time so far.
 //
 // Plain value; thread-compatible. Never fails: rounds with non-finite or
 // non-positive gaps are ignored.
@@ -42,6 +43,8 @@ class LocalEpochsTuner {
   double trial_ = 1.0;      // the H being measured
   Phase phase_ = Phase::kBase;
   int settled_windows_ = 0;
+  bool probe_up_ = false;  // the direction of the last re-probe
+  double total_seconds_ = 0.0;
   // The current window.
   double drop_ = 0.0, seconds_ = 0.0;
   int rounds_ = 0;
