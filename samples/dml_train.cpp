@@ -24,19 +24,22 @@
 #include "dml/data/libsvm.hpp"
 #include "dml/data/synthetic.hpp"
 #include "dml/metrics/metrics.hpp"
+#include "dml/metrics/progress_text.hpp"
 #include "dml/net/admission.hpp"
 #include "dml/objective/model.hpp"
 #include "dml/objective/liblinear_model.hpp"
 #include "dml/objective/model_io.hpp"
 #include "dml/util/status.hpp"
+#include "cli_flags.hpp"
 #include "dml/solver/solver.hpp"
 
 namespace {
 
-struct Args {
-  std::map<std::string, std::string> values;
-  std::vector<std::string> positional;
-};
+using dml::samples::Args;
+using dml::samples::Get;
+using dml::samples::Number;
+using dml::samples::ParseArgs;
+using dml::samples::ParseNumber;
 
 // Flags that take a value; --quiet is the only boolean.
 const char* const kValueFlags[] = {"-c", "-e", "-o", "-s", "-B", "--lambda", "--tol", "--model", "--l1-ratio",
@@ -53,73 +56,6 @@ int Fail(const std::string& msg) {
   std::fflush(stdout);  // what was printed comes before the error, also when piped
   std::fprintf(stderr, "dml-train: %s\n", msg.c_str());
   return 2;
-}
-
-bool ParseArgs(int argc, char** argv, Args& args, std::string& error) {
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--quiet" || a == "-q") {
-      args.values["--quiet"] = "1";
-      continue;
-    }
-    if (a == "--resume" || a == "--verbose") {
-      args.values[a] = "1";
-      continue;
-    }
-    if (a == "-h" || a == "--help") {
-      args.values["--help"] = "1";
-      continue;
-    }
-    if (a.size() > 1 && a[0] == '-') {
-      std::string value;
-      bool inline_value = false;
-      if (auto eq = a.find('='); eq != std::string::npos && a.rfind("--", 0) == 0) {
-        value = a.substr(eq + 1);
-        a = a.substr(0, eq);
-        inline_value = true;
-      }
-      bool known = false;
-      for (const char* f : kValueFlags) known |= a == f;
-      if (!known) {
-        error = "unknown option " + a + " (see --help)";
-        return false;
-      }
-      if (!inline_value) {
-        if (i + 1 >= argc) {
-          error = "option " + a + " needs a value";
-          return false;
-        }
-        value = argv[++i];
-      }
-      args.values[a] = value;
-    } else {
-      args.positional.push_back(a);
-    }
-  }
-  return true;
-}
-
-template <typename T>
-bool ParseNumber(const std::string& s, T& out) {
-  auto r = std::from_chars(s.data(), s.data() + s.size(), out);
-  if constexpr (std::is_floating_point_v<T>) {
-    if (!std::isfinite(out)) return false;
-  }
-  return r.ec == std::errc() && r.ptr == s.data() + s.size();
-}
-
-// Looks up a numeric flag (any of `names`); false + error if it does not parse.
-template <typename T>
-bool Number(const Args& args, std::initializer_list<const char*> names, T& out, std::string& error) {
-  for (const char* n : names) {
-    auto it = args.values.find(n);
-    if (it == args.values.end()) continue;
-    if (!ParseNumber(it->second, out)) {
-      error = std::string(n) + ": expected a number, got \"" + it->second + "\"";
-      return false;
-    }
-  }
-  return true;
 }
 
 // Every numeric flag's range, checked before any data is read: a bad value
@@ -155,8 +91,6 @@ constexpr Range kRanges[] = {
     {"--noise", 0, 1e300, false, "must be >= 0"},
 };
 
-std::string Get(const Args& args, const char* name, const std::string& def = "");
-
 bool CheckRanges(const Args& args, std::string& error) {
   for (const Range& r : kRanges) {
     if (std::string(r.flag) == "--local-epochs" && Get(args, r.flag) == "auto") continue;
@@ -171,11 +105,6 @@ bool CheckRanges(const Args& args, std::string& error) {
     }
   }
   return true;
-}
-
-std::string Get(const Args& args, const char* name, const std::string& def) {
-  auto it = args.values.find(name);
-  return it == args.values.end() ? def : it->second;
 }
 
 constexpr const char* kUsage = R"(usage: dml-train [options] [data.libsvm]      train on a LIBSVM file (.gz .bz2 .xz too)
@@ -229,12 +158,9 @@ Exit status: 0 on success, 2 on a bad flag or bad data, 1 if training failed.
 
 void PrintUsage() { std::fputs(kUsage, stdout); }
 
-// --metrics-out: one JSON object per line. {"type":"job",...} first, then a
-// "progress" object per evaluated epoch (solvers) or round / evaluation
-// (runtime), an "event" object per thing that happened besides training
-// (node lost, restarted, checkpoint written, resumed: dml::ProgressEvent),
-// and a "result" object last. Non-finite numbers (an SGD mode's dual) are
-// null. Written from one thread at a time (the callbacks never overlap).
+// --metrics-out (dml/metrics/progress_text.hpp): the job's line first, then
+// every progress entry and event, the result last; flushed per line, so it
+// is readable while the job runs. The callbacks never overlap.
 class MetricsFile {
  public:
   bool Open(const std::string& path) {
@@ -244,97 +170,32 @@ class MetricsFile {
   bool active() const { return f_ != nullptr; }
   void Job(const std::string& fields) { Line(absl::StrCat("{\"type\":\"job\",", fields, "}")); }
   void Write(const dml::Progress& p) {
-    std::string stale;
-    for (int64_t v : p.staleness) absl::StrAppend(&stale, stale.empty() ? "" : ",", v);
-    Line(absl::StrCat("{\"type\":\"progress\",\"round\":", p.round, ",\"epochs\":", Num(p.epochs),
-                      ",\"seconds\":", Num(p.seconds), ",\"primal\":", Num(p.primal),
-                      ",\"dual\":", Num(p.dual), ",\"gap\":", Num(p.gap),
-                      ",\"bytes\":", p.bytes_exchanged, ",\"nnz_touched\":", p.nnz_touched,
-                      ",\"staleness\":[", stale, "]}"));
-    for (const auto& e : p.events) {
-      Line(absl::StrCat("{\"type\":\"event\",\"round\":", p.round, ",\"seconds\":", Num(p.seconds),
-                        ",\"kind\":", Str(e.kind), ",\"what\":", Str(e.what), "}"));
-    }
+    for (const auto& l : dml::ProgressJsonLines(p)) Line(l);
   }
-  void Result(const dml::TrainResult& r) {
-    Line(absl::StrCat("{\"type\":\"result\",\"reason\":", Str(std::string(dml::StopReasonName(r.reason))),
-                      ",\"rounds\":", r.rounds, ",\"epochs\":", Num(r.epochs),
-                      ",\"seconds\":", Num(r.seconds), ",\"primal\":", Num(r.primal),
-                      ",\"dual\":", Num(r.dual), ",\"gap\":", Num(r.gap),
-                      ",\"bytes\":", r.bytes_exchanged, "}"));
-  }
-  static std::string Num(double v) {
-    if (!std::isfinite(v)) return "null";
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.17g", v);
-    return buf;
-  }
-  static std::string Str(const std::string& v) {
-    std::string out = "\"";
-    for (unsigned char c : v) {
-      if (c == '"' || c == '\\') {
-        out += '\\';
-        out += static_cast<char>(c);
-      } else if (c < 0x20) {
-        char buf[8];
-        std::snprintf(buf, sizeof buf, "\\u%04x", c);
-        out += buf;
-      } else {
-        out += static_cast<char>(c);
-      }
-    }
-    return out + "\"";
-  }
+  void Result(const dml::TrainResult& r) { Line(dml::ResultJson(r)); }
 
  private:
   void Line(const std::string& json) {
     if (!f_) return;
     std::fputs(json.c_str(), f_.get());
     std::fputc('\n', f_.get());
-    std::fflush(f_.get());  // readable while the job runs (tail -f, a live plot)
+    std::fflush(f_.get());
   }
   std::unique_ptr<FILE, int (*)(FILE*)> f_{nullptr, &std::fclose};
 };
 
-// On a terminal: one status line, rewritten in place, with a bar, the gap
-// against the target, the elapsed time and an estimate of what is left
-// (from whichever stopping rule is nearest: the gap's log-linear decrease,
-// the epoch budget or the time budget); events get their own lines above.
+// On a terminal: the status line rewritten in place; events above it.
 class StatusLine {
  public:
-  explicit StatusLine(const dml::StopRule& stop) : stop_(stop) {}
+  explicit StatusLine(const dml::StopRule& stop) : estimate_(stop) {}
   void Show(const dml::Progress& p) {
     for (const auto& e : p.events) std::printf("\r\033[K%s\n", e.what.c_str());
-    double f = p.epochs / std::max(1, stop_.max_epochs);
-    if (std::isfinite(stop_.max_seconds)) f = std::max(f, p.seconds / stop_.max_seconds);
-    std::string gap = "gap n/a (SGD)";
-    if (std::isfinite(p.gap) && p.gap > 0) {
-      const double target = std::max(stop_.gap_abs, stop_.gap_rel * std::abs(p.primal));
-      if (first_gap_ <= 0) first_gap_ = p.gap;
-      if (target > 0 && first_gap_ > target) {
-        f = std::max(f, std::log(first_gap_ / p.gap) / std::log(first_gap_ / target));
-      }
-      char buf[64];
-      std::snprintf(buf, sizeof buf, "gap %.2e (target %.1e)", p.gap, target);
-      gap = buf;
-    }
-    f = std::clamp(f, 0.0, 1.0);
-    const int filled = static_cast<int>(f * 20);
-    std::string left = "?";
-    if (f > 0.01) {
-      char buf[32];
-      std::snprintf(buf, sizeof buf, "~%.1fs", p.seconds * (1 - f) / f);
-      left = buf;
-    }
-    std::printf("\r\033[K[%s%s] %3.0f%%  round %d  epochs %.1f  %s  %.1fs, %s left",
-                std::string(filled, '#').c_str(), std::string(20 - filled, '.').c_str(), 100 * f,
-                p.round, p.epochs, gap.c_str(), p.seconds, left.c_str());
+    std::printf("\r\033[K%s", estimate_.StatusLine(p).c_str());
     std::fflush(stdout);
   }
 
  private:
-  dml::StopRule stop_;
-  double first_gap_ = 0;
+  dml::ProgressEstimate estimate_;
 };
 
 // What the steps of main share.
@@ -566,13 +427,13 @@ Exit TrainOnRuntime(Run& run, std::shared_ptr<const dml::Dataset>& shared_data,
   } cleanup{temp_data};
   dml::Runtime rt(rt_options);
   const bool quiet = run.quiet;
-  run.metrics->Job(absl::StrCat("\"mode\":", MetricsFile::Str(std::string(dml::ModeName(job.mode.kind))),
-                                 ",\"model\":", MetricsFile::Str(std::string(dml::ModelName(run.spec.kind))),
-                                 ",\"lambda\":", MetricsFile::Num(run.spec.lambda),
+  run.metrics->Job(absl::StrCat("\"mode\":", dml::JsonString(std::string(dml::ModeName(job.mode.kind))),
+                                 ",\"model\":", dml::JsonString(std::string(dml::ModelName(run.spec.kind))),
+                                 ",\"lambda\":", dml::JsonNumber(run.spec.lambda),
                                  ",\"workers\":", job.mode.workers, ",\"shards\":", job.mode.shards,
                                  ",\"nodes\":", job.cluster.nodes.size(),
                                  ",\"rows\":", shared_data->x.rows(), ",\"cols\":", shared_data->x.cols(),
-                                 ",\"data\":", MetricsFile::Str(run.source)));
+                                 ",\"data\":", dml::JsonString(run.source)));
   auto status = std::make_shared<StatusLine>(job.stop);
   auto handle = rt.Submit(job, [quiet, tty = run.tty, status, metrics = run.metrics](const dml::Progress& p) {
     metrics->Write(p);
@@ -620,7 +481,12 @@ void Report(const Run& run, const char* name, const dml::Dataset& d,
 int main(int argc, char** argv) {
   Run run;
   std::string error;
-  if (!ParseArgs(argc, argv, run.args, error)) return Fail(error);
+  const std::map<std::string, std::string> switches = {
+      {"--quiet", "--quiet"}, {"-q", "--quiet"},     {"--resume", "--resume"},
+      {"--verbose", "--verbose"}, {"-h", "--help"}, {"--help", "--help"}};
+  if (!ParseArgs(argc, argv, kValueFlags, switches, run.args, error)) {
+    return Fail(error);
+  }
   if (run.args.values.count("--help")) {
     PrintUsage();
     return 0;
@@ -657,11 +523,11 @@ int main(int argc, char** argv) {
     if (Exit e = TrainOnRuntime(run, shared_data, result)) return *e;
   } else {
     run.metrics->Job(absl::StrCat(
-        "\"solver\":", MetricsFile::Str(std::string(dml::SolverName(run.opt.kind))),
-        ",\"model\":", MetricsFile::Str(std::string(dml::ModelName(run.spec.kind))),
-        ",\"lambda\":", MetricsFile::Num(run.spec.lambda), ",\"threads\":", run.opt.threads,
+        "\"solver\":", dml::JsonString(std::string(dml::SolverName(run.opt.kind))),
+        ",\"model\":", dml::JsonString(std::string(dml::ModelName(run.spec.kind))),
+        ",\"lambda\":", dml::JsonNumber(run.spec.lambda), ",\"threads\":", run.opt.threads,
         ",\"rows\":", run.data.x.rows(), ",\"cols\":", run.data.x.cols(),
-        ",\"data\":", MetricsFile::Str(run.source)));
+        ",\"data\":", dml::JsonString(run.source)));
     result = dml::Train(run.data, run.spec, run.opt);
   }
   if (result.ok()) run.metrics->Result(*result);
