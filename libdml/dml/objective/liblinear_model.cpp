@@ -8,21 +8,15 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "dml/objective/internal/model_text.hpp"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 
 namespace dml {
 namespace {
 
-bool ParseDouble(absl::string_view s, double& out) {
-  auto r = std::from_chars(s.data(), s.data() + s.size(), out);
-  return r.ec == std::errc() && r.ptr == s.data() + s.size() && std::isfinite(out);
-}
-
-bool ParseInt(absl::string_view s, int64_t& out) {
-  auto r = std::from_chars(s.data(), s.data() + s.size(), out);
-  return r.ec == std::errc() && r.ptr == s.data() + s.size();
-}
+using internal::ParseDouble;
+using internal::ParseInt;
 
 // Reads the header and weight lines; `Fail` carries the path:line prefix.
 class Reader {
@@ -162,12 +156,7 @@ absl::Status WriteLiblinearModel(const LiblinearModel& m, const std::string& pat
     std::snprintf(buf, sizeof buf, "%.17g ", v);  // save_model's trailing space
     absl::StrAppend(&out, buf, "\n");
   }
-  std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "wb"), &std::fclose);
-  if (!f) return absl::UnavailableError(absl::StrCat(path, ": cannot open for writing"));
-  if (std::fwrite(out.data(), 1, out.size(), f.get()) != out.size() || std::fflush(f.get()) != 0) {
-    return absl::UnavailableError(absl::StrCat(path, ": write failed"));
-  }
-  return absl::OkStatus();
+  return internal::WriteTextFile(path, out);
 }
 
 absl::StatusOr<ModelKind> ModelOfLiblinearSolver(int solver) {

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "dml/objective/internal/model_text.hpp"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "dml/util/status.hpp"
@@ -15,20 +16,13 @@
 namespace dml {
 namespace {
 
+using internal::ParseDouble;
+using internal::ParseInt;
+
 std::string ShortestDouble(double v) {
   char buf[64];
   auto r = std::to_chars(buf, buf + sizeof(buf), v);
   return std::string(buf, r.ptr);
-}
-
-bool ParseDouble(absl::string_view s, double& out) {
-  auto r = std::from_chars(s.data(), s.data() + s.size(), out);
-  return r.ec == std::errc() && r.ptr == s.data() + s.size() && std::isfinite(out);
-}
-
-bool ParseInt(absl::string_view s, int64_t& out) {
-  auto r = std::from_chars(s.data(), s.data() + s.size(), out);
-  return r.ec == std::errc() && r.ptr == s.data() + s.size();
 }
 
 }  // namespace
@@ -50,12 +44,7 @@ absl::Status WriteModelText(const LinearModel& model, const std::string& path) {
   for (std::size_t j = 0; j < model.w.size(); ++j) {
     if (model.w[j] != 0.0) absl::StrAppend(&out, j + 1, " ", ShortestDouble(model.w[j]), "\n");
   }
-  std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "wb"), &std::fclose);
-  if (!f) return absl::UnavailableError(absl::StrCat(path, ": cannot open for writing"));
-  if (std::fwrite(out.data(), 1, out.size(), f.get()) != out.size() || std::fflush(f.get()) != 0) {
-    return absl::UnavailableError(absl::StrCat(path, ": write failed"));
-  }
-  return absl::OkStatus();
+  return internal::WriteTextFile(path, out);
 }
 
 absl::StatusOr<LinearModel> ReadModelText(const std::string& path) {
