@@ -2,12 +2,13 @@
 # Automatic H against the H sweep, in the same run: cocoa (K=4, S=2) on
 # 4 dml-node processes, time to relative gap 1e-4 for fixed H in HS and for
 # --local-epochs auto, alternating the order each repetition; median of REPS.
-#   bench/auto_h.sh BUILD DATA.svm [DELAY_MS=0] [REPS=3] [dml-train args...]
-# DELAY_MS > 0 puts the 4 nodes in network namespaces ("machines") on a
-# bridge whose links delay every packet by DELAY_MS (tc netem; needs root),
-# the job running in the root namespace: a slow network.
+#   bench/auto_h.sh BUILD DATA.svm [LINK=0] [REPS=3] [dml-train args...]
+# LINK other than 0 is a tc qdisc for every link, e.g. "netem delay 2ms" or
+# "tbf rate 2gbit burst 256kb latency 20ms": the 4 nodes then run in network
+# namespaces ("machines") on a bridge whose links all get it (needs root and
+# the qdisc in the kernel), the job in the root namespace: a slow network.
 set -euo pipefail
-build=$1 data=$2 delay=${3:-0} reps=${4:-3}
+build=$1 data=$2 link=${3:-0} reps=${4:-3}
 shift 4 2>/dev/null || shift $#
 extra=("$@")
 hs=(${HS:-0.25 0.5 1 2 4 8})
@@ -23,7 +24,7 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
-if [ "$delay" != 0 ]; then
+if [ "$link" != 0 ]; then
   ip link add "$br" type bridge && ip addr add 10.78.0.1/24 dev "$br" && ip link set "$br" up
   nodes=""
   for i in 1 2 3 4; do
@@ -34,9 +35,9 @@ if [ "$delay" != 0 ]; then
     ip -n "$ns" addr add "10.78.0.$((i + 1))/24" dev eth0
     ip -n "$ns" link set eth0 up
     ip -n "$ns" link set lo up
-    # Both directions of every link: DELAY_MS each way.
-    ip netns exec "$ns" tc qdisc add dev eth0 root netem delay "${delay}ms"
-    tc qdisc add dev "${tag}v$i" root netem delay "${delay}ms"
+    # Both directions of every link.
+    ip netns exec "$ns" tc qdisc add dev eth0 root $link || exit 1
+    tc qdisc add dev "${tag}v$i" root $link || exit 1
     ip netns exec "$ns" "$node" --host="10.78.0.$((i + 1))" --port=4242 --threads=1 \
       --port-file="$work/port$i" 2>"$work/node$i.log" &
     pids+=($!)
@@ -53,7 +54,7 @@ run() {  # seconds to the gap, or "budget"
   local out
   out=$("$train" "$data" --model logistic -c 1 -e 1e-4 --mode cocoa --workers 4 --shards 2 \
           --epochs 1000000 --time-budget 120 --quiet "${where[@]}" --local-epochs "$1" "${extra[@]}" 2>&1)
-  grep -q '^done: converged' <<<"$out" || { echo budget; return; }
+  grep -q "^done: converged" <<<"$out" || { echo "budget ($(tail -1 <<<"$out" | cut -c1-150))"; return; }
   sed -n 's/^done: converged after [0-9]* epochs in \([0-9.]*\)s.*/\1/p' <<<"$out"
 }
 declare -A times
@@ -68,7 +69,7 @@ for ((r = 0; r < reps; r++)); do
 done
 median() { tr ' ' '\n' <<<"$1" | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 best="" best_t=""
-echo "delay ${delay} ms each way; seconds to relative gap 1e-4 (median of $reps):"
+echo "links: ${link}; seconds to relative gap 1e-4 (median of $reps):"
 for h in "${hs[@]}"; do
   m=$(median "${times[$h]}")
   echo "  H=$h: $m"

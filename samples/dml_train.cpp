@@ -131,8 +131,7 @@ Distributed (the actor runtime):
   --shards S          parameter shards (1)
   --staleness s       ssp: the staleness bound (2)
   --tau T             easgd, model-averaging: local steps per exchange (8)
-  --local-epochs H    cocoa: local epochs per round, or auto (chosen while running, from 1;
-                      experimental) (1)
+  --local-epochs H    cocoa: local epochs per round, or auto (chosen while running, from 1) (1)
   --gamma G           cocoa: aggregation, 1 = adding (1)
   --nodes H:P,...     run the workers and shards on these dml-node processes (none: in-process)
   --local-nodes N     start N dml-node processes on loopback for this job (none)

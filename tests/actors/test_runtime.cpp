@@ -177,6 +177,44 @@ BOOST_AUTO_TEST_CASE(cocoa_reaches_the_gap_for_dual_and_primal_models) {
   }
 }
 
+// Automatic H changes the work per round, never what is certified: the job
+// converges to the same optimum, each worker's steps follow the tuner's H
+// (the epochs a round adds), and every change is a local_epochs event.
+BOOST_AUTO_TEST_CASE(cocoa_with_automatic_h_converges_and_reports_its_changes) {
+  dml::Runtime rt(WithThreads(2));
+  auto data = Problem(dml::Task::kClassification, 3000, 100);
+  dml::ModelSpec m{dml::ModelKind::kLogisticL2, 1e-4, 0.5};
+  const double p_star = Optimum(*data, m);
+  dml::JobSpec s;
+  s.data.dataset = data;
+  s.model = m;
+  s.mode.kind = dml::Mode::kCocoa;
+  s.mode.workers = 3;
+  s.mode.shards = 2;
+  s.cocoa.auto_local_epochs = true;
+  s.stop.gap_rel = 1e-8;
+  s.stop.max_epochs = 100000;
+  auto j = rt.Submit(s);
+  BOOST_REQUIRE_MESSAGE(j.ok(), j.status().ToString());
+  const dml::TrainResult r = MustFinish(*j);
+  BOOST_TEST((r.reason == dml::StopReason::kConverged));
+  BOOST_TEST(r.primal - p_star <= 1e-8 * std::abs(p_star) + 1e-12);
+  std::vector<double> hs;
+  double h = 1.0;
+  for (std::size_t i = 1; i < r.history.size(); ++i) {
+    for (const auto& e : r.history[i].events) {
+      if (e.kind != "local_epochs") continue;
+      BOOST_REQUIRE(e.what.rfind("H = ", 0) == 0u);
+      h = std::stod(e.what.substr(4));
+      hs.push_back(h);
+      BOOST_TEST((h >= 1.0 / 64 && h <= 64.0));
+    }
+  }
+  BOOST_TEST_MESSAGE("H changes: " << hs.size() << ", last H " << h << ", rounds " << r.rounds);
+  BOOST_TEST(!hs.empty());  // it probed at least once (2H first)
+  BOOST_TEST(hs.front() == 2.0);
+}
+
 BOOST_AUTO_TEST_CASE(sgd_modes_reach_1e_3_suboptimality) {
   dml::Runtime rt(WithThreads(2));
   auto data = Problem(dml::Task::kClassification, 2000, 40);

@@ -121,7 +121,14 @@ void cocoa_decide(self_ptr self, const std::vector<block_sums>& sums) {
     primal = total.loss_sum * inv_n + RegularizerValue(st.spec().model, *st.shared.as_vector());
     gap = std::max(0.0, total.gap_sum * inv_n);
   }
-  if (st.auto_h.tuner) tune_local_epochs(st, gap);
+  if (auto& a = st.auto_h; a.tuner) {
+    // The tuner follows the best gap so far (lowest primal minus highest
+    // dual seen): also a valid bound, and monotone, where a round's own gap
+    // jumps with the primal of its shared vector.
+    a.best_primal = std::min(a.best_primal, primal);
+    a.best_dual = std::max(a.best_dual, primal - gap);
+    tune_local_epochs(st, std::max(a.best_primal - a.best_dual, 0.0));
+  }
   record(self, primal, primal - gap, gap);
   const StopRule& stop = st.spec().stop;
   StopReason why;

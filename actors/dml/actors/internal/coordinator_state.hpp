@@ -12,6 +12,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -124,6 +125,8 @@ struct coord_state {
     std::map<int64_t, double> sent_h;
     std::vector<int64_t> default_steps;
     double last_seconds = -1.0, last_gap = 0.0;
+    double best_primal = std::numeric_limits<double>::infinity();
+    double best_dual = -std::numeric_limits<double>::infinity();
     std::vector<int64_t> last_processed;
   } auto_h;
   // Recovery (jobs on nodes). Every reply handler checks the generation it
