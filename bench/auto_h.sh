@@ -17,6 +17,7 @@ tag="dmlh$$" br="dmlh$$br"
 work=$(mktemp -d /tmp/dml-autoh-XXXXXX)
 pids=()
 cleanup() {
+  set +e  # every step runs: deleting a namespace already took its veth with it
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
   wait 2>/dev/null
   for i in 1 2 3 4; do ip netns del "${tag}$i" 2>/dev/null; ip link del "${tag}v$i" 2>/dev/null; done
