@@ -106,8 +106,8 @@ absl::StatusOr<dml::LiblinearModel> FromDmlModel(absl::StatusOr<dml::LinearModel
   if (signs) {
     if (values.count(0.0f)) negative = 0;
     if (values.count(0.0f) && values.count(-1.0f)) {
-      return absl::InvalidArgumentError(test.y.empty() ? "no labels" :
-          "test labels -1, 0 and +1: a binary model needs two label values");
+      return absl::InvalidArgumentError(
+          "test labels include both -1 and 0: a binary model needs two label values");
     }
   } else if (values.size() == 2) {
     negative = *values.begin();
@@ -191,16 +191,7 @@ int main(int argc, char** argv) {
       }
     }
   }
-  const dml::CsrMatrix& x = test->x;
-  std::vector<double> dec(static_cast<std::size_t>(x.rows()));
-  std::vector<int64_t> idx;
-  std::vector<double> val;
-  for (int64_t i = 0; i < x.rows(); ++i) {
-    const auto row = x.outer(i);
-    idx.assign(row.index, row.index + row.size);
-    val.assign(row.value, row.value + row.size);
-    dec[static_cast<std::size_t>(i)] = model->Decision(idx.data(), val.data(), idx.size());
-  }
+  const std::vector<double> dec = model->Decisions(test->x);
   std::unique_ptr<FILE, int (*)(FILE*)> out(std::fopen(opts->output.c_str(), "w"), &std::fclose);
   if (!out) return Fail(opts->output + ": cannot open for writing");
   if (opts->probabilities) {

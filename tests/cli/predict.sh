@@ -24,6 +24,16 @@ sort -u "$tmp/ours.out" | tr '\n' ' ' | grep -qx '2 4 ' || { echo "FAIL: predict
 cmp "$tmp/ours.out" "$tmp/ours_ll.out" || { echo "FAIL: the two model files predict differently"; exit 1; }
 "$predict" -b 1 "$tmp/test.svm" "$tmp/m.dml" "$tmp/prob.out" >/dev/null
 [ "$(head -1 "$tmp/prob.out")" = "labels 4 2" ] || { echo "FAIL: -b 1 header"; exit 1; }
+# Bad input: a model file of neither kind, and test labels a model
+# without a labels line cannot map; one line each, exit 2.
+head -c 64 /dev/urandom >"$tmp/junk.model"
+err=$("$predict" "$tmp/test.svm" "$tmp/junk.model" "$tmp/junk.out" 2>&1) && { echo "FAIL: junk model accepted"; exit 1; }
+grep -q "junk.model: neither a dml text model" <<<"$err" || { echo "FAIL: junk model error: $err"; exit 1; }
+"$train" --generate 200x10 --model logistic -o "$tmp/gen.dml" --quiet >/dev/null  # no labels line
+printf -- '-1 1:1\n0 2:1\n1 3:1\n' >"$tmp/three.svm"
+err=$("$predict" "$tmp/three.svm" "$tmp/gen.dml" "$tmp/three.out" 2>&1) && { echo "FAIL: -1/0/1 accepted"; exit 1; }
+grep -qx "dml-predict: test labels include both -1 and 0: a binary model needs two label values" <<<"$err" ||
+  { echo "FAIL: labels error: $err"; exit 1; }
 # The Cap'n Proto model file: the same predictions; the Python example
 # (through the capnp tool) gets dml-predict's accuracy.
 "$train" --model logistic -c 1 "$tmp/train.svm" -o "$tmp/m.capnp" --model-format capnp --quiet >/dev/null

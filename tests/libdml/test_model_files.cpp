@@ -22,6 +22,14 @@ std::string Write(const std::string& name, const std::string& text) {
   return path;
 }
 
+// One example with `cols` columns and these entries.
+dml::CsrMatrix Row(int64_t cols, std::vector<uint32_t> index, std::vector<float> value) {
+  const int64_t nnz = static_cast<int64_t>(index.size());
+  auto x = dml::CsrMatrix::FromArrays(1, cols, {0, nnz}, std::move(index), std::move(value));
+  BOOST_REQUIRE(x.ok());
+  return *std::move(x);
+}
+
 std::string Slurp(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::stringstream ss;
@@ -57,9 +65,7 @@ BOOST_AUTO_TEST_CASE(reads_a_liblinear_classifier_with_a_bias) {
   BOOST_TEST(!m->regression());
   BOOST_TEST(!m->probabilistic());
   // dec = w1 x1 + w3 x3 + w_bias * bias; index 7 is past nr_feature: ignored.
-  const int64_t idx[] = {0, 2, 7};
-  const double val[] = {2.0, -1.0, 100.0};
-  const double dec = m->Decision(idx, val, 3);
+  const double dec = m->Decisions(Row(8, {0, 2, 7}, {2.0f, -1.0f, 100.0f})).at(0);
   BOOST_TEST(dec == -0.12145856289115725 * 2.0 + 0.5 * -1.0 + -0.25 * 1.0);
   BOOST_TEST(m->Label(dec) == -1.0);
   BOOST_TEST(m->Label(1e-9) == 1.0);
@@ -71,9 +77,7 @@ BOOST_AUTO_TEST_CASE(reads_a_regression_model_without_labels) {
   BOOST_REQUIRE_MESSAGE(m.ok(), m.status().ToString());
   BOOST_TEST(m->regression());
   BOOST_TEST(m->labels.empty());
-  const int64_t idx[] = {0, 1};
-  const double val[] = {2.0, 0.5};
-  BOOST_TEST(m->Label(m->Decision(idx, val, 2)) == 2.0);
+  BOOST_TEST(m->Label(m->Decisions(Row(2, {0, 1}, {2.0f, 0.5f})).at(0)) == 2.0);
 }
 
 BOOST_AUTO_TEST_CASE(bad_liblinear_files_name_line_and_field) {
@@ -154,9 +158,7 @@ BOOST_AUTO_TEST_CASE(liblinear_solver_numbers_and_bias) {
   // With a bias the last weight is the bias feature's.
   const dml::LiblinearModel m = dml::ToLiblinear({dml::ModelKind::kLogisticL2, 1}, {1, 2, 3}, -1, 1, 0.5);
   BOOST_TEST(m.nr_feature == 2);
-  const int64_t idx[] = {1};
-  const double val[] = {4.0};
-  BOOST_TEST(m.Decision(idx, val, 1) == 2.0 * 4.0 + 3.0 * 0.5);
+  BOOST_TEST(m.Decisions(Row(2, {1}, {4.0f})).at(0) == 2.0 * 4.0 + 3.0 * 0.5);
   // Our text format keeps the bias too.
   const std::string path = TmpPath("bias.dml");
   BOOST_REQUIRE(dml::WriteModelText({{dml::ModelKind::kLogisticL2, 1}, {1, 2, 3}, {}, 0.5}, path).ok());

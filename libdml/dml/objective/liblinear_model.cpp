@@ -11,6 +11,7 @@
 #include "dml/objective/internal/model_text.hpp"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "dml/metrics/metrics.hpp"
 
 namespace dml {
 namespace {
@@ -119,12 +120,13 @@ bool LiblinearModel::probabilistic() const {
   return solver_type == "L2R_LR" || solver_type == "L1R_LR" || solver_type == "L2R_LR_DUAL";
 }
 
-double LiblinearModel::Decision(const int64_t* index, const double* value, std::size_t nnz) const {
-  double dec = 0.0;
-  for (std::size_t k = 0; k < nnz; ++k) {
-    if (index[k] < nr_feature) dec += w[static_cast<std::size_t>(index[k])] * value[k];
+std::vector<double> LiblinearModel::Decisions(const CsrMatrix& x) const {
+  // The bias weight is not a feature's: Predict sees the first nr_feature.
+  const auto features = w.begin() + nr_feature;
+  std::vector<double> dec = Predict(x, std::vector<double>(w.begin(), features));
+  if (bias >= 0) {
+    for (double& d : dec) d += *features * bias;
   }
-  if (bias >= 0) dec += w[static_cast<std::size_t>(nr_feature)] * bias;
   return dec;
 }
 

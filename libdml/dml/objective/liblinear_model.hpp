@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "dml/data/sparse.hpp"
 #include "dml/objective/model.hpp"
 
 namespace dml {
@@ -41,9 +42,10 @@ struct LiblinearModel {
   bool regression() const;
   /// Logistic solvers (0, 6, 7): probabilities 1 / (1 + exp(-dec)) exist.
   bool probabilistic() const;
-  /// The decision value of one sparse example (0-based `index`; indices at
-  /// or beyond nr_feature are ignored, as liblinear-predict does).
-  double Decision(const int64_t* index, const double* value, std::size_t nnz) const;
+  /// The decision value of every row of `x` (features at or beyond
+  /// nr_feature are ignored, as liblinear-predict does), by dml::Predict
+  /// plus the bias term.
+  std::vector<double> Decisions(const CsrMatrix& x) const;
   /// Classification: label[0] for dec > 0, else label[1]; regression: dec.
   double Label(double decision) const;
 };
