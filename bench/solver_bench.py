@@ -8,12 +8,14 @@ which computes LIBLINEAR's primal objective with our objective code and times
 our sequential SCD (1 thread) and async SCD (2 threads) until they reach that
 primal or better. Prints time(ours)/time(LIBLINEAR).
 
-Usage: bench/solver_bench.py [build-dir]
+Usage: bench/solver_bench.py [build-dir] [DATA[/MODEL] ...]
+  e.g. bench/solver_bench.py build a9a/logistic dense   (default: every case)
 """
-import os, re, statistics, subprocess, sys, time
+import os, random, re, statistics, subprocess, sys, time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUILD = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "build"))
+ONLY = sys.argv[2:]
 DATA = os.path.join(BUILD, "bench-data")
 SHARED = os.path.join(ROOT, "..", "shared", "data")
 os.makedirs(DATA, exist_ok=True)
@@ -51,7 +53,37 @@ def prepare():
                                "--cols", "20958", "--nnz-per-row", "51", "--noise", "0.3",
                                "--task", "classification", "--seed", "7", "--out", rs])
     files["realsim-like"] = rs
+    # Dense, low-dimensional (the shape where atomics on a short w contend):
+    # 30,000 x 300, every feature present, planted model.
+    dense = os.path.join(DATA, "dense_30k_300.svm")
+    if not os.path.exists(dense):
+        subprocess.check_call([os.path.join(BUILD, "samples", "dml-gen"), "--rows", "30000",
+                               "--cols", "300", "--nnz-per-row", "300", "--noise", "0.5",
+                               "--task", "classification", "--seed", "11", "--out", dense])
+    files["dense"] = dense
+    # Small tabular sets with unscaled features (scales over 4-5 orders of
+    # magnitude, as raw measurements come), the shape of the UCI sets users
+    # try first.
+    for name, rows, cols, seed in (("tab-569x30", 569, 30, 3), ("tab-4601x57", 4601, 57, 5),
+                                   ("tab-20000x16", 20000, 16, 9)):
+        path = os.path.join(DATA, name + ".svm")
+        if not os.path.exists(path):
+            write_tabular(path, rows, cols, seed)
+        files[name] = path
     return files
+
+
+def write_tabular(path, rows, cols, seed):
+    rnd = random.Random(seed)
+    scale = [10.0 ** rnd.uniform(-2, 3) for _ in range(cols)]
+    shift = [rnd.uniform(0, 3) * s for s in scale]
+    w = [rnd.gauss(0, 1) for _ in range(cols)]
+    with open(path, "w") as out:
+        for _ in range(rows):
+            z = [rnd.gauss(0, 1) for _ in range(cols)]
+            m = sum(a * b for a, b in zip(w, z)) + rnd.gauss(0, 1.5)
+            feats = " ".join(f"{j + 1}:{z[j] * scale[j] + shift[j]:.6g}" for j in range(cols))
+            out.write(("+1" if m > 0 else "-1") + " " + feats + "\n")
 
 
 # A case whose solver_bench run (1 and 2 threads, medians of 3) exceeds this
@@ -71,9 +103,14 @@ def main():
     c = 1.0
     rows = []
     for name, path in files.items():
+        wanted = [m for m, _ in CASES if not ONLY or name in ONLY or f"{name}/{m}" in ONLY]
+        if not wanted:
+            continue
         y, x = svm_read_problem(path)
         prob = problem(y, x)
         for model, s in CASES:
+            if model not in wanted:
+                continue
             times = []
             for _ in range(3):
                 t0 = time.perf_counter()
@@ -105,7 +142,7 @@ def main():
             rows.append((name, model, s, ll, t1, t2, t1 / ll, t2 / ll, kv["ref_primal"],
                          kv["primal1"], kv["primal2"], out.stderr.strip()))
             print(f"{name} {model}: LIBLINEAR {ll:.4f} s, ours 1t {t1:.4f} s ({t1 / ll:.2f}), "
-                  f"2t {t2:.4f} s ({t2 / ll:.2f})", flush=True)
+                  f"2t {t2:.4f} s ({t2 / ll:.2f}); epochs {kv['epochs1']}/{kv['epochs2']}", flush=True)
     print(f"C={c}; times are medians of 3; ratio = time(ours)/time(LIBLINEAR train())")
     print(f"{'data':<13}{'model':<13}{'-s':>3}{'liblinear_s':>12}{'ours1_s':>10}{'ours2_s':>10}"
           f"{'ratio1':>8}{'ratio2':>8}  {'P_liblinear':>14}{'P_ours1':>14}{'P_ours2':>14}")

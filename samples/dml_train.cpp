@@ -539,6 +539,7 @@ int main(int argc, char** argv) {
   std::printf("done: %s after %d epochs in %.3fs: primal %.10g dual %.10g duality gap %.3e\n",
               std::string(dml::StopReasonName(result->reason)).c_str(),
               static_cast<int>(std::ceil(result->epochs)), result->seconds, result->primal, result->dual, result->gap);
+  if (!result->note.empty() && !run.quiet) std::printf("solver: %s\n", result->note.c_str());
   Report(run, "train", trained_on, result->w);
   if (run.args.values.count("--test")) {
     auto t = dml::ReadLibsvm(Get(run.args, "--test"), run.load_opts);

@@ -421,6 +421,7 @@ absl::StatusOr<TrainResult> AsyncRun<Obj>::Finish() {
   result.seconds = stop_.Elapsed();
   result.reason = reason_;
   result.history = stop_.TakeHistory();
+  result.threads = static_cast<int>(workers_.size());
   return result;
 }
 

@@ -99,6 +99,10 @@ struct SgdOptions {
 struct SolverOptions {
   SolverKind kind = SolverKind::kScd;
   int threads = 1;  ///< for kAsyncScd
+  /// kAsyncScd: run fewer threads where they cannot pay (data too small for
+  /// a second thread, epochs shrunk to a few coordinates); TrainResult says
+  /// what ran. false: always `threads` (tests of the concurrent paths).
+  bool fit_threads = true;
   uint64_t seed = 1;  ///< coordinate order / minibatch draws
   bool shrinking = true;  ///< SCD: skip coordinates at a bound (LIBLINEAR-style)
   /// An exact certificate (full pass) every N epochs, and always before
@@ -130,6 +134,10 @@ struct TrainResult {
   /// any shard granted to a pull (never more than s).
   int64_t max_granted_staleness = 0;
   std::vector<Progress> history;  ///< every reported Progress, in order
+  int threads = 1;  ///< solvers: threads that ran (kAsyncScd may run fewer than asked)
+  /// Solvers: a choice the solver made that the caller should know of (fewer
+  /// threads than asked, and why), empty if none.
+  std::string note;
 };
 
 /// Trains `model` on `data` with the chosen solver. Errors: invalid model or

@@ -210,6 +210,11 @@ struct DualEpochSums {
   double gap_sum = 0.0;
   double negconj_delta = 0.0;  ///< change of sum_i NegConj(alpha_i)
   double wsq_delta = 0.0;      ///< change of ||w||^2 (exact for one thread)
+  /// ||w||^2 measured on w after the epoch, where the engine measures it
+  /// (several threads: wsq_delta misses the cross terms of concurrent steps,
+  /// so on dense low-dimensional data the tracked dual drifts low and the
+  /// estimate never triggers a certificate); NaN where not measured.
+  double wsq_exact = std::numeric_limits<double>::quiet_NaN();
   int64_t nnz = 0;             ///< nonzeros read
   void Merge(const DualEpochSums& o) {
     gap_sum += o.gap_sum;
@@ -483,7 +488,7 @@ TrainResult DriveDualScd(const SolverOptions& opt, double lambda, int64_t n, Eng
     certified = false;
     last_nnz = s.nnz;
     negconj_sum += s.negconj_delta;
-    wsq += s.wsq_delta;
+    wsq = std::isnan(s.wsq_exact) ? wsq + s.wsq_delta : s.wsq_exact;
     const double d_est = negconj_sum * inv_n - 0.5 * lambda * wsq;
     const double gap_est = s.gap_sum * inv_n;
     work_since_cert += static_cast<double>(s.nnz);
