@@ -99,6 +99,9 @@ CASES = [  # (our model, LIBLINEAR -s)
 
 
 def main():
+    # What a second thread can buy here at all, whatever the solver does.
+    print(subprocess.run([os.path.join(BUILD, "bench", "thread_scaling")], capture_output=True,
+                         text=True).stdout, flush=True)
     files = prepare()
     c = 1.0
     rows = []
