@@ -3,8 +3,10 @@
 // asynchronous stochastic dual co-ordinate descent", ICML 2015; Niu, Recht,
 // Re, Wright, "Hogwild!", NIPS 2011), on the primal side.
 //
-// Problem:   min_w f(A w) + sum_j lambda R_j(w_j) (lasso, elastic net,
-//            L1-logistic), as in scd_primal.cpp.
+// Problem:   min_w f(A w) + sum_j lambda R_j(w_j) (lasso, elastic net), as
+//            in scd_primal.cpp. L1-logistic goes to newGLMNET with its row
+//            passes on the threads (glmnet_l1.cpp): the CDN engine here lost
+//            to one thread on every set measured (issue 20).
 // Variables: w, one coordinate per feature. The features are split once
 //            across T threads (balanced by nonzeros); w_j is written only by
 //            its owner. The shared vector (residual r = A w - y, or
@@ -44,7 +46,6 @@
 #include "dml/objective/elastic_net.hpp"
 #include "dml/objective/evaluate.hpp"
 #include "dml/objective/lasso.hpp"
-#include "dml/objective/logistic_l1.hpp"
 #include "dml/solver/internal/primal_cd.hpp"
 #include "dml/solver/internal/solvers.hpp"
 #include "dml/solver/internal/stopping.hpp"
@@ -432,7 +433,8 @@ absl::StatusOr<TrainResult> TrainAsyncScdPrimal(const Dataset& data, const Model
   switch (model.kind) {
     case ModelKind::kLasso: return AsyncRun<LassoObjective>(data, model, options).Run();
     case ModelKind::kElasticNet: return AsyncRun<ElasticNetObjective>(data, model, options).Run();
-    case ModelKind::kLogisticL1: return AsyncRun<LogisticL1Objective>(data, model, options).Run();
+    // newGLMNET, its row passes on the threads (glmnet_l1.cpp).
+    case ModelKind::kLogisticL1: return TrainGlmnetL1(data, model, options);
     default: break;
   }
   return absl::InvalidArgumentError(absl::StrCat(

@@ -17,6 +17,10 @@ absl::StatusOr<TrainResult> TrainAsyncScdDual(const Dataset& data, const ModelSp
                                               const SolverOptions& options);
 absl::StatusOr<TrainResult> TrainScdPrimal(const Dataset& data, const ModelSpec& model,
                                            const SolverOptions& options);
+/// newGLMNET for kLogisticL1 (glmnet_l1.cpp); uses options.threads for its
+/// per-example and gradient passes.
+absl::StatusOr<TrainResult> TrainGlmnetL1(const Dataset& data, const ModelSpec& model,
+                                          const SolverOptions& options);
 absl::StatusOr<TrainResult> TrainAsyncScdPrimal(const Dataset& data, const ModelSpec& model,
                                                 const SolverOptions& options);
 absl::StatusOr<TrainResult> TrainSgd(const Dataset& data, const ModelSpec& model,

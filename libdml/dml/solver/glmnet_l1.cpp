@@ -1,0 +1,611 @@
+// newGLMNET for L1-regularised logistic regression.
+//
+// Problem:   min_w P(w) = (1/n) sum_i log(1 + exp(-y_i x_i.w)) + lambda ||w||_1,
+//            y_i in {-1,+1}, no intercept: LIBLINEAR's -s 6 (C sum_i loss_i +
+//            ||w||_1) divided by C n, C = 1/(lambda n), so the same minimiser.
+//            Follows Yuan, Ho, Lin, "An improved GLMNET for L1-regularized
+//            logistic regression", JMLR 2012 (LIBLINEAR's solve_l1r_lr).
+// Variables: w and the trial point w + d (one per feature, over the CSC copy
+//            of data.x built once); per example the margin m_i = y_i x_i.w,
+//            b_i = -y_i sigma(-m_i) (loss'_i, so grad_j = (1/n) a_j^T b) and
+//            D_i = sigma(m_i) sigma(-m_i) (loss''_i), both from one exp of
+//            -|m_i|; (X d)_i of the direction being built.
+// Steps:     outer (quasi-Newton) iteration at w:
+//              1. grad_j and H_jj = (1/n) a_j^T diag(D) a_j + nu over every
+//                 feature (one pass over the nonzeros), nu = 1e-12 lambda;
+//              2. inner CD over the quadratic model
+//                   q(d) = grad^T d + (1/2n) d^T X^T D X d + nu/2 |d|^2
+//                          + lambda ||w + d||_1,
+//                 one soft-thresholded exact minimisation per coordinate
+//                 (clipped to 10 / min(max_i |x_ij|, 1)), random
+//                 permutation per cycle, X d kept up to date, until its
+//                 summed violation is below inner_eps times that of the
+//                 first iteration at w = 0 (or a cycle moved nothing);
+//                 inner_eps (from 1) is quartered whenever one cycle was
+//                 enough;
+//              3. Armijo backtracking on the whole direction (sigma = 0.01,
+//                 halvings, at most 20):
+//                   P(w + t d) - P(w) <= sigma t (grad^T d + lambda
+//                                         (||w + d||_1 - ||w||_1)),
+//                 the loss change of each example summed as
+//                 log1p(sigma(-m_i) expm1(-t y_i (Xd)_i)), without
+//                 cancellation (the difference of the two losses where that
+//                 argument is below -1/2 or not finite). A failed search
+//                 keeps w and rebuilds the margins from v = X w.
+//            The primal value is carried from P(0) = log 2 by the accepted
+//            changes (the line search computes them exactly).
+// Shrinking: as LIBLINEAR: in step 1 a feature at 0 with
+//            |grad_j| < lambda - M/n, M the largest violation of the previous
+//            outer iteration, is left out of the inner CD; inside it, the
+//            same rule with the previous cycle's violation, and the whole
+//            outer active set is put back before the inner CD may stop.
+// Epochs:    one outer iteration is one epoch (Progress.round,
+//            TrainResult.epochs and rounds, StopRule.max_epochs): it reads
+//            every nonzero once for step 1 and those of the inner CD's
+//            columns once per visit (twice when X d is updated), all counted
+//            in Progress.nnz_touched. It costs a few CD epochs and gains far
+//            more. The time budget and cancellation are also polled after
+//            every inner cycle.
+// Stopping:  StopChecker. The gradient of step 1 is the exact one of w (up
+//            to the rounding of the margins), so sum_j gap_j(w_j, grad_j),
+//            with the bounded-support L1 conjugate of logistic_l1.hpp, is the
+//            certificate's gap, and the carried primal its primal. An exact
+//            certificate (EvaluatePrimal, from w alone) is taken every
+//            options.eval_every outer iterations, and whenever those
+//            estimates satisfy the gap or target rule (the target is tested
+//            right after the line search, before step 1 is paid for); the
+//            gap and target rules stop only on a certificate. A certificate
+//            that refutes its estimate rebuilds the margins from v = X w.
+//            The result's primal/dual/gap are exact for the final w.
+// Threads:   options.threads share the per-example passes (margins,
+//            line-search sums) and the gradient pass (features split by
+//            nonzeros), each thread taking at least 16384 examples or
+//            131072 nonzeros unless options.fit_threads is false
+//            (TrainResult::threads and ::note say what ran); the inner CD is
+//            sequential. Partial sums are added
+//            in a fixed order, so a run is reproducible for a given thread
+//            count.
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <system_error>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "dml/objective/evaluate.hpp"
+#include "dml/objective/logistic_l1.hpp"
+#include "dml/solver/internal/primal_cd.hpp"
+#include "dml/solver/internal/solvers.hpp"
+#include "dml/solver/internal/stopping.hpp"
+#include "dml/util/rng.hpp"
+#include "dml/util/status.hpp"
+
+namespace dml::internal {
+namespace {
+
+constexpr double kSigma = 0.01;          // Armijo
+constexpr int kMaxLineSearch = 20;       // halvings
+constexpr int kMaxInnerCycles = 1000;    // per outer iteration, as LIBLINEAR
+/// LIBLINEAR clips one inner step to |z| <= 10, meant for features of unit
+/// scale; feature j's bound is 10 / min(s_j, 1), s_j = max_i |x_ij|, as a
+/// tiny-valued feature may need a huge weight. LIBLINEAR also drops steps
+/// below 1e-12; we drop only those that do not change w_j + d_j: on a
+/// feature with values ~1e3 that floor stalled the violation (and the
+/// bounded-support gap, B = log 2 / lambda times it) above a 1e-9 gap.
+constexpr double kMaxCoordinateStep = 10.0;
+constexpr double kNuPerLambda = 1e-12;   // Hessian-diagonal floor, LIBLINEAR's nu
+/// Per-example passes give each thread at least this many rows, the gradient
+/// pass this many nonzeros: below that a thread costs more than it saves.
+constexpr std::size_t kRowGrain = 16384;
+constexpr std::size_t kNnzGrain = 131072;
+
+/// Runs fn(chunk, begin, end) over `bounds` (chunks + 1 increasing offsets),
+/// chunk 0 on the calling thread. If a thread cannot be started, its chunk
+/// runs on the caller.
+template <typename F>
+void ForChunks(const std::vector<std::size_t>& bounds, F&& fn) {
+  const std::size_t chunks = bounds.size() - 1;
+  std::vector<std::thread> pool;
+  std::vector<std::size_t> inline_chunks;
+  for (std::size_t c = 1; c < chunks; ++c) {
+    try {
+      pool.emplace_back([&fn, &bounds, c] { fn(c, bounds[c], bounds[c + 1]); });
+    } catch (const std::system_error&) {
+      inline_chunks.push_back(c);
+    }
+  }
+  fn(0, bounds[0], bounds[1]);
+  for (std::size_t c : inline_chunks) fn(c, bounds[c], bounds[c + 1]);
+  for (auto& t : pool) t.join();
+}
+
+/// Even split of [0, n) into at most `threads` chunks of at least `grain`.
+std::vector<std::size_t> EvenBounds(std::size_t n, int threads, std::size_t grain) {
+  const std::size_t chunks =
+      std::clamp<std::size_t>(n / grain, 1, static_cast<std::size_t>(threads));
+  std::vector<std::size_t> b(chunks + 1);
+  for (std::size_t c = 0; c <= chunks; ++c) b[c] = n * c / chunks;
+  return b;
+}
+
+/// Columns [0, d) split so each chunk holds about the same number of nonzeros.
+std::vector<std::size_t> NnzBounds(const CscMatrix& a, int threads, std::size_t grain) {
+  const std::size_t nnz = static_cast<std::size_t>(a.nnz());
+  const std::size_t chunks =
+      std::clamp<std::size_t>(nnz / grain, 1, static_cast<std::size_t>(threads));
+  const std::vector<int64_t>& off = a.offsets();
+  std::vector<std::size_t> b{0};
+  for (std::size_t c = 1; c < chunks; ++c) {
+    const int64_t target = static_cast<int64_t>(nnz * c / chunks);
+    b.push_back(static_cast<std::size_t>(std::lower_bound(off.begin(), off.end(), target) -
+                                         off.begin()));
+  }
+  b.push_back(static_cast<std::size_t>(a.cols()));
+  for (std::size_t c = 1; c < b.size(); ++c) b[c] = std::max(b[c], b[c - 1]);
+  return b;
+}
+
+/// log1p(a) for a > -1 to a few ulps through the faster log (glibc's log1p
+/// was a fifth of the whole run on w8a): log(u) a / (u - 1), u = 1 + a
+/// (Goldberg, "What every computer scientist should know about
+/// floating-point arithmetic", Theorem 4).
+double FastLog1p(double a) {
+  const double u = 1.0 + a;
+  return u == 1.0 ? a : std::log(u) * a / (u - 1.0);
+}
+
+/// log(1 + exp(-m)), stable for any m.
+double Loss(double m) { return std::log1p(std::exp(-std::abs(m))) + std::max(-m, 0.0); }
+
+class GlmnetL1 {
+ public:
+  GlmnetL1(const Dataset& data, const ModelSpec& model, const SolverOptions& options)
+      : data_(data),
+        model_(model),
+        options_(options),
+        stop_(options.stop, options.on_epoch),
+        a_(data.x.Convert()),
+        n_(static_cast<std::size_t>(a_.rows())),
+        d_(static_cast<std::size_t>(a_.cols())),
+        y_(data.y.data()),
+        obj_(LogisticL1Objective::Make(model, data.y)),
+        lambda_(model.lambda),
+        inv_n_(1.0 / static_cast<double>(n_)),
+        nu_(kNuPerLambda * model.lambda),
+        bound0_(obj_.bound),
+        rng_(options.seed) {
+    const int threads = std::max(1, options.threads);
+    // fit_threads = false: every thread gets a share however small (tests).
+    row_bounds_ = EvenBounds(n_, threads, options.fit_threads ? kRowGrain : 1);
+    col_bounds_ = NnzBounds(a_, threads, options.fit_threads ? kNnzGrain : 1);
+  }
+
+  absl::StatusOr<TrainResult> Run();
+
+ private:
+  /// Per example, what the gradient pass reads (b_i, D_i) and what the inner
+  /// CD reads and writes (D_i, (X d)_i), each pair on one cache line.
+  struct GradTerms {
+    double b = 0.0;
+    double dd = 0.0;
+  };
+  struct QuadTerms {
+    double dd = 0.0;
+    double xd = 0.0;
+  };
+
+  void SetRow(std::size_t i);
+  void RebuildMargins();
+  void Gradient();
+  void InnerCd();
+  bool LineSearch();
+
+  const Dataset& data_;
+  const ModelSpec& model_;
+  const SolverOptions& options_;
+  StopChecker stop_;
+  const CscMatrix a_;
+  const std::size_t n_;
+  const std::size_t d_;
+  const float* y_;
+  const LogisticL1Objective obj_;  // Violation
+  const double lambda_;
+  const double inv_n_;
+  const double nu_;
+  const double bound0_;
+  Rng rng_;
+  std::vector<std::size_t> row_bounds_;
+  std::vector<std::size_t> col_bounds_;
+
+  std::vector<double> w_, wpd_, dir_;  // w, the trial point, its direction
+  std::vector<double> grad_, hdiag_;
+  std::vector<double> step_max_;  // per feature, see kMaxCoordinateStep
+  std::vector<double> m_;              // margins y_i x_i.w
+  std::vector<GradTerms> gt_;
+  std::vector<QuadTerms> qt_;
+  std::vector<uint32_t> index_;        // features; [0, active_) in the inner CD
+  std::size_t active_ = 0;
+  std::vector<uint32_t> moved_;        // features the inner CD moved
+  std::vector<char> is_moved_;
+  std::vector<char> keep_;             // per feature: not shrunk by step 1
+
+  double primal_ = 0.0;  // carried P(w)
+  double gap_est_ = 0.0;
+  double gnorm1_ = 0.0, gnorm1_init_ = -1.0;
+  double gmax_ = 0.0, gmax_old_ = std::numeric_limits<double>::infinity();
+  double inner_eps_ = 1.0;
+  int inner_cycles_ = 0;
+  int outer_ = 0;          // outer iterations (epochs) started
+  int64_t inner_nnz_ = 0;  // nonzeros the current inner CD read
+};
+
+void GlmnetL1::SetRow(std::size_t i) {
+  // Branch-free (labels and margin signs are in random order).
+  const double m = m_[i];
+  const double ex = std::exp(-std::abs(m));
+  const double inv = 1.0 / (1.0 + ex);
+  const double q = (m > 0 ? ex : 1.0) * inv;  // sigma(-m)
+  gt_[i].b = -static_cast<double>(y_[i]) * q;
+  const double dd = ex * inv * inv;
+  gt_[i].dd = dd;
+  qt_[i].dd = dd;
+}
+
+void GlmnetL1::RebuildMargins() {
+  const std::vector<double> v = ColumnTimes(a_, w_);
+  for (std::size_t i = 0; i < n_; ++i) m_[i] = static_cast<double>(y_[i]) * v[i];
+  ForChunks(row_bounds_, [&](std::size_t, std::size_t b, std::size_t e) {
+    for (std::size_t i = b; i < e; ++i) SetRow(i);
+  });
+}
+
+// Step 1 over every feature: grad_, hdiag_, the gap and violation sums, and
+// which features the inner CD takes (index_[0, active_)).
+void GlmnetL1::Gradient() {
+  const std::size_t chunks = col_bounds_.size() - 1;
+  // gap_j = lambda |w_j| + w_j grad_j + B max(0, |grad_j| - lambda) is >= 0
+  // once B >= max_j |w_j| (the certificate's B), so the sum is S1 + B S2
+  // with B known at the end.
+  struct Partial {
+    double s1 = 0.0, s2 = 0.0, w_max = 0.0, gnorm1 = 0.0, gmax = 0.0;
+  };
+  std::vector<Partial> part(chunks);
+  const double margin = gmax_old_ * inv_n_;
+  const bool shrinking = options_.shrinking;
+  ForChunks(col_bounds_, [&](std::size_t c, std::size_t jb, std::size_t je) {
+    Partial p;
+    const GradTerms* gt = gt_.data();
+    for (std::size_t j = jb; j < je; ++j) {
+      const SparseView col = a_.outer(static_cast<int64_t>(j));
+      double g0 = 0.0, g1 = 0.0, h0 = 0.0, h1 = 0.0;
+      std::size_t k = 0;
+      for (; k + 2 <= col.size; k += 2) {
+        const double x0 = col.value[k], x1 = col.value[k + 1];
+        const GradTerms& r0 = gt[col.index[k]];
+        const GradTerms& r1 = gt[col.index[k + 1]];
+        g0 += x0 * r0.b;
+        g1 += x1 * r1.b;
+        h0 += x0 * x0 * r0.dd;
+        h1 += x1 * x1 * r1.dd;
+      }
+      if (k < col.size) {
+        const double x0 = col.value[k];
+        const GradTerms& r0 = gt[col.index[k]];
+        g0 += x0 * r0.b;
+        h0 += x0 * x0 * r0.dd;
+      }
+      const double g = (g0 + g1) * inv_n_;
+      grad_[j] = g;
+      hdiag_[j] = (h0 + h1) * inv_n_ + nu_;
+      const double wj = w_[j];
+      const double excess = std::abs(g) - lambda_;
+      if (wj != 0.0) {
+        p.s1 += lambda_ * std::abs(wj) + wj * g;
+        p.w_max = std::max(p.w_max, std::abs(wj));
+      }
+      if (excess > 0.0) p.s2 += excess;
+      // LIBLINEAR's outer shrinking: at 0 and well inside [-lambda, lambda].
+      const bool shrink = shrinking && wj == 0.0 && excess < -margin;
+      keep_[j] = !shrink;
+      if (shrink) continue;
+      const double viol = obj_.Violation(wj, g);
+      p.gnorm1 += viol;
+      p.gmax = std::max(p.gmax, viol);
+    }
+    part[c] = p;
+  });
+  double s1 = 0.0, s2 = 0.0, w_max = 0.0;
+  gnorm1_ = 0.0;
+  gmax_ = 0.0;
+  for (const Partial& p : part) {
+    s1 += p.s1;
+    s2 += p.s2;
+    w_max = std::max(w_max, p.w_max);
+    gnorm1_ += p.gnorm1;
+    gmax_ = std::max(gmax_, p.gmax);
+  }
+  gap_est_ = s1 + std::max(bound0_, w_max) * s2;
+  // Kept features first, in index order; the inner CD shuffles them.
+  std::size_t lo = 0, hi = d_;
+  for (std::size_t j = 0; j < d_; ++j) {
+    if (keep_[j]) {
+      index_[lo++] = static_cast<uint32_t>(j);
+    } else {
+      index_[--hi] = static_cast<uint32_t>(j);
+    }
+  }
+  active_ = lo;
+}
+
+// Step 2: the trial point wpd_ = w_ + d over index_[0, active_), with
+// qt_[i].xd = (X d)_i and moved_ listing every feature it changed.
+void GlmnetL1::InnerCd() {
+  for (QuadTerms& q : qt_) q.xd = 0.0;
+  for (uint32_t j : moved_) is_moved_[j] = 0;
+  moved_.clear();
+  inner_nnz_ = 0;
+  const bool shrinking = options_.shrinking;
+  std::size_t qp_active = active_;
+  double qp_gmax_old = std::numeric_limits<double>::infinity();
+  int cycle = 0;
+  QuadTerms* qt = qt_.data();
+  while (cycle < kMaxInnerCycles) {
+    ShufflePrefix(index_, qp_active, rng_);
+    double qp_gmax = 0.0, qp_gnorm1 = 0.0;
+    int64_t updates = 0;
+    const double margin = qp_gmax_old * inv_n_;
+    for (std::size_t s = 0; s < qp_active; ++s) {
+      const uint32_t j = index_[s];
+      const SparseView col = a_.outer(j);
+      double s0 = 0.0, s1 = 0.0;
+      std::size_t k = 0;
+      for (; k + 2 <= col.size; k += 2) {
+        const QuadTerms& r0 = qt[col.index[k]];
+        const QuadTerms& r1 = qt[col.index[k + 1]];
+        s0 += static_cast<double>(col.value[k]) * r0.dd * r0.xd;
+        s1 += static_cast<double>(col.value[k + 1]) * r1.dd * r1.xd;
+      }
+      if (k < col.size) {
+        const QuadTerms& r0 = qt[col.index[k]];
+        s0 += static_cast<double>(col.value[k]) * r0.dd * r0.xd;
+      }
+      inner_nnz_ += static_cast<int64_t>(col.size);
+      const double wpd = wpd_[j];
+      const double g = grad_[j] + (wpd - w_[j]) * nu_ + (s0 + s1) * inv_n_;
+      const double h = hdiag_[j];
+      const double gp = g + lambda_;
+      const double gn = g - lambda_;
+      double viol = 0.0;
+      if (wpd == 0.0) {
+        if (gp < 0.0) {
+          viol = -gp;
+        } else if (gn > 0.0) {
+          viol = gn;
+        } else if (shrinking && gp > margin && gn < -margin) {
+          std::swap(index_[s], index_[--qp_active]);
+          --s;
+          continue;
+        }
+      } else {
+        viol = wpd > 0.0 ? std::abs(gp) : std::abs(gn);
+      }
+      qp_gmax = std::max(qp_gmax, viol);
+      qp_gnorm1 += viol;
+
+      // argmin_z g z + h z^2 / 2 + lambda |wpd + z|.
+      double z;
+      if (gp < h * wpd) {
+        z = -gp / h;
+      } else if (gn > h * wpd) {
+        z = -gn / h;
+      } else {
+        z = -wpd;
+      }
+      if (!std::isfinite(z) || wpd + z == wpd) continue;
+      z = std::clamp(z, -step_max_[j], step_max_[j]);
+      ++updates;
+      if (!is_moved_[j]) {
+        is_moved_[j] = 1;
+        moved_.push_back(j);
+      }
+      wpd_[j] = wpd + z;
+      for (std::size_t kk = 0; kk < col.size; ++kk) {
+        qt[col.index[kk]].xd += z * static_cast<double>(col.value[kk]);
+      }
+      inner_nnz_ += static_cast<int64_t>(col.size);
+    }
+    ++cycle;
+    // A cycle that moved nothing leaves X d as it was: another one would
+    // see the same gradients (w is at the resolution of the steps).
+    if (updates == 0 && qp_active == active_) break;
+    if (qp_gnorm1 <= inner_eps_ * gnorm1_init_) {
+      if (qp_active == active_) break;
+      // Put the outer active set back before stopping.
+      qp_active = active_;
+      qp_gmax_old = std::numeric_limits<double>::infinity();
+      continue;
+    }
+    qp_gmax_old = qp_gmax;
+    // Time budget and cancellation, so one long inner CD cannot overrun them.
+    if (stop_.BeforeEpoch(outer_)) break;
+  }
+  inner_cycles_ = cycle;
+}
+
+// Step 3. On success w_, m_, the per-example terms and primal_ are those of
+// the accepted point.
+bool GlmnetL1::LineSearch() {
+  double delta = 0.0;
+  double norm_change = 0.0;
+  for (uint32_t j : moved_) {
+    dir_[j] = wpd_[j] - w_[j];
+    delta += grad_[j] * dir_[j];
+    norm_change += std::abs(wpd_[j]) - std::abs(w_[j]);
+  }
+  delta += lambda_ * norm_change;
+  const std::size_t chunks = row_bounds_.size() - 1;
+  std::vector<double> part(chunks);
+  double t = 1.0;
+  for (int ls = 0; ls < kMaxLineSearch; ++ls) {
+    ForChunks(row_bounds_, [&](std::size_t c, std::size_t b, std::size_t e) {
+      double sum = 0.0;
+      for (std::size_t i = b; i < e; ++i) {
+        const double xd = qt_[i].xd;
+        if (xd == 0.0) continue;
+        const double y = y_[i];
+        const double step = y * t * xd;  // change of m_i
+        const double q = -y * gt_[i].b;  // sigma(-m_i)
+        const double arg = q * std::expm1(-step);
+        sum += arg > -0.5 && arg < std::numeric_limits<double>::infinity()
+                   ? FastLog1p(arg)
+                   : Loss(m_[i] + step) - Loss(m_[i]);
+      }
+      part[c] = sum;
+    });
+    double loss_change = 0.0;
+    for (double p : part) loss_change += p;
+    loss_change *= inv_n_;
+    if (loss_change + lambda_ * norm_change <= kSigma * delta) {
+      for (uint32_t j : moved_) w_[j] = wpd_[j];
+      ForChunks(row_bounds_, [&](std::size_t, std::size_t b, std::size_t e) {
+        for (std::size_t i = b; i < e; ++i) {
+          const double xd = qt_[i].xd;
+          if (xd == 0.0) continue;
+          m_[i] += static_cast<double>(y_[i]) * t * xd;
+          SetRow(i);
+        }
+      });
+      primal_ += loss_change + lambda_ * norm_change;
+      return true;
+    }
+    t *= 0.5;
+    delta *= 0.5;
+    norm_change = 0.0;
+    for (uint32_t j : moved_) {
+      wpd_[j] = w_[j] + t * dir_[j];
+      norm_change += std::abs(wpd_[j]) - std::abs(w_[j]);
+    }
+  }
+  for (uint32_t j : moved_) wpd_[j] = w_[j];
+  return false;
+}
+
+absl::StatusOr<TrainResult> GlmnetL1::Run() {
+  w_.assign(d_, 0.0);
+  wpd_.assign(d_, 0.0);
+  dir_.assign(d_, 0.0);
+  grad_.assign(d_, 0.0);
+  hdiag_.assign(d_, 0.0);
+  step_max_.assign(d_, kMaxCoordinateStep);
+  for (std::size_t j = 0; j < d_; ++j) {
+    const SparseView col = a_.outer(static_cast<int64_t>(j));
+    double scale = 0.0;
+    for (std::size_t k = 0; k < col.size; ++k) {
+      scale = std::max(scale, std::abs(static_cast<double>(col.value[k])));
+    }
+    if (scale > 0.0 && scale < 1.0) step_max_[j] = kMaxCoordinateStep / scale;
+  }
+  index_.assign(d_, 0);
+  is_moved_.assign(d_, 0);
+  keep_.assign(d_, 1);
+  m_.assign(n_, 0.0);
+  gt_.assign(n_, GradTerms{});
+  qt_.assign(n_, QuadTerms{});
+  for (std::size_t i = 0; i < n_; ++i) SetRow(i);
+  primal_ = std::log(2.0);  // P(0)
+  Gradient();
+  gnorm1_init_ = gnorm1_;
+
+  std::optional<Certificate> cert;  // of the current w, when computed
+  StopReason reason = StopReason::kMaxEpochs;
+  for (;;) {
+    if (auto r = stop_.BeforeEpoch(outer_ + 1)) {
+      reason = *r;
+      break;
+    }
+    ++outer_;
+    cert.reset();
+    gmax_old_ = gmax_;
+    InnerCd();
+    const int64_t outer_nnz = a_.nnz() + inner_nnz_;
+    if (inner_cycles_ == 1) inner_eps_ *= 0.25;
+
+    bool moved = !moved_.empty();
+    if (moved && !LineSearch()) {
+      // Kept w; as LIBLINEAR, the margins are rebuilt (their drift may be
+      // what failed the search).
+      RebuildMargins();
+    }
+    // The target rule needs only the primal, known now.
+    bool check = false;
+    bool estimated = false;
+    if (stop_.Satisfied(primal_, std::numeric_limits<double>::infinity())) {
+      check = estimated = true;
+    } else {
+      if (moved) Gradient();
+      check = options_.eval_every > 0 && outer_ % options_.eval_every == 0;
+      if (!check && stop_.Satisfied(primal_, gap_est_)) check = estimated = true;
+    }
+    if (!check) continue;
+
+    DML_ASSIGN_OR_RETURN(Certificate c, EvaluatePrimal(data_, model_, w_));
+    Progress report;
+    report.round = outer_;
+    report.epochs = outer_;
+    report.primal = c.primal;
+    report.dual = c.dual;
+    report.gap = c.gap;
+    report.nnz_touched = outer_nnz;
+    primal_ = c.primal;
+    cert = std::move(c);
+    if (auto r = stop_.AfterEpoch(report)) {
+      reason = *r;
+      break;
+    }
+    if (estimated) {
+      // The estimate was wrong (or only the target held): drop the drift of
+      // the margins and take the gradient of w afresh.
+      RebuildMargins();
+      Gradient();
+    }
+  }
+
+  TrainResult result;
+  if (!cert) {
+    DML_ASSIGN_OR_RETURN(cert, EvaluatePrimal(data_, model_, w_));
+  }
+  result.w = std::move(w_);
+  result.primal = cert->primal;
+  result.dual = cert->dual;
+  result.gap = cert->gap;
+  result.epochs = outer_;
+  result.rounds = outer_;
+  result.seconds = stop_.Elapsed();
+  result.threads = static_cast<int>(std::max(row_bounds_.size(), col_bounds_.size()) - 1);
+  if (result.threads < options_.threads) {
+    result.note = absl::StrCat("newGLMNET ran ", result.threads, " thread(s) of ",
+                               options_.threads, ": its passes need ", kRowGrain,
+                               " examples or ", kNnzGrain, " nonzeros a thread; ", n_,
+                               " examples, ", a_.nnz(), " nonzeros");
+  }
+  result.reason = reason;
+  result.history = stop_.TakeHistory();
+  return result;
+}
+
+}  // namespace
+
+absl::StatusOr<TrainResult> TrainGlmnetL1(const Dataset& data, const ModelSpec& model,
+                                          const SolverOptions& options) {
+  if (model.kind != ModelKind::kLogisticL1) {
+    return absl::InvalidArgumentError("newGLMNET solves the L1-regularised logistic model only");
+  }
+  return GlmnetL1(data, model, options).Run();
+}
+
+}  // namespace dml::internal
