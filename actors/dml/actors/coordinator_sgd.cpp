@@ -5,6 +5,9 @@
 // final model.
 #include <cmath>
 #include <limits>
+#include <optional>
+
+#include "absl/strings/str_cat.h"
 
 #include "dml/actors/internal/coordinator_state.hpp"
 #include "dml/actors/wire.hpp"
@@ -12,8 +15,6 @@
 
 namespace dml::actors::internal {
 namespace {
-
-constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // The ssp statistic: the largest lead any shard granted.
 template <class Done>
@@ -45,23 +46,46 @@ void read_model(self_ptr self, Done done) {
   read_shards(self, std::move(done));
 }
 
-// Certifies the current model: P(w) from the workers' loss sums.
+// Certifies the current model: each worker sends its IterateShare (its
+// rows' loss and share of A^T loss'(A w), a d-vector), the coordinator adds
+// them up into P, D and the gap (evaluate.hpp, CertifyIterate).
 template <class Done>
 void evaluate(self_ptr self, Done done) {
   read_model(self, [self, done](dvec wd) {
     auto& st = self->state;
     st.coordinator_bytes += static_cast<int64_t>(st.workers.size()) * wd.bytes();
-    ask_workers<block_sums>(self, [self, wd, done](std::vector<block_sums>& sums) {
+    ask_workers<dvec>(self, [self, wd, done](std::vector<dvec>& shares) {
       auto& st = self->state;
-      double loss = 0.0;
-      for (const auto& b : sums) loss += b.loss_sum;
       // One vector for both (a shard's arena block is a view: copied once).
       const std::shared_ptr<const std::vector<double>> w = wd.as_vector();
-      const double primal = loss / static_cast<double>(st.n) + RegularizerValue(st.spec().model, *w);
-      record(self, primal, -kInf, kInf);
+      IterateShare total;
+      for (std::size_t k = 0; k < shares.size(); ++k) {
+        st.coordinator_bytes += shares[k].bytes();
+        auto one = UnpackIterateShare(*shares[k].as_vector(), st.d);
+        absl::Status added = one.ok() ? AddIterateShare(total, *one) : one.status();
+        if (!added.ok()) {
+          return fail_job(self, absl::DataLossError(absl::StrCat(
+                                    "certificate share of worker ", k, ": ", added.message())));
+        }
+      }
+      auto c = CertifyIterate(st.spec().model, *w, total);
+      if (!c.ok()) return fail_job(self, c.status());
+      record(self, c->primal, c->dual, c->gap);
       done(*w);
-    }, certify_atom_v, wd);
+    }, iterate_atom_v, wd);
   });
+}
+
+// The rule that stops an SGD job on its certificate: the gap rule
+// (kConverged), else the target primal.
+std::optional<StopReason> certified_stop(const coord_state& st) {
+  const StopRule& stop = st.spec().stop;
+  const Progress& p = st.last;
+  if (p.gap <= std::max(stop.gap_abs, stop.gap_rel * std::abs(p.primal))) {
+    return StopReason::kConverged;
+  }
+  if (stop.target_primal && p.primal <= *stop.target_primal) return StopReason::kTargetReached;
+  return std::nullopt;
 }
 
 }  // namespace
@@ -100,13 +124,12 @@ void maybe_evaluate(self_ptr self) {
                                       st.spec().sgd.tau);
     save_checkpoint(self);
     ++st.round;
-    const StopRule& stop = st.spec().stop;
-    if (stop.target_primal && st.last.primal <= *stop.target_primal) {
-      // The certified model that met the target: workers take a few more
-      // steps before they see the halt, and those may move it back above.
+    if (const auto why = certified_stop(st)) {
+      // The certified model that met the rule: workers take a few more
+      // steps before they see the halt, and those may move it back.
       st.target_model = std::make_shared<std::vector<double>>(w);
       st.target_progress = st.last;
-      halt_workers(self, StopReason::kTargetReached);
+      halt_workers(self, *why);
     }
   });
 }
@@ -116,14 +139,13 @@ void sgd_all_stopped(self_ptr self) {
   evaluate(self, [self](const std::vector<double>& w) {
     auto& st = self->state;
     ++st.round;
-    const StopRule& stop = st.spec().stop;
-    if (st.phase != job_phase::kStopping && stop.target_primal && st.last.primal <= *stop.target_primal) {
-      st.reason = StopReason::kTargetReached;
+    if (st.phase != job_phase::kStopping) {
+      if (const auto why = certified_stop(st)) st.reason = *why;
     }
     auto model = std::make_shared<std::vector<double>>(w);
-    if (st.target_model && st.target_progress.primal < st.last.primal) {
-      // Stopped on the target: return the model certified to meet it, not
-      // the one a few stale steps later.
+    if (st.target_model && !certified_stop(st)) {
+      // Stopped on the certificate: return the model certified to meet the
+      // rule, not the one a few stale steps later that no longer does.
       model = st.target_model;
       st.last = st.target_progress;
     }

@@ -247,6 +247,23 @@ caf::result<block_sums> certify(self_ptr self, const dvec& shared) {
   return block_sums{*loss, 0.0, 0.0, {}};
 }
 
+caf::result<dvec> certify_iterate(self_ptr self, const dvec& w) {
+  auto& st = self->state;
+  if (w.ref) {
+    return internal::fetch_and_redeliver<worker_actor>(
+        self, st.fetcher, self->make_response_promise<dvec>(), w,
+        [](dvec v) { return std::make_tuple(iterate_atom_v, std::move(v)); });
+  }
+  if (!w.wire_error.empty()) return fail(st.who + "certificate: " + w.wire_error);
+  if (!w.has_values() || static_cast<int64_t>(w.size()) != st.d) {
+    return fail(st.who + "certificate at " + std::to_string(w.size()) +
+                " weights; the model has " + std::to_string(st.d));
+  }
+  auto share = IterateShareOf(st.local, st.cfg.model, *w.as_vector());
+  if (!share.ok()) return as_error(st, share.status());
+  return dvec(PackIterateShare(*share));
+}
+
 // Checkpoint restore (cocoa): this block's coordinates as of round r.
 caf::result<int64_t> restore_coords(self_ptr self, int64_t r, const dvec& coords) {
   auto& st = self->state;
@@ -309,6 +326,7 @@ worker_actor::behavior_type worker_impl(self_ptr self, worker_config cfg) {
       [self](certify_atom, const dvec& shared) -> caf::result<block_sums> {
         return certify(self, shared);
       },
+      [self](iterate_atom, const dvec& w) -> caf::result<dvec> { return certify_iterate(self, w); },
       [self](coords_atom, int64_t r) -> caf::result<dvec> {
         auto& st = self->state;
         if (!st.solver) return dvec(st.w);

@@ -52,6 +52,9 @@ namespace dml::actors {
 ///    coordinates it certifies are kept (coords(r)). A push that fails
 ///    later reaches the coordinator as a worker_report carrying the error.
 ///  - certify(shared): this partition's share of the objective at `shared`.
+///  - iterate(w): the SGD modes' certificate share of this partition at w
+///    (dml::IterateShare, packed by PackIterateShare: a d-vector and a few
+///    sums, which the coordinator adds up into P, D and the gap).
 ///  - coords(r): the local coordinates that go with round r's shared vector
 ///    (dual cocoa: alpha of its rows; primal cocoa: w of its columns): those
 ///    before round r's solve if it started, else the current ones. Errors:
@@ -65,6 +68,7 @@ using worker_actor = caf::typed_actor<
     caf::reacts_to<halt_atom>,
     caf::replies_to<round_atom, int64_t, dvec, int64_t>::with<block_sums, worker_report>,
     caf::replies_to<certify_atom, dvec>::with<block_sums>,
+    caf::replies_to<iterate_atom, dvec>::with<dvec>,
     caf::replies_to<coords_atom, int64_t>::with<dvec>,
     caf::replies_to<coords_atom, int64_t, dvec>::with<int64_t>>;
 

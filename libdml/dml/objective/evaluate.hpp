@@ -60,6 +60,49 @@ double RegularizerValue(const ModelSpec& model, const std::vector<double>& w);
 absl::StatusOr<double> PrimalValue(const Dataset& data, const ModelSpec& model,
                                    const std::vector<double>& w);
 
+/// The certificate of a primal iterate w for solvers that keep no dual (SGD
+/// and the SGD modes), computed where the rows are: each partition of the
+/// rows makes its IterateShare, the shares add up, CertifyIterate turns the
+/// sum into P, D and the gap. Every model:
+///  - dual models (ridge, logistic, hinge, squared hinge): the dual point of
+///    the margins, alpha_i = -loss'(y_i, x_i.w) (feasible; alpha(w*) = alpha*),
+///    at the best of the scales kIterateDualScales (D(s alpha) is concave in
+///    s and far from the optimum alpha(w) overshoots):
+///    D(s alpha) = (1/n) sum_i NegConj(y_i, s alpha_i) - s^2 ||A^T alpha||^2 / (2 lambda n^2);
+///  - primal models (lasso, elastic net, L1-logistic): EvaluatePrimal's
+///    bounded-support gap, from s = A^T u / n.
+/// Either way gap = P(w) - D >= 0 bounds the suboptimality of w.
+inline constexpr double kIterateDualScales[] = {1.0, 0.95, 0.85, 0.7, 0.5, 0.3, 0.15, 0.05};
+inline constexpr int kIterateDualScaleCount = 8;
+
+/// One partition's sums (not divided by n).
+struct IterateShare {
+  int64_t rows = 0;
+  double loss_sum = 0.0;       ///< sum_i loss(y_i, x_i.w)
+  double zero_loss_sum = 0.0;  ///< sum_i loss(y_i, 0): the primal models' L1 bound
+  /// Dual models: sum_i NegConj(y_i, s alpha_i) per scale; else zeros.
+  double negconj_sums[kIterateDualScaleCount] = {};
+  std::vector<double> grad;  ///< sum_i loss'(y_i, x_i.w) x_i, length d
+};
+
+/// The share of the rows of `part` (labels checked as EvaluatePrimal does).
+/// Errors: InvalidArgument for a size mismatch, a non-finite weight or a
+/// label the model does not accept (naming the row of `part`).
+absl::StatusOr<IterateShare> IterateShareOf(const Dataset& part, const ModelSpec& model,
+                                            const std::vector<double>& w);
+/// Adds `from` into `into` (an empty `into.grad` takes from's length).
+/// Errors: gradients of different lengths.
+absl::Status AddIterateShare(IterateShare& into, const IterateShare& from);
+/// P, D and the gap of w from the sum of every partition's share.
+/// Errors: no rows, or a gradient whose length is not w's.
+absl::StatusOr<Certificate> CertifyIterate(const ModelSpec& model, const std::vector<double>& w,
+                                           const IterateShare& total);
+/// A share as one flat vector (what a worker sends: scalars first, then
+/// grad) and back. Errors: a vector whose length is not the header plus d,
+/// or a non-finite or negative row count.
+std::vector<double> PackIterateShare(const IterateShare& s);
+absl::StatusOr<IterateShare> UnpackIterateShare(const std::vector<double>& v, int64_t d);
+
 /// w = A^T alpha / (lambda n), accumulated in double (n = x.rows()). alpha
 /// must have x.rows() entries; otherwise the result is the zero vector.
 std::vector<double> PrimalFromDual(const CsrMatrix& x, const std::vector<double>& alpha,

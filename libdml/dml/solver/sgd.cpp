@@ -48,9 +48,10 @@
 // It shares its dense step with the public SgdStep (momentum 0).
 //
 // Stopping: after every eval_every-th epoch (every epoch when eval_every is 0
-// or 1), and after the last allowed one, the exact P(w) by a full pass
-// (PrimalValue). Reports carry dual = -inf and gap = +inf: SGD has no dual
-// certificate, so the gap rule never holds and SGD stops on target_primal,
+// or 1), and after the last allowed one, the certificate of the iterate by a
+// full pass (IterateShareOf + CertifyIterate, evaluate.hpp: a dual point from
+// the margins for the L2 models, the bounded-support dual for the L1 ones),
+// so SGD stops on the gap rule as the other solvers do, or on target_primal,
 // max_epochs, max_seconds or cancel; the last two are also polled every 64
 // minibatches, so a cancelled or timed-out run may end mid-epoch (`epochs`
 // then counts the completed ones). A non-finite P (step0 too large for the
@@ -253,15 +254,24 @@ class MomentumStepper {
   std::vector<double> deriv_;
 };
 
-absl::StatusOr<double> ExactPrimal(const Dataset& data, const ModelSpec& model,
-                                   const std::vector<double>& w, double step0, int epoch) {
-  DML_ASSIGN_OR_RETURN(const double p, PrimalValue(data, model, w));
-  if (!std::isfinite(p)) {
-    return absl::InvalidArgumentError(absl::StrCat("sgd diverged: the primal is ", p,
+absl::StatusOr<Certificate> ExactCertificate(const Dataset& data, const ModelSpec& model,
+                                             const std::vector<double>& w, double step0,
+                                             int epoch) {
+  for (double wj : w) {
+    if (!std::isfinite(wj)) {
+      return absl::InvalidArgumentError(absl::StrCat("sgd diverged: a weight is ", wj,
+                                                     " after epoch ", epoch, "; sgd step0 = ",
+                                                     step0, " is too large for this data"));
+    }
+  }
+  DML_ASSIGN_OR_RETURN(const IterateShare share, IterateShareOf(data, model, w));
+  DML_ASSIGN_OR_RETURN(const Certificate c, CertifyIterate(model, w, share));
+  if (!std::isfinite(c.primal)) {
+    return absl::InvalidArgumentError(absl::StrCat("sgd diverged: the primal is ", c.primal,
                                                    " after epoch ", epoch, "; sgd step0 = ",
                                                    step0, " is too large for this data"));
   }
-  return p;
+  return c;
 }
 
 template <typename Stepper>
@@ -273,8 +283,6 @@ absl::StatusOr<TrainResult> RunEpochs(const Dataset& data, const ModelSpec& mode
   const int every = std::max(1, options.eval_every);
   const double step0 = options.sgd.step0;
   const double decay = options.sgd.step_decay;
-  constexpr double kInf = std::numeric_limits<double>::infinity();
-
   std::vector<int64_t> order(static_cast<std::size_t>(n));
   std::iota(order.begin(), order.end(), int64_t{0});
   Rng rng(options.seed);
@@ -310,14 +318,14 @@ absl::StatusOr<TrainResult> RunEpochs(const Dataset& data, const ModelSpec& mode
     }
     completed = epoch;
     if (epoch % every == 0 || epoch == options.stop.max_epochs) {
-      DML_ASSIGN_OR_RETURN(const double p,
-                           ExactPrimal(data, model, stepper.Weights(), step0, epoch));
+      DML_ASSIGN_OR_RETURN(const Certificate c,
+                           ExactCertificate(data, model, stepper.Weights(), step0, epoch));
       Progress report;
       report.round = epoch;
       report.epochs = epoch;
-      report.primal = p;
-      report.dual = -kInf;
-      report.gap = kInf;
+      report.primal = c.primal;
+      report.dual = c.dual;
+      report.gap = c.gap;
       report.nnz_touched = nnz;
       if (auto r = checker.AfterEpoch(report)) {
         reason = *r;
@@ -328,9 +336,11 @@ absl::StatusOr<TrainResult> RunEpochs(const Dataset& data, const ModelSpec& mode
 
   TrainResult result;
   result.w = stepper.Weights();
-  DML_ASSIGN_OR_RETURN(result.primal, ExactPrimal(data, model, result.w, step0, completed));
-  result.dual = -kInf;
-  result.gap = kInf;
+  DML_ASSIGN_OR_RETURN(const Certificate c,
+                       ExactCertificate(data, model, result.w, step0, completed));
+  result.primal = c.primal;
+  result.dual = c.dual;
+  result.gap = c.gap;
   result.epochs = completed;
   result.rounds = completed;
   result.reason = reason;

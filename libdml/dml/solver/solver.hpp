@@ -70,8 +70,8 @@ struct Progress {
   double epochs = 0.0;   ///< examples (coordinates) processed / n
   double seconds = 0.0;  ///< since training started
   double primal = 0.0;  ///< P(w)
-  double dual = 0.0;  ///< -inf where no dual is tracked (SGD)
-  double gap = 0.0;   ///< primal - dual; +inf where no dual is tracked
+  double dual = 0.0;  ///< a lower bound on the optimum (SGD: from the iterate, evaluate.hpp)
+  double gap = 0.0;   ///< primal - dual >= 0
   int64_t nnz_touched = 0;      ///< solvers: nonzeros processed in this epoch
   int64_t bytes_exchanged = 0;  ///< jobs: payload bytes of pushes, pulls and exchanges so far
   /// Jobs, per worker: its clock minus the slowest worker's (SGD modes), else 0.
@@ -123,8 +123,8 @@ struct TrainResult {
   std::vector<double> w;      ///< the model, length d
   std::vector<double> alpha;  ///< dual variables (library dual solvers), length n; else empty
   double primal = 0.0;        ///< recomputed exactly from the final iterate
-  double dual = 0.0;          ///< -inf where no dual is tracked
-  double gap = 0.0;           ///< +inf where no dual is tracked
+  double dual = 0.0;          ///< a lower bound on the optimum
+  double gap = 0.0;           ///< primal - dual >= 0: bounds the suboptimality
   double epochs = 0.0;        ///< examples (coordinates) processed / n
   int rounds = 0;             ///< jobs: coordinator rounds (cocoa) or evaluations; solvers: epochs
   double seconds = 0.0;       ///< wall-clock time of training
