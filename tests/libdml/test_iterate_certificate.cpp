@@ -204,6 +204,11 @@ BOOST_AUTO_TEST_CASE(bad_inputs_are_refused_by_name) {
   auto negative = dml::UnpackIterateShare(v, 80);
   BOOST_REQUIRE(!negative.ok());
   BOOST_TEST(std::string(negative.status().message()) == "iterate share: row count -2");
+  v[0] = 3;
+  v[20] = std::nan("");
+  auto nan_share = dml::UnpackIterateShare(v, 80);
+  BOOST_REQUIRE(!nan_share.ok());
+  BOOST_TEST(std::string(nan_share.status().message()) == "iterate share: value 20 is nan");
   auto none = dml::CertifyIterate(m, std::vector<double>(80, 0.0), dml::IterateShare{});
   BOOST_REQUIRE(!none.ok());
   BOOST_TEST(std::string(none.status().message()) == "CertifyIterate: no rows");

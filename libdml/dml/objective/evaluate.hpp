@@ -99,7 +99,7 @@ absl::StatusOr<Certificate> CertifyIterate(const ModelSpec& model, const std::ve
                                            const IterateShare& total);
 /// A share as one flat vector (what a worker sends: scalars first, then
 /// grad) and back. Errors: a vector whose length is not the header plus d,
-/// or a non-finite or negative row count.
+/// a row count that is not a non-negative integer, a non-finite value.
 std::vector<double> PackIterateShare(const IterateShare& s);
 absl::StatusOr<IterateShare> UnpackIterateShare(const std::vector<double>& v, int64_t d);
 

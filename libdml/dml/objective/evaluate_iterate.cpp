@@ -212,6 +212,11 @@ absl::StatusOr<IterateShare> UnpackIterateShare(const std::vector<double>& v, in
   if (!(v[0] >= 0 && v[0] <= 9e15) || v[0] != std::floor(v[0])) {
     return absl::InvalidArgumentError(absl::StrCat("iterate share: row count ", v[0]));
   }
+  for (std::size_t k = 1; k < v.size(); ++k) {
+    if (!std::isfinite(v[k])) {
+      return absl::InvalidArgumentError(absl::StrCat("iterate share: value ", k, " is ", v[k]));
+    }
+  }
   IterateShare s;
   s.rows = static_cast<int64_t>(v[0]);
   s.loss_sum = v[1];
