@@ -93,7 +93,10 @@ constexpr Range kRanges[] = {
 
 bool CheckRanges(const Args& args, std::string& error) {
   for (const Range& r : kRanges) {
-    if (std::string(r.flag) == "--local-epochs" && Get(args, r.flag) == "auto") continue;
+    if ((std::string(r.flag) == "--local-epochs" || std::string(r.flag) == "--step") &&
+        Get(args, r.flag) == "auto") {
+      continue;
+    }
     double v = 0;
     if (!Number(args, {r.flag}, v, error)) return false;
     if (!args.values.count(r.flag)) continue;
@@ -124,7 +127,9 @@ Solver (one process, without --mode):
   --solver NAME       scd (coordinate descent), async-scd (lock-free threads), sgd (scd)
   --threads T         async-scd threads (2)
   --eval-every N      exact certificate every N epochs; 0 = when the estimate says done (1)
-  --batch B --step S0 SGD minibatch and first step, here and in the SGD modes (64, 0.5)
+  --batch B --step S0 SGD minibatch and first step, here and in the SGD modes (64, auto:
+                      calibrated on a sample); the step then falls as 1/(lambda t), and the
+                      average of the evaluated iterates is certified beside the iterate
 Distributed (the actor runtime):
   --mode M            sync async ssp easgd hogwild model-averaging cocoa (none: one process)
   --workers K         workers (2)
@@ -245,7 +250,8 @@ Exit ParseModelAndSolver(Run& run) {
       !Number(run.args, {"--eval-every"}, run.opt.eval_every, error) ||
       !Number(run.args, {"--l1-ratio"}, run.spec.l1_ratio, error) ||
       !Number(run.args, {"--batch"}, run.opt.sgd.batch_size, error) ||
-      !Number(run.args, {"--step"}, run.opt.sgd.step0, error)) {
+      (Get(run.args, "--step") != "auto" &&
+       !Number(run.args, {"--step"}, run.opt.sgd.step0, error))) {
     return Fail(error);
   }
   run.load_opts.task = run.task;
@@ -376,8 +382,6 @@ Exit TrainOnRuntime(Run& run, std::shared_ptr<const dml::Dataset>& shared_data,
   job.cocoa.auto_local_epochs = Get(args, "--local-epochs") == "auto";
   job.recovery.path = Get(args, "--checkpoint");
   job.recovery.resume = args.values.count("--resume") > 0;
-  // 1/(lambda (t + t0)), the rate for a lambda-strongly convex objective.
-  job.sgd.step_decay = run.spec.lambda * job.sgd.step0;
   shared_data = std::make_shared<const dml::Dataset>(std::move(run.data));
   std::optional<dml::net::LocalCluster> cluster;
   dml::RuntimeOptions rt_options;

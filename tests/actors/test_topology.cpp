@@ -45,6 +45,7 @@ struct Shard {
     core.lazy_l2 = rule->lazy_l2() && dml::FormulationOf(model.kind) == dml::Formulation::kDual;
     core.w.assign(static_cast<std::size_t>(n), 0.0);
     core.clocks.assign(workers, 0);
+    core.pulled_at.assign(workers, 0);
   }
   // A dense push, with the caller's bookkeeping (as the actor does it).
   absl::Status push(int32_t worker, int64_t clock, std::vector<double> x, bool checked = true) {
@@ -180,6 +181,20 @@ BOOST_AUTO_TEST_CASE(ssp_bounds_the_lead_and_counts_what_it_granted) {
   // Steps on arrival: three gradients of 1 with step 0.5, lazily shrunk.
   BOOST_TEST(s.core.applied == 3);
   BOOST_TEST(s.values()[0] < 0.0);
+}
+
+// async: a gradient taken tau updates ago (the updates applied since its
+// worker's pull) steps by step / sqrt(1 + tau).
+BOOST_AUTO_TEST_CASE(async_steps_shrink_with_staleness) {
+  Shard s(Mode::kAsync, 2, 1, {dml::ModelKind::kRidge, 1e-300});
+  s.core.pulled_at[0] = s.core.applied;  // worker 0 pulls, then computes for a while
+  for (int c = 0; c < 3; ++c) {
+    s.core.pulled_at[1] = s.core.applied;  // worker 1: fresh each time
+    BOOST_REQUIRE(s.push(1, c, {1.0}).ok());
+  }
+  BOOST_TEST(std::abs(s.values()[0] - -1.5) < 1e-12);  // 3 fresh steps of 0.5
+  BOOST_REQUIRE(s.push(0, 0, {1.0}).ok());              // tau = 3: 0.5 / 2
+  BOOST_TEST(std::abs(s.values()[0] - -1.75) < 1e-12);
 }
 
 // easgd: e = alpha (x - center), center += e; a non-finite value is refused

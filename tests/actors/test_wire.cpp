@@ -876,13 +876,13 @@ BOOST_AUTO_TEST_CASE(worker_spec_invariants) {
                              "WorkerSpec.batchSize: 0 < 1");
   ExpectRefused<worker_spec>([](worker_spec& x) { x.step0 = -0.5; },
                              [](B e) { e.getWorkerSpec().setStep0(-0.5); },
-                             "WorkerSpec.step0: -0.5 is not positive and finite");
+                             "WorkerSpec.step0: -0.5 is not >= 0 and finite");
   ExpectRefused<worker_spec>([](worker_spec& x) { x.step0 = kInf; },
                              [](B e) { e.getWorkerSpec().setStep0(kInf); },
-                             "WorkerSpec.step0: inf is not positive and finite");
-  ExpectRefused<worker_spec>([](worker_spec& x) { x.step_decay = -1; },
-                             [](B e) { e.getWorkerSpec().setStepDecay(-1); },
-                             "WorkerSpec.stepDecay: -1 is not >= 0");
+                             "WorkerSpec.step0: inf is not >= 0 and finite");
+  ExpectRefused<worker_spec>([](worker_spec& x) { x.step_decay = kInf; },
+                             [](B e) { e.getWorkerSpec().setStepDecay(kInf); },
+                             "WorkerSpec.stepDecay: inf is not finite");
   ExpectRefused<worker_spec>([](worker_spec& x) { x.tau = 0; },
                              [](B e) { e.getWorkerSpec().setTau(0); },
                              "WorkerSpec.tau: 0 < 1");
@@ -968,12 +968,12 @@ BOOST_AUTO_TEST_CASE(shard_spec_invariants) {
   ExpectRefused<shard_config>([](shard_config& x) { x.model.lambda = -kInf; },
                               [](B e) { e.getShardSpec().getModel().setLambda(-kInf); },
                               "ShardSpec.model: lambda must be positive and finite, got -inf");
-  ExpectRefused<shard_config>([](shard_config& x) { x.step0 = 0; },
-                              [](B e) { e.getShardSpec().setStep0(0); },
-                              "ShardSpec.step0: 0 is not positive and finite");
+  ExpectRefused<shard_config>([](shard_config& x) { x.step0 = -1; },
+                              [](B e) { e.getShardSpec().setStep0(-1); },
+                              "ShardSpec.step0: -1 is not >= 0 and finite");
   ExpectRefused<shard_config>([](shard_config& x) { x.step_decay = kNaN; },
                               [](B e) { e.getShardSpec().setStepDecay(kNaN); },
-                              "ShardSpec.stepDecay: nan is not >= 0");
+                              "ShardSpec.stepDecay: nan is not finite");
   ExpectRefused<shard_config>([](shard_config& x) { x.gamma = 0; },
                               [](B e) { e.getShardSpec().setGamma(0); },
                               "ShardSpec.gamma: 0 outside (0, 1]");

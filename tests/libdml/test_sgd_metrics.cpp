@@ -352,6 +352,50 @@ dml::TrainResult TrainOk(const Dataset& data, const ModelSpec& model,
 
 double RelativeSuboptimality(double p, double p_star) { return (p - p_star) / std::abs(p_star); }
 
+// The average covers the iterates from the last power of two but one:
+// after 1..7 it is mean(2..7); after 8, mean(4..8).
+BOOST_AUTO_TEST_CASE(iterate_average_keeps_at_least_the_last_half) {
+  dml::IterateAverage a;
+  const double want[] = {1.0, 1.5, 2.0, 3.0, 3.5, 4.0, 4.5, 6.0};
+  for (int i = 1; i <= 8; ++i) {
+    a.Add({static_cast<double>(i), -2.0 * i});
+    BOOST_TEST(a.Value()[0] == want[i - 1], "after " << i);
+    BOOST_TEST(a.Value()[1] == -2.0 * want[i - 1]);
+    BOOST_TEST(a.Added() == i);
+  }
+  BOOST_TEST(a.Count() == 5);  // 4..8
+}
+
+// Ridge on features 30 times larger: the old fixed step 0.5 diverges (an
+// error naming the step), the calibrated one is found on a sample and
+// reaches the Newton optimum; the calibration is deterministic.
+BOOST_AUTO_TEST_CASE(calibrated_step_where_a_fixed_one_diverges) {
+  const Dataset base = MakeData(dml::Task::kRegression, 0.3, 21);
+  std::vector<float> vals = base.x.values();
+  for (float& v : vals) v *= 30.0f;
+  auto x = CsrMatrix::FromArrays(base.x.rows(), base.x.cols(), base.x.offsets(), base.x.indices(),
+                                 vals);
+  BOOST_REQUIRE(x.ok());
+  const Dataset data{std::move(*x), base.y, base.task, {}};
+  const ModelSpec model{ModelKind::kRidge, 1e-2, 0.5};
+  const double p_star = Primal(data, model, NewtonReference<dml::loss::Squared>(data, model.lambda));
+  dml::SolverOptions fixed = SgdOptions(40, 64, 0.5, -1.0);
+  auto bad = dml::Train(data, model, fixed);
+  BOOST_REQUIRE(!bad.ok());
+  BOOST_TEST(std::string(bad.status().message()).find("sgd step0 = 0.5 is too large") !=
+             std::string::npos, bad.status().message());
+  auto eta = dml::CalibrateStep(data, model, 64, 7);
+  BOOST_REQUIRE(eta.ok());
+  BOOST_TEST(*eta < 0.5);
+  BOOST_TEST(*eta > 0.0);
+  BOOST_TEST(*dml::CalibrateStep(data, model, 64, 7) == *eta);
+  dml::SolverOptions automatic = SgdOptions(40, 64, 0.0, -1.0);
+  const dml::TrainResult r = TrainOk(data, model, automatic);
+  BOOST_TEST_MESSAGE("calibrated step0 " << *eta << ": P " << r.primal << " vs P* " << p_star);
+  BOOST_TEST(RelativeSuboptimality(r.primal, p_star) <= 1e-3);
+  BOOST_TEST(r.dual <= p_star * (1 + 1e-12));
+}
+
 BOOST_AUTO_TEST_CASE(sgd_ridge_reaches_newton_optimum) {
   const Dataset data = MakeData(dml::Task::kRegression, 0.3, 11);
   const ModelSpec model{ModelKind::kRidge, 1e-2, 0.5};
@@ -431,7 +475,8 @@ BOOST_AUTO_TEST_CASE(sgd_lasso_proximal_close_to_ista) {
 // Fisher-Yates shuffle per epoch of the previous order) and step schedule.
 void CheckLazyMatchesDense(const Dataset& data, const ModelSpec& model, double step0,
                            double decay, int batch, int epochs) {
-  const dml::SolverOptions o = SgdOptions(epochs, batch, step0, decay);
+  dml::SolverOptions o = SgdOptions(epochs, batch, step0, decay);
+  o.sgd.average = false;  // the iterate itself, not the better certified average
   const dml::TrainResult r = TrainOk(data, model, o);
   const int64_t n = data.x.rows();
   std::vector<int64_t> order(n);

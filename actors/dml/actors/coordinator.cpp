@@ -5,6 +5,8 @@
 // coordinator_recovery.cpp.
 #include "dml/actors/coordinator.hpp"
 
+#include <algorithm>
+
 #include <caf/exit_reason.hpp>
 #include <caf/result.hpp>
 #include <caf/sec.hpp>
@@ -12,6 +14,7 @@
 
 #include "dml/actors/internal/coordinator_state.hpp"
 #include "dml/actors/wire.hpp"
+#include "dml/solver/sgd.hpp"
 #include "dml/util/status.hpp"
 
 namespace dml::actors {
@@ -376,6 +379,47 @@ void wire_and_train(self_ptr self) {
       });
 }
 
+// SGD modes without a step0: every worker calibrates on a sample of its own
+// partition (at once), the median is the job's step0, sent to the workers
+// before the shards are made with it. A restart keeps the calibrated step.
+void calibrate_and_wire(self_ptr self) {
+  auto& st = self->state;
+  if (st.topo().coordinator_rounds() || st.spec().sgd.step0 > 0) return wire_and_train(self);
+  const std::size_t K = st.workers.size();
+  auto etas = std::make_shared<std::vector<double>>();
+  const uint64_t gen = st.generation;
+  for (std::size_t k = 0; k < K; ++k) {
+    self->request(st.workers[k], kRequestTimeout, calibrate_atom_v)
+        .then(
+            [self, etas, gen, K](double eta) {
+              auto& st = self->state;
+              if (st.finished() || gen != st.generation) return;
+              if (!(eta > 0) || !std::isfinite(eta)) {
+                return fail_job(self, absl::DataLossError(
+                                          absl::StrCat("a worker calibrated step0 = ", eta)));
+              }
+              etas->push_back(eta);
+              if (etas->size() < K) return;
+              std::sort(etas->begin(), etas->end());
+              auto& sgd = st.plan.spec.sgd;
+              sgd.step0 = (*etas)[(K - 1) / 2];
+              sgd.step_decay = ResolveStepDecay(st.spec().model, sgd.step0, sgd.step_decay);
+              for (auto& w : st.workers) self->send(w, calibrate_atom_v, sgd.step0, sgd.step_decay);
+              append_event(st, "step_calibrated",
+                           absl::StrCat("step0 = ", sgd.step0, " (calibrated: workers found ",
+                                        etas->front(), " to ", etas->back(), ")"));
+              wire_and_train(self);
+            },
+            [self, k, gen](caf::error& err) {
+              auto& st = self->state;
+              if (st.finished() || gen != st.generation) return;
+              const int node = st.worker_node[k];
+              if (node >= 0 && link_error(err)) return node_lost(self, node);
+              fail_job(self, err);
+            });
+  }
+}
+
 void init_workers(self_ptr self) {
   auto& st = self->state;
   enter(st, job_phase::kLoading);
@@ -403,7 +447,7 @@ void init_workers(self_ptr self) {
               st.n = replies->front().first;
               st.d = replies->front().second;
               st.m = st.plan.shared_length(st.n, st.d);
-              wire_and_train(self);
+              calibrate_and_wire(self);
             },
             [self, k, gen](caf::error& err) {
               // On nodes, a worker that is gone is its node's loss (the

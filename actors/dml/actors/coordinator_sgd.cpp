@@ -46,33 +46,58 @@ void read_model(self_ptr self, Done done) {
   read_shards(self, std::move(done));
 }
 
-// Certifies the current model: each worker sends its IterateShare (its
-// rows' loss and share of A^T loss'(A w), a d-vector), the coordinator adds
-// them up into P, D and the gap (evaluate.hpp, CertifyIterate).
+// The certificate of w: each worker sends its IterateShare (its rows' loss
+// and share of A^T loss'(A w), a d-vector), the coordinator adds them up
+// into P, D and the gap (evaluate.hpp, CertifyIterate).
+template <class Done>
+void certify_model(self_ptr self, dvec wd, Done done) {
+  auto& st = self->state;
+  st.coordinator_bytes += static_cast<int64_t>(st.workers.size()) * wd.bytes();
+  ask_workers<dvec>(self, [self, wd, done](std::vector<dvec>& shares) {
+    auto& st = self->state;
+    IterateShare total;
+    for (std::size_t k = 0; k < shares.size(); ++k) {
+      st.coordinator_bytes += shares[k].bytes();
+      auto one = UnpackIterateShare(*shares[k].as_vector(), st.d);
+      absl::Status added = one.ok() ? AddIterateShare(total, *one) : one.status();
+      if (!added.ok()) {
+        return fail_job(self, absl::DataLossError(absl::StrCat(
+                                  "certificate share of worker ", k, ": ", added.message())));
+      }
+    }
+    auto c = CertifyIterate(st.spec().model, *wd.as_vector(), total);
+    if (!c.ok()) return fail_job(self, c.status());
+    done(*c);
+  }, iterate_atom_v, wd);
+}
+
+// Certifies the current model and, for the L2 models (SgdOptions::average),
+// the average of the evaluated ones; records the one with the lower primal
+// and hands it to done (it is also the restart point after a loss).
 template <class Done>
 void evaluate(self_ptr self, Done done) {
   read_model(self, [self, done](dvec wd) {
-    auto& st = self->state;
-    st.coordinator_bytes += static_cast<int64_t>(st.workers.size()) * wd.bytes();
-    ask_workers<dvec>(self, [self, wd, done](std::vector<dvec>& shares) {
+    certify_model(self, wd, [self, wd, done](const Certificate& c) {
       auto& st = self->state;
       // One vector for both (a shard's arena block is a view: copied once).
-      const std::shared_ptr<const std::vector<double>> w = wd.as_vector();
-      IterateShare total;
-      for (std::size_t k = 0; k < shares.size(); ++k) {
-        st.coordinator_bytes += shares[k].bytes();
-        auto one = UnpackIterateShare(*shares[k].as_vector(), st.d);
-        absl::Status added = one.ok() ? AddIterateShare(total, *one) : one.status();
-        if (!added.ok()) {
-          return fail_job(self, absl::DataLossError(absl::StrCat(
-                                    "certificate share of worker ", k, ": ", added.message())));
-        }
+      std::shared_ptr<const std::vector<double>> w = wd.as_vector();
+      const bool averaging =
+          st.spec().sgd.average && FormulationOf(st.spec().model.kind) == Formulation::kDual;
+      if (averaging) st.average.Add(*w);
+      if (!averaging || st.average.Count() < 2) {
+        record(self, c.primal, c.dual, c.gap);
+        return done(*w);
       }
-      auto c = CertifyIterate(st.spec().model, *w, total);
-      if (!c.ok()) return fail_job(self, c.status());
-      record(self, c->primal, c->dual, c->gap);
-      done(*w);
-    }, iterate_atom_v, wd);
+      dvec avg{std::vector<double>(st.average.Value())};
+      certify_model(self, avg, [self, c, w, avg, done](const Certificate& a) {
+        if (a.primal < c.primal) {
+          record(self, a.primal, a.dual, a.gap);
+          return done(*avg.as_vector());
+        }
+        record(self, c.primal, c.dual, c.gap);
+        done(*w);
+      });
+    });
   });
 }
 

@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "dml/solver/sgd.hpp"
+
 namespace dml::actors {
 
 JobPlan ResolvePlan(JobSpec spec) {
@@ -10,6 +12,11 @@ JobPlan ResolvePlan(JobSpec spec) {
   if (!(spec.cocoa.sigma_prime > 0)) spec.cocoa.sigma_prime = spec.cocoa.gamma * k;
   // beta = K alpha = 0.9, the EASGD paper's choice.
   if (!(spec.sgd.easgd_alpha > 0)) spec.sgd.easgd_alpha = 0.9 / k;
+  // A given step0 fixes the decay now; a calibrated one (step0 == 0) once
+  // the workers have found it (coordinator.cpp).
+  if (spec.sgd.step0 > 0) {
+    spec.sgd.step_decay = ResolveStepDecay(spec.model, spec.sgd.step0, spec.sgd.step_decay);
+  }
   p.topo = MakeTopology(spec.mode.kind);
   p.spec = std::move(spec);
   return p;

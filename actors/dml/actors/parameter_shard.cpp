@@ -56,8 +56,9 @@ struct shard_state {
   bool pull_ready(int64_t clock) const { return core.halted || rule->pull_ready(core, clock); }
 
   // The reply to a pull that the mode now allows.
-  dvec serve(int64_t clock, const key_list& keys) {
+  dvec serve(int32_t worker, int64_t clock, const key_list& keys) {
     rule->granted(core, clock);
+    core.pulled_at[worker] = core.applied;
     auto& stats = core.stats;
     ++stats.pulls;
     stats.bytes_in += keys.bytes();
@@ -76,7 +77,7 @@ struct shard_state {
     std::vector<pending_pull> still;
     for (auto& p : waiting) {
       if (pull_ready(p.clock)) {
-        p.promise.deliver(serve(p.clock, p.keys));
+        p.promise.deliver(serve(p.worker, p.clock, p.keys));
       } else {
         still.push_back(std::move(p));
       }
@@ -142,7 +143,7 @@ void announce_rounds(shard_ptr self) {
 // does (flush_waiting).
 caf::result<dvec> pull_or_wait(shard_ptr self, int32_t worker, int64_t clock, key_list keys) {
   auto& st = self->state;
-  if (st.pull_ready(clock)) return st.serve(clock, keys);
+  if (st.pull_ready(clock)) return st.serve(worker, clock, keys);
   auto promise = self->make_response_promise<dvec>();
   st.waiting.push_back(pending_pull{clock, worker, std::move(keys), promise});
   return promise;
@@ -272,6 +273,7 @@ parameter_shard::behavior_type shard_impl(shard_ptr self, shard_config cfg,
   st.core.bulk = BulkChannelOf(self->home_system());
   st.core.w.assign(static_cast<std::size_t>(st.core.size()), 0.0);
   st.core.clocks.assign(st.core.cfg.workers, 0);
+  st.core.pulled_at.assign(st.core.cfg.workers, 0);
   return {
       [self](push_atom, int32_t worker, int64_t clock, const dvec& x) -> caf::result<int64_t> {
         if (x.ref) {

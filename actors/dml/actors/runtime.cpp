@@ -87,11 +87,13 @@ absl::Status ValidateSpec(const JobSpec& s) {
   if (s.mode.workers < 1) return Invalid("mode.workers", absl::StrCat("must be >= 1, got ", s.mode.workers));
   if (s.mode.shards < 1) return Invalid("mode.shards", absl::StrCat("must be >= 1, got ", s.mode.shards));
   if (s.sgd.batch_size < 1) return Invalid("sgd.batch_size", absl::StrCat("must be >= 1, got ", s.sgd.batch_size));
-  if (!(s.sgd.step0 > 0) || !std::isfinite(s.sgd.step0)) {
-    return Invalid("sgd.step0", absl::StrCat("must be positive and finite, got ", s.sgd.step0));
+  if (!(s.sgd.step0 >= 0) || !std::isfinite(s.sgd.step0)) {
+    return Invalid("sgd.step0", absl::StrCat("must be >= 0 (0: calibrated) and finite, got ",
+                                             s.sgd.step0));
   }
-  if (!(s.sgd.step_decay >= 0) || !std::isfinite(s.sgd.step_decay)) {
-    return Invalid("sgd.step_decay", absl::StrCat("must be >= 0 and finite, got ", s.sgd.step_decay));
+  if (!std::isfinite(s.sgd.step_decay)) {
+    return Invalid("sgd.step_decay", absl::StrCat("must be finite (< 0: lambda step0), got ",
+                                                  s.sgd.step_decay));
   }
   if (s.sgd.momentum != 0) {
     return Invalid("sgd.momentum", absl::StrCat("the SGD modes take no momentum (must be 0), got ",

@@ -327,6 +327,18 @@ worker_actor::behavior_type worker_impl(self_ptr self, worker_config cfg) {
         return certify(self, shared);
       },
       [self](iterate_atom, const dvec& w) -> caf::result<dvec> { return certify_iterate(self, w); },
+      [self](calibrate_atom) -> caf::result<double> {
+        auto& st = self->state;
+        auto eta = CalibrateStep(st.local, st.cfg.model, st.cfg.batch_size,
+                                 st.cfg.seed ^ static_cast<uint64_t>(st.cfg.index));
+        if (!eta.ok()) return as_error(st, eta.status());
+        return *eta;
+      },
+      [self](calibrate_atom, double step0, double step_decay) {
+        auto& st = self->state;
+        st.cfg.step0 = step0;
+        st.cfg.step_decay = step_decay;
+      },
       [self](coords_atom, int64_t r) -> caf::result<dvec> {
         auto& st = self->state;
         if (!st.solver) return dvec(st.w);

@@ -52,6 +52,9 @@ namespace dml::actors {
 ///    coordinates it certifies are kept (coords(r)). A push that fails
 ///    later reaches the coordinator as a worker_report carrying the error.
 ///  - certify(shared): this partition's share of the objective at `shared`.
+///  - calibrate: SGD modes, the step0 that Bottou's calibration finds on a
+///    sample of this partition (dml::CalibrateStep). calibrate(step0,
+///    decay): the schedule to run with (the coordinator's choice).
 ///  - iterate(w): the SGD modes' certificate share of this partition at w
 ///    (dml::IterateShare, packed by PackIterateShare: a d-vector and a few
 ///    sums, which the coordinator adds up into P, D and the gap).
@@ -69,6 +72,8 @@ using worker_actor = caf::typed_actor<
     caf::replies_to<round_atom, int64_t, dvec, int64_t>::with<block_sums, worker_report>,
     caf::replies_to<certify_atom, dvec>::with<block_sums>,
     caf::replies_to<iterate_atom, dvec>::with<dvec>,
+    caf::replies_to<calibrate_atom>::with<double>,
+    caf::reacts_to<calibrate_atom, double, double>,
     caf::replies_to<coords_atom, int64_t>::with<dvec>,
     caf::replies_to<coords_atom, int64_t, dvec>::with<int64_t>>;
 

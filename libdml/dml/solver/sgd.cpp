@@ -281,8 +281,29 @@ absl::StatusOr<TrainResult> RunEpochs(const Dataset& data, const ModelSpec& mode
   const int64_t n = data.x.rows();
   const int64_t batch = std::min<int64_t>(std::max(options.sgd.batch_size, 1), n);
   const int every = std::max(1, options.eval_every);
-  const double step0 = options.sgd.step0;
-  const double decay = options.sgd.step_decay;
+  double step0 = options.sgd.step0;
+  if (step0 == 0.0) {
+    DML_ASSIGN_OR_RETURN(step0, CalibrateStep(data, model, options.sgd.batch_size, options.seed));
+  }
+  const double decay = ResolveStepDecay(model, step0, options.sgd.step_decay);
+  IterateAverage average;
+  // L1 models keep the iterate: an average fills the exact zeros in.
+  const bool averaging = options.sgd.average && FormulationOf(model.kind) == Formulation::kDual;
+  // The better certified of the iterate and the average, by primal.
+  auto certify = [&](int epoch, std::vector<double>* model_out) -> absl::StatusOr<Certificate> {
+    std::vector<double> w = stepper.Weights();
+    DML_ASSIGN_OR_RETURN(Certificate c, ExactCertificate(data, model, w, step0, epoch));
+    if (averaging && average.Count() > 1) {
+      DML_ASSIGN_OR_RETURN(const Certificate a,
+                           ExactCertificate(data, model, average.Value(), step0, epoch));
+      if (a.primal < c.primal) {
+        c = a;
+        w = average.Value();
+      }
+    }
+    if (model_out) *model_out = std::move(w);
+    return c;
+  };
   std::vector<int64_t> order(static_cast<std::size_t>(n));
   std::iota(order.begin(), order.end(), int64_t{0});
   Rng rng(options.seed);
@@ -318,8 +339,8 @@ absl::StatusOr<TrainResult> RunEpochs(const Dataset& data, const ModelSpec& mode
     }
     completed = epoch;
     if (epoch % every == 0 || epoch == options.stop.max_epochs) {
-      DML_ASSIGN_OR_RETURN(const Certificate c,
-                           ExactCertificate(data, model, stepper.Weights(), step0, epoch));
+      if (averaging) average.Add(stepper.Weights());
+      DML_ASSIGN_OR_RETURN(const Certificate c, certify(epoch, nullptr));
       Progress report;
       report.round = epoch;
       report.epochs = epoch;
@@ -335,9 +356,7 @@ absl::StatusOr<TrainResult> RunEpochs(const Dataset& data, const ModelSpec& mode
   }
 
   TrainResult result;
-  result.w = stepper.Weights();
-  DML_ASSIGN_OR_RETURN(const Certificate c,
-                       ExactCertificate(data, model, result.w, step0, completed));
+  DML_ASSIGN_OR_RETURN(const Certificate c, certify(completed, &result.w));
   result.primal = c.primal;
   result.dual = c.dual;
   result.gap = c.gap;
@@ -525,4 +544,107 @@ absl::StatusOr<TrainResult> TrainSgd(const Dataset& data, const ModelSpec& model
 }
 
 }  // namespace internal
+
+absl::StatusOr<double> CalibrateStep(const Dataset& data, const ModelSpec& model, int batch_size,
+                                     uint64_t seed) {
+  DML_RETURN_IF_ERROR(Validate(model));
+  const int64_t n = data.x.rows();
+  if (n == 0) return absl::InvalidArgumentError("CalibrateStep: data has no examples");
+  // A uniform sample (without replacement, sorted: files are often sorted
+  // by label, so a prefix would not do).
+  Rng rng(seed ^ 0xca11b4a7e5eedULL);
+  std::vector<int64_t> rows(static_cast<std::size_t>(n));
+  std::iota(rows.begin(), rows.end(), int64_t{0});
+  const int64_t m = std::min<int64_t>(n, 1000);
+  for (int64_t i = 0; i < m; ++i) {
+    std::swap(rows[i], rows[i + static_cast<int64_t>(rng.Below(static_cast<uint64_t>(n - i)))]);
+  }
+  rows.resize(static_cast<std::size_t>(m));
+  std::sort(rows.begin(), rows.end());
+  Dataset sample;
+  sample.task = data.task;
+  {
+    std::vector<int64_t> off{0};
+    std::vector<uint32_t> idx;
+    std::vector<float> val;
+    for (int64_t i : rows) {
+      const SparseView r = data.x.outer(i);
+      idx.insert(idx.end(), r.index, r.index + r.size);
+      val.insert(val.end(), r.value, r.value + r.size);
+      off.push_back(static_cast<int64_t>(idx.size()));
+      sample.y.push_back(data.y[i]);
+    }
+    DML_ASSIGN_OR_RETURN(sample.x, CsrMatrix::FromArrays(m, data.x.cols(), off, idx, val));
+  }
+  const int batch = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(batch_size, m / 4)));
+  // The sample's objective after five passes from w = 0 at step0 = eta
+  // (+inf where it diverged).
+  auto trial = [&](double eta) -> absl::StatusOr<double> {
+    const double decay = ResolveStepDecay(model, eta, -1.0);
+    std::vector<double> w(static_cast<std::size_t>(data.x.cols()), 0.0);
+    std::vector<int64_t> order(static_cast<std::size_t>(m));
+    std::iota(order.begin(), order.end(), int64_t{0});
+    Rng pass_rng(seed);
+    double t = 0.0;
+    for (int pass = 0; pass < 5; ++pass) {
+      pass_rng.Shuffle(order);
+      for (int64_t b = 0; b < m; b += batch) {
+        std::vector<int64_t> batch_rows(order.begin() + b,
+                                        order.begin() + std::min<int64_t>(m, b + batch));
+        DML_RETURN_IF_ERROR(SgdStep(sample, model, batch_rows, eta / (1.0 + decay * t), w));
+        t += 1.0;
+      }
+      for (double wj : w) {
+        if (!std::isfinite(wj)) return std::numeric_limits<double>::infinity();
+      }
+    }
+    auto p = PrimalValue(sample, model, w);
+    if (!p.ok() || !std::isfinite(*p)) return std::numeric_limits<double>::infinity();
+    return *p;
+  };
+  double best_eta = 1.0;
+  DML_ASSIGN_OR_RETURN(double best, trial(best_eta));
+  for (const double factor : {2.0, 0.5}) {
+    bool moved = false;
+    for (int k = 0; k < 20; ++k) {
+      const double eta = best_eta * factor;
+      DML_ASSIGN_OR_RETURN(const double p, trial(eta));
+      if (!(p < best)) break;
+      best = p;
+      best_eta = eta;
+      moved = true;
+    }
+    if (moved) break;  // found the way down: no need to try the other way
+  }
+  return best_eta;
+}
+
+double ResolveStepDecay(const ModelSpec& model, double step0, double step_decay) {
+  return step_decay >= 0 ? step_decay : model.lambda * step0;
+}
+
+void IterateAverage::Add(const std::vector<double>& w) {
+  ++added_;
+  if ((added_ & (added_ - 1)) == 0) {  // a power of two: a new block
+    prev_ = std::move(cur_);
+    prev_count_ = cur_count_;
+    cur_count_ = 0;
+  }
+  if (cur_count_ == 0) {
+    cur_ = w;
+  } else {
+    const double f = 1.0 / static_cast<double>(cur_count_ + 1);
+    for (std::size_t j = 0; j < cur_.size(); ++j) cur_[j] += (w[j] - cur_[j]) * f;
+  }
+  ++cur_count_;
+  // The blocks [2^(k-1), 2^k) and [2^k, added] together: at least the last
+  // half of the iterates.
+  const double total = static_cast<double>(prev_count_ + cur_count_);
+  avg_ = cur_;
+  if (prev_count_ > 0) {
+    const double a = static_cast<double>(prev_count_) / total;
+    for (std::size_t j = 0; j < avg_.size(); ++j) avg_[j] += (prev_[j] - avg_[j]) * a;
+  }
+}
+
 }  // namespace dml

@@ -81,4 +81,40 @@ absl::Status HogwildStep(const Dataset& data, const ModelSpec& model,
                          const std::vector<double>& inv_touch, std::atomic<double>* w,
                          std::size_t d, HogwildScratch& scratch);
 
+/// step0 for SGD on `data` when none is given (SgdOptions::step0 == 0):
+/// Bottou's calibration ("Stochastic gradient descent tricks", 2012). On a
+/// seeded sample of at most 1000 rows, five passes of minibatch SGD (batch
+/// min(batch_size, rows / 4), the decaying schedule of that step0) from
+/// w = 0 are run for step0 = 1, then doubled while the sample's objective
+/// falls, else halved while it falls (2^-20 .. 2^20); the best is returned.
+/// A candidate that diverges counts as worse. Errors: those of SgdStep.
+absl::StatusOr<double> CalibrateStep(const Dataset& data, const ModelSpec& model, int batch_size,
+                                     uint64_t seed);
+
+/// SgdOptions::step_decay resolved: itself if >= 0, else lambda * step0.
+double ResolveStepDecay(const ModelSpec& model, double step0, double step_decay);
+
+/// The Polyak-Ruppert average of the last iterates handed to Add: those
+/// since the last power of two but one (2^(k-1) <= i <= added, so always at
+/// least the last half: the early iterates of a decaying schedule would
+/// otherwise weigh on it forever). O(d) per Add, 3 d doubles. Not
+/// thread-safe.
+class IterateAverage {
+ public:
+  /// Adds w (every w must have the same length).
+  void Add(const std::vector<double>& w);
+  /// The average; empty before the first Add.
+  const std::vector<double>& Value() const { return avg_; }
+  /// Iterates in the average.
+  int Count() const { return prev_count_ + cur_count_; }
+  /// Iterates added in all.
+  int Added() const { return added_; }
+
+ private:
+  std::vector<double> prev_, cur_, avg_;  // blocks [2^(k-1), 2^k), [2^k, added]; the mix
+  int prev_count_ = 0;
+  int cur_count_ = 0;
+  int added_ = 0;
+};
+
 }  // namespace dml

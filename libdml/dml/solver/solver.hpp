@@ -56,7 +56,8 @@ std::string_view StopReasonName(StopReason r);
 /// went on: async-type modes), "restarted" (actors replaced, restarted
 /// from a checkpoint), "start_up_restarted" (lost while connecting or
 /// loading), "checkpoint_written", "checkpoint_failed", "resumed" (from a
-/// checkpoint file), "local_epochs" (automatic H changed H).
+/// checkpoint file), "local_epochs" (automatic H changed H),
+/// "step_calibrated" (SGD modes: the step0 the workers found).
 struct ProgressEvent {
   std::string kind;
   std::string what;  ///< one sentence for people
@@ -84,15 +85,26 @@ struct Progress {
 };
 
 /// Minibatch SGD: the one set of defaults, for the library's kSgd solver and
-/// the runtime's SGD modes (dml/actors/runtime.hpp JobSgd) alike. The
-/// runtime's batch and step were kept (on a generated 5000 x 200 logistic
-/// problem, 1000 epochs: 0.336 single-node vs 0.529 with the old 256 / 0.1).
+/// the runtime's SGD modes (dml/actors/runtime.hpp JobSgd) alike. With the
+/// defaults nothing is hand-set: step0 is calibrated on a sample of the data
+/// (CalibrateStep, sgd.hpp), the step then falls as 1 / (lambda t), and the
+/// average of the evaluated iterates is certified beside the iterate.
 struct SgdOptions {
   int batch_size = 64;  ///< rows per minibatch
-  /// step_t = step0 / (1 + step_decay * t), t counted in minibatches.
-  double step0 = 0.5;
-  double step_decay = 1e-3;
+  /// step_t = step0 / (1 + step_decay * t), t counted in minibatches (the
+  /// SGD modes: in clocks). step0 = 0: calibrated on a sample of the data
+  /// (Bottou's: the step that lowers a sample's objective most).
+  double step0 = 0.0;
+  /// < 0: lambda * step0, so step_t -> 1 / (lambda t), the rate of SGD on a
+  /// lambda-strongly convex objective (Bottou 2012).
+  double step_decay = -1.0;
   double momentum = 0.0;  ///< library kSgd only; in [0, 1)
+  /// Polyak-Ruppert: at every evaluation also certify the average of the
+  /// evaluated iterates (restarted whenever their count doubles, so it
+  /// covers at least the last half of them), and stop on and return
+  /// whichever of the two certifies the lower primal. L2 models only: for
+  /// the L1 ones the iterate is kept (an average fills its zeros in).
+  bool average = true;
 };
 
 /// How Train runs; checked by Train (InvalidArgument naming the field).

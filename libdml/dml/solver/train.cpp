@@ -58,10 +58,11 @@ absl::Status ValidateOptions(const SolverOptions& o) {
       return absl::InvalidArgumentError(
           absl::StrCat("sgd batch_size must be >= 1, got ", o.sgd.batch_size));
     }
-    if (!(o.sgd.step0 > 0) || !(o.sgd.step_decay >= 0) ||
+    if (!(o.sgd.step0 >= 0) || !std::isfinite(o.sgd.step0) || !std::isfinite(o.sgd.step_decay) ||
         !(o.sgd.momentum >= 0 && o.sgd.momentum < 1)) {
       return absl::InvalidArgumentError(
-          "sgd needs step0 > 0, step_decay >= 0 and 0 <= momentum < 1");
+          "sgd needs a finite step0 >= 0 (0: calibrated), a finite step_decay (< 0: lambda step0) "
+          "and 0 <= momentum < 1");
     }
   }
   return absl::OkStatus();

@@ -127,11 +127,13 @@ absl::Status Check(const worker_spec& x) {
     return Invalid("WorkerSpec.dataPath", absl::StrCat("contains a NUL byte at position ", nul));
   }
   if (x.batch_size < 1) return Invalid("WorkerSpec.batchSize", absl::StrCat(x.batch_size, " < 1"));
-  if (!(x.step0 > 0) || !std::isfinite(x.step0)) {
-    return Invalid("WorkerSpec.step0", absl::StrCat(x.step0, " is not positive and finite"));
+  // step0 0: calibrated once the workers have loaded (coordinator.cpp);
+  // a negative decay: lambda step0 (SgdOptions).
+  if (!(x.step0 >= 0) || !std::isfinite(x.step0)) {
+    return Invalid("WorkerSpec.step0", absl::StrCat(x.step0, " is not >= 0 and finite"));
   }
-  if (!(x.step_decay >= 0) || !std::isfinite(x.step_decay)) {
-    return Invalid("WorkerSpec.stepDecay", absl::StrCat(x.step_decay, " is not >= 0"));
+  if (!std::isfinite(x.step_decay)) {
+    return Invalid("WorkerSpec.stepDecay", absl::StrCat(x.step_decay, " is not finite"));
   }
   if (x.tau < 1) return Invalid("WorkerSpec.tau", absl::StrCat(x.tau, " < 1"));
   if (!(x.local_epochs > 0) || !std::isfinite(x.local_epochs)) {
@@ -156,11 +158,13 @@ absl::Status Check(const shard_config& x) {
     return Invalid("ShardSpec.end", absl::StrCat("range of ", x.end - x.begin,
                                                  " keys exceeds ", kMaxVectorEntries));
   }
-  if (!(x.step0 > 0) || !std::isfinite(x.step0)) {
-    return Invalid("ShardSpec.step0", absl::StrCat(x.step0, " is not positive and finite"));
+  // step0 0: calibrated once the workers have loaded (coordinator.cpp);
+  // a negative decay: lambda step0 (SgdOptions).
+  if (!(x.step0 >= 0) || !std::isfinite(x.step0)) {
+    return Invalid("ShardSpec.step0", absl::StrCat(x.step0, " is not >= 0 and finite"));
   }
-  if (!(x.step_decay >= 0) || !std::isfinite(x.step_decay)) {
-    return Invalid("ShardSpec.stepDecay", absl::StrCat(x.step_decay, " is not >= 0"));
+  if (!std::isfinite(x.step_decay)) {
+    return Invalid("ShardSpec.stepDecay", absl::StrCat(x.step_decay, " is not finite"));
   }
   if (!(x.gamma > 0 && x.gamma <= 1)) {
     return Invalid("ShardSpec.gamma", absl::StrCat(x.gamma, " outside (0, 1]"));

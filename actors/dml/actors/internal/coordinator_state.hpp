@@ -39,6 +39,7 @@
 #include "dml/actors/parameter_shard.hpp"
 #include "dml/actors/worker.hpp"
 #include "dml/solver/local_epochs_tuner.hpp"
+#include "dml/solver/sgd.hpp"
 
 namespace dml::actors::internal {
 
@@ -106,6 +107,7 @@ struct coord_state {
   int running = 0;
   bool evaluating = false;  // an evaluation is in flight
   double next_eval = 0.0;
+  IterateAverage average;  // SGD modes: of the evaluated models (SgdOptions::average)
   std::shared_ptr<std::vector<double>> target_model;  // the evaluation that met target_primal
   Progress target_progress;
   // Round driver.

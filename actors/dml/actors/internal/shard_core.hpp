@@ -49,6 +49,9 @@ struct shard_core {
   int64_t round = 0;    // gathering modes: clocks completed; cocoa: rounds announced
   int64_t applied = 0;  // gradients or deltas applied
   std::vector<int64_t> clocks;  // pushes seen per worker
+  /// `applied` when each worker's last pull was served: a push's staleness
+  /// is the updates applied since (async, ssp).
+  std::vector<int64_t> pulled_at;
   shard_stats stats;
   bool halted = false;
 
@@ -70,9 +73,10 @@ struct shard_core {
     return dvec(std::move(out));
   }
 
-  /// w <- prox(w - step_t * g) on this range, g given by its nonzeros (idx
-  /// null: dense, nnz == range size).
-  absl::Status sgd_step(const uint32_t* idx, const double* g, std::size_t nnz, double t);
+  /// w <- prox(w - step * g) on this range, step = factor * step_at(t), g
+  /// given by its nonzeros (idx null: dense, nnz == range size).
+  absl::Status sgd_step(const uint32_t* idx, const double* g, std::size_t nnz, double t,
+                        double factor = 1.0);
 
   /// The refusal of worker's dense push x[0, n) naming its first
   /// non-finite key, or OK when every value is finite.

@@ -32,8 +32,8 @@ void topology::sgd_step(worker_ops& ops) const {
 namespace internal {
 
 absl::Status shard_core::sgd_step(const uint32_t* idx, const double* g, std::size_t nnz,
-                                  double t) {
-  const double step = step_at(t);
+                                  double t, double factor) {
+  const double step = factor * step_at(t);
   if (lazy_l2) {
     const double s = step / scale;
     std::vector<double>& v = w.mut();
