@@ -225,8 +225,9 @@ BOOST_AUTO_TEST_CASE(sgd_modes_reach_1e_3_suboptimality) {
     BOOST_TEST_CONTEXT("mode " << dml::ModeName(mode)) {
       // EASGD's center is a damped average of the local models and lags
       // them: it needs more epochs for the same suboptimality (measured:
-      // about 1.7e-3 after 40 epochs here, where the others are below 2e-4).
-      const int epochs = mode == dml::Mode::kEasgd ? 160 : 40;
+      // about 1.7e-3 after 40 epochs here, where the others are below 2e-4;
+      // after 160, 5e-5..4e-4 in 15 runs of 16 and 1.7e-3 in one).
+      const int epochs = mode == dml::Mode::kEasgd ? 320 : 40;
       dml::JobSpec s = SgdSpec(data, m, mode, epochs);
       s.sgd.tau = 4;
       auto j = rt.Submit(s);
