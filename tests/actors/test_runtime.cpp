@@ -246,8 +246,56 @@ BOOST_AUTO_TEST_CASE(sgd_modes_reach_1e_3_suboptimality) {
       BOOST_TEST(r.gap >= 0.0);
       BOOST_TEST(r.primal - r.gap <= p_star + 1e-12);
       BOOST_TEST(r.gap >= r.primal - p_star - 1e-12);
+      // The workers' shares add up to the certificate of the whole data.
+      auto share = dml::IterateShareOf(*data, m, r.w);
+      BOOST_REQUIRE(share.ok());
+      auto whole = dml::CertifyIterate(m, r.w, *share);
+      BOOST_REQUIRE(whole.ok());
+      BOOST_TEST(std::abs(whole->gap - r.gap) <= 1e-10 * r.primal);
+      BOOST_TEST(std::abs(whole->dual - r.dual) <= 1e-10 * r.primal);
     }
   }
+}
+
+// With libdml's defaults (calibrated step falling as 1/(lambda t), the
+// average certified beside the iterate, staleness-aware steps) async with 4
+// workers has no noise floor that more epochs cannot lower: 4x the epochs
+// never ends worse. And a job stops on its certificate (--tol) once the gap
+// allows it.
+BOOST_AUTO_TEST_CASE(async_defaults_improve_with_epochs_and_stop_on_the_gap) {
+  dml::Runtime rt(WithThreads(2));
+  auto data = Problem(dml::Task::kClassification, 2000, 40);
+  const dml::ModelSpec m{dml::ModelKind::kLogisticL2, 1e-2, 0.5};
+  const double p_star = Optimum(*data, m);
+  auto run = [&](int epochs, double tol) {
+    dml::JobSpec s;
+    s.data.dataset = data;
+    s.model = m;
+    s.mode.kind = dml::Mode::kAsync;
+    s.mode.workers = 4;
+    s.stop.max_epochs = epochs;
+    s.stop.gap_rel = tol;
+    auto j = rt.Submit(s);
+    BOOST_REQUIRE_MESSAGE(j.ok(), j.status().ToString());
+    return MustFinish(*j);
+  };
+  const dml::TrainResult short_run = run(20, 0.0);
+  const dml::TrainResult long_run = run(80, 0.0);
+  BOOST_TEST_MESSAGE("async defaults: 20 epochs " << short_run.primal - p_star << ", 80 epochs "
+                                                  << long_run.primal - p_star);
+  BOOST_TEST(long_run.primal <= short_run.primal + 1e-6);
+  BOOST_TEST(long_run.primal - p_star <= 1e-3 * p_star);
+  bool calibrated = false;
+  for (const auto& p : long_run.history) {
+    for (const auto& e : p.events) calibrated |= e.kind == "step_calibrated";
+  }
+  BOOST_TEST(calibrated);
+  // Stops on the certificate: a gap of 1e-2 relative is reached early.
+  const dml::TrainResult tol_run = run(1000, 1e-2);
+  BOOST_TEST((tol_run.reason == dml::StopReason::kConverged));
+  BOOST_TEST(tol_run.gap <= 1e-2 * tol_run.primal);
+  BOOST_TEST(tol_run.epochs < 1000);
+  BOOST_TEST(tol_run.primal - p_star <= tol_run.gap + 1e-12);
 }
 
 BOOST_AUTO_TEST_CASE(sync_is_deterministic_and_equals_the_single_process_minibatch_run) {
