@@ -379,6 +379,19 @@ void wire_and_train(self_ptr self) {
       });
 }
 
+// A start-up request to worker k failed. On nodes, a worker that is gone is
+// its node's loss (the start-up begins again without it); anything else,
+// the job's.
+auto start_up_error(self_ptr self, std::size_t k, uint64_t gen) {
+  return [self, k, gen](caf::error& err) {
+    auto& st = self->state;
+    if (st.finished() || gen != st.generation) return;
+    const int node = st.worker_node[k];
+    if (node >= 0 && link_error(err)) return node_lost(self, node);
+    fail_job(self, err);
+  };
+}
+
 // SGD modes without a step0: every worker calibrates on a sample of its own
 // partition (at once), the median is the job's step0, sent to the workers
 // before the shards are made with it. A restart keeps the calibrated step.
@@ -410,13 +423,7 @@ void calibrate_and_wire(self_ptr self) {
                                         etas->front(), " to ", etas->back(), ")"));
               wire_and_train(self);
             },
-            [self, k, gen](caf::error& err) {
-              auto& st = self->state;
-              if (st.finished() || gen != st.generation) return;
-              const int node = st.worker_node[k];
-              if (node >= 0 && link_error(err)) return node_lost(self, node);
-              fail_job(self, err);
-            });
+            start_up_error(self, k, gen));
   }
 }
 
@@ -449,15 +456,7 @@ void init_workers(self_ptr self) {
               st.m = st.plan.shared_length(st.n, st.d);
               calibrate_and_wire(self);
             },
-            [self, k, gen](caf::error& err) {
-              // On nodes, a worker that is gone is its node's loss (the
-              // start-up begins again without it); anything else, the job's.
-              auto& st = self->state;
-              if (st.finished() || gen != st.generation) return;
-              const int node = st.worker_node[k];
-              if (node >= 0 && link_error(err)) return node_lost(self, node);
-              fail_job(self, err);
-            });
+            start_up_error(self, k, gen));
   }
 }
 
