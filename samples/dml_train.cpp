@@ -513,7 +513,8 @@ int main(int argc, char** argv) {
       metrics->Write(r);
       if (quiet) return;
       if (tty) return status->Show(r);
-      std::printf("epoch %4d  %8.3fs  primal %.10g  dual %.10g  gap %.3e  nnz %lld\n", r.round,
+      // "read": the data nonzeros this epoch read (not the model's nonzeros).
+      std::printf("epoch %4d  %8.3fs  primal %.10g  dual %.10g  gap %.3e  read %lld\n", r.round,
                   r.seconds, r.primal, r.dual, r.gap, static_cast<long long>(r.nnz_touched));
       std::fflush(stdout);
     };
