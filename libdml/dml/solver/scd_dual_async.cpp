@@ -15,8 +15,8 @@
 // thread (which also runs block 0) rebuilds w from alpha before any
 // certificate, which is what makes the reported gap exact.
 // Fitting the threads to the machine (options.fit_threads): data under
-// kMinParallelNnz nonzeros runs on one thread; otherwise epochs 2 (one
-// thread) and 3 (all) are timed, and where all threads did not read
+// kMinParallelNnz nonzeros runs on one thread; otherwise epochs 1 (one
+// thread) and 2 (all) are timed, and where all threads did not read
 // nonzeros faster (contention on a short w; cores that share their caches)
 // the blocks merge and the rest runs on one thread. TrainResult::threads and
 // ::note say so.
@@ -76,8 +76,9 @@ class Barrier {
   uint64_t generation_ = 0;
 };
 
-// About 0.1-0.3 ms of steps: less is not worth starting threads.
-constexpr int64_t kMinParallelNnz = 1 << 16;
+// About 1 ms of steps: data (or, with shrinking, an epoch) shorter than this
+// is not worth two barriers per epoch and the threads' start-up.
+constexpr int64_t kMinParallelNnz = 1 << 18;
 // All threads run when their time per nonzero is below this share of one
 // thread's (a second core should buy at least 10%).
 constexpr double kParallelMargin = 0.9;
@@ -139,6 +140,7 @@ class AsyncEngine {
   /// Nanoseconds per nonzero measured on one thread and on all ([1]), or
   /// -1 where not measured.
   const double* NsPerNnz() const { return ns_per_nnz_; }
+  bool ShrunkMerge() const { return shrunk_merge_; }
 
   ~AsyncEngine() { Stop(); }
 
@@ -170,9 +172,22 @@ class AsyncEngine {
       // at the barrier): the tracked ||w||^2 is exact here.
       for (std::size_t t = 0; t < blocks_.size(); ++t) s.Merge(RunBlock<false>(t));
     } else {
-      barrier_->Wait();  // start
+      // The probe's epoch on every thread visits an eighth of each block's
+      // active rows (the first of last epoch's random order; a partial
+      // epoch is harmless): where threads lose, it costs less than one
+      // epoch of one thread. Rows shrunk meanwhile simply stay active.
+      const bool probe = fit_threads_ && probe_epochs_ == 2;
+      std::vector<int64_t> active;
+      if (probe) {
+        for (DualBlock& b : blocks_) {
+          active.push_back(b.active);
+          b.active = std::min<int64_t>(b.active, std::max<int64_t>(256, b.active / 8));
+        }
+      }
+      barrier_->Wait();  // start (orders the truncation before the workers' reads)
       sums_[0] = RunBlock<true>(0);
       barrier_->Wait();  // end: every block's writes are visible here
+      for (std::size_t t = 0; t < active.size(); ++t) blocks_[t].active = active[t];
       for (const DualEpochSums& b : sums_) s.Merge(b);
       // The tracked ||w||^2 misses the concurrent steps' cross terms;
       // measure it (the atomic adds lose no update, so this is ||w(alpha)||^2
@@ -218,23 +233,34 @@ class AsyncEngine {
   // their steps rarely touch the same features (on dense low-dimensional
   // data every atomic add bounces a cache line of w between cores) and the
   // machine has the cores free; which holds is measured, not guessed: epoch
-  // 1 warms the caches on every thread, epoch 2 runs on one, epoch 3 on
-  // every thread again. If one thread read more nonzeros per second, the
-  // blocks merge into one and the rest runs sequentially (one epoch of
-  // blocks in turn is harmless; many are not: sweeping whole blocks one
-  // after the other converges several times slower on a9a than one random
-  // permutation of all rows).
+  // 1 runs on one thread, epoch 2 on every thread (one epoch of each: on
+  // data where threads lose, a probe epoch costs up to 3 of one thread's).
+  // Unless the threads read nonzeros at least kParallelMargin times one
+  // thread's time each, the blocks merge into one and the rest runs
+  // sequentially (one epoch of blocks in turn is harmless; many are not:
+  // sweeping whole blocks one after the other converges several times
+  // slower on a9a than one random permutation of all rows).
   bool ChooseParallel() {
     if (!fit_threads_) return true;
-    if (probe_epochs_ < 3) return ++probe_epochs_ != 2;
+    if (probe_epochs_ < 2) return ++probe_epochs_ == 2;
     return true;
   }
 
   void Record(bool parallel, int64_t nnz, double secs) {
-    if (!fit_threads_ || blocks_.size() == 1 || probe_epochs_ > 3 || nnz == 0) return;
+    if (!fit_threads_ || blocks_.size() == 1) return;
+    if (probe_epochs_ > 2) {
+      // Threads won the probe, but shrinking left epochs too short for two
+      // barriers a round to pay: one thread from here on.
+      if (nnz < kMinParallelNnz) {
+        shrunk_merge_ = true;
+        MergeBlocks();
+      }
+      return;
+    }
+    if (nnz == 0) return;
     ns_per_nnz_[parallel ? 1 : 0] = 1e9 * secs / static_cast<double>(nnz);
-    if (probe_epochs_ < 3) return;
-    probe_epochs_ = 4;  // decided
+    if (probe_epochs_ < 2) return;
+    probe_epochs_ = 3;  // decided
     if (!(ns_per_nnz_[1] < kParallelMargin * ns_per_nnz_[0])) MergeBlocks();
   }
 
@@ -294,7 +320,8 @@ class AsyncEngine {
   double negconj_sum_ = 0.0;
   double wsq_ = 0.0;
   int64_t wsq_work_ = 0;   // nonzeros read since ||w||^2 was measured
-  int probe_epochs_ = 0;   // epochs of the thread-count probe run; 4: decided
+  int probe_epochs_ = 0;   // epochs of the thread-count probe run; 3: decided
+  bool shrunk_merge_ = false;  // merged because shrinking left short epochs
   double ns_per_nnz_[2] = {-1.0, -1.0};
 };
 
@@ -314,11 +341,15 @@ absl::StatusOr<TrainResult> TrainAsyncScdDual(const Dataset& data, const ModelSp
     r.threads = engine.Threads();
     if (r.threads < options.threads && engine.NsPerNnz()[1] >= 0) {
       r.note = absl::StrFormat(
-          "ran 1 thread of %d after epoch 3: %d threads took %.2f ns per nonzero, 1 took %.2f",
+          "ran 1 thread of %d after epoch 2: %d threads took %.2f ns per nonzero, 1 took %.2f",
           options.threads, options.threads, engine.NsPerNnz()[1], engine.NsPerNnz()[0]);
     } else if (r.threads < options.threads) {
       r.note = absl::StrCat("ran 1 thread of ", options.threads, ": ", data.x.nnz(),
                             " nonzeros are too few for more to pay (< ", kMinParallelNnz, ")");
+    }
+    if (engine.ShrunkMerge()) {
+      r.note = absl::StrCat(options.threads, " threads until shrinking left epochs of fewer than ",
+                            kMinParallelNnz, " nonzeros, then 1");
     }
     return r;
   });
