@@ -41,7 +41,7 @@ using dml::samples::Number;
 using dml::samples::ParseArgs;
 using dml::samples::ParseNumber;
 
-// Flags that take a value; --quiet is the only boolean.
+// Flags that take a value; the switches (--quiet, --resume, --svrg, ...) are in main.
 const char* const kValueFlags[] = {"-c", "-e", "-o", "-s", "-B", "--lambda", "--tol", "--model", "--l1-ratio",
                                    "--solver", "--threads", "--epochs", "--time-budget",
                                    "--generate", "--nnz-per-row", "--noise", "--seed", "--test",
@@ -135,6 +135,7 @@ Distributed (the actor runtime):
   --workers K         workers (2)
   --shards S          parameter shards (1)
   --staleness s       ssp: the staleness bound (2)
+  --svrg              sync, async, ssp: SVRG steps, each evaluation's model the snapshot (off)
   --tau T             easgd, model-averaging: local steps per exchange (8)
   --local-epochs H    cocoa: local epochs per round, or auto (chosen while running, from 1) (1)
   --gamma G           cocoa: aggregation, 1 = adding (1)
@@ -382,6 +383,7 @@ Exit TrainOnRuntime(Run& run, std::shared_ptr<const dml::Dataset>& shared_data,
   job.cocoa.auto_local_epochs = Get(args, "--local-epochs") == "auto";
   job.recovery.path = Get(args, "--checkpoint");
   job.recovery.resume = args.values.count("--resume") > 0;
+  job.sgd.svrg = args.values.count("--svrg") > 0;
   shared_data = std::make_shared<const dml::Dataset>(std::move(run.data));
   std::optional<dml::net::LocalCluster> cluster;
   dml::RuntimeOptions rt_options;
@@ -486,7 +488,8 @@ int main(int argc, char** argv) {
   std::string error;
   const std::map<std::string, std::string> switches = {
       {"--quiet", "--quiet"}, {"-q", "--quiet"},     {"--resume", "--resume"},
-      {"--verbose", "--verbose"}, {"-h", "--help"}, {"--help", "--help"}};
+      {"--verbose", "--verbose"}, {"-h", "--help"}, {"--help", "--help"},
+      {"--svrg", "--svrg"}};
   if (!ParseArgs(argc, argv, kValueFlags, switches, run.args, error)) {
     return Fail(error);
   }

@@ -298,6 +298,46 @@ BOOST_AUTO_TEST_CASE(async_defaults_improve_with_epochs_and_stop_on_the_gap) {
   BOOST_TEST(tol_run.primal - p_star <= tol_run.gap + 1e-12);
 }
 
+// SVRG (JobSgd::svrg) in the gradient-exchange modes: tighter than plain
+// SGD after the same epochs, its certificate too; refused elsewhere by name.
+BOOST_AUTO_TEST_CASE(svrg_tightens_sync_and_async) {
+  dml::Runtime rt(WithThreads(2));
+  auto data = Problem(dml::Task::kClassification, 2000, 40);
+  const dml::ModelSpec m{dml::ModelKind::kLogisticL2, 1e-3, 0.5};
+  const double p_star = Optimum(*data, m);
+  for (dml::Mode mode : {dml::Mode::kSync, dml::Mode::kAsync}) {
+    BOOST_TEST_CONTEXT("mode " << dml::ModeName(mode)) {
+      double subopt[2], gap[2];
+      for (int svrg = 0; svrg < 2; ++svrg) {
+        dml::JobSpec s;
+        s.data.dataset = data;
+        s.model = m;
+        s.mode.kind = mode;
+        s.mode.workers = 4;
+        s.stop.max_epochs = 40;
+        s.stop.gap_rel = 0;
+        s.sgd.svrg = svrg == 1;
+        auto j = rt.Submit(s);
+        BOOST_REQUIRE_MESSAGE(j.ok(), j.status().ToString());
+        const dml::TrainResult r = MustFinish(*j);
+        subopt[svrg] = (r.primal - p_star) / p_star;
+        gap[svrg] = r.gap / r.primal;
+        BOOST_TEST(r.primal - r.gap <= p_star + 1e-12);
+      }
+      BOOST_TEST_MESSAGE(dml::ModeName(mode) << ": suboptimality " << subopt[0] << " -> "
+                                             << subopt[1] << ", gap " << gap[0] << " -> " << gap[1]);
+      BOOST_TEST(subopt[1] < subopt[0]);
+      BOOST_TEST(gap[1] < gap[0]);
+    }
+  }
+  dml::JobSpec s = SgdSpec(data, m, dml::Mode::kEasgd, 1);
+  s.sgd.svrg = true;
+  auto j = rt.Submit(s);
+  BOOST_REQUIRE(!j.ok());
+  BOOST_TEST(std::string(j.status().message()) ==
+             "JobSpec.sgd.svrg: modes sync, async and ssp only, not easgd");
+}
+
 BOOST_AUTO_TEST_CASE(sync_is_deterministic_and_equals_the_single_process_minibatch_run) {
   // 30 features: workers pull whole ranges; 3000: they pull the batch's keys.
   for (int64_t cols : {30, 3000}) {

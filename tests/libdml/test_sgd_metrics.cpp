@@ -352,6 +352,38 @@ dml::TrainResult TrainOk(const Dataset& data, const ModelSpec& model,
 
 double RelativeSuboptimality(double p, double p_star) { return (p - p_star) / std::abs(p_star); }
 
+// SVRG's estimate: at the snapshot it is mu itself; over all rows as one
+// batch it is the full loss gradient at w (unbiased), for any snapshot.
+BOOST_AUTO_TEST_CASE(svrg_gradient_is_mu_at_the_snapshot_and_exact_over_all_rows) {
+  const Dataset data = MakeData(dml::Task::kClassification, 0.3, 31);
+  const ModelSpec model{ModelKind::kLogisticL2, 1e-2, 0.5};
+  const int64_t n = data.x.rows();
+  std::vector<double> snap(data.x.cols()), w(data.x.cols());
+  dml::Rng rng(5);
+  for (std::size_t j = 0; j < w.size(); ++j) {
+    snap[j] = rng.Uniform() - 0.5;
+    w[j] = rng.Uniform() - 0.5;
+  }
+  auto anchor = dml::LossDerivatives(data, model, snap);
+  BOOST_REQUIRE(anchor.ok());
+  std::vector<int64_t> all(n);
+  std::iota(all.begin(), all.end(), int64_t{0});
+  auto mu = dml::MinibatchGradient(data, model, all, snap, false);
+  BOOST_REQUIRE(mu.ok());
+  const std::vector<int64_t> batch{3, 17, 17, 200};
+  auto at_snap = dml::SvrgGradient(data, model, batch, snap, *anchor, *mu);
+  BOOST_REQUIRE(at_snap.ok());
+  for (std::size_t j = 0; j < w.size(); ++j) BOOST_TEST(std::abs((*at_snap)[j] - (*mu)[j]) < 1e-15);
+  auto full = dml::SvrgGradient(data, model, all, w, *anchor, *mu);
+  auto want = dml::MinibatchGradient(data, model, all, w, false);
+  BOOST_REQUIRE(full.ok() && want.ok());
+  for (std::size_t j = 0; j < w.size(); ++j) BOOST_TEST(std::abs((*full)[j] - (*want)[j]) < 1e-12);
+  auto bad = dml::SvrgGradient(data, model, batch, w, std::vector<double>(3), *mu);
+  BOOST_REQUIRE(!bad.ok());
+  BOOST_TEST(std::string(bad.status().message()) ==
+             "SvrgGradient: 3 anchor derivatives for 500 rows, 30 mean-gradient entries for 30 weights");
+}
+
 // The average covers the iterates from the last power of two but one:
 // after 1..7 it is mean(2..7); after 8, mean(4..8).
 BOOST_AUTO_TEST_CASE(iterate_average_keeps_at_least_the_last_half) {

@@ -49,11 +49,15 @@ void read_model(self_ptr self, Done done) {
 // The certificate of w: each worker sends its IterateShare (its rows' loss
 // and share of A^T loss'(A w), a d-vector), the coordinator adds them up
 // into P, D and the gap (evaluate.hpp, CertifyIterate).
+// tag > 0: w also becomes SVRG snapshot `tag` (JobSgd::svrg): the workers
+// keep their rows' derivatives at it, and once the shares are in, every
+// worker gets the snapshot's full loss gradient mu = sum of the shares'
+// gradients / n.
 template <class Done>
-void certify_model(self_ptr self, dvec wd, Done done) {
+void certify_model(self_ptr self, dvec wd, int64_t tag, Done done) {
   auto& st = self->state;
   st.coordinator_bytes += static_cast<int64_t>(st.workers.size()) * wd.bytes();
-  ask_workers<dvec>(self, [self, wd, done](std::vector<dvec>& shares) {
+  ask_workers<dvec>(self, [self, wd, tag, done](std::vector<dvec>& shares) {
     auto& st = self->state;
     IterateShare total;
     for (std::size_t k = 0; k < shares.size(); ++k) {
@@ -67,8 +71,17 @@ void certify_model(self_ptr self, dvec wd, Done done) {
     }
     auto c = CertifyIterate(st.spec().model, *wd.as_vector(), total);
     if (!c.ok()) return fail_job(self, c.status());
+    if (tag > 0) {
+      const double inv_n = 1.0 / static_cast<double>(total.rows);
+      for (double& g : total.grad) g *= inv_n;
+      dvec mu(std::move(total.grad));
+      for (auto& w : st.workers) {
+        st.coordinator_bytes += mu.bytes();
+        self->send(w, svrg_atom_v, tag, mu);
+      }
+    }
     done(*c);
-  }, iterate_atom_v, wd);
+  }, iterate_atom_v, wd, tag);
 }
 
 // Certifies the current model and, for the L2 models (SgdOptions::average),
@@ -77,7 +90,9 @@ void certify_model(self_ptr self, dvec wd, Done done) {
 template <class Done>
 void evaluate(self_ptr self, Done done) {
   read_model(self, [self, done](dvec wd) {
-    certify_model(self, wd, [self, wd, done](const Certificate& c) {
+    auto& st = self->state;
+    const int64_t tag = st.spec().sgd.svrg ? ++st.svrg_tag : 0;
+    certify_model(self, wd, tag, [self, wd, done](const Certificate& c) {
       auto& st = self->state;
       // One vector for both (a shard's arena block is a view: copied once).
       std::shared_ptr<const std::vector<double>> w = wd.as_vector();
@@ -89,7 +104,7 @@ void evaluate(self_ptr self, Done done) {
         return done(*w);
       }
       dvec avg{std::vector<double>(st.average.Value())};
-      certify_model(self, avg, [self, c, w, avg, done](const Certificate& a) {
+      certify_model(self, avg, 0, [self, c, w, avg, done](const Certificate& a) {
         if (a.primal < c.primal) {
           record(self, a.primal, a.dual, a.gap);
           return done(*avg.as_vector());

@@ -100,6 +100,11 @@ absl::Status ValidateSpec(const JobSpec& s) {
                                                 s.sgd.momentum));
   }
   if (s.sgd.staleness < 0) return Invalid("sgd.staleness", absl::StrCat("must be >= 0, got ", s.sgd.staleness));
+  if (s.sgd.svrg && s.mode.kind != Mode::kSync && s.mode.kind != Mode::kAsync &&
+      s.mode.kind != Mode::kSsp) {
+    return Invalid("sgd.svrg", absl::StrCat("modes sync, async and ssp only, not ",
+                                            AsAbsl(ModeName(s.mode.kind))));
+  }
   if (s.sgd.tau < 1) return Invalid("sgd.tau", absl::StrCat("must be >= 1, got ", s.sgd.tau));
   if (!(s.sgd.easgd_alpha >= 0 && s.sgd.easgd_alpha < 1)) {
     return Invalid("sgd.easgd_alpha", absl::StrCat("must be in [0, 1), got ", s.sgd.easgd_alpha));

@@ -61,6 +61,13 @@ struct JobSgd : SgdOptions {
   /// Evaluate the objective every this many epochs (each evaluation is also
   /// the restart point after a node loss).
   double eval_every_epochs = 1.0;
+  /// sync, async, ssp: SVRG (Prox-SVRG). Every evaluation's model is the
+  /// snapshot: the certificate pass already sums its full loss gradient mu,
+  /// which goes to every worker with its rows' derivatives kept from that
+  /// pass; a worker then pushes (1/|B|) sum (loss'_i(w) - loss'_i(snapshot))
+  /// x_i + mu. The pushes are dense (mu): it pays where d is small against
+  /// a minibatch's nonzeros, or the target is tight (bench/results).
+  bool svrg = false;
 };
 
 /// Checkpoints and node loss.

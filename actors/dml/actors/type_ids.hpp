@@ -43,6 +43,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(dml_actors, caf::first_custom_type_id)
   CAF_ADD_ATOM(dml_actors, dml::actors, fetch_atom, "fetch")
   CAF_ADD_ATOM(dml_actors, dml::actors, iterate_atom, "iterate")
   CAF_ADD_ATOM(dml_actors, dml::actors, calibrate_atom, "calibrate")
+  CAF_ADD_ATOM(dml_actors, dml::actors, svrg_atom, "svrg")
 
   // Payload types.
   CAF_ADD_TYPE_ID(dml_actors, (dml::actors::dense_block))

@@ -247,12 +247,12 @@ caf::result<block_sums> certify(self_ptr self, const dvec& shared) {
   return block_sums{*loss, 0.0, 0.0, {}};
 }
 
-caf::result<dvec> certify_iterate(self_ptr self, const dvec& w) {
+caf::result<dvec> certify_iterate(self_ptr self, const dvec& w, int64_t tag) {
   auto& st = self->state;
   if (w.ref) {
     return internal::fetch_and_redeliver<worker_actor>(
         self, st.fetcher, self->make_response_promise<dvec>(), w,
-        [](dvec v) { return std::make_tuple(iterate_atom_v, std::move(v)); });
+        [tag](dvec v) { return std::make_tuple(iterate_atom_v, std::move(v), tag); });
   }
   if (!w.wire_error.empty()) return fail(st.who + "certificate: " + w.wire_error);
   if (!w.has_values() || static_cast<int64_t>(w.size()) != st.d) {
@@ -261,6 +261,13 @@ caf::result<dvec> certify_iterate(self_ptr self, const dvec& w) {
   }
   auto share = IterateShareOf(st.local, st.cfg.model, *w.as_vector());
   if (!share.ok()) return as_error(st, share.status());
+  if (tag > 0) {
+    auto anchor = LossDerivatives(st.local, st.cfg.model, *w.as_vector());
+    if (!anchor.ok()) return as_error(st, anchor.status());
+    st.anchor = *std::move(anchor);
+    st.anchor_tag = tag;
+    st.svrg_mu.clear();  // until this snapshot's mu arrives
+  }
   return dvec(PackIterateShare(*share));
 }
 
@@ -326,7 +333,27 @@ worker_actor::behavior_type worker_impl(self_ptr self, worker_config cfg) {
       [self](certify_atom, const dvec& shared) -> caf::result<block_sums> {
         return certify(self, shared);
       },
-      [self](iterate_atom, const dvec& w) -> caf::result<dvec> { return certify_iterate(self, w); },
+      [self](iterate_atom, const dvec& w) -> caf::result<dvec> {
+        return certify_iterate(self, w, 0);
+      },
+      [self](iterate_atom, const dvec& w, int64_t tag) -> caf::result<dvec> {
+        return certify_iterate(self, w, tag);
+      },
+      [self](svrg_atom, int64_t tag, const dvec& mu) {
+        auto& st = self->state;
+        if (mu.ref) {
+          // A large mu came by reference: fetch it, then handle it as if sent.
+          internal::with_values(self, st.fetcher, mu, [self, tag](dvec v) {
+            self->send(self, svrg_atom_v, tag, std::move(v));
+          });
+          return;
+        }
+        if (tag != st.anchor_tag || !mu.wire_error.empty() || !mu.has_values() ||
+            static_cast<int64_t>(mu.size()) != st.d) {
+          return;  // not this worker's snapshot (replaced since), or unusable: plain steps
+        }
+        st.svrg_mu.assign(mu.view().begin(), mu.view().end());
+      },
       [self](calibrate_atom) -> caf::result<double> {
         auto& st = self->state;
         auto eta = CalibrateStep(st.local, st.cfg.model, st.cfg.batch_size,

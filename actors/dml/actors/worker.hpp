@@ -58,6 +58,11 @@ namespace dml::actors {
 ///  - iterate(w): the SGD modes' certificate share of this partition at w
 ///    (dml::IterateShare, packed by PackIterateShare: a d-vector and a few
 ///    sums, which the coordinator adds up into P, D and the gap).
+///    iterate(w, tag): the same, and w becomes SVRG snapshot `tag` (its rows'
+///    loss derivatives are kept). svrg(tag, mu): snapshot `tag`'s full loss
+///    gradient; from the next step on pushes are SVRG estimates (a tag
+///    other than the kept one is ignored: a replaced worker pushes plain
+///    gradients until the next snapshot).
 ///  - coords(r): the local coordinates that go with round r's shared vector
 ///    (dual cocoa: alpha of its rows; primal cocoa: w of its columns): those
 ///    before round r's solve if it started, else the current ones. Errors:
@@ -72,6 +77,8 @@ using worker_actor = caf::typed_actor<
     caf::replies_to<round_atom, int64_t, dvec, int64_t>::with<block_sums, worker_report>,
     caf::replies_to<certify_atom, dvec>::with<block_sums>,
     caf::replies_to<iterate_atom, dvec>::with<dvec>,
+    caf::replies_to<iterate_atom, dvec, int64_t>::with<dvec>,
+    caf::reacts_to<svrg_atom, int64_t, dvec>,
     caf::replies_to<calibrate_atom>::with<double>,
     caf::reacts_to<calibrate_atom, double, double>,
     caf::replies_to<coords_atom, int64_t>::with<dvec>,

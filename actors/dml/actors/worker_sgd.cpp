@@ -236,7 +236,10 @@ class step_ops final : public worker_ops {
     pull_all(self, st.clock, [self, rows = rows_, on_error, loop] {
       auto& st = self->state;
       if (loop != st.loop) return;  // superseded: never push to the new shards
-      auto g = MinibatchGradient(st.local, st.cfg.model, rows, st.w, /*include_regularizer=*/false);
+      auto g = st.svrg_mu.empty()
+                   ? MinibatchGradient(st.local, st.cfg.model, rows, st.w,
+                                       /*include_regularizer=*/false)
+                   : SvrgGradient(st.local, st.cfg.model, rows, st.w, st.anchor, st.svrg_mu);
       if (!g.ok()) return on_error(as_error(st, g.status()));
       push_all(self, st.clock, *g, [self, loop] { internal::step_done(self, loop); },
                on_error);

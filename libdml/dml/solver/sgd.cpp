@@ -429,6 +429,47 @@ absl::StatusOr<std::vector<double>> MinibatchGradient(const Dataset& data, const
   return g;
 }
 
+absl::StatusOr<std::vector<double>> LossDerivatives(const Dataset& data, const ModelSpec& model,
+                                                    const std::vector<double>& w) {
+  std::vector<int64_t> rows(static_cast<std::size_t>(data.x.rows()));
+  std::iota(rows.begin(), rows.end(), int64_t{0});
+  if (rows.empty()) return std::vector<double>{};
+  DML_RETURN_IF_ERROR(CheckBatch(data, model, rows, w.size()));
+  std::vector<double> deriv(rows.size());
+  WithLoss(model.kind, [&](auto loss) {
+    using Loss = decltype(loss);
+    BatchDerivatives<Loss>(data, rows.data(), rows.size(), [&w](uint32_t j) { return w[j]; },
+                           deriv.data());
+  });
+  return deriv;
+}
+
+absl::StatusOr<std::vector<double>> SvrgGradient(const Dataset& data, const ModelSpec& model,
+                                                 const std::vector<int64_t>& rows,
+                                                 const std::vector<double>& w,
+                                                 const std::vector<double>& anchor,
+                                                 const std::vector<double>& mu) {
+  DML_RETURN_IF_ERROR(CheckBatch(data, model, rows, w.size()));
+  if (static_cast<int64_t>(anchor.size()) != data.x.rows() || mu.size() != w.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("SvrgGradient: ", anchor.size(),
+                                                   " anchor derivatives for ", data.x.rows(),
+                                                   " rows, ", mu.size(), " mean-gradient entries for ",
+                                                   w.size(), " weights"));
+  }
+  std::vector<double> deriv(rows.size());
+  WithLoss(model.kind, [&](auto loss) {
+    using Loss = decltype(loss);
+    BatchDerivatives<Loss>(data, rows.data(), rows.size(), [&w](uint32_t j) { return w[j]; },
+                           deriv.data());
+  });
+  const double inv_b = 1.0 / static_cast<double>(rows.size());
+  for (std::size_t k = 0; k < rows.size(); ++k) deriv[k] = (deriv[k] - anchor[rows[k]]) * inv_b;
+  std::vector<double> g = mu;
+  AddRows(data.x, rows.data(), rows.size(), deriv.data(),
+          [&g](uint32_t j, double delta) { g[j] += delta; });
+  return g;
+}
+
 absl::Status SgdStep(const Dataset& data, const ModelSpec& model,
                      const std::vector<int64_t>& batch_rows, double step,
                      std::vector<double>& w) {

@@ -81,6 +81,25 @@ absl::Status HogwildStep(const Dataset& data, const ModelSpec& model,
                          const std::vector<double>& inv_touch, std::atomic<double>* w,
                          std::size_t d, HogwildScratch& scratch);
 
+/// loss'(y_i, x_i.w) for every row of `data` (hinge: -y where y z < 1, else
+/// 0): an SVRG snapshot's per-row derivatives. Errors: as MinibatchGradient.
+absl::StatusOr<std::vector<double>> LossDerivatives(const Dataset& data, const ModelSpec& model,
+                                                    const std::vector<double>& w);
+
+/// SVRG's minibatch estimate of the loss gradient (Johnson & Zhang, NIPS
+/// 2013; with the regulariser's prox applied by the caller, Prox-SVRG, Xiao
+/// & Zhang 2014):
+///   (1/|B|) sum_{i in B} (loss'(y_i, x_i.w) - anchor[i]) x_i + mu,
+/// anchor = LossDerivatives at the snapshot, mu the full loss gradient
+/// there (of every worker's rows). Unbiased, and its variance vanishes as w
+/// and the snapshot approach the optimum. Length d, dense (mu). Errors: as
+/// MinibatchGradient, or anchor / mu of the wrong length.
+absl::StatusOr<std::vector<double>> SvrgGradient(const Dataset& data, const ModelSpec& model,
+                                                 const std::vector<int64_t>& rows,
+                                                 const std::vector<double>& w,
+                                                 const std::vector<double>& anchor,
+                                                 const std::vector<double>& mu);
+
 /// step0 for SGD on `data` when none is given (SgdOptions::step0 == 0):
 /// Bottou's calibration ("Stochastic gradient descent tricks", 2012). On a
 /// seeded sample of at most 1000 rows, five passes of minibatch SGD (batch

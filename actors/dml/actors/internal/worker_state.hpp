@@ -46,6 +46,12 @@ struct worker_state {
   std::vector<parameter_shard> shards;
   std::vector<int64_t> bounds;  // S+1 key boundaries
   std::vector<double> w;        // pulled model, or the local model (easgd, mavg)
+  // SVRG: loss' of every local row at the snapshot with tag anchor_tag, and
+  // the full loss gradient there (set by the coordinator's svrg message;
+  // empty until the first).
+  std::vector<double> anchor;
+  int64_t anchor_tag = 0;
+  std::vector<double> svrg_mu;
   std::vector<double> inv_touch;  // hogwild: regulariser scaling per column
   std::shared_ptr<const Dataset> shared_data;  // hogwild: the whole dataset
   HogwildScratch hog_scratch;
