@@ -404,6 +404,18 @@ absl::Status CheckBatch(const Dataset& data, const ModelSpec& model,
   return absl::OkStatus();
 }
 
+// loss'(y_i, x_i.w) of each listed row (checked by the caller).
+std::vector<double> RowDerivatives(const Dataset& data, const ModelSpec& model,
+                                   const std::vector<int64_t>& rows, const std::vector<double>& w) {
+  std::vector<double> deriv(rows.size());
+  WithLoss(model.kind, [&](auto loss) {
+    using Loss = decltype(loss);
+    BatchDerivatives<Loss>(data, rows.data(), rows.size(), [&w](uint32_t j) { return w[j]; },
+                           deriv.data());
+  });
+  return deriv;
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<double>> MinibatchGradient(const Dataset& data, const ModelSpec& model,
@@ -411,12 +423,7 @@ absl::StatusOr<std::vector<double>> MinibatchGradient(const Dataset& data, const
                                                       const std::vector<double>& w,
                                                       bool include_regularizer) {
   DML_RETURN_IF_ERROR(CheckBatch(data, model, rows, w.size()));
-  std::vector<double> deriv(rows.size());
-  WithLoss(model.kind, [&](auto loss) {
-    using Loss = decltype(loss);
-    BatchDerivatives<Loss>(data, rows.data(), rows.size(), [&w](uint32_t j) { return w[j]; },
-                           deriv.data());
-  });
+  std::vector<double> deriv = RowDerivatives(data, model, rows, w);
   const double inv_b = 1.0 / static_cast<double>(rows.size());
   for (double& dk : deriv) dk *= inv_b;
   std::vector<double> g(w.size(), 0.0);
@@ -435,13 +442,7 @@ absl::StatusOr<std::vector<double>> LossDerivatives(const Dataset& data, const M
   std::iota(rows.begin(), rows.end(), int64_t{0});
   if (rows.empty()) return std::vector<double>{};
   DML_RETURN_IF_ERROR(CheckBatch(data, model, rows, w.size()));
-  std::vector<double> deriv(rows.size());
-  WithLoss(model.kind, [&](auto loss) {
-    using Loss = decltype(loss);
-    BatchDerivatives<Loss>(data, rows.data(), rows.size(), [&w](uint32_t j) { return w[j]; },
-                           deriv.data());
-  });
-  return deriv;
+  return RowDerivatives(data, model, rows, w);
 }
 
 absl::StatusOr<std::vector<double>> SvrgGradient(const Dataset& data, const ModelSpec& model,
@@ -456,12 +457,7 @@ absl::StatusOr<std::vector<double>> SvrgGradient(const Dataset& data, const Mode
                                                    " rows, ", mu.size(), " mean-gradient entries for ",
                                                    w.size(), " weights"));
   }
-  std::vector<double> deriv(rows.size());
-  WithLoss(model.kind, [&](auto loss) {
-    using Loss = decltype(loss);
-    BatchDerivatives<Loss>(data, rows.data(), rows.size(), [&w](uint32_t j) { return w[j]; },
-                           deriv.data());
-  });
+  std::vector<double> deriv = RowDerivatives(data, model, rows, w);
   const double inv_b = 1.0 / static_cast<double>(rows.size());
   for (std::size_t k = 0; k < rows.size(); ++k) deriv[k] = (deriv[k] - anchor[rows[k]]) * inv_b;
   std::vector<double> g = mu;
