@@ -15,11 +15,12 @@
 // thread (which also runs block 0) rebuilds w from alpha before any
 // certificate, which is what makes the reported gap exact.
 // Fitting the threads to the machine (options.fit_threads): data under
-// kMinParallelNnz nonzeros runs on one thread; otherwise epochs 1 (one
-// thread) and 2 (all) are timed, and where all threads did not read
-// nonzeros faster (contention on a short w; cores that share their caches)
-// the blocks merge and the rest runs on one thread. TrainResult::threads and
-// ::note say so.
+// kMinParallelNnz nonzeros runs on one thread; otherwise epoch 1 (one
+// thread) and an eighth of epoch 2 (all) are timed, and where all threads
+// did not read nonzeros faster (contention on a short w; cores that share
+// their caches) the blocks merge and the rest runs on one thread; so they
+// do once shrinking leaves epochs under kMinParallelNnz. TrainResult::threads
+// and ::note say so.
 // Stopping: StopRule, as DriveDualScd in scd_dual_kernel.hpp.
 // With T = 1 no thread is started and the plain (non-atomic) kernel runs:
 // the iterates are those of the sequential solver with the same seed.
@@ -108,9 +109,7 @@ class AsyncEngine {
     std::vector<int64_t> rows(static_cast<std::size_t>(n));
     std::iota(rows.begin(), rows.end(), int64_t{0});
     Rng deal(opt.seed ^ 0x5851f42d4c957f2dULL);
-    if (threads > 1) {
-      for (int64_t i = n; i > 1; --i) std::swap(rows[i - 1], rows[deal.Below(static_cast<uint64_t>(i))]);
-    }
+    if (threads > 1) deal.Shuffle(rows);
     const std::vector<int64_t>& off = data.x.offsets();
     const int64_t nnz = data.x.nnz();
     blocks_.resize(static_cast<std::size_t>(threads));
@@ -233,10 +232,9 @@ class AsyncEngine {
   // their steps rarely touch the same features (on dense low-dimensional
   // data every atomic add bounces a cache line of w between cores) and the
   // machine has the cores free; which holds is measured, not guessed: epoch
-  // 1 runs on one thread, epoch 2 on every thread (one epoch of each: on
-  // data where threads lose, a probe epoch costs up to 3 of one thread's).
-  // Unless the threads read nonzeros at least kParallelMargin times one
-  // thread's time each, the blocks merge into one and the rest runs
+  // 1 runs on one thread, then an eighth of epoch 2 on every thread (see
+  // RunEpoch). Unless the threads read a nonzero in under kParallelMargin
+  // times one thread's time, the blocks merge into one and the rest runs
   // sequentially (one epoch of blocks in turn is harmless; many are not:
   // sweeping whole blocks one after the other converges several times
   // slower on a9a than one random permutation of all rows).
@@ -273,13 +271,11 @@ class AsyncEngine {
       one.order.insert(one.order.end(), b.order.begin(), b.order.begin() + b.active);
     }
     one.active = one.size();
-    for (const DualBlock& b : blocks_) {
-      one.order.insert(one.order.end(), b.order.begin() + b.active, b.order.end());
-      one.eps_pg = std::min(one.eps_pg, b.eps_pg);
-    }
     one.pg_max_old = blocks_[0].pg_max_old;
     one.pg_min_old = blocks_[0].pg_min_old;
     for (const DualBlock& b : blocks_) {
+      one.order.insert(one.order.end(), b.order.begin() + b.active, b.order.end());
+      one.eps_pg = std::min(one.eps_pg, b.eps_pg);
       one.pg_max_old = std::max(one.pg_max_old, b.pg_max_old);
       one.pg_min_old = std::min(one.pg_min_old, b.pg_min_old);
     }
@@ -339,17 +335,17 @@ absl::StatusOr<TrainResult> TrainAsyncScdDual(const Dataset& data, const ModelSp
     DML_RETURN_IF_ERROR(engine.Start());
     TrainResult r = DriveDualScd<Obj>(options, model.lambda, data.x.rows(), engine, checker);
     r.threads = engine.Threads();
-    if (r.threads < options.threads && engine.NsPerNnz()[1] >= 0) {
-      r.note = absl::StrFormat(
-          "ran 1 thread of %d after epoch 2: %d threads took %.2f ns per nonzero, 1 took %.2f",
-          options.threads, options.threads, engine.NsPerNnz()[1], engine.NsPerNnz()[0]);
-    } else if (r.threads < options.threads) {
-      r.note = absl::StrCat("ran 1 thread of ", options.threads, ": ", data.x.nnz(),
-                            " nonzeros are too few for more to pay (< ", kMinParallelNnz, ")");
-    }
+    if (r.threads == options.threads) return r;
     if (engine.ShrunkMerge()) {
       r.note = absl::StrCat(options.threads, " threads until shrinking left epochs of fewer than ",
                             kMinParallelNnz, " nonzeros, then 1");
+    } else if (engine.NsPerNnz()[1] >= 0) {
+      r.note = absl::StrFormat(
+          "ran 1 thread of %d after epoch 2: %d threads took %.2f ns per nonzero, 1 took %.2f",
+          options.threads, options.threads, engine.NsPerNnz()[1], engine.NsPerNnz()[0]);
+    } else {
+      r.note = absl::StrCat("ran 1 thread of ", options.threads, ": ", data.x.nnz(),
+                            " nonzeros are too few for more to pay (< ", kMinParallelNnz, ")");
     }
     return r;
   });
