@@ -132,7 +132,7 @@ void cocoa_decide(self_ptr self, const std::vector<block_sums>& sums) {
   record(self, primal, primal - gap, gap);
   const StopRule& stop = st.spec().stop;
   StopReason why;
-  if (gap <= std::max(stop.gap_abs, stop.gap_rel * std::abs(primal))) {
+  if (gap <= GapTarget(stop, primal)) {
     st.reason = StopReason::kConverged;
   } else if (stop.target_primal && primal <= *stop.target_primal) {
     st.reason = StopReason::kTargetReached;

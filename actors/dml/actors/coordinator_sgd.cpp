@@ -96,8 +96,7 @@ void evaluate(self_ptr self, Done done) {
       auto& st = self->state;
       // One vector for both (a shard's arena block is a view: copied once).
       std::shared_ptr<const std::vector<double>> w = wd.as_vector();
-      const bool averaging =
-          st.spec().sgd.average && FormulationOf(st.spec().model.kind) == Formulation::kDual;
+      const bool averaging = AveragesIterates(st.spec().sgd, st.spec().model);
       if (averaging) st.average.Add(*w);
       if (!averaging || st.average.Count() < 2) {
         record(self, c.primal, c.dual, c.gap);
@@ -121,7 +120,7 @@ void evaluate(self_ptr self, Done done) {
 std::optional<StopReason> certified_stop(const coord_state& st) {
   const StopRule& stop = st.spec().stop;
   const Progress& p = st.last;
-  if (p.gap <= std::max(stop.gap_abs, stop.gap_rel * std::abs(p.primal))) {
+  if (p.gap <= GapTarget(stop, p.primal)) {
     return StopReason::kConverged;
   }
   if (stop.target_primal && p.primal <= *stop.target_primal) return StopReason::kTargetReached;

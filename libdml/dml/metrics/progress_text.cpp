@@ -62,9 +62,9 @@ std::string ResultJson(const TrainResult& r) {
 std::string ProgressEstimate::StatusLine(const Progress& p) {
   double f = p.epochs / std::max(1, stop_.max_epochs);
   if (std::isfinite(stop_.max_seconds)) f = std::max(f, p.seconds / stop_.max_seconds);
-  std::string gap = "gap n/a (SGD)";
+  std::string gap = "gap n/a";  // a certificate that bounds nothing (infinite gap)
   if (std::isfinite(p.gap) && p.gap > 0) {
-    const double target = std::max(stop_.gap_abs, stop_.gap_rel * std::abs(p.primal));
+    const double target = GapTarget(stop_, p.primal);
     if (first_gap_ <= 0) first_gap_ = p.gap;
     if (target > 0 && first_gap_ > target) {
       f = std::max(f, std::log(first_gap_ / p.gap) / std::log(first_gap_ / target));

@@ -287,8 +287,7 @@ absl::StatusOr<TrainResult> RunEpochs(const Dataset& data, const ModelSpec& mode
   }
   const double decay = ResolveStepDecay(model, step0, options.sgd.step_decay);
   IterateAverage average;
-  // L1 models keep the iterate: an average fills the exact zeros in.
-  const bool averaging = options.sgd.average && FormulationOf(model.kind) == Formulation::kDual;
+  const bool averaging = AveragesIterates(options.sgd, model);
   // The better certified of the iterate and the average, by primal.
   auto certify = [&](int epoch, std::vector<double>* model_out) -> absl::StatusOr<Certificate> {
     std::vector<double> w = stepper.Weights();

@@ -5,7 +5,9 @@
 // on the calling thread (sequential solvers) or on the thread that finished
 // the epoch (the async solver's coordinator thread), never concurrently.
 
+#include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <limits>
@@ -45,6 +47,11 @@ struct StopRule {
   /// Polled at least once per epoch; set by another thread to cancel.
   const std::atomic<bool>* cancel = nullptr;
 };
+
+/// The gap the rule accepts at `primal`: max(gap_abs, gap_rel * |primal|).
+inline double GapTarget(const StopRule& rule, double primal) {
+  return std::max(rule.gap_abs, rule.gap_rel * std::abs(primal));
+}
 
 /// Which StopRule ended training (kConverged: the gap rule).
 enum class StopReason { kConverged, kTargetReached, kMaxEpochs, kTimeBudget, kCancelled };
@@ -106,6 +113,12 @@ struct SgdOptions {
   /// the L1 ones the iterate is kept (an average fills its zeros in).
   bool average = true;
 };
+
+/// Whether SGD with `o` certifies the average of its evaluated iterates
+/// beside the iterate (SgdOptions::average: L2 models only).
+inline bool AveragesIterates(const SgdOptions& o, const ModelSpec& model) {
+  return o.average && FormulationOf(model.kind) == Formulation::kDual;
+}
 
 /// How Train runs; checked by Train (InvalidArgument naming the field).
 struct SolverOptions {

@@ -35,7 +35,7 @@ class StopChecker {
   /// on running estimates to decide when an exact check is worth a pass.
   std::optional<StopReason> Satisfied(double primal, double gap) const {
     if (rule_.target_primal && primal <= *rule_.target_primal) return StopReason::kTargetReached;
-    if (gap <= std::max(rule_.gap_abs, rule_.gap_rel * std::abs(primal))) {
+    if (gap <= GapTarget(rule_, primal)) {
       return StopReason::kConverged;
     }
     return std::nullopt;
