@@ -288,8 +288,9 @@ absl::StatusOr<TrainResult> RunEpochs(const Dataset& data, const ModelSpec& mode
   const double decay = ResolveStepDecay(model, step0, options.sgd.step_decay);
   IterateAverage average;
   const bool averaging = AveragesIterates(options.sgd, model);
-  // The better certified of the iterate and the average, by primal.
-  auto certify = [&](int epoch, std::vector<double>* model_out) -> absl::StatusOr<Certificate> {
+  // The better certified of the iterate and the average, by primal (its
+  // model into model_out).
+  auto certify = [&](int epoch, std::vector<double>& model_out) -> absl::StatusOr<Certificate> {
     std::vector<double> w = stepper.Weights();
     DML_ASSIGN_OR_RETURN(Certificate c, ExactCertificate(data, model, w, step0, epoch));
     if (averaging && average.Count() > 1) {
@@ -300,7 +301,7 @@ absl::StatusOr<TrainResult> RunEpochs(const Dataset& data, const ModelSpec& mode
         w = average.Value();
       }
     }
-    if (model_out) *model_out = std::move(w);
+    model_out = std::move(w);
     return c;
   };
   std::vector<int64_t> order(static_cast<std::size_t>(n));
@@ -309,11 +310,14 @@ absl::StatusOr<TrainResult> RunEpochs(const Dataset& data, const ModelSpec& mode
   int64_t t = 0;  // minibatches so far
   int completed = 0;
   StopReason reason = StopReason::kMaxEpochs;
+  std::optional<Certificate> cert;  // of the model in cert_w, while no step has run since
+  std::vector<double> cert_w;
   for (int epoch = 1;; ++epoch) {
     if (auto r = checker.BeforeEpoch(epoch)) {
       reason = *r;
       break;
     }
+    cert.reset();
     rng.Shuffle(order);
     int64_t nnz = 0;
     std::optional<StopReason> interrupted;
@@ -339,7 +343,8 @@ absl::StatusOr<TrainResult> RunEpochs(const Dataset& data, const ModelSpec& mode
     completed = epoch;
     if (epoch % every == 0 || epoch == options.stop.max_epochs) {
       if (averaging) average.Add(stepper.Weights());
-      DML_ASSIGN_OR_RETURN(const Certificate c, certify(epoch, nullptr));
+      DML_ASSIGN_OR_RETURN(const Certificate c, certify(epoch, cert_w));
+      cert = c;
       Progress report;
       report.round = epoch;
       report.epochs = epoch;
@@ -355,7 +360,11 @@ absl::StatusOr<TrainResult> RunEpochs(const Dataset& data, const ModelSpec& mode
   }
 
   TrainResult result;
-  DML_ASSIGN_OR_RETURN(const Certificate c, certify(completed, &result.w));
+  if (!cert) {
+    DML_ASSIGN_OR_RETURN(cert, certify(completed, cert_w));
+  }
+  const Certificate& c = *cert;
+  result.w = std::move(cert_w);
   result.primal = c.primal;
   result.dual = c.dual;
   result.gap = c.gap;
