@@ -224,29 +224,6 @@ caf::result<block_sums, worker_report> solve_round(self_ptr self, int64_t r, con
   return promise;
 }
 
-caf::result<block_sums> certify(self_ptr self, const dvec& shared) {
-  auto& st = self->state;
-  if (shared.ref) {
-    return internal::fetch_and_redeliver<worker_actor>(
-        self, st.fetcher, self->make_response_promise<block_sums>(), shared,
-        [](dvec v) { return std::make_tuple(certify_atom_v, std::move(v)); });
-  }
-  if (!shared.wire_error.empty()) return fail(st.who + "certify: " + shared.wire_error);
-  if (!shared.has_values()) return fail(st.who + "certify without a shared vector");
-  if (st.solver) {
-    auto c = st.solver->Certify(*shared.as_vector());
-    if (!c.ok()) return as_error(st, c.status());
-    return block_sums{c->loss_sum, c->gap_sum, c->reg_sum, {}};
-  }
-  if (!shared.has_values() || static_cast<int64_t>(shared.size()) != st.d) {
-    return fail(st.who + "certify with " + std::to_string(shared.size()) +
-                " weights; the model has " + std::to_string(st.d));
-  }
-  auto loss = LossSum(st.local, st.cfg.model, *shared.as_vector());
-  if (!loss.ok()) return as_error(st, loss.status());
-  return block_sums{*loss, 0.0, 0.0, {}};
-}
-
 caf::result<dvec> certify_iterate(self_ptr self, const dvec& w, int64_t tag) {
   auto& st = self->state;
   if (w.ref) {
@@ -329,9 +306,6 @@ worker_actor::behavior_type worker_impl(self_ptr self, worker_config cfg) {
       [self](round_atom, int64_t r, const dvec& shared,
              int64_t steps) -> caf::result<block_sums, worker_report> {
         return solve_round(self, r, shared, steps);
-      },
-      [self](certify_atom, const dvec& shared) -> caf::result<block_sums> {
-        return certify(self, shared);
       },
       [self](iterate_atom, const dvec& w) -> caf::result<dvec> {
         return certify_iterate(self, w, 0);

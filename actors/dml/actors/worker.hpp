@@ -51,7 +51,6 @@ namespace dml::actors {
 ///    speculative: the coordinator may stop at this certificate, so the
 ///    coordinates it certifies are kept (coords(r)). A push that fails
 ///    later reaches the coordinator as a worker_report carrying the error.
-///  - certify(shared): this partition's share of the objective at `shared`.
 ///  - calibrate: SGD modes, the step0 that Bottou's calibration finds on a
 ///    sample of this partition (dml::CalibrateStep). calibrate(step0,
 ///    decay): the schedule to run with (the coordinator's choice).
@@ -75,7 +74,6 @@ using worker_actor = caf::typed_actor<
     caf::reacts_to<step_atom, uint64_t>,
     caf::reacts_to<halt_atom>,
     caf::replies_to<round_atom, int64_t, dvec, int64_t>::with<block_sums, worker_report>,
-    caf::replies_to<certify_atom, dvec>::with<block_sums>,
     caf::replies_to<iterate_atom, dvec>::with<dvec>,
     caf::replies_to<iterate_atom, dvec, int64_t>::with<dvec>,
     caf::reacts_to<svrg_atom, int64_t, dvec>,
