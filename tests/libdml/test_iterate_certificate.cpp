@@ -8,6 +8,7 @@
 // tight at the optimum where the dual point is continuous in w.
 
 #include <cmath>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -209,6 +210,32 @@ BOOST_AUTO_TEST_CASE(bad_inputs_are_refused_by_name) {
   auto nan_share = dml::UnpackIterateShare(v, 80);
   BOOST_REQUIRE(!nan_share.ok());
   BOOST_TEST(std::string(nan_share.status().message()) == "iterate share: value 20 is nan");
+  // EvaluatePrimal shares these checks, under its own name.
+  const auto lasso_data = Data(ModelKind::kLasso);
+  const auto lasso = Spec(ModelKind::kLasso);
+  auto primal_bad = dml::EvaluatePrimal(lasso_data, lasso, std::vector<double>(3, 0.0));
+  BOOST_REQUIRE(!primal_bad.ok());
+  BOOST_TEST(std::string(primal_bad.status().message()) ==
+             "EvaluatePrimal: model has 3 weights but the data has 80 features");
+  std::vector<double> inf_w(80, 0.0);
+  inf_w[7] = std::numeric_limits<double>::infinity();
+  auto primal_inf = dml::EvaluatePrimal(lasso_data, lasso, inf_w);
+  BOOST_REQUIRE(!primal_inf.ok());
+  BOOST_TEST(std::string(primal_inf.status().message()) ==
+             "EvaluatePrimal: weight of feature 7 is not finite");
+  dml::Dataset empty{lasso_data.x.SliceOuter(0, 0), {}, lasso_data.task, {}};
+  auto primal_empty = dml::EvaluatePrimal(empty, lasso, std::vector<double>(80, 0.0));
+  BOOST_REQUIRE(!primal_empty.ok());
+  BOOST_TEST(std::string(primal_empty.status().message()) == "EvaluatePrimal: data has no examples");
+  auto share_empty = dml::IterateShareOf(empty, lasso, std::vector<double>(80, 0.0));
+  BOOST_REQUIRE(share_empty.ok());  // a worker may hold no rows
+  BOOST_TEST(share_empty->rows == 0);
+  dml::Dataset relabeled = Data(ModelKind::kLogisticL2);
+  relabeled.y[4] = 0.5f;
+  auto bad_label = dml::IterateShareOf(relabeled, m, std::vector<double>(80, 0.0));
+  BOOST_REQUIRE(!bad_label.ok());
+  BOOST_TEST(std::string(bad_label.status().message()) ==
+             "IterateShareOf: label of example 4 is 0.5; model logistic needs labels in {-1,+1}");
   auto none = dml::CertifyIterate(m, std::vector<double>(80, 0.0), dml::IterateShare{});
   BOOST_REQUIRE(!none.ok());
   BOOST_TEST(std::string(none.status().message()) == "CertifyIterate: no rows");

@@ -1,8 +1,13 @@
 #include "dml/objective/evaluate.hpp"
 
+#include <cmath>
+#include <string_view>
+
 #include "absl/strings/str_cat.h"
+#include "dml/objective/internal/iterate_checks.hpp"
 #include "dml/objective/losses.hpp"
 #include "dml/objective/regularizers.hpp"
+#include "dml/util/status.hpp"
 
 namespace dml {
 namespace {
@@ -67,6 +72,43 @@ absl::StatusOr<double> PrimalValue(const Dataset& data, const ModelSpec& model,
   const double n = static_cast<double>(data.x.rows());
   return (data.x.rows() > 0 ? *loss / n : 0.0) + RegularizerValue(model, w);
 }
+
+namespace internal {
+
+absl::Status CheckIterateInputs(std::string_view who, const Dataset& data, const ModelSpec& model,
+                                const std::vector<double>& w, bool allow_empty) {
+  const absl::string_view name(who.data(), who.size());
+  if (static_cast<int64_t>(w.size()) != data.x.cols()) {
+    return absl::InvalidArgumentError(absl::StrCat(name, ": model has ", w.size(),
+                                                   " weights but the data has ", data.x.cols(),
+                                                   " features"));
+  }
+  if (static_cast<int64_t>(data.y.size()) != data.x.rows()) {
+    return absl::InvalidArgumentError(absl::StrCat(name, ": data has ", data.x.rows(),
+                                                   " rows but ", data.y.size(), " labels"));
+  }
+  if (!allow_empty && data.x.rows() == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(name, ": data has no examples"));
+  }
+  for (std::size_t j = 0; j < w.size(); ++j) {
+    if (!std::isfinite(w[j])) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(name, ": weight of feature ", j, " is not finite"));
+    }
+  }
+  const bool classification = TaskOf(model.kind) == Task::kClassification;
+  for (std::size_t i = 0; i < data.y.size(); ++i) {
+    const float y = data.y[i];
+    if (!std::isfinite(y) || (classification && y != 1.0f && y != -1.0f)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          name, ": label of example ", i, " is ", y, "; model ", AsAbsl(ModelName(model.kind)),
+          classification ? " needs labels in {-1,+1}" : " needs finite labels"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace internal
 
 absl::StatusOr<Certificate> Evaluate(const Dataset& data, const ModelSpec& model,
                                      const std::vector<double>& w,

@@ -10,6 +10,7 @@
 #include "dml/objective/elastic_net.hpp"
 #include "dml/objective/evaluate.hpp"
 #include "dml/objective/hinge_svm.hpp"
+#include "dml/objective/internal/iterate_checks.hpp"
 #include "dml/objective/lasso.hpp"
 #include "dml/objective/logistic_l1.hpp"
 #include "dml/objective/logistic_l2.hpp"
@@ -111,41 +112,13 @@ Certificate DualCertificate(const ModelSpec& model, const std::vector<double>& w
   return c;
 }
 
-absl::Status CheckInputs(const Dataset& part, const ModelSpec& model, const std::vector<double>& w) {
-  if (static_cast<int64_t>(w.size()) != part.x.cols()) {
-    return absl::InvalidArgumentError(absl::StrCat("IterateShareOf: model has ", w.size(),
-                                                   " weights but the data has ", part.x.cols(),
-                                                   " features"));
-  }
-  if (static_cast<int64_t>(part.y.size()) != part.x.rows()) {
-    return absl::InvalidArgumentError(absl::StrCat("IterateShareOf: data has ", part.x.rows(),
-                                                   " rows but ", part.y.size(), " labels"));
-  }
-  for (std::size_t j = 0; j < w.size(); ++j) {
-    if (!std::isfinite(w[j])) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("IterateShareOf: weight of feature ", j, " is not finite"));
-    }
-  }
-  const bool classification = TaskOf(model.kind) == Task::kClassification;
-  for (std::size_t i = 0; i < part.y.size(); ++i) {
-    const float y = part.y[i];
-    if (!std::isfinite(y) || (classification && y != 1.0f && y != -1.0f)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "IterateShareOf: label of example ", i, " is ", y, "; model ",
-          AsAbsl(ModelName(model.kind)),
-          classification ? " needs labels in {-1,+1}" : " needs finite labels"));
-    }
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace
 
 absl::StatusOr<IterateShare> IterateShareOf(const Dataset& part, const ModelSpec& model,
                                             const std::vector<double>& w) {
   DML_RETURN_IF_ERROR(Validate(model));
-  DML_RETURN_IF_ERROR(CheckInputs(part, model, w));
+  DML_RETURN_IF_ERROR(
+      internal::CheckIterateInputs("IterateShareOf", part, model, w, /*allow_empty=*/true));
   IterateShare s;
   s.rows = part.x.rows();
   s.grad.assign(w.size(), 0.0);

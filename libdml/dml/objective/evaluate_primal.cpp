@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "dml/objective/elastic_net.hpp"
 #include "dml/objective/evaluate.hpp"
+#include "dml/objective/internal/iterate_checks.hpp"
 #include "dml/objective/lasso.hpp"
 #include "dml/objective/logistic_l1.hpp"
 #include "dml/util/status.hpp"
@@ -74,31 +75,8 @@ absl::StatusOr<Certificate> EvaluatePrimal(const Dataset& data, const ModelSpec&
         "EvaluatePrimal: model ", AsAbsl(ModelName(model.kind)),
         " is solved in the dual; use EvaluateDual"));
   }
-  if (static_cast<int64_t>(w.size()) != data.x.cols()) {
-    return absl::InvalidArgumentError(absl::StrCat("EvaluatePrimal: model has ", w.size(),
-                                                   " weights but the data has ", data.x.cols(),
-                                                   " features"));
-  }
-  if (static_cast<int64_t>(data.y.size()) != data.x.rows()) {
-    return absl::InvalidArgumentError(absl::StrCat("EvaluatePrimal: data has ", data.x.rows(),
-                                                   " rows but ", data.y.size(), " labels"));
-  }
-  if (data.x.rows() == 0) return absl::InvalidArgumentError("EvaluatePrimal: data has no examples");
-  for (std::size_t j = 0; j < w.size(); ++j) {
-    if (!std::isfinite(w[j])) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("EvaluatePrimal: weight of feature ", j, " is not finite"));
-    }
-  }
-  const bool classification = TaskOf(model.kind) == Task::kClassification;
-  for (std::size_t i = 0; i < data.y.size(); ++i) {
-    const float y = data.y[i];
-    if (!std::isfinite(y) || (classification && y != 1.0f && y != -1.0f)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "EvaluatePrimal: label of example ", i, " is ", y, "; model ",
-          AsAbsl(ModelName(model.kind)), classification ? " needs labels in {-1,+1}" : " needs finite labels"));
-    }
-  }
+  DML_RETURN_IF_ERROR(
+      internal::CheckIterateInputs("EvaluatePrimal", data, model, w, /*allow_empty=*/false));
   switch (model.kind) {
     case ModelKind::kLasso: return Certify<LassoObjective>(data, model, w, per_coordinate);
     case ModelKind::kElasticNet:
