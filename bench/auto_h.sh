@@ -36,6 +36,20 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
+# start_node I ADDR: a dml-node in namespace I on ADDR:4242, joining the job's --nodes list.
+nodes=""
+start_node() {
+  ip netns exec "${tag}$1" "$node" --host="$2" --port=4242 --threads=1 \
+    --port-file="$work/port$1" 2>"$work/node$1.log" &
+  pids+=($!)
+  nodes+="${nodes:+,}$2:4242"
+}
+wait_nodes() {
+  for i in 1 2 3 4; do
+    for _ in $(seq 200); do [ -s "$work/port$i" ] && break; sleep 0.05; done
+  done
+  where=(--nodes "$nodes")
+}
 if [[ "$link" == delay\ * ]]; then
   # Userspace delay: host 0 (10.79.0.1) is the root namespace, hosts 1-4 the nodes' namespaces;
   # every packet between them crosses the switch.
@@ -51,7 +65,6 @@ if [[ "$link" == delay\ * ]]; then
   for _ in $(seq 200); do [ -s "$work/switch.ready" ] && break; sleep 0.05; done
   [ -s "$work/switch.ready" ] || { cat "$work/switch.log"; echo "delay_switch did not start"; exit 1; }
   ip addr add 10.79.0.1/24 dev "${tag}t0" && ip link set "${tag}t0" up
-  nodes=""
   for i in 1 2 3 4; do
     ns="${tag}$i"
     ip netns add "$ns"
@@ -59,18 +72,11 @@ if [[ "$link" == delay\ * ]]; then
     ip -n "$ns" addr add "10.79.0.$((i + 1))/24" dev "${tag}t$i"
     ip -n "$ns" link set "${tag}t$i" up
     ip -n "$ns" link set lo up
-    ip netns exec "$ns" "$node" --host="10.79.0.$((i + 1))" --port=4242 --threads=1 \
-      --port-file="$work/port$i" 2>"$work/node$i.log" &
-    pids+=($!)
-    nodes+="${nodes:+,}10.79.0.$((i + 1)):4242"
+    start_node "$i" "10.79.0.$((i + 1))"
   done
-  for i in 1 2 3 4; do
-    for _ in $(seq 200); do [ -s "$work/port$i" ] && break; sleep 0.05; done
-  done
-  where=(--nodes "$nodes")
+  wait_nodes
 elif [ "$link" != 0 ]; then
   ip link add "$br" type bridge && ip addr add 10.78.0.1/24 dev "$br" && ip link set "$br" up
-  nodes=""
   for i in 1 2 3 4; do
     ns="${tag}$i"
     ip netns add "$ns"
@@ -82,15 +88,9 @@ elif [ "$link" != 0 ]; then
     # Both directions of every link.
     ip netns exec "$ns" tc qdisc add dev eth0 root $link || exit 1
     tc qdisc add dev "${tag}v$i" root $link || exit 1
-    ip netns exec "$ns" "$node" --host="10.78.0.$((i + 1))" --port=4242 --threads=1 \
-      --port-file="$work/port$i" 2>"$work/node$i.log" &
-    pids+=($!)
-    nodes+="${nodes:+,}10.78.0.$((i + 1)):4242"
+    start_node "$i" "10.78.0.$((i + 1))"
   done
-  for i in 1 2 3 4; do
-    for _ in $(seq 200); do [ -s "$work/port$i" ] && break; sleep 0.05; done
-  done
-  where=(--nodes "$nodes")
+  wait_nodes
 else
   where=(--local-nodes 4)
 fi

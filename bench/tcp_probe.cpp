@@ -21,7 +21,12 @@
 #include <string>
 #include <vector>
 
+#include "dml/net/internal/bulk_wire.hpp"
+
 namespace {
+
+using dml::net::internal::RecvAll;  // whole buffers, EINTR retried (the bulk channel's)
+using dml::net::internal::SendAll;
 
 double now_ms() {
   timespec ts{};
@@ -34,32 +39,6 @@ bool make_addr(const char* host, const char* port, sockaddr_in* out) {
   out->sin_family = AF_INET;
   out->sin_port = htons(static_cast<unsigned short>(std::atoi(port)));
   return inet_pton(AF_INET, host, &out->sin_addr) == 1;
-}
-
-bool read_full(int fd, char* p, size_t n) {
-  while (n > 0) {
-    ssize_t r = read(fd, p, n);
-    if (r <= 0) {
-      if (r < 0 && errno == EINTR) continue;
-      return false;
-    }
-    p += r;
-    n -= static_cast<size_t>(r);
-  }
-  return true;
-}
-
-bool write_full(int fd, const char* p, size_t n) {
-  while (n > 0) {
-    ssize_t r = write(fd, p, n);
-    if (r <= 0) {
-      if (r < 0 && errno == EINTR) continue;
-      return false;
-    }
-    p += r;
-    n -= static_cast<size_t>(r);
-  }
-  return true;
 }
 
 int serve(const sockaddr_in& addr, const char* port_file) {
@@ -86,16 +65,16 @@ int serve(const sockaddr_in& addr, const char* port_file) {
     }
     setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     char job = 0;
-    if (read_full(c, &job, 1)) {
+    if (RecvAll(c, &job, 1)) {
       if (job == 'e') {
         for (;;) {
           ssize_t r = read(c, buf.data(), buf.size());
-          if (r <= 0 || !write_full(c, buf.data(), static_cast<size_t>(r))) break;
+          if (r <= 0 || !SendAll(c, buf.data(), static_cast<size_t>(r))) break;
         }
       } else if (job == 's') {
         while (read(c, buf.data(), buf.size()) > 0) {
         }
-        write_full(c, "k", 1);
+        SendAll(c, "k", 1);
       }
     }
     close(c);
@@ -120,12 +99,12 @@ int rtt(const sockaddr_in& addr, int rounds) {
   double connect_ms = 0;
   int s = connect_to(addr, &connect_ms);
   if (s < 0) return 1;
-  if (!write_full(s, "e", 1)) return 1;
+  if (!SendAll(s, "e", 1)) return 1;
   std::vector<double> t;
   for (int i = 0; i < rounds; ++i) {
     char b = static_cast<char>('0' + i % 10), back = 0;
     double t0 = now_ms();
-    if (!write_full(s, &b, 1) || !read_full(s, &back, 1) || back != b) {
+    if (!SendAll(s, &b, 1) || !RecvAll(s, &back, 1) || back != b) {
       std::fprintf(stderr, "tcp_probe: echo %d failed\n", i);
       return 1;
     }
@@ -144,16 +123,16 @@ int bulk(const sockaddr_in& addr, long mib) {
   if (s < 0) return 1;
   std::vector<char> buf(1 << 20, 'x');
   double t0 = now_ms();
-  if (!write_full(s, "s", 1)) return 1;
+  if (!SendAll(s, "s", 1)) return 1;
   for (long i = 0; i < mib; ++i) {
-    if (!write_full(s, buf.data(), buf.size())) {
+    if (!SendAll(s, buf.data(), buf.size())) {
       std::perror("tcp_probe: write");
       return 1;
     }
   }
   shutdown(s, SHUT_WR);
   char k = 0;
-  if (!read_full(s, &k, 1)) {
+  if (!RecvAll(s, &k, 1)) {
     std::fprintf(stderr, "tcp_probe: no acknowledgement\n");
     return 1;
   }
