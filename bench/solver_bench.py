@@ -46,21 +46,11 @@ def prepare():
                 lab, _, rest = line.partition(" ")
                 out.write(("+1" if float(lab) > 10.5 else "-1") + " " + rest)
     files["news20"] = news
-    rs = os.path.join(DATA, "realsim_like.svm")
-    if not os.path.exists(rs):
-        # real-sim's shape: 72,309 x 20,958, ~51 nonzeros a row.
-        subprocess.check_call([os.path.join(BUILD, "samples", "dml-gen"), "--rows", "72309",
-                               "--cols", "20958", "--nnz-per-row", "51", "--noise", "0.3",
-                               "--task", "classification", "--seed", "7", "--out", rs])
-    files["realsim-like"] = rs
+    # real-sim's shape: 72,309 x 20,958, ~51 nonzeros a row.
+    files["realsim-like"] = generated("realsim_like.svm", 72309, 20958, 51, 0.3, 7)
     # Dense, low-dimensional (the shape where atomics on a short w contend):
     # 30,000 x 300, every feature present, planted model.
-    dense = os.path.join(DATA, "dense_30k_300.svm")
-    if not os.path.exists(dense):
-        subprocess.check_call([os.path.join(BUILD, "samples", "dml-gen"), "--rows", "30000",
-                               "--cols", "300", "--nnz-per-row", "300", "--noise", "0.5",
-                               "--task", "classification", "--seed", "11", "--out", dense])
-    files["dense"] = dense
+    files["dense"] = generated("dense_30k_300.svm", 30000, 300, 300, 0.5, 11)
     # Small tabular sets with unscaled features (scales over 4-5 orders of
     # magnitude, as raw measurements come), the shape of the UCI sets users
     # try first.
@@ -71,6 +61,17 @@ def prepare():
             write_tabular(path, rows, cols, seed)
         files[name] = path
     return files
+
+
+def generated(name, rows, cols, nnz_per_row, noise, seed):
+    """A classification set from dml-gen (planted model), made once under DATA."""
+    path = os.path.join(DATA, name)
+    if not os.path.exists(path):
+        subprocess.check_call([os.path.join(BUILD, "samples", "dml-gen"), "--rows", str(rows),
+                               "--cols", str(cols), "--nnz-per-row", str(nnz_per_row),
+                               "--noise", str(noise), "--task", "classification",
+                               "--seed", str(seed), "--out", path])
+    return path
 
 
 def write_tabular(path, rows, cols, seed):
