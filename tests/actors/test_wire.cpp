@@ -41,6 +41,7 @@ using dml::actors::dense_block;
 using dml::actors::dvec;
 using dml::actors::FromWire;
 using dml::actors::int64_list;
+using dml::actors::kv_message;
 using dml::actors::key_list;
 using dml::actors::shard_config;
 using dml::actors::shard_stats;
@@ -243,6 +244,34 @@ struct Wire<int64_list> {
 };
 
 template <>
+struct Wire<kv_message> {
+  static constexpr const char* kKind = "kvMessage";
+  static constexpr Envelope::Which kWhich = Envelope::KV_MESSAGE;
+  static kv_message Sample() {
+    kv_message x;
+    x.kind = static_cast<uint8_t>(dml::net::kv_kind::kTransfer);
+    x.requester = 3;
+    x.sender = 1;
+    x.owner = 1;
+    x.hops = 2;
+    x.op = std::numeric_limits<uint64_t>::max();
+    x.keys = {0, 7, std::numeric_limits<int64_t>::max()};
+    x.values = {-1.5, 0.0, 1e300};
+    return x;
+  }
+  static void Expect(const kv_message& got, const kv_message& want) {
+    BOOST_TEST(got.kind == want.kind);
+    BOOST_TEST(got.requester == want.requester);
+    BOOST_TEST(got.sender == want.sender);
+    BOOST_TEST(got.owner == want.owner);
+    BOOST_TEST(got.hops == want.hops);
+    BOOST_TEST(got.op == want.op);
+    ExpectSameVec(got.keys, want.keys, "keys");
+    ExpectSameVec(got.values, want.values, "values");
+  }
+};
+
+template <>
 struct Wire<worker_spec> {
   static constexpr const char* kKind = "workerSpec";
   static constexpr Envelope::Which kWhich = Envelope::WORKER_SPEC;
@@ -372,10 +401,11 @@ struct Wire<Progress> {
 
 using AllPayloads = std::tuple<dvec, sparse_dvec, key_list, block_sums, worker_report,
                                shard_stats, int64_list, worker_spec, shard_config, dense_block,
-                               Progress>;
+                               kv_message, Progress>;
 // Progress is an Envelope payload but no CAF message type.
 using CafPayloads = std::tuple<dvec, sparse_dvec, key_list, block_sums, worker_report,
-                               shard_stats, int64_list, worker_spec, shard_config, dense_block>;
+                               shard_stats, int64_list, worker_spec, shard_config, dense_block,
+                               kv_message>;
 
 // Encodings of every type's sample, with its kind's name, for wrong-kind
 // checks.
@@ -649,7 +679,7 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(wrong_version_or_kind, T, AllPayloads) {
     ++others;
     CheckInvalid(FromWire(other, &out), expected + "payload kind '" + kind + "'");
   }
-  BOOST_TEST(others == 10);
+  BOOST_TEST(others == 11);
   // Kinds only other parts of libdml (or nobody) send.
   std::string none = bytes;
   none[kDiscriminantByte] = 0;
@@ -663,8 +693,8 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(wrong_version_or_kind, T, AllPayloads) {
   bulk[kDiscriminantByte] = 17;
   CheckInvalid(FromWire(bulk, &out), expected + "payload kind 'bulkVector'");
   std::string future = bytes;
-  future[kDiscriminantByte] = 18;
-  CheckInvalid(FromWire(future, &out), expected + "unknown payload kind 18");
+  future[kDiscriminantByte] = 19;
+  CheckInvalid(FromWire(future, &out), expected + "unknown payload kind 19");
   std::string far_future = bytes;
   far_future[kDiscriminantByte] = 0x34;
   far_future[kDiscriminantByte + 1] = 0x12;

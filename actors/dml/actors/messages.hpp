@@ -27,6 +27,8 @@ using net::block_sums;
 using net::dvec;
 using net::int64_list;
 using net::key_list;
+using net::kv_kind;
+using net::kv_message;
 using net::kMaxVectorEntries;
 using net::shard_config;
 using net::shard_stats;
@@ -65,6 +67,7 @@ std::string describe(const block_sums& x);
 std::string describe(const worker_report& x);
 std::string describe(const shard_stats& x);
 std::string describe(const int64_list& x);
+std::string describe(const kv_message& x);
 std::string describe(const worker_spec& x);
 std::string describe(const shard_config& x);
 
@@ -75,6 +78,7 @@ DML_WIRE_PAYLOAD(block_sums)
 DML_WIRE_PAYLOAD(worker_report)
 DML_WIRE_PAYLOAD(shard_stats)
 DML_WIRE_PAYLOAD(int64_list)
+DML_WIRE_PAYLOAD(kv_message)
 DML_WIRE_PAYLOAD(worker_spec)
 DML_WIRE_PAYLOAD(shard_config)
 

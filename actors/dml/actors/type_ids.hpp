@@ -43,6 +43,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(dml_actors, caf::first_custom_type_id)
   CAF_ADD_ATOM(dml_actors, dml::actors, iterate_atom, "iterate")
   CAF_ADD_ATOM(dml_actors, dml::actors, calibrate_atom, "calibrate")
   CAF_ADD_ATOM(dml_actors, dml::actors, svrg_atom, "svrg")
+  CAF_ADD_ATOM(dml_actors, dml::actors, kv_atom, "kv")
 
   // Payload types.
   CAF_ADD_TYPE_ID(dml_actors, (dml::actors::dense_block))
@@ -55,5 +56,6 @@ CAF_BEGIN_TYPE_ID_BLOCK(dml_actors, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(dml_actors, (dml::actors::int64_list))
   CAF_ADD_TYPE_ID(dml_actors, (dml::actors::worker_spec))
   CAF_ADD_TYPE_ID(dml_actors, (dml::actors::shard_config))
+  CAF_ADD_TYPE_ID(dml_actors, (dml::actors::kv_message))
 
 CAF_END_TYPE_ID_BLOCK(dml_actors)

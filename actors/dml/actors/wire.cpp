@@ -164,6 +164,7 @@ DML_CAF_IMPL(int64_list)
 DML_CAF_IMPL(worker_spec)
 DML_CAF_IMPL(shard_config)
 DML_CAF_IMPL(dense_block)
+DML_CAF_IMPL(kv_message)
 #undef DML_CAF_IMPL
 
 std::string describe(const dvec& x) {
@@ -182,6 +183,10 @@ std::string describe(const shard_stats& x) {
   return absl::StrCat("shard_stats(updates ", x.updates, ", pulls ", x.pulls, ")");
 }
 std::string describe(const dense_block& x) { return absl::StrCat("dense_block[", x.size(), "]"); }
+std::string describe(const kv_message& x) {
+  return absl::StrCat("kv_message(kind ", static_cast<int>(x.kind), ", op ", x.requester, ":", x.op,
+                      ", ", x.keys.size(), " keys)");
+}
 std::string describe(const int64_list& x) { return absl::StrCat("int64_list[", x.values.size(), "]"); }
 std::string describe(const worker_spec& x) {
   return absl::StrCat("worker_spec(", AsAbsl(ModeName(x.mode)), ", ", x.index, "/", x.workers,

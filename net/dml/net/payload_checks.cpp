@@ -111,6 +111,29 @@ absl::Status Check(const shard_stats& x) {
   DML_RETURN_IF_ERROR(CheckNonNegative(x.max_granted_staleness, "ShardStats.maxGrantedStaleness"));
   return CheckVectorLength<int64_t>(x.clocks.size(), "ShardStats.clocks");
 }
+absl::Status Check(const kv_message& x) {
+  if (x.kind < 1 || x.kind > kMaxKvKind) {
+    return Invalid("KvMessage.kind", absl::StrCat(static_cast<int>(x.kind), " outside [1, ",
+                                                  static_cast<int>(kMaxKvKind), "]"));
+  }
+  DML_RETURN_IF_ERROR(CheckNonNegative(x.requester, "KvMessage.requester"));
+  DML_RETURN_IF_ERROR(CheckNonNegative(x.sender, "KvMessage.sender"));
+  DML_RETURN_IF_ERROR(CheckNonNegative(x.hops, "KvMessage.hops"));
+  if (x.owner < -1) return Invalid("KvMessage.owner", absl::StrCat(x.owner, " < -1"));
+  DML_RETURN_IF_ERROR(CheckVectorLength<int64_t>(x.keys.size(), "KvMessage.keys"));
+  DML_RETURN_IF_ERROR(CheckVectorLength<double>(x.values.size(), "KvMessage.values"));
+  for (std::size_t i = 0; i < x.keys.size(); ++i) {
+    if (x.keys[i] < 0) {
+      return Invalid("KvMessage.keys", absl::StrCat("entry ", i, " is negative (", x.keys[i], ")"));
+    }
+  }
+  for (std::size_t i = 0; i < x.values.size(); ++i) {
+    if (!std::isfinite(x.values[i])) {
+      return Invalid("KvMessage.values", absl::StrCat("entry ", i, " is not finite"));
+    }
+  }
+  return absl::OkStatus();
+}
 absl::Status Check(const int64_list& x) {
   return CheckVectorLength<int64_t>(x.values.size(), "Int64List.values");
 }

@@ -206,6 +206,17 @@ void Build(const int64_list& x, wire::Envelope::Builder env) {
   PutList<int64_t>(env.initInt64List().initValues(static_cast<unsigned>(x.values.size())),
                    &x.values);
 }
+void Build(const kv_message& x, wire::Envelope::Builder env) {
+  auto b = env.initKvMessage();
+  b.setKind(x.kind);
+  b.setRequester(x.requester);
+  b.setSender(x.sender);
+  b.setOwner(x.owner);
+  b.setHops(x.hops);
+  b.setOp(x.op);
+  PutList<int64_t>(b.initKeys(static_cast<unsigned>(x.keys.size())), &x.keys);
+  PutList<double>(b.initValues(static_cast<unsigned>(x.values.size())), &x.values);
+}
 void Build(const worker_spec& x, wire::Envelope::Builder env) {
   auto b = env.initWorkerSpec();
   b.setMode(static_cast<wire::Mode>(static_cast<uint16_t>(x.mode)));
@@ -258,6 +269,7 @@ std::size_t WordsOf(const sparse_dvec& x) { return 8 + x.size() + WordsForList(x
 std::size_t WordsOf(const key_list& x) { return 8 + WordsForList(x.size(), 4); }
 std::size_t WordsOf(const shard_stats& x) { return 16 + x.clocks.size(); }
 std::size_t WordsOf(const int64_list& x) { return 8 + x.values.size(); }
+std::size_t WordsOf(const kv_message& x) { return 16 + x.keys.size() + x.values.size(); }
 std::size_t WordsOf(const dense_block& x) { return 8 + WordsForList(x.size(), 4); }
 std::size_t WordsOf(const job_checkpoint& x) {
   std::size_t w = 64 + x.shared.size() + 32 * x.history.size();
@@ -330,6 +342,23 @@ absl::Status Read(wire::Envelope::Reader env, shard_stats* out) {
 }
 absl::Status Read(wire::Envelope::Reader env, int64_list* out) {
   out->values = CopyList<int64_t>(env.getInt64List().getValues());
+  return Check(*out);
+}
+absl::Status Read(wire::Envelope::Reader env, kv_message* out) {
+  auto r = env.getKvMessage();
+  out->kind = r.getKind();
+  out->requester = r.getRequester();
+  out->sender = r.getSender();
+  out->owner = r.getOwner();
+  out->hops = r.getHops();
+  out->op = r.getOp();
+  // Each list is read once: the traversal limit is the message's size.
+  auto keys = r.getKeys();
+  auto values = r.getValues();
+  DML_RETURN_IF_ERROR(CheckVectorLength<int64_t>(keys.size(), "KvMessage.keys"));
+  DML_RETURN_IF_ERROR(CheckVectorLength<double>(values.size(), "KvMessage.values"));
+  out->keys = CopyList<int64_t>(keys);
+  out->values = CopyList<double>(values);
   return Check(*out);
 }
 absl::Status Read(wire::Envelope::Reader env, worker_spec* out) {
@@ -448,6 +477,7 @@ Which KindOf(const int64_list*) { return wire::Envelope::INT64_LIST; }
 Which KindOf(const worker_spec*) { return wire::Envelope::WORKER_SPEC; }
 Which KindOf(const shard_config*) { return wire::Envelope::SHARD_SPEC; }
 Which KindOf(const dense_block*) { return wire::Envelope::DENSE_VECTOR; }
+Which KindOf(const kv_message*) { return wire::Envelope::KV_MESSAGE; }
 Which KindOf(const Progress*) { return wire::Envelope::PROGRESS; }
 Which KindOf(const job_checkpoint*) { return wire::Envelope::CHECKPOINT; }
 Which KindOf(const model_file*) { return wire::Envelope::MODEL_FILE; }
@@ -520,6 +550,7 @@ DML_BUILD_IMPL(int64_list)
 DML_BUILD_IMPL(worker_spec)
 DML_BUILD_IMPL(shard_config)
 DML_BUILD_IMPL(dense_block)
+DML_BUILD_IMPL(kv_message)
 #undef DML_BUILD_IMPL
 
 absl::Status BuildBulkReference(const BulkRef& ref, capnp::MallocMessageBuilder& builder) {
@@ -543,6 +574,7 @@ DML_WIRE_IMPL(int64_list)
 DML_WIRE_IMPL(worker_spec)
 DML_WIRE_IMPL(shard_config)
 DML_WIRE_IMPL(dense_block)
+DML_WIRE_IMPL(kv_message)
 DML_WIRE_IMPL(Progress)
 DML_WIRE_IMPL(job_checkpoint)
 DML_WIRE_IMPL(model_file)

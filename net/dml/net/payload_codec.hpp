@@ -42,6 +42,7 @@ DML_PAYLOAD_CODEC(int64_list)
 DML_PAYLOAD_CODEC(worker_spec)
 DML_PAYLOAD_CODEC(shard_config)
 DML_PAYLOAD_CODEC(dense_block)
+DML_PAYLOAD_CODEC(kv_message)
 DML_PAYLOAD_CODEC(Progress)
 /// A BulkVector envelope: a large dvec by reference to its sender's bulk
 /// channel (dml/net/bulk.hpp), valid only inside a CAF message.

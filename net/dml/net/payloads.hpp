@@ -146,6 +146,35 @@ struct int64_list {
   std::string wire_error;  ///< set when a peer's bytes did not decode
 };
 
+/// One message of the key-value store's relocation protocol (wire.capnp
+/// KvMessage; dml/actors/kv.hpp). Ranks and key bounds are checked by the
+/// receiving node, which alone knows the group.
+struct kv_message {
+  uint8_t kind = 1;        ///< kv_kind (default: a pull)
+  int32_t requester = 0;   ///< whose operation; answers go there
+  int32_t sender = 0;      ///< rank that sent it
+  int32_t owner = -1;      ///< answers: who served; hand-over: the new owner
+  int32_t hops = 0;        ///< forwards so far
+  uint64_t op = 0;         ///< the requester's operation id
+  std::vector<int64_t> keys;   ///< keys, or blocks for relocation steps
+  std::vector<double> values;  ///< deltas, pulled values or a block's values
+  std::string wire_error;  ///< set when a peer's bytes did not decode
+};
+
+/// kv_message kinds.
+enum class kv_kind : uint8_t {
+  kPull = 1,
+  kPush = 2,
+  kLocalize = 3,
+  kHandOver = 4,
+  kTransfer = 5,
+  kPullAnswer = 6,
+  kPushAnswer = 7,
+  kBarrier = 8,         ///< a node reached barrier `op` (to rank 0)
+  kBarrierRelease = 9,  ///< every node reached barrier `op` (from rank 0)
+};
+inline constexpr uint8_t kMaxKvKind = 9;
+
 /// What a process needs to spawn one worker (the wire-portable part of
 /// worker_config; wire.capnp WorkerSpec documents each field).
 struct worker_spec {

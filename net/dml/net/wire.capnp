@@ -56,6 +56,7 @@ struct Envelope {
     int64List @16 :Int64List;
     nodeInfo @17 :NodeInfo;
     bulkVector @18 :BulkVector;
+    kvMessage @19 :KvMessage;
   }
 }
 
@@ -287,4 +288,21 @@ struct DenseVector {
 
   values @0 :List(Float32);
   # All entries in order; finite.
+}
+
+struct KvMessage {
+  # One message of the key-value store's relocation protocol
+  # (actors/dml/actors/kv.hpp): an operation travelling to a key's owner,
+  # an answer going back to the requester, or a step of a relocation.
+  kind @0 :UInt8;        # 1 pull, 2 push, 3 localize, 4 hand-over, 5 transfer,
+                         # 6 pull answer, 7 push answer, 8 barrier reached,
+                         # 9 barrier released
+  requester @1 :Int32;   # rank of the node whose operation this is; answers go there
+  sender @2 :Int32;      # rank that sent this message
+  owner @3 :Int32;       # answers: rank that served them; hand-over: the new owner
+  hops @4 :Int32;        # times the operation was forwarded; >= 0
+  op @5 :UInt64;         # the requester's operation id
+  keys @6 :List(Int64);  # keys (pull, push, answers) or blocks (localize, hand-over,
+                         # transfer); >= 0; bounds are checked by the receiver
+  values @7 :List(Float64);  # push deltas, pulled values, transferred blocks; finite
 }

@@ -29,6 +29,7 @@ DML_PAYLOAD_BUILDER(int64_list)
 DML_PAYLOAD_BUILDER(worker_spec)
 DML_PAYLOAD_BUILDER(shard_config)
 DML_PAYLOAD_BUILDER(dense_block)
+DML_PAYLOAD_BUILDER(kv_message)
 #undef DML_PAYLOAD_BUILDER
 
 /// A BulkVector envelope for `ref`, checked.

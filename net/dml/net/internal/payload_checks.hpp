@@ -45,6 +45,7 @@ absl::Status Check(const int64_list& x);
 absl::Status Check(const worker_spec& x);
 absl::Status Check(const shard_config& x);
 absl::Status Check(const dense_block& x);
+absl::Status Check(const kv_message& x);
 absl::Status Check(const Progress& x);
 absl::Status Check(const job_checkpoint& x);
 absl::Status Check(const model_file& x);

@@ -1,0 +1,150 @@
+#pragma once
+// The state machine of one key-value node (dml/actors/kv.hpp), without CAF:
+// the node's blocks, its home table and location cache, and the operations
+// in flight. The actor glue (kv.cpp) feeds it peers' messages through
+// Receive and gives it a function that sends; tests can drive it the same
+// way. Thread-safe: user threads call Pull/Push/Localize while the node's
+// actor calls Receive.
+//
+// Locking: per-stripe mutexes guard every block's slot, home record and
+// cache entry; an operation's mutex guards its counters. Order: stripe,
+// then operation, then the table of operations; never the reverse.
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "dml/actors/kv.hpp"
+#include "dml/net/payloads.hpp"
+
+namespace dml::detail {
+
+/// One user operation (KvHandle's state).
+struct kv_op {
+  net::kv_kind kind = net::kv_kind::kPull;
+  uint64_t id = 0;           ///< set once registered for answers (0: never)
+  int32_t value_len = 1;
+  double* out = nullptr;     ///< pull: where answers go
+  std::mutex mu;
+  std::condition_variable cv;
+  int64_t remaining = 0;     ///< keys (pull, push) or blocks (localize) not yet done
+  bool done = false;
+  int32_t hops = 0;
+  absl::flat_hash_map<int64_t, int64_t> pos;  ///< pull: key -> index, for keys served elsewhere
+};
+
+class KvCore {
+ public:
+  using SendFn = std::function<void(int32_t to, net::kv_message m)>;
+
+  KvCore(const KvOptions& options, int32_t rank, int32_t nodes);
+  /// Must be set before the first operation or message.
+  void SetSend(SendFn send) { send_ = std::move(send); }
+
+  /// The operations of KvNode (keys already checked by Check).
+  std::shared_ptr<kv_op> Pull(absl::Span<const int64_t> keys, double* out);
+  std::shared_ptr<kv_op> Push(absl::Span<const int64_t> keys, absl::Span<const double> deltas);
+  std::shared_ptr<kv_op> Localize(absl::Span<const int64_t> keys);
+  /// InvalidArgument for keys out of range or repeated within one call.
+  absl::Status CheckKeys(absl::Span<const int64_t> keys) const;
+
+  /// A peer's message (or, for barriers, one of ours).
+  void Receive(net::kv_message m);
+
+  /// Barrier: sends "reached" to rank 0 and returns the generation to wait for.
+  uint64_t EnterBarrier();
+  bool WaitBarrier(uint64_t generation, std::chrono::duration<double> timeout);
+
+  int32_t OwnerHint(int64_t key) const;
+  bool Owns(int64_t key) const;
+  KvStats Stats() const;
+  std::string LastRejection() const;
+  int32_t rank() const { return rank_; }
+  int32_t nodes() const { return nodes_; }
+  const KvOptions& options() const { return options_; }
+
+  /// Marks `op` done after `n` more of its keys or blocks.
+  static void Complete(kv_op& op, int64_t n, KvCore* core);
+
+ private:
+  struct Slot {
+    bool owned = false;
+    bool arriving = false;
+    std::vector<double> values;
+    std::vector<net::kv_message> queue;  ///< waiting for the values to land
+    std::vector<std::shared_ptr<kv_op>> waiters;  ///< localizes waiting for them
+  };
+  struct Stripe {
+    mutable std::mutex mu;
+    absl::flat_hash_map<int64_t, Slot> slots;
+    absl::flat_hash_map<int64_t, int32_t> cache;
+  };
+
+  int64_t BlockOf(int64_t key) const { return key / options_.block; }
+  int64_t BlockKeys(int64_t b) const;
+  int32_t HomeOf(int64_t b) const;
+  Stripe& StripeOf(int64_t b) { return stripes_[static_cast<std::size_t>(b) % stripes_.size()]; }
+  const Stripe& StripeOf(int64_t b) const {
+    return stripes_[static_cast<std::size_t>(b) % stripes_.size()];
+  }
+  int32_t& HomeOwner(int64_t b) { return home_owner_[static_cast<std::size_t>(b - home_begin_)]; }
+  // Where to send an operation on block b that this node neither owns nor
+  // awaits (stripe locked). `forwarded`: never trust the cache (bounds the
+  // cost of a stale entry to one extra forward).
+  int32_t RouteLocked(Stripe& s, int64_t b, bool forwarded);
+  void Register(const std::shared_ptr<kv_op>& op);
+  void Send(int32_t to, net::kv_message m);
+  void Reject(std::string why);
+  absl::Status CheckMessage(const net::kv_message& m) const;
+
+  // Serves (or queues, or forwards) the keys of a pull or push message.
+  void HandleOperation(net::kv_message m);
+  void HandleAnswer(const net::kv_message& m);
+  void HandleLocalize(int32_t requester, const std::vector<int64_t>& blocks);
+  void HandleHandOver(int32_t new_owner, const std::vector<int64_t>& blocks);
+  void HandleTransfer(const net::kv_message& m);
+  // Serves the keys of block b in `m` against `slot` (owned, stripe locked):
+  // appends to `answer` (pull values or push acknowledgements).
+  void ServeLocked(Slot& slot, int64_t b, const net::kv_message& m, std::size_t key_index,
+                   net::kv_message& answer);
+  // Delivers an answer to its requester (this node: in place).
+  void Answer(net::kv_message answer);
+
+  const KvOptions options_;
+  const int32_t rank_;
+  const int32_t nodes_;
+  const int64_t blocks_;
+  int64_t home_begin_ = 0, home_end_ = 0;
+  std::vector<Stripe> stripes_;
+  std::vector<int32_t> home_owner_;  // guarded by the block's stripe
+  SendFn send_;
+
+  std::mutex ops_mu_;
+  uint64_t next_op_ = 1;
+  absl::flat_hash_map<uint64_t, std::weak_ptr<kv_op>> ops_;
+
+  std::mutex barrier_mu_;
+  std::condition_variable barrier_cv_;
+  uint64_t barrier_entered_ = 0;    // this node's barriers entered
+  uint64_t barrier_released_ = 0;   // generations released
+  absl::flat_hash_map<uint64_t, int32_t> barrier_arrivals_;  // rank 0 only
+
+  mutable std::mutex reject_mu_;
+  std::string last_rejection_;
+
+  struct Counters {
+    std::atomic<int64_t> local_keys{0}, remote_keys{0}, queued_keys{0}, messages{0}, bytes{0},
+        localize{0}, hand_over{0}, transfer{0}, forwards{0}, blocks_in{0}, blocks_out{0},
+        max_hops{0}, rejected{0};
+  } count_;
+};
+
+}  // namespace dml::detail

@@ -1,0 +1,290 @@
+// KvNode: the actor glue around detail::KvCore (internal/kv_core.hpp). Each
+// node is one actor; peers' messages reach KvCore::Receive through it, and
+// KvCore sends by one-way messages to the peers' actors, which the group
+// learns at start-up.
+#include "dml/actors/kv.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+#include <utility>
+
+#include <caf/actor_system.hpp>
+#include <caf/event_based_actor.hpp>
+#include <caf/exit_reason.hpp>
+#include <caf/io/middleman.hpp>
+#include <caf/scoped_actor.hpp>
+#include <caf/send.hpp>
+#include <caf/system_messages.hpp>
+#include <caf/skip.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "dml/actors/internal/kv_core.hpp"
+#include "dml/actors/network.hpp"
+#include "dml/actors/type_ids.hpp"
+#include "dml/util/status.hpp"
+
+namespace dml {
+
+namespace detail {
+
+// One actor system, shared by the nodes of a group in this process.
+struct kv_group {
+  explicit kv_group(int threads) : cfg(threads), sys(cfg) {}
+  actors::process_config cfg;
+  caf::actor_system sys;
+};
+
+}  // namespace detail
+
+using actors::connect_atom;
+using actors::connect_atom_v;
+using actors::kv_atom;
+using actors::kv_atom_v;
+using actors::start_atom;
+using actors::start_atom_v;
+
+struct KvNode::Impl {
+  std::shared_ptr<detail::kv_group> group;
+  std::unique_ptr<detail::KvCore> core;
+  caf::actor actor;
+  // Peers' actors by rank; complete (and then never changed) before the
+  // node starts serving or its user sends anything.
+  std::vector<caf::actor> peers;
+  std::mutex mu;
+  std::condition_variable cv;
+  int32_t introduced = 0;  // lower ranks that introduced themselves (Join)
+
+  ~Impl() {
+    // The actor reads `core`: wait until it has stopped.
+    if (!actor) return;
+    caf::scoped_actor self{group->sys};
+    self->monitor(actor);
+    self->send_exit(actor, caf::exit_reason::user_shutdown);
+    self->receive([](const caf::down_msg&) {});
+  }
+};
+
+namespace {
+
+// The node's actor: skips the group's messages until `start` (the peers
+// are known), then hands every message to the core.
+caf::behavior KvActor(caf::event_based_actor* self, KvNode::Impl* impl) {
+  self->set_default_handler(caf::skip);
+  return {
+      [self, impl](connect_atom, int32_t rank, const caf::actor& peer) {
+        // A lower rank introduces itself (Join): its actor, over the
+        // connection it opened to us.
+        std::lock_guard<std::mutex> lock(impl->mu);
+        if (rank < 0 || rank >= impl->core->rank() || !peer) return;
+        if (!impl->peers[static_cast<std::size_t>(rank)]) ++impl->introduced;
+        impl->peers[static_cast<std::size_t>(rank)] = peer;
+        impl->cv.notify_all();
+      },
+      [self, impl](start_atom) {
+        self->set_default_handler(caf::print_and_drop);
+        self->become([impl](kv_atom, actors::kv_message& m) { impl->core->Receive(std::move(m)); });
+      },
+  };
+}
+
+std::unique_ptr<KvNode::Impl> MakeImpl(std::shared_ptr<detail::kv_group> group,
+                                       const KvOptions& options, int32_t rank, int32_t nodes) {
+  auto impl = std::make_unique<KvNode::Impl>();
+  impl->group = std::move(group);
+  impl->core = std::make_unique<detail::KvCore>(options, rank, nodes);
+  impl->peers.resize(static_cast<std::size_t>(nodes));
+  KvNode::Impl* raw = impl.get();
+  impl->core->SetSend([raw](int32_t to, actors::kv_message m) {
+    caf::anon_send(raw->peers[static_cast<std::size_t>(to)], kv_atom_v, std::move(m));
+  });
+  impl->actor = impl->group->sys.spawn(KvActor, raw);
+  impl->peers[static_cast<std::size_t>(rank)] = impl->actor;
+  return impl;
+}
+
+}  // namespace
+
+absl::Status ValidateKvOptions(const KvOptions& o) {
+  if (o.keys <= 0) return absl::InvalidArgumentError(absl::StrCat("KvOptions.keys: ", o.keys, " <= 0"));
+  if (o.value_len < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("KvOptions.value_len: ", o.value_len, " < 1"));
+  }
+  if (o.block < 1) return absl::InvalidArgumentError(absl::StrCat("KvOptions.block: ", o.block, " < 1"));
+  if (o.keys > (int64_t{1} << 48) || static_cast<double>(o.keys) * o.value_len > 1e12) {
+    return absl::InvalidArgumentError("KvOptions: keys * value_len too large");
+  }
+  if (!(o.op_timeout_seconds > 0)) {
+    return absl::InvalidArgumentError("KvOptions.op_timeout_seconds: must be > 0");
+  }
+  return absl::OkStatus();
+}
+
+bool KvHandle::Done() const {
+  if (!op_) return true;
+  std::lock_guard<std::mutex> lock(op_->mu);
+  return op_->done;
+}
+
+int32_t KvHandle::Hops() const {
+  if (!op_) return 0;
+  std::lock_guard<std::mutex> lock(op_->mu);
+  return op_->hops;
+}
+
+KvNode::KvNode(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+KvNode::~KvNode() = default;
+
+absl::StatusOr<std::vector<std::unique_ptr<KvNode>>> KvNode::StartLocalGroup(
+    int nodes, const KvOptions& options, int threads) {
+  DML_RETURN_IF_ERROR(ValidateKvOptions(options));
+  if (nodes < 1) return absl::InvalidArgumentError(absl::StrCat("nodes: ", nodes, " < 1"));
+  auto group = std::make_shared<detail::kv_group>(threads);
+  std::vector<std::unique_ptr<Impl>> impls;
+  for (int r = 0; r < nodes; ++r) impls.push_back(MakeImpl(group, options, r, nodes));
+  std::vector<caf::actor> all;
+  for (auto& i : impls) all.push_back(i->actor);
+  std::vector<std::unique_ptr<KvNode>> out;
+  for (auto& i : impls) {
+    i->peers = all;
+    caf::anon_send(i->actor, start_atom_v);
+    out.push_back(std::unique_ptr<KvNode>(new KvNode(std::move(i))));
+  }
+  return out;
+}
+
+absl::StatusOr<std::unique_ptr<KvNode>> KvNode::Join(const KvOptions& options, int rank,
+                                                     const std::vector<std::string>& peers,
+                                                     std::chrono::duration<double> connect_timeout,
+                                                     std::string listen_host, int threads) {
+  DML_RETURN_IF_ERROR(ValidateKvOptions(options));
+  const int nodes = static_cast<int>(peers.size());
+  if (rank < 0 || rank >= nodes) {
+    return absl::InvalidArgumentError(absl::StrCat("rank ", rank, " outside [0, ", nodes, ")"));
+  }
+  std::vector<std::pair<std::string, uint16_t>> addr;
+  for (std::size_t i = 0; i < peers.size(); ++i) {
+    auto hp = actors::ParseHostPort(peers[i]);
+    if (!hp.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("peers[", i, "]: ", hp.status().message()));
+    }
+    addr.push_back(*hp);
+  }
+  auto group = std::make_shared<detail::kv_group>(threads);
+  auto impl = MakeImpl(group, options, rank, nodes);
+  auto& sys = group->sys;
+  const std::string host = listen_host.empty() ? addr[rank].first : listen_host;
+  auto published = sys.middleman().publish(impl->actor, addr[rank].second, host.c_str(), true);
+  if (!published) {
+    return absl::UnavailableError(absl::StrCat("kv node ", rank, ": cannot listen on ", host, ":",
+                                               addr[rank].second, ": ",
+                                               sys.render(published.error())));
+  }
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::duration_cast<std::chrono::steady_clock::duration>(connect_timeout);
+  // Higher ranks: connect (one direct connection per pair) and introduce
+  // ourselves over it; lower ranks do the same to us.
+  for (int r = rank + 1; r < nodes; ++r) {
+    caf::actor peer;
+    std::string last_error;
+    while (!peer) {
+      auto got = sys.middleman().remote_actor(addr[r].first, addr[r].second);
+      if (got) {
+        peer = *got;
+        break;
+      }
+      last_error = sys.render(got.error());
+      if (std::chrono::steady_clock::now() > deadline) {
+        return absl::UnavailableError(absl::StrCat("kv node ", rank, ": cannot reach rank ", r,
+                                                   " at ", peers[r], ": ", last_error));
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    {
+      std::lock_guard<std::mutex> lock(impl->mu);
+      impl->peers[static_cast<std::size_t>(r)] = peer;
+    }
+    caf::anon_send(peer, connect_atom_v, static_cast<int32_t>(rank), impl->actor);
+  }
+  {
+    std::unique_lock<std::mutex> lock(impl->mu);
+    if (!impl->cv.wait_until(lock, deadline, [&] { return impl->introduced == rank; })) {
+      std::string missing;
+      for (int r = 0; r < rank; ++r) {
+        if (!impl->peers[static_cast<std::size_t>(r)]) absl::StrAppend(&missing, " ", r);
+      }
+      return absl::UnavailableError(absl::StrCat("kv node ", rank,
+                                                 ": not introduced in time by rank(s)", missing));
+    }
+  }
+  caf::anon_send(impl->actor, start_atom_v);
+  return std::unique_ptr<KvNode>(new KvNode(std::move(impl)));
+}
+
+absl::StatusOr<KvHandle> KvNode::Pull(absl::Span<const int64_t> keys, double* out) {
+  DML_RETURN_IF_ERROR(impl_->core->CheckKeys(keys));
+  if (out == nullptr && !keys.empty()) return absl::InvalidArgumentError("Pull: out is null");
+  return KvHandle(impl_->core->Pull(keys, out));
+}
+
+absl::StatusOr<KvHandle> KvNode::Push(absl::Span<const int64_t> keys,
+                                      absl::Span<const double> deltas) {
+  DML_RETURN_IF_ERROR(impl_->core->CheckKeys(keys));
+  const auto want = keys.size() * static_cast<std::size_t>(impl_->core->options().value_len);
+  if (deltas.size() != want) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Push: ", deltas.size(), " deltas for ", keys.size(), " keys (want ", want, ")"));
+  }
+  for (std::size_t i = 0; i < deltas.size(); ++i) {
+    if (!std::isfinite(deltas[i])) {
+      return absl::InvalidArgumentError(absl::StrCat("Push: deltas[", i, "] is not finite"));
+    }
+  }
+  return KvHandle(impl_->core->Push(keys, deltas));
+}
+
+absl::StatusOr<KvHandle> KvNode::Localize(absl::Span<const int64_t> keys) {
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    if (keys[i] < 0 || keys[i] >= impl_->core->options().keys) {
+      return absl::InvalidArgumentError(absl::StrCat("Localize: key ", i, " (", keys[i],
+                                                     ") outside [0, ",
+                                                     impl_->core->options().keys, ")"));
+    }
+  }
+  return KvHandle(impl_->core->Localize(keys));
+}
+
+absl::Status KvNode::Wait(const KvHandle& h) {
+  if (!h.op_) return absl::OkStatus();
+  auto& op = *h.op_;
+  std::unique_lock<std::mutex> lock(op.mu);
+  const auto timeout = std::chrono::duration<double>(impl_->core->options().op_timeout_seconds);
+  if (!op.cv.wait_for(lock, timeout, [&] { return op.done; })) {
+    return absl::DeadlineExceededError(absl::StrCat(
+        "kv node ", impl_->core->rank(), ": operation not done after ", timeout.count(), " s (",
+        op.remaining, " keys or blocks outstanding; a node of the group may be lost)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status KvNode::Barrier(std::chrono::duration<double> timeout) {
+  const uint64_t gen = impl_->core->EnterBarrier();
+  if (!impl_->core->WaitBarrier(gen, timeout)) {
+    return absl::DeadlineExceededError(absl::StrCat("kv node ", impl_->core->rank(), ": barrier ",
+                                                    gen, " not released after ", timeout.count(),
+                                                    " s"));
+  }
+  return absl::OkStatus();
+}
+
+int32_t KvNode::OwnerHint(int64_t key) const { return impl_->core->OwnerHint(key); }
+bool KvNode::Owns(int64_t key) const { return impl_->core->Owns(key); }
+int32_t KvNode::rank() const { return impl_->core->rank(); }
+int32_t KvNode::size() const { return impl_->core->nodes(); }
+const KvOptions& KvNode::options() const { return impl_->core->options(); }
+KvStats KvNode::Stats() const { return impl_->core->Stats(); }
+
+}  // namespace dml
