@@ -1,0 +1,112 @@
+// The key-value store across processes: 8 kv_stress processes on loopback,
+// 4 threads each, push +1 to random keys while keys are randomly localized;
+// every final value must equal the number of pushes issued to it (summed
+// over the processes' own counts).
+#define BOOST_TEST_MODULE kv_cluster
+#include <boost/test/unit_test.hpp>
+
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#ifndef DML_KV_STRESS_BINARY
+#error "DML_KV_STRESS_BINARY must name the kv_stress executable"
+#endif
+
+extern char** environ;
+
+namespace {
+
+// A port that was free a moment ago (the kernel picks it).
+int FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  BOOST_REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  socklen_t len = sizeof a;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+std::vector<int64_t> ReadNumbers(const std::string& path) {
+  std::ifstream f(path);
+  std::vector<int64_t> v;
+  for (int64_t x; f >> x;) v.push_back(x);
+  return v;
+}
+
+void RunGroup(int nodes, int threads, int ops, int64_t keys, int64_t block) {
+  std::string peers;
+  for (int r = 0; r < nodes; ++r) {
+    if (r > 0) peers += ",";
+    peers += "127.0.0.1:" + std::to_string(FreePort());
+  }
+  const std::string out = std::string(DML_TEST_TMP) + "/kv_cluster." + std::to_string(getpid());
+  std::vector<pid_t> pids;
+  for (int r = 0; r < nodes; ++r) {
+    std::vector<std::string> args = {DML_KV_STRESS_BINARY,   std::to_string(r),
+                                     peers,                  std::to_string(threads),
+                                     std::to_string(ops),    std::to_string(keys),
+                                     std::to_string(block),  out + "." + std::to_string(r)};
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    pid_t pid;
+    BOOST_REQUIRE(posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), environ) == 0);
+    pids.push_back(pid);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(150);
+  int failed = 0;
+  for (pid_t pid : pids) {
+    int status = 0;
+    while (waitpid(pid, &status, WNOHANG) == 0) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        for (pid_t p : pids) kill(p, SIGKILL);
+        BOOST_FAIL("kv_stress processes still running after 150 s");
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) ++failed;
+  }
+  BOOST_REQUIRE_MESSAGE(failed == 0, failed << " kv_stress processes failed (see their stderr)");
+  std::vector<int64_t> issued(static_cast<std::size_t>(keys), 0);
+  for (int r = 0; r < nodes; ++r) {
+    auto mine = ReadNumbers(out + "." + std::to_string(r) + ".issued");
+    BOOST_REQUIRE(mine.size() == issued.size());
+    for (std::size_t k = 0; k < mine.size(); ++k) issued[k] += mine[k];
+  }
+  auto values = ReadNumbers(out + ".0.values");
+  BOOST_REQUIRE(values.size() == issued.size());
+  int64_t wrong = 0, total = 0;
+  for (std::size_t k = 0; k < values.size(); ++k) {
+    total += issued[k];
+    if (values[k] != issued[k] && wrong++ < 5) {
+      BOOST_TEST_MESSAGE("key " << k << ": " << values[k] << " != " << issued[k] << " issued");
+    }
+  }
+  BOOST_TEST(wrong == 0);
+  BOOST_TEST(total > int64_t{nodes} * threads * ops / 2);  // pushes were issued
+  for (int r = 0; r < nodes; ++r) {
+    std::remove((out + "." + std::to_string(r) + ".issued").c_str());
+  }
+  std::remove((out + ".0.values").c_str());
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(eight_processes_of_four_threads_lose_and_double_no_push) {
+  RunGroup(8, 4, 400, 500, 1);
+}
+
+BOOST_AUTO_TEST_CASE(blocks_of_keys_across_processes) { RunGroup(4, 4, 400, 500, 16); }
