@@ -57,7 +57,7 @@ struct Flags {
   // 0.1; lr: 40000 rows, 20 features per row, step 4).
   int64_t rows = 0;
   int64_t cols = 4000;           // mf
-  int64_t features = 1 << 18;    // lr
+  int64_t features = 1 << 20;    // lr: a hashed feature space
   int k = 16;                    // mf rank
   int nnz = 0;                   // per row
   int batch = 32;

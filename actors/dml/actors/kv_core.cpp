@@ -168,7 +168,7 @@ std::shared_ptr<kv_op> KvCore::Pull(absl::Span<const int64_t> keys, double* out)
       op->pos[key] = static_cast<int64_t>(i);
     }
     if (it != s.slots.end() && it->second.arriving) {
-      auto& q = it->second.queue;
+      auto& q = it->second.arrival->queue;
       if (q.empty() || q.back().op != op->id || q.back().requester != rank_ ||
           q.back().kind != static_cast<uint8_t>(kv_kind::kPull)) {
         q.push_back(Message(kv_kind::kPull, rank_, rank_, op->id));
@@ -218,7 +218,7 @@ std::shared_ptr<kv_op> KvCore::Push(absl::Span<const int64_t> keys,
     Register(op);
     kv_message* m;
     if (it != s.slots.end() && it->second.arriving) {
-      auto& q = it->second.queue;
+      auto& q = it->second.arrival->queue;
       if (q.empty() || q.back().op != op->id || q.back().requester != rank_ ||
           q.back().kind != static_cast<uint8_t>(kv_kind::kPush)) {
         q.push_back(Message(kv_kind::kPush, rank_, rank_, op->id));
@@ -268,9 +268,13 @@ std::shared_ptr<kv_op> KvCore::Localize(absl::Span<const int64_t> keys) {
       ++present;
       continue;
     }
-    slot.waiters.push_back(op);
-    if (slot.arriving) continue;
+    if (slot.arriving) {
+      slot.arrival->waiters.push_back(op);
+      continue;
+    }
     slot.arriving = true;
+    slot.arrival = std::make_unique<Arrival>();
+    slot.arrival->waiters.push_back(op);
     const int32_t home = HomeOf(b);
     if (home == rank_) {
       mine.push_back(b);
@@ -422,7 +426,7 @@ void KvCore::HandleOperation(kv_message m) {
     }
     kv_message* out;
     if (it != s.slots.end() && it->second.arriving) {
-      auto& q = it->second.queue;
+      auto& q = it->second.arrival->queue;
       if (q.empty() || q.back().op != m.op || q.back().requester != m.requester ||
           q.back().kind != m.kind) {
         q.push_back(Message(static_cast<kv_kind>(m.kind), m.requester, m.sender, m.op));
@@ -539,7 +543,7 @@ void KvCore::HandleHandOver(int32_t new_owner, const std::vector<int64_t>& block
       kv_message h = Message(kv_kind::kHandOver, new_owner, rank_, 0);
       h.owner = new_owner;
       h.keys.push_back(b);
-      it->second.queue.push_back(std::move(h));
+      it->second.arrival->queue.push_back(std::move(h));
       continue;
     }
     if (it == s.slots.end() || !it->second.owned) {
@@ -577,11 +581,12 @@ void KvCore::HandleTransfer(const kv_message& m) {
       slot.arriving = false;
       s.cache.erase(b);
       count_.blocks_in.fetch_add(1, std::memory_order_relaxed);
-      waiters.swap(slot.waiters);
+      std::unique_ptr<Arrival> arrival = std::move(slot.arrival);
+      waiters.swap(arrival->waiters);
       // Run what queued up while the values were on their way, in order. A
       // hand-over among them sends the block on; what follows it goes after.
       std::vector<kv_message> queue;
-      queue.swap(slot.queue);
+      queue.swap(arrival->queue);
       int32_t gone_to = -1;
       for (auto& q : queue) {
         if (gone_to >= 0) {

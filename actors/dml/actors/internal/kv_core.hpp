@@ -75,12 +75,18 @@ class KvCore {
   static void Complete(kv_op& op, int64_t n, KvCore* core);
 
  private:
+  // What waits for a block's values to land here.
+  struct Arrival {
+    std::vector<net::kv_message> queue;           ///< operations and hand-overs, in order
+    std::vector<std::shared_ptr<kv_op>> waiters;  ///< localizes
+  };
+  // One block this node owns or awaits (40 bytes plus the values: a node
+  // homes up to millions of them).
   struct Slot {
     bool owned = false;
-    bool arriving = false;
+    bool arriving = false;  ///< then `arrival` is set
     std::vector<double> values;
-    std::vector<net::kv_message> queue;  ///< waiting for the values to land
-    std::vector<std::shared_ptr<kv_op>> waiters;  ///< localizes waiting for them
+    std::unique_ptr<Arrival> arrival;
   };
   struct Stripe {
     mutable std::mutex mu;
