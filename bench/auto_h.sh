@@ -39,7 +39,7 @@ trap cleanup EXIT
 # start_node I ADDR: a dml-node in namespace I on ADDR:4242, joining the job's --nodes list.
 nodes=""
 start_node() {
-  ip netns exec "${tag}$1" "$node" --host="$2" --port=4242 --threads=1 \
+  ip netns exec "${tag}$1" "$node" --host="$2" --port=4242 --threads=1 --insecure-open \
     --port-file="$work/port$1" 2>"$work/node$1.log" &
   pids+=($!)
   nodes+="${nodes:+,}$2:4242"

@@ -13,6 +13,12 @@
 //   machine over TCP too (no single-copy path; for measurements).
 //   --secret-file PATH: run workers and shards only for processes that prove
 //   they know the secret in PATH (dml/net/admission.hpp); others are refused.
+//   Without a secret the node listens on loopback only: a --host that other
+//   machines can reach needs --secret-file, or --insecure-open to accept
+//   that anyone who can reach it may use it.
+//   --max-frame-bytes N: refuse (and close the connection of) any incoming
+//   frame larger than N bytes, before memory is reserved for it
+//   (dml/actors/transport.hpp; default 256 MiB + 64 KiB).
 // Exit status: 0 after a clean shutdown, 2 on a bad flag, 1 if it cannot listen
 // or its actors did not stop within 3 s of the signal.
 #include <signal.h>
@@ -36,6 +42,7 @@
 
 #include "dml/actors/network.hpp"
 #include "dml/actors/node.hpp"
+#include "dml/actors/transport.hpp"
 #include "dml/net/admission.hpp"
 #include "dml/net/bulk.hpp"
 
@@ -44,23 +51,35 @@ namespace {
 int Usage(const std::string& msg) {
   std::fprintf(stderr, "dml-node: %s\nusage: dml-node [--host=H] [--port=P] [--port-file=PATH] "
                        "[--name=NAME] [--threads=T] [--bulk=on|off] [--bulk-port=P]\n"
-                       "       [--bulk-local=on|off] [--secret-file=PATH]\n", msg.c_str());
+                       "       [--bulk-local=on|off] [--secret-file=PATH] [--insecure-open]\n"
+                       "       [--max-frame-bytes=N]\n", msg.c_str());
   return 2;
 }
 
-bool ParseInt(const std::string& s, int& out) {
+template <class Int>
+bool ParseInt(const std::string& s, Int& out) {
   auto r = std::from_chars(s.data(), s.data() + s.size(), out);
   return r.ec == std::errc() && r.ptr == s.data() + s.size();
+}
+
+// Literal loopback addresses only: a name may resolve elsewhere.
+bool IsLoopback(const std::string& host) {
+  return host.rfind("127.", 0) == 0 || host == "localhost" || host == "::1";
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string host = "127.0.0.1", port_file, name, secret;
+  bool insecure_open = false;
   int port = 0, threads = 0, bulk_port = 0;
   bool bulk = true, bulk_local = true;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
+    if (a == "--insecure-open") {
+      insecure_open = true;
+      continue;
+    }
     const auto eq = a.find('=');
     if (a.rfind("--", 0) != 0 || eq == std::string::npos) {
       return Usage("expected --flag=value, got \"" + a + "\"");
@@ -92,6 +111,12 @@ int main(int argc, char** argv) {
       }
     } else if (key == "--name") {
       name = value;
+    } else if (key == "--max-frame-bytes") {
+      long long n = 0;
+      if (!ParseInt(value, n) || n < 65536) {
+        return Usage("--max-frame-bytes: expected a number >= 65536, got \"" + value + "\"");
+      }
+      dml::actors::SetMaxFrameBytes(static_cast<std::size_t>(n));
     } else if (key == "--threads") {
       if (!ParseInt(value, threads) || threads < 0) {
         return Usage("--threads: expected a number >= 0, got \"" + value + "\"");
@@ -101,6 +126,10 @@ int main(int argc, char** argv) {
     }
   }
   if (name.empty()) name = "node@" + host;
+  if (secret.empty() && !insecure_open && !IsLoopback(host)) {
+    return Usage("--host=" + host + " without --secret-file would let anyone who can reach it run "
+                 "workers here: give --secret-file=PATH, or --insecure-open to accept that");
+  }
 
   // Block the stop signals before any thread exists, so every CAF thread
   // inherits the mask and only sigwait below receives them.
@@ -120,7 +149,7 @@ int main(int argc, char** argv) {
   }
   caf::actor_system sys(cfg);
   auto node = dml::actors::spawn_node(sys, name, secret);
-  auto published = sys.middleman().publish(node, static_cast<uint16_t>(port), host.c_str(), true);
+  auto published = dml::actors::Publish(sys, node, static_cast<uint16_t>(port), host, true);
   if (!published) {
     std::fprintf(stderr, "dml-node: cannot listen on %s:%d: %s\n", host.c_str(), port,
                  sys.render(published.error()).c_str());

@@ -41,7 +41,7 @@ for i in 1 2 3; do
   ip -n "$ns" addr add "10.77.0.$((i + 1))/24" dev eth0
   ip -n "$ns" link set eth0 up
   ip -n "$ns" link set lo up
-  ip netns exec "$ns" "$node" --host="10.77.0.$((i + 1))" --port=4242 --name="machine$i" \
+  ip netns exec "$ns" "$node" --host="10.77.0.$((i + 1))" --port=4242 --name="machine$i" --insecure-open \
     --port-file="$work/port$i" 2>"$work/node$i.log" &
   pids+=($!)
   nodes="$nodes${nodes:+,}10.77.0.$((i + 1)):4242"

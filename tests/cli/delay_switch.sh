@@ -92,7 +92,7 @@ round_trips 40 $((40 + slack))
   --out "$work/data.svm" >/dev/null || exit 1
 nodes=""
 for i in 1 2; do
-  ip netns exec "${tag}$i" "$node" --host="10.81.0.$((i + 1))" --port=4242 --threads=1 \
+  ip netns exec "${tag}$i" "$node" --host="10.81.0.$((i + 1))" --port=4242 --threads=1 --insecure-open \
     --port-file="$work/port$i" 2>"$work/node$i.log" &
   pids+=($!)
   nodes+="${nodes:+,}10.81.0.$((i + 1)):4242"

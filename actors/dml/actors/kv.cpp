@@ -23,6 +23,7 @@
 #include "absl/strings/str_cat.h"
 #include "dml/actors/internal/kv_core.hpp"
 #include "dml/actors/network.hpp"
+#include "dml/actors/transport.hpp"
 #include "dml/actors/type_ids.hpp"
 #include "dml/util/status.hpp"
 
@@ -177,7 +178,7 @@ absl::StatusOr<std::unique_ptr<KvNode>> KvNode::Join(const KvOptions& options, i
   auto impl = MakeImpl(group, options, rank, nodes);
   auto& sys = group->sys;
   const std::string host = listen_host.empty() ? addr[rank].first : listen_host;
-  auto published = sys.middleman().publish(impl->actor, addr[rank].second, host.c_str(), true);
+  auto published = actors::Publish(sys, impl->actor, addr[rank].second, host, true);
   if (!published) {
     return absl::UnavailableError(absl::StrCat("kv node ", rank, ": cannot listen on ", host, ":",
                                                addr[rank].second, ": ",
@@ -191,7 +192,7 @@ absl::StatusOr<std::unique_ptr<KvNode>> KvNode::Join(const KvOptions& options, i
     caf::actor peer;
     std::string last_error;
     while (!peer) {
-      auto got = sys.middleman().remote_actor(addr[r].first, addr[r].second);
+      auto got = actors::RemoteActor(sys, addr[r].first, addr[r].second);
       if (got) {
         peer = *got;
         break;

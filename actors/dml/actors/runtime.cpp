@@ -24,6 +24,7 @@
 #include "dml/actors/node.hpp"
 #include "dml/actors/register_types.hpp"
 #include "dml/actors/topology/topology.hpp"
+#include "dml/actors/transport.hpp"
 #include "dml/util/status.hpp"
 
 namespace dml {
@@ -201,7 +202,7 @@ struct Runtime::Impl {
       auto hp = actors::ParseHostPort(addrs[i]);
       if (!hp.ok()) return Invalid(absl::StrCat("cluster.nodes[", i, "]"), std::string(hp.status().message()));
       if (auto s = serve_bulk(hp->first, hp->second); !s.ok()) return s;
-      auto node = sys.middleman().remote_actor<actors::node_actor>(hp->first, hp->second);
+      auto node = actors::RemoteActor<actors::node_actor>(sys, hp->first, hp->second);
       if (!node) {
         return absl::UnavailableError(absl::StrCat("JobSpec.cluster.nodes[", i, "] (", addrs[i],
                                                    "): cannot connect: ",

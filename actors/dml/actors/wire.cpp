@@ -25,6 +25,7 @@
 #include "absl/strings/str_cat.h"
 #include "dml/actors/dense_block.hpp"
 #include "dml/actors/network.hpp"
+#include "dml/actors/transport.hpp"
 #include "dml/net/internal/envelope.hpp"
 #include "dml/net/internal/payload_builder.hpp"
 #include "dml/util/status.hpp"
@@ -92,6 +93,14 @@ caf::error WriteEnvelope(caf::serializer& f, const T& x) {
   for (std::size_t i = 0; i < segments.size(); ++i) {
     table[i + 1] = static_cast<uint32_t>(segments[i].size());
     total += segments[i].size() * kWordBytes;
+  }
+  // A frame the receiver would refuse (transport.hpp): say so here, with
+  // the remedy, instead of the peer closing the connection.
+  if (total + 4096 > actors::MaxFrameBytes()) {
+    return caf::make_error(caf::sec::invalid_argument,
+                           absl::StrCat("a payload of ", total, " bytes exceeds the frame bound of ",
+                                        actors::MaxFrameBytes(), " bytes (dml-node --max-frame-bytes; "
+                                        "large vectors travel over the bulk channel when it is on)"));
   }
   if (auto err = f.begin_sequence(total)) return err;
   if (auto err = f.apply_raw(table.size() * sizeof(uint32_t), table.data())) return err;

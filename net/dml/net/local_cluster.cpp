@@ -116,6 +116,8 @@ absl::StatusOr<LocalCluster> LocalCluster::Start(const std::string& node_binary,
   return c;
 }
 
+std::string LocalCluster::log_path(int i) const { return absl::StrCat(dir_, "/node", i, ".log"); }
+
 LocalCluster::LocalCluster(LocalCluster&& o) noexcept
     : pids_(std::move(o.pids_)), addresses_(std::move(o.addresses_)), dir_(std::move(o.dir_)) {
   o.pids_.clear();

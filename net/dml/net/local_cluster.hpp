@@ -43,6 +43,8 @@ class LocalCluster {
   const std::vector<std::string>& addresses() const { return addresses_; }
   /// Process id of node i (no bounds check); -1 once killed.
   pid_t pid(int i) const { return pids_[i]; }
+  /// Path of node i's log (its stderr), while the cluster exists.
+  std::string log_path(int i) const;
   /// SIGKILLs node i (fault tests) and reaps it.
   void Kill(int i);
   /// SIGTERMs every node and waits for it; OK if all exited with status 0.

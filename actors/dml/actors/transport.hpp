@@ -1,0 +1,69 @@
+#pragma once
+// How libdml processes open CAF connections: through a middleman actor of
+// our own (a subclass of CAF 0.17's io::middleman_actor_impl, the hook CAF
+// offers for custom transports) whose connections bound every BASP frame.
+//
+// Why: CAF 0.17's BASP header carries a 32-bit payload length, and its
+// broker sizes the read buffer to it (scribe::configure_read) before any
+// check; one 32-byte header announcing 4 GiB made a node reserve and touch
+// over a gigabyte. Our scribes refuse any read larger than the limit before
+// a byte is reserved: the connection is closed, one line is logged to stderr
+// naming the peer and the size, and the refusal is counted. The limit
+// applies to every frame, the handshake included.
+//
+// Every libdml process publishes and connects with these functions, never
+// with sys.middleman().publish / remote_actor (those would bypass the
+// bound). Thread-safe.
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include <caf/actor.hpp>
+#include <caf/actor_cast.hpp>
+#include <caf/actor_system.hpp>
+#include <caf/expected.hpp>
+#include <caf/fwd.hpp>
+#include <caf/timespan.hpp>
+
+namespace dml::actors {
+
+/// Default frame bound: 256 MiB of payload plus room for CAF's framing.
+/// Vectors larger than ~32M doubles travel over the bulk channel (on by
+/// default) or need a larger bound on both ends.
+inline constexpr std::size_t kDefaultMaxFrameBytes = (std::size_t{256} << 20) + (64 << 10);
+
+/// Sets the frame bound of this process's connections opened from now on
+/// (0 restores the default).
+void SetMaxFrameBytes(std::size_t bytes);
+std::size_t MaxFrameBytes();
+/// Frames refused in this process so far (connections closed for them).
+uint64_t RefusedFrames();
+
+/// Publishes `whom` on host:port (port 0: any free port); returns the port.
+caf::expected<uint16_t> PublishActor(caf::actor_system& sys, const caf::strong_actor_ptr& whom,
+                                     std::set<std::string> sigs, uint16_t port,
+                                     const std::string& host, bool reuse_addr);
+
+template <class Handle>
+caf::expected<uint16_t> Publish(caf::actor_system& sys, const Handle& whom, uint16_t port,
+                                const std::string& host, bool reuse_addr = true) {
+  return PublishActor(sys, caf::actor_cast<caf::strong_actor_ptr>(whom), sys.message_types(whom),
+                      port, host, reuse_addr);
+}
+
+/// The actor published at host:port, checked against `sigs` (empty: any).
+caf::expected<caf::strong_actor_ptr> RemoteActorImpl(caf::actor_system& sys,
+                                                     std::set<std::string> sigs,
+                                                     const std::string& host, uint16_t port,
+                                                     caf::timespan timeout);
+
+template <class Handle = caf::actor>
+caf::expected<Handle> RemoteActor(caf::actor_system& sys, const std::string& host, uint16_t port,
+                                  caf::timespan timeout = std::chrono::seconds(30)) {
+  auto x = RemoteActorImpl(sys, sys.message_types<Handle>(), host, port, timeout);
+  if (!x) return x.error();
+  return caf::actor_cast<Handle>(std::move(*x));
+}
+
+}  // namespace dml::actors

@@ -1,0 +1,155 @@
+// Hostile peers against a dml-node (a real process on loopback): each attack
+// is refused with a log line, the node's memory stays bounded, and the node
+// still serves (hello, and a job run on it afterwards converges).
+#define BOOST_TEST_MODULE hostile
+#include <boost/test/unit_test.hpp>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <caf/actor_system.hpp>
+#include <caf/binary_serializer.hpp>
+#include <caf/io/basp/header.hpp>
+#include <caf/scoped_actor.hpp>
+
+#include "dml/actors/network.hpp"
+#include "dml/actors/node.hpp"
+#include "dml/actors/transport.hpp"
+#include "dml/net/local_cluster.hpp"
+
+#ifndef DML_NODE_BINARY
+#error "DML_NODE_BINARY must name the dml-node executable"
+#endif
+
+namespace {
+
+struct NodeFixture {
+  NodeFixture() {
+    auto c = dml::net::LocalCluster::Start(DML_NODE_BINARY, 1, {"--threads=1"});
+    BOOST_REQUIRE_MESSAGE(c.ok(), c.status().ToString());
+    cluster.emplace(*std::move(c));
+    auto hp = dml::actors::ParseHostPort(cluster->addresses()[0]);
+    BOOST_REQUIRE(hp.ok());
+    port = hp->second;
+  }
+  std::optional<dml::net::LocalCluster> cluster;
+  uint16_t port = 0;
+};
+
+// The node's resident memory in MiB (/proc/PID/status VmRSS).
+double RssMiB(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;
+  }
+  return -1;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+int Connect(uint16_t port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  BOOST_REQUIRE(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  return fd;
+}
+
+// Reads until the peer closes (true) or `wait` passes (false).
+bool ClosedWithin(int fd, std::chrono::milliseconds wait) {
+  const auto end = std::chrono::steady_clock::now() + wait;
+  char buf[4096];
+  while (std::chrono::steady_clock::now() < end) {
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, 50) <= 0) continue;
+    const ssize_t n = recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) return true;
+  }
+  return false;
+}
+
+// A BASP header as CAF 0.17 writes it.
+std::vector<char> BaspHeader(caf::io::basp::message_type op, uint32_t payload_len) {
+  caf::io::basp::header h{op, 0, payload_len, 0, 0, 0};
+  std::vector<char> buf;
+  caf::binary_serializer sink{nullptr, buf};
+  BOOST_REQUIRE(!sink(h));
+  return buf;
+}
+
+// The node still answers: hello over a fresh, well-behaved connection.
+void ExpectServes(uint16_t port) {
+  dml::actors::process_config cfg(1);
+  caf::actor_system sys(cfg);
+  auto node = dml::actors::RemoteActor<dml::actors::node_actor>(sys, "127.0.0.1", port);
+  BOOST_REQUIRE_MESSAGE(node, "cannot reach the node: " << (node ? "" : sys.render(node.error())));
+  caf::scoped_actor self{sys};
+  std::string name;
+  self->request(*node, std::chrono::seconds(5), dml::actors::hello_atom_v)
+      .receive([&](const std::string& n, int64_t, int32_t) { name = n; },
+               [&](caf::error& e) { BOOST_FAIL("hello failed: " << sys.render(e)); });
+  BOOST_TEST(name == "node0");
+}
+
+}  // namespace
+
+BOOST_FIXTURE_TEST_SUITE(hostile, NodeFixture)
+
+BOOST_AUTO_TEST_CASE(a_header_announcing_4_gib_is_refused_before_any_memory) {
+  const double before = RssMiB(cluster->pid(0));
+  const int fd = Connect(port);
+  auto h = BaspHeader(caf::io::basp::message_type::client_handshake, 0xFFFFFFF0u);
+  BOOST_REQUIRE(send(fd, h.data(), h.size(), 0) == static_cast<ssize_t>(h.size()));
+  // Held open: the node must close it on its own.
+  const bool closed = ClosedWithin(fd, std::chrono::seconds(3));
+  const double after = RssMiB(cluster->pid(0));
+  close(fd);
+  BOOST_TEST(closed);
+  BOOST_TEST_MESSAGE("node RSS " << before << " MiB before, " << after << " MiB after");
+  BOOST_TEST(after < before + 64.0);
+  const std::string log = ReadFile(cluster->log_path(0));
+  BOOST_TEST(log.find("dml: refused a frame of 4294967280 bytes from 127.0.0.1:") !=
+             std::string::npos, log);
+  ExpectServes(port);
+}
+
+BOOST_AUTO_TEST_CASE(garbage_bytes_close_the_connection_and_nothing_else) {
+  const int fd = Connect(port);
+  std::string junk(4096, '\0');
+  for (std::size_t i = 0; i < junk.size(); ++i) junk[i] = static_cast<char>(i * 131 + 7);
+  (void)send(fd, junk.data(), junk.size(), MSG_NOSIGNAL);
+  BOOST_TEST(ClosedWithin(fd, std::chrono::seconds(3)));
+  close(fd);
+  ExpectServes(port);
+}
+
+BOOST_AUTO_TEST_CASE(a_frame_within_the_bound_is_still_read) {
+  // 1 MiB announced and not sent: the node waits for it (no refusal).
+  const int fd = Connect(port);
+  auto h = BaspHeader(caf::io::basp::message_type::client_handshake, 1u << 20);
+  BOOST_REQUIRE(send(fd, h.data(), h.size(), 0) == static_cast<ssize_t>(h.size()));
+  BOOST_TEST(!ClosedWithin(fd, std::chrono::milliseconds(500)));
+  close(fd);
+  ExpectServes(port);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
