@@ -49,6 +49,7 @@
 
 #include "dml/net/local_cluster.hpp"
 #include "dml/actors/network.hpp"
+#include "dml/actors/transport.hpp"
 #include "dml/actors/node.hpp"
 #include "dml/actors/parameter_shard.hpp"
 #include "dml/actors/runtime.hpp"
@@ -203,7 +204,7 @@ int ThroughputPath(const payload_path& path, const std::vector<long>& sizes, int
   if (path.bulk && !cfg.bulk().Serve("127.0.0.1").ok()) return 1;
   caf::actor_system sys(cfg);
   auto hp = dml::actors::ParseHostPort(cluster->addresses()[0]);
-  auto node = sys.middleman().remote_actor<dml::actors::node_actor>(hp->first, hp->second);
+  auto node = dml::actors::RemoteActor<dml::actors::node_actor>(sys, hp->first, hp->second);
   if (!node) return 1;
   caf::scoped_actor self{sys};
   for (long bytes : sizes) {
@@ -380,7 +381,7 @@ int AllreduceMember(const std::map<std::string, std::string>& flags) {
         },
     };
   });
-  auto port = sys.middleman().publish(directory, 0, "127.0.0.1");
+  auto port = dml::actors::Publish(sys, directory, 0, "127.0.0.1");
   if (!port) return 1;
   {
     const std::string f = dir + "/port" + std::to_string(rank);
@@ -403,7 +404,7 @@ int AllreduceMember(const std::map<std::string, std::string>& flags) {
         }
         if (p == 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
       }
-      auto d = sys.middleman().remote_actor("127.0.0.1", static_cast<uint16_t>(p));
+      auto d = dml::actors::RemoteActor(sys, "127.0.0.1", static_cast<uint16_t>(p));
       if (!d) return 1;
       bool got = false;
       asker->request(*d, std::chrono::seconds(30), dml::actors::read_atom_v)
