@@ -64,6 +64,7 @@ BulkStats BulkChannel::stats() const {
   out.unix_stream = m.n_unix.load();
   out.in_place = m.n_in_place.load();
   out.bytes = m.n_bytes.load();
+  out.refused_peers = m.n_refused_peers.load();
   return out;
 }
 

@@ -8,7 +8,9 @@
 // BulkChannel and puts a wire.capnp BulkVector (a BulkRef) into the CAF
 // message instead of the values. The receiver's decoder Fetches it once:
 //   - from a process on the same machine (its abstract Unix socket
-//     answers, in this network namespace): single copy, process_vm_readv
+//     answers, in this network namespace, to processes of its own user
+//     or of BulkOptions::allowed_uids: SO_PEERCRED, others are hung up
+//     on): single copy, process_vm_readv
 //     straight from the sender's buffer, as MPI's shared-memory transport
 //     does (CMA). The reference carries the buffer's address and that of a
 //     slot holding {ticket, byte count} while the offer is held, so the
@@ -24,7 +26,9 @@
 //   - from a block of the sender's shared arena (Allocate), on the same
 //     machine: no copy at all. The receiver holds the offer (HOLD, one
 //     round trip on a connection it keeps to that sender), maps the
-//     arena's segment once (SEGMENT: a memfd sealed against shrinking,
+//     arena's segment once (SEGMENT: a memfd sealed against shrinking and
+//     against future writes, so that no descriptor of it writes the
+//     sender's arena (a read-only descriptor on kernels before 5.1),
 //     passed with SCM_RIGHTS, mapped read-only), checks the values finite
 //     where they lie and hands out a view of them; RELEASE goes when the
 //     last copy of the view goes (or the connection closes). This trusts a
@@ -49,7 +53,7 @@
 //          RELEASE from this connection or when this connection closes
 //     op 5 SEGMENT (Unix only): `ticket` is an arena segment id; answer
 //          the header (byte count: the segment's size) with the segment's
-//          memfd attached (SCM_RIGHTS)
+//          memfd attached (SCM_RIGHTS; it cannot write, see above)
 //   response 32 bytes: u32 magic, u32 status (0 ok, 1 unknown or expired
 //            ticket, 2 op not allowed here), u64 ticket, u64 byte count,
 //            u64 address (MAP only, else 0)
@@ -138,6 +142,10 @@ struct BulkOptions {
   /// copy where the kernel allows it). Off: always TCP (benchmarks of the
   /// cross-machine path).
   bool same_host = true;
+  /// Users besides this process's effective uid whose processes the Unix
+  /// socket serves (MAP, HOLD and SEGMENT hand out our memory); any other
+  /// peer is hung up on, logged and counted (refused_peers).
+  std::vector<uint32_t> allowed_uids = {};
 };
 
 /// Counters of one channel (tests, metrics).
@@ -150,6 +158,7 @@ struct BulkStats {
   uint64_t unix_stream = 0;     ///< ... of which streamed over the Unix socket
   uint64_t in_place = 0;        ///< ... of which read in place from a peer's arena
   uint64_t bytes = 0;           ///< bytes fetched
+  uint64_t refused_peers = 0;   ///< Unix connections refused (another user)
 };
 
 /// A process's endpoint for bulk vectors: serves its offers and fetches
@@ -201,6 +210,9 @@ class BulkChannel {
 
   /// A snapshot of the counters.
   BulkStats stats() const;
+  /// Connections to the Unix socket refused because their peer runs as a
+  /// user not allowed (BulkOptions::allowed_uids) or could not be named.
+  uint64_t refused_peers() const;
 
  private:
   struct Impl;

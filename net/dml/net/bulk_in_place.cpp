@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "dml/net/bulk.hpp"
 #include "dml/net/internal/bulk_channel.hpp"
+#include "dml/net/internal/bulk_memory.hpp"
 #include "dml/net/internal/bulk_wire.hpp"
 
 namespace dml::net {
@@ -95,6 +96,13 @@ absl::StatusOr<std::shared_ptr<PeerSegment>> BulkChannel::Impl::SegmentOf(const 
   }
   // Unsealed, the sender could shrink it under our mapping (SIGBUS here).
   if (seals < 0 || (seals & F_SEAL_SHRINK) == 0) return fail("not sealed against shrinking");
+  // Senders hand out descriptors that cannot write their arena (sealed, or
+  // read-only where the kernel lacks the seal); one that can is from a
+  // sender that does not keep that promise: refuse rather than hold it.
+  const int access = ::fcntl(fd, F_GETFL);
+  if ((seals & F_SEAL_FUTURE_WRITE) == 0 && (access < 0 || (access & O_ACCMODE) != O_RDONLY)) {
+    return fail("its memfd is writable (neither sealed against future writes nor read-only)");
+  }
   void* base = ::mmap(nullptr, resp.bytes, PROT_READ, MAP_SHARED, fd, 0);
   ::close(fd);
   fd = -1;

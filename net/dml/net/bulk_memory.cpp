@@ -7,7 +7,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <iterator>
+#include <string>
 #include <utility>
 
 namespace dml::net::internal {
@@ -17,6 +19,7 @@ namespace dml::net::internal {
 SharedArena::~SharedArena() {
   for (auto& g : segments_) {
     ::munmap(g.base, g.size);
+    if (g.shared != g.fd) ::close(g.shared);
     ::close(g.fd);
   }
 }
@@ -69,14 +72,14 @@ int SharedArena::Fd(uint64_t segment, std::size_t* size) const {
   std::lock_guard<std::mutex> lock(mu_);
   if (segment == 0 || segment > segments_.size()) return -1;
   *size = segments_[segment - 1].size;
-  return segments_[segment - 1].fd;
+  return segments_[segment - 1].shared;
 }
 
 bool SharedArena::Grow(std::size_t size) {
   const int fd = ::memfd_create("dml-bulk-arena", MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (fd < 0) return false;
   if (::ftruncate(fd, static_cast<off_t>(size)) != 0 ||
-      ::fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+      ::fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) != 0) {
     ::close(fd);
     return false;
   }
@@ -85,7 +88,25 @@ bool SharedArena::Grow(std::size_t size) {
     ::close(fd);
     return false;
   }
-  segments_.push_back(Seg{fd, static_cast<char*>(base), size});
+  // Receivers get this memfd (SEGMENT): sealed against future writes, no
+  // descriptor of it, however reopened, maps it writable or write()s it,
+  // while our mapping made above stays writable.
+  int shared = fd;
+  if (::fcntl(fd, F_ADD_SEALS, F_SEAL_FUTURE_WRITE | F_SEAL_SEAL) != 0) {
+    // A kernel before 5.1 (EINVAL): hand out a read-only descriptor
+    // instead. Weaker: a receiver can still reopen its copy read-write
+    // (open /proc/self/fd/<n>) and write our arena.
+    const bool unknown_seal = errno == EINVAL;
+    const std::string self = "/proc/self/fd/" + std::to_string(fd);
+    shared = unknown_seal ? ::open(self.c_str(), O_RDONLY | O_CLOEXEC) : -1;
+    if (shared < 0 || ::fcntl(fd, F_ADD_SEALS, F_SEAL_SEAL) != 0) {
+      if (shared >= 0) ::close(shared);
+      ::munmap(base, size);
+      ::close(fd);
+      return false;
+    }
+  }
+  segments_.push_back(Seg{fd, shared, static_cast<char*>(base), size});
   total_ += size;
   return true;
 }

@@ -9,10 +9,12 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstddef>
+#include <cstdio>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -110,6 +112,10 @@ void BulkChannel::Impl::Accept() {
       const bool is_unix = i == 2;
       const int fd = ::accept4(fds[i].fd, nullptr, nullptr, SOCK_CLOEXEC);
       if (fd < 0) continue;
+      if (is_unix && !PeerAllowed(fd)) {
+        ::close(fd);
+        continue;
+      }
       if (!is_unix) NoDelay(fd);
       std::lock_guard<std::mutex> lock(mu);
       if (stopping) {
@@ -126,6 +132,32 @@ void BulkChannel::Impl::Accept() {
                                        fd, done});
     }
   }
+}
+
+bool BulkChannel::Impl::PeerAllowed(int fd) {
+  ucred cred{};
+  socklen_t len = sizeof(cred);
+  if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
+    const std::string why = Errno();
+    n_refused_peers.fetch_add(1);
+    std::fprintf(stderr, "bulk: refused a connection on Unix socket %s: SO_PEERCRED: %s\n",
+                 local.c_str(), why.c_str());
+    return false;
+  }
+  const uid_t self = ::geteuid();
+  const auto& allowed = options.allowed_uids;
+  if (cred.uid == self || std::find(allowed.begin(), allowed.end(), cred.uid) != allowed.end()) {
+    return true;
+  }
+  // Counted before the caller hangs up, so whoever sees the hang-up sees
+  // the count.
+  n_refused_peers.fetch_add(1);
+  std::fprintf(stderr,
+               "bulk: refused a connection on Unix socket %s from pid %d uid %u: not uid %u "
+               "nor in BulkOptions::allowed_uids\n",
+               local.c_str(), static_cast<int>(cred.pid), static_cast<unsigned>(cred.uid),
+               static_cast<unsigned>(self));
+  return false;
 }
 
 void BulkChannel::Impl::ServeConnection(int fd, bool is_unix, uint64_t id) {
@@ -307,6 +339,8 @@ std::optional<BulkRef> BulkChannel::Offer(std::shared_ptr<const void> owner, con
   if (!m.local.empty() && m.arena) m.arena->Locate(data, bytes, &ref.segment, &ref.offset);
   return ref;
 }
+
+uint64_t BulkChannel::refused_peers() const { return impl_->n_refused_peers.load(); }
 
 std::size_t BulkChannel::pending() const {
   std::lock_guard<std::mutex> lock(impl_->mu);

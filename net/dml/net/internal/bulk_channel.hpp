@@ -117,7 +117,7 @@ struct BulkChannel::Impl {
   std::map<std::pair<std::string, uint64_t>, std::shared_ptr<internal::PeerSegment>> segments;
 
   std::atomic<uint64_t> n_offers{0}, n_refused{0}, n_fetches{0}, n_single{0}, n_direct{0},
-      n_unix{0}, n_in_place{0}, n_bytes{0};
+      n_unix{0}, n_in_place{0}, n_bytes{0}, n_refused_peers{0};
   std::shared_ptr<internal::BufferPool> pool = std::make_shared<internal::BufferPool>();
 
   // --------------------------------------------------------- serving
@@ -157,6 +157,12 @@ struct BulkChannel::Impl {
 
   // The acceptor thread: starts a thread per connection until woken.
   void Accept();
+  // Whether the peer of an accepted Unix connection may use it: anyone in
+  // this network namespace can connect to an abstract socket, and MAP,
+  // HOLD and SEGMENT hand out this process's memory. A peer of another
+  // user (not in options.allowed_uids), or one the kernel cannot name, is
+  // logged to stderr and counted; the caller hangs up.
+  bool PeerAllowed(int fd);
   // Answers requests on one accepted connection until it closes.
   void ServeConnection(int fd, bool is_unix, uint64_t id);
 

@@ -5,6 +5,8 @@
 // .cpp files (definitions in bulk_memory.cpp).
 // Thread-safety: every member may be called from any thread.
 
+#include <fcntl.h>
+
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -16,11 +18,17 @@
 
 #include "dml/net/bulk.hpp"
 
+#ifndef F_SEAL_FUTURE_WRITE
+#define F_SEAL_FUTURE_WRITE 0x0010  // Linux 5.1; older libc headers lack it
+#endif
+
 namespace dml::net::internal {
 
 // The shared arena: blocks that same-host receivers read in place. Memory
 // comes in memfd segments, sealed so that they can never shrink under a
-// reader's mapping (a read past the end would be SIGBUS), mapped shared.
+// reader's mapping (a read past the end would be SIGBUS), mapped shared;
+// the descriptor receivers get cannot write (F_SEAL_FUTURE_WRITE, or a
+// read-only descriptor where the kernel lacks that seal).
 // Blocks are whole pages; a freed block waits in a list by its byte size
 // for the next request of that size (steady-state training asks for the
 // same sizes every round), so a block's pages stay faulted in.
@@ -34,12 +42,14 @@ class SharedArena : public std::enable_shared_from_this<SharedArena> {
   // it is not inside one segment of this arena.
   bool Locate(const void* p, std::size_t bytes, uint32_t* segment, uint64_t* offset) const;
 
-  // The memfd and size of segment id (1-based); fd -1 when there is none.
+  // The descriptor to hand receivers and the size of segment id
+  // (1-based); -1 when there is none. Owned by the arena.
   int Fd(uint64_t segment, std::size_t* size) const;
 
  private:
   struct Seg {
-    int fd;
+    int fd;      // the memfd, mapped writable at base
+    int shared;  // what receivers get: fd itself once sealed, else read-only
     char* base;
     std::size_t size;
   };
