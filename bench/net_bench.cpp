@@ -1,7 +1,8 @@
 // net_bench: our push/pull path between processes against raw TCP, and
 // cocoa on node processes against in-process.
 //
-//   net_bench --what=throughput [--sizes=4096,1048576,8388608] [--repeat=3] [--path=caf,tcp,local]
+//   net_bench --what=throughput [--sizes=4096,1048576,8388608] [--repeat=3] [--path=caf,tcp,local,tls]
+//             [--tls-dir=DIR]  (tls: CAF over TLS, DIR from tests/common/make_tls.sh; prints tls/caf)
 //       One parameter shard in a dml-node process (loopback); this process
 //       pushes a vector of each size (request: the payload, reply: a clock)
 //       and pulls it back (request: small, reply: the payload), one message in
@@ -102,20 +103,32 @@ struct payload_path {
   std::string name;
   bool bulk = false;
   bool same_host = false;
+  std::string tls_dir;  // "tls": CAF over TLS with DIR/node.pem, node.key, ca.pem (bulk off)
+  dml::actors::TlsFiles tls() const {
+    if (tls_dir.empty()) return {};
+    return {tls_dir + "/node.pem", tls_dir + "/node.key", tls_dir + "/ca.pem"};
+  }
   std::vector<std::string> node_args() const {
+    if (!tls_dir.empty()) {
+      auto t = tls();
+      return {"--bulk=off", "--tls-cert=" + t.cert, "--tls-key=" + t.key, "--tls-ca=" + t.ca};
+    }
     if (!bulk) return {"--bulk=off"};
     return {"--bulk=on", same_host ? "--bulk-local=on" : "--bulk-local=off"};
   }
 };
-std::vector<payload_path> Paths(const std::string& list) {
+std::vector<payload_path> Paths(const std::string& list, const std::string& tls_dir) {
   std::vector<payload_path> out;
-  for (const char* name : {"caf", "tcp", "local"}) {
+  for (const char* name : {"caf", "tcp", "local", "tls"}) {
     const std::string n = name;
     if (("," + list + ",").find("," + n + ",") == std::string::npos) continue;
-    out.push_back({n, n != "caf", n == "local"});
+    out.push_back({n, n == "tcp" || n == "local", n == "local", n == "tls" ? tls_dir : ""});
   }
   return out;
 }
+
+// Push and pull MB/s per path and size, for the TLS / plaintext ratio.
+std::map<std::string, std::map<long, std::pair<double, double>>> g_throughput;
 
 std::string NodeBinary() {
   std::string self = dml::net::LocalCluster::NodeBinaryNextToSelf();  // .../bench/dml-node
@@ -202,6 +215,10 @@ int ThroughputPath(const payload_path& path, const std::vector<long>& sizes, int
   }
   dml::actors::process_config cfg(2, dml::net::BulkOptions{path.same_host});
   if (path.bulk && !cfg.bulk().Serve("127.0.0.1").ok()) return 1;
+  if (auto st = dml::actors::ConfigureTls(cfg, path.tls()); !st.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(st.message()).c_str());
+    return 1;
+  }
   caf::actor_system sys(cfg);
   auto hp = dml::actors::ParseHostPort(cluster->addresses()[0]);
   auto node = dml::actors::RemoteActor<dml::actors::node_actor>(sys, hp->first, hp->second);
@@ -258,6 +275,7 @@ int ThroughputPath(const payload_path& path, const std::vector<long>& sizes, int
     const double push = mb / Median(push_s), pull = mb / Median(pull_s), raw = mb / Median(raw_s);
     std::printf("%6s %10ld %10d %12.1f %12.1f %12.1f %10.2f %10.2f\n", path.name.c_str(), bytes, count,
                 push, pull, raw, push / raw, pull / raw);
+    g_throughput[path.name][bytes] = {push, pull};
     std::fflush(stdout);
     self->send_exit(shard_handle, caf::exit_reason::user_shutdown);
   }
@@ -270,8 +288,25 @@ int Throughput(const std::map<std::string, std::string>& flags) {
   const int repeat = std::stoi(Get(flags, "repeat", "3"));
   std::printf("%6s %10s %10s %12s %12s %12s %10s %10s\n", "path", "bytes", "messages", "push MB/s",
               "pull MB/s", "rawTCP MB/s", "push/raw", "pull/raw");
-  for (const auto& path : Paths(Get(flags, "path", "caf,tcp,local"))) {
+  const std::string tls_dir = Get(flags, "tls-dir", "");
+  auto paths = Paths(Get(flags, "path", "caf,tcp,local"), tls_dir);
+  for (const auto& path : paths) {
+    if (!path.tls_dir.empty() || path.name != "tls") continue;
+    std::fprintf(stderr, "--path=tls needs --tls-dir=DIR (node.pem, node.key, ca.pem; "
+                         "tests/common/make_tls.sh DIR makes them)\n");
+    return 2;
+  }
+  for (const auto& path : paths) {
     if (int rc = ThroughputPath(path, sizes, repeat); rc != 0) return rc;
+  }
+  // TLS against plaintext CAF, measured in this run.
+  if (g_throughput.count("tls") && g_throughput.count("caf")) {
+    for (const auto& [bytes, tls] : g_throughput["tls"]) {
+      auto it = g_throughput["caf"].find(bytes);
+      if (it == g_throughput["caf"].end()) continue;
+      std::printf("tls/caf %10ld bytes: push %.2f pull %.2f\n", bytes, tls.first / it->second.first,
+                  tls.second / it->second.second);
+    }
   }
   return 0;
 }
@@ -343,7 +378,7 @@ int AllreduceMember(const std::map<std::string, std::string>& flags) {
   const int iters = std::stoi(Get(flags, "iters", "20"));
   const std::string dir = Get(flags, "dir", "/tmp");
   const int64_t n = bytes / static_cast<long>(sizeof(double));
-  const auto paths = Paths(Get(flags, "path", "local"));
+  const auto paths = Paths(Get(flags, "path", "local"), "");
   if (paths.size() != 1) return 2;
   std::vector<int64_t> bounds(procs + 1);
   for (int s = 0; s <= procs; ++s) bounds[s] = n * s / procs;
@@ -575,7 +610,7 @@ int AllreducePath(const std::map<std::string, std::string>& flags, const std::st
 }
 
 int Allreduce(const std::map<std::string, std::string>& flags) {
-  for (const auto& path : Paths(Get(flags, "path", "caf,tcp,local"))) {
+  for (const auto& path : Paths(Get(flags, "path", "caf,tcp,local"), "")) {
     if (int rc = AllreducePath(flags, path.name); rc != 0) return rc;
   }
   return 0;

@@ -1,9 +1,11 @@
 # Finds the C++ Actor Framework as Debian ships it (headers + shared libraries,
-# no CMake config, no pkg-config file) and creates CAF::core and CAF::io.
+# no CMake config, no pkg-config file) and creates CAF::core, CAF::io and
+# CAF::openssl (TLS between processes; Debian libcaf-openssl0.17).
 include(FindPackageHandleStandardArgs)
 find_path(CAF_INCLUDE_DIR caf/all.hpp)
 find_library(CAF_CORE_LIBRARY NAMES caf_core)
 find_library(CAF_IO_LIBRARY NAMES caf_io)
+find_library(CAF_OPENSSL_LIBRARY NAMES caf_openssl)
 if(CAF_INCLUDE_DIR AND EXISTS "${CAF_INCLUDE_DIR}/caf/config.hpp")
   file(STRINGS "${CAF_INCLUDE_DIR}/caf/config.hpp" _caf_ver_line
        REGEX "^#define CAF_VERSION [0-9]+")
@@ -16,7 +18,7 @@ if(CAF_INCLUDE_DIR AND EXISTS "${CAF_INCLUDE_DIR}/caf/config.hpp")
   endif()
 endif()
 find_package_handle_standard_args(CAF
-  REQUIRED_VARS CAF_INCLUDE_DIR CAF_CORE_LIBRARY CAF_IO_LIBRARY
+  REQUIRED_VARS CAF_INCLUDE_DIR CAF_CORE_LIBRARY CAF_IO_LIBRARY CAF_OPENSSL_LIBRARY
   VERSION_VAR CAF_VERSION)
 if(CAF_FOUND AND NOT TARGET CAF::core)
   find_package(Threads REQUIRED)
@@ -29,4 +31,8 @@ if(CAF_FOUND AND NOT TARGET CAF::core)
   set_target_properties(CAF::io PROPERTIES
     IMPORTED_LOCATION "${CAF_IO_LIBRARY}"
     INTERFACE_LINK_LIBRARIES CAF::core)
+  add_library(CAF::openssl SHARED IMPORTED)
+  set_target_properties(CAF::openssl PROPERTIES
+    IMPORTED_LOCATION "${CAF_OPENSSL_LIBRARY}"
+    INTERFACE_LINK_LIBRARIES CAF::io)
 endif()

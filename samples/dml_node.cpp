@@ -16,6 +16,9 @@
 //   Without a secret the node listens on loopback only: a --host that other
 //   machines can reach needs --secret-file, or --insecure-open to accept
 //   that anyone who can reach it may use it.
+//   --tls-cert=PEM --tls-key=PEM [--tls-ca=PEM]: every connection is TLS
+//   (dml/actors/transport.hpp); with a CA, peers must present a certificate
+//   it signed. Plaintext peers are refused. TLS turns the bulk channel off.
 //   --max-frame-bytes N: refuse (and close the connection of) any incoming
 //   frame larger than N bytes, before memory is reserved for it
 //   (dml/actors/transport.hpp; default 256 MiB + 64 KiB).
@@ -52,7 +55,8 @@ int Usage(const std::string& msg) {
   std::fprintf(stderr, "dml-node: %s\nusage: dml-node [--host=H] [--port=P] [--port-file=PATH] "
                        "[--name=NAME] [--threads=T] [--bulk=on|off] [--bulk-port=P]\n"
                        "       [--bulk-local=on|off] [--secret-file=PATH] [--insecure-open]\n"
-                       "       [--max-frame-bytes=N]\n", msg.c_str());
+                       "       [--max-frame-bytes=N] [--tls-cert=PEM --tls-key=PEM [--tls-ca=PEM]]\n",
+               msg.c_str());
   return 2;
 }
 
@@ -72,6 +76,7 @@ bool IsLoopback(const std::string& host) {
 int main(int argc, char** argv) {
   std::string host = "127.0.0.1", port_file, name, secret;
   bool insecure_open = false;
+  dml::actors::TlsFiles tls;
   int port = 0, threads = 0, bulk_port = 0;
   bool bulk = true, bulk_local = true;
   for (int i = 1; i < argc; ++i) {
@@ -111,6 +116,12 @@ int main(int argc, char** argv) {
       }
     } else if (key == "--name") {
       name = value;
+    } else if (key == "--tls-cert") {
+      tls.cert = value;
+    } else if (key == "--tls-key") {
+      tls.key = value;
+    } else if (key == "--tls-ca") {
+      tls.ca = value;
     } else if (key == "--max-frame-bytes") {
       long long n = 0;
       if (!ParseInt(value, n) || n < 65536) {
@@ -141,6 +152,9 @@ int main(int argc, char** argv) {
 
   dml::actors::TuneAllocatorForMessages();
   dml::actors::process_config cfg(threads, dml::net::BulkOptions{bulk_local});
+  if (auto s = dml::actors::ConfigureTls(cfg, tls); !s.ok()) return Usage(std::string(s.message()));
+  const bool tls_on = !tls.cert.empty();
+  if (tls_on) bulk = false;  // no plaintext side channel beside TLS
   if (bulk) {
     if (auto s = cfg.bulk().Serve(host, static_cast<uint16_t>(bulk_port)); !s.ok()) {
       std::fprintf(stderr, "dml-node: %s\n", std::string(s.message()).c_str());
@@ -161,6 +175,10 @@ int main(int argc, char** argv) {
                static_cast<int>(::getpid()),
                bulk ? std::to_string(cfg.bulk().port()).c_str() : "off",
                secret.empty() ? "open" : "by secret");
+  if (tls_on) {
+    std::fprintf(stderr, "dml-node %s: TLS on%s\n", name.c_str(),
+                 tls.ca.empty() ? "" : ", peers must present a certificate signed by the CA");
+  }
   if (!port_file.empty()) {
     const std::string tmp = port_file + ".tmp";
     {

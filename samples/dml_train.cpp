@@ -50,7 +50,8 @@ const char* const kValueFlags[] = {"-c", "-e", "-o", "-s", "-B", "--lambda", "--
                                    "--workers", "--shards", "--batch", "--step", "--staleness",
                                    "--tau", "--local-epochs", "--gamma", "--nodes",
                                    "--local-nodes", "--checkpoint", "--checkpoint-every",
-                                   "--node-silence", "--secret-file"};
+                                   "--node-silence", "--secret-file", "--tls-cert", "--tls-key",
+                                   "--tls-ca"};
 
 int Fail(const std::string& msg) {
   std::fflush(stdout);  // what was printed comes before the error, also when piped
@@ -142,6 +143,7 @@ Distributed (the actor runtime):
   --nodes H:P,...     run the workers and shards on these dml-node processes (none: in-process)
   --local-nodes N     start N dml-node processes on loopback for this job (none)
   --secret-file PATH  the cluster secret of nodes started with --secret-file (none)
+  --tls-cert PEM --tls-key PEM [--tls-ca PEM]  TLS to the nodes (they need the same flags)
   --node-silence S    a node silent this long counts as lost (10)
   --checkpoint PATH   write checkpoints there (Cap'n Proto) (none)
   --checkpoint-every N  cocoa: rounds between checkpoints (10); SGD modes: every evaluation
@@ -338,6 +340,9 @@ Exit ChooseNodes(const Run& run, dml::JobSpec& job,
     if (args.values.count("--secret-file")) {
       node_args.push_back("--secret-file=" + Get(args, "--secret-file"));
     }
+    for (const char* f : {"--tls-cert", "--tls-key", "--tls-ca"}) {
+      if (args.values.count(f)) node_args.push_back(std::string(f) + "=" + Get(args, f));
+    }
     auto c = dml::net::LocalCluster::Start(dml::net::LocalCluster::NodeBinaryNextToSelf(),
                                            local_nodes, node_args);
     if (!c.ok()) return Fail("--local-nodes: " + std::string(c.status().message()));
@@ -392,6 +397,9 @@ Exit TrainOnRuntime(Run& run, std::shared_ptr<const dml::Dataset>& shared_data,
     if (!secret.ok()) return Fail("--secret-file: " + std::string(secret.status().message()));
     rt_options.cluster_secret = *std::move(secret);
   }
+  if (args.values.count("--tls-cert")) rt_options.tls_cert = Get(args, "--tls-cert");
+  if (args.values.count("--tls-key")) rt_options.tls_key = Get(args, "--tls-key");
+  if (args.values.count("--tls-ca")) rt_options.tls_ca = Get(args, "--tls-ca");
   if (Exit e = ChooseNodes(run, job, cluster)) return e;
   // Nodes read the data from disk: the file itself, or the generated
   // data written to a temporary file (loopback clusters share this disk).

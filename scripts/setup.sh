@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 
 packages=(cmake g++ make libcaf-dev libabsl-dev capnproto libcapnp-dev libboost-test-dev libssl-dev
           zlib1g-dev libbz2-dev liblzma-dev xz-utils bzip2 python3 python3-matplotlib iproute2 liblinear-tools
-          pkg-config openmpi-bin)
+          pkg-config openmpi-bin openssl)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <optional>
 #include <sstream>
@@ -20,6 +21,7 @@
 
 #include <caf/actor_system.hpp>
 #include <caf/binary_serializer.hpp>
+#include <caf/exit_reason.hpp>
 #include <caf/io/basp/header.hpp>
 #include <caf/scoped_actor.hpp>
 
@@ -150,6 +152,88 @@ BOOST_AUTO_TEST_CASE(a_frame_within_the_bound_is_still_read) {
   BOOST_TEST(!ClosedWithin(fd, std::chrono::milliseconds(500)));
   close(fd);
   ExpectServes(port);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// ------------------------------------------------------------------- TLS
+
+namespace {
+
+// A node with TLS and a CA (mutual authentication), and the test PKI.
+struct TlsNodeFixture {
+  TlsNodeFixture() {
+    dir = std::string(DML_TEST_TMP) + "/tls." + std::to_string(getpid());
+    BOOST_REQUIRE(std::system((std::string(DML_MAKE_TLS) + " " + dir).c_str()) == 0);
+    auto c = dml::net::LocalCluster::Start(
+        DML_NODE_BINARY, 1,
+        {"--threads=1", "--tls-cert=" + dir + "/node.pem", "--tls-key=" + dir + "/node.key",
+         "--tls-ca=" + dir + "/ca.pem"});
+    BOOST_REQUIRE_MESSAGE(c.ok(), c.status().ToString());
+    cluster.emplace(*std::move(c));
+    port = dml::actors::ParseHostPort(cluster->addresses()[0])->second;
+  }
+  ~TlsNodeFixture() { (void)std::system(("rm -rf '" + dir + "'").c_str()); }
+
+  // Says hello with `tls` (empty: plaintext); the node's name, or the error.
+  std::string Hello(const dml::actors::TlsFiles& tls) {
+    dml::actors::process_config cfg(1);
+    BOOST_REQUIRE(dml::actors::ConfigureTls(cfg, tls).ok());
+    caf::actor_system sys(cfg);
+    auto node = dml::actors::RemoteActor<dml::actors::node_actor>(sys, "127.0.0.1", port,
+                                                                  std::chrono::seconds(10));
+    if (!node) return "error: " + sys.render(node.error());
+    caf::scoped_actor self{sys};
+    std::string name;
+    self->request(*node, std::chrono::seconds(5), dml::actors::hello_atom_v)
+        .receive([&](const std::string& n, int64_t, int32_t) { name = n; },
+                 [&](caf::error& e) { name = "error: " + sys.render(e); });
+    self->send_exit(*node, caf::exit_reason::user_shutdown);
+    return name;
+  }
+  std::string Log() { return ReadFile(cluster->log_path(0)); }
+
+  std::string dir;
+  std::optional<dml::net::LocalCluster> cluster;
+  uint16_t port = 0;
+};
+
+}  // namespace
+
+BOOST_FIXTURE_TEST_SUITE(tls, TlsNodeFixture)
+
+BOOST_AUTO_TEST_CASE(a_peer_with_a_certificate_the_ca_signed_is_served) {
+  BOOST_TEST(Hello({dir + "/node.pem", dir + "/node.key", dir + "/ca.pem"}) == "node0");
+  BOOST_TEST(Log().find("TLS on, peers must present a certificate signed by the CA") !=
+             std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(a_plaintext_peer_is_refused_and_the_node_says_why) {
+  const std::string got = Hello({});
+  BOOST_TEST(got.rfind("error: ", 0) == 0, got);
+  BOOST_TEST(Log().find("dml: TLS connection with 127.0.0.1:") != std::string::npos, Log());
+  BOOST_TEST(Log().find("wrong version number") != std::string::npos, Log());
+  // Still serving the right peers.
+  BOOST_TEST(Hello({dir + "/node.pem", dir + "/node.key", dir + "/ca.pem"}) == "node0");
+}
+
+BOOST_AUTO_TEST_CASE(a_certificate_from_another_ca_is_refused) {
+  const std::string got = Hello({dir + "/rogue.pem", dir + "/rogue.key", dir + "/rogueca.pem"});
+  BOOST_TEST(got.rfind("error: ", 0) == 0, got);
+  BOOST_TEST(Log().find("dml: TLS connection with") != std::string::npos, Log());
+  // Whichever side checks first: the node refuses the peer's certificate,
+  // or the peer refuses the node's and says so (alert "unknown ca").
+  BOOST_TEST((Log().find("certificate verify failed") != std::string::npos ||
+              Log().find("alert unknown ca") != std::string::npos), Log());
+  BOOST_TEST(Hello({dir + "/node.pem", dir + "/node.key", dir + "/ca.pem"}) == "node0");
+}
+
+BOOST_AUTO_TEST_CASE(tls_files_are_checked_before_anything_starts) {
+  dml::actors::process_config cfg(1);
+  auto s = dml::actors::ConfigureTls(cfg, {dir + "/node.pem", "", ""});
+  BOOST_TEST(s.message() == "TLS needs both a certificate and a key (--tls-cert, --tls-key)");
+  s = dml::actors::ConfigureTls(cfg, {dir + "/node.pem", dir + "/none.key", ""});
+  BOOST_TEST(s.message() == "TLS key " + dir + "/none.key: cannot be read");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -165,9 +165,16 @@ absl::Status ValidateSpec(const JobSpec& s) {
 }  // namespace
 
 struct Runtime::Impl {
-  explicit Impl(const RuntimeOptions& o) : options(o), cfg(o.threads), sys(cfg) {}
+  explicit Impl(const RuntimeOptions& o)
+      : options(o),
+        cfg(o.threads),
+        tls(actors::ConfigureTls(cfg, {o.tls_cert, o.tls_key, o.tls_ca})),
+        sys(cfg) {
+    if (o.max_frame_bytes != 0) actors::SetMaxFrameBytes(o.max_frame_bytes);
+  }
   RuntimeOptions options;
   actors::process_config cfg;
+  absl::Status tls;  // why the TLS files were refused (then every Submit fails)
   caf::actor_system sys;
   std::mutex mu;
   std::vector<std::weak_ptr<detail::job_state>> jobs;
@@ -178,7 +185,8 @@ struct Runtime::Impl {
   // vectors then travel beside CAF), on the address this machine uses to
   // reach that node. Failing to serve is no error: vectors stay inline.
   absl::Status serve_bulk(const std::string& host, uint16_t port) {
-    if (!options.bulk || cfg.bulk().serving()) return absl::OkStatus();
+    // With TLS, no plaintext side channel: vectors stay inside TLS.
+    if (!options.bulk || cfg.bulk().serving() || actors::TlsOn(sys)) return absl::OkStatus();
     auto local = net::LocalAddressFor(host, port);
     if (!local.ok()) {
       return absl::UnavailableError(absl::StrCat("no route to node ", host, ":", port, ": ",
@@ -204,9 +212,16 @@ struct Runtime::Impl {
       if (auto s = serve_bulk(hp->first, hp->second); !s.ok()) return s;
       auto node = actors::RemoteActor<actors::node_actor>(sys, hp->first, hp->second);
       if (!node) {
+        const std::string why = sys.render(node.error());
+        // A TLS node drops a plaintext handshake (and the reverse): say so.
+        const char* hint = why.find("disconnect_during_handshake") == std::string::npos ? ""
+                           : actors::TlsOn(sys)
+                               ? " (is the node using TLS with a certificate our CA signed, and "
+                                 "do we hold one its CA signed?)"
+                               : " (a node started with --tls-cert refuses plaintext: give "
+                                 "RuntimeOptions.tls_cert/tls_key, dml-train --tls-cert/--tls-key)";
         return absl::UnavailableError(absl::StrCat("JobSpec.cluster.nodes[", i, "] (", addrs[i],
-                                                   "): cannot connect: ",
-                                                   sys.render(node.error())));
+                                                   "): cannot connect: ", why, hint));
       }
       {
         caf::scoped_actor self{sys};
@@ -245,6 +260,7 @@ Runtime::~Runtime() {
 
 absl::StatusOr<Job> Runtime::Submit(JobSpec spec,
                                     std::function<void(const Progress&)> on_progress) {
+  if (!impl_->tls.ok()) return absl::InvalidArgumentError(absl::StrCat("RuntimeOptions: ", impl_->tls.message()));
   if (auto st = ValidateSpec(spec); !st.ok()) return st;
   std::vector<actors::node_actor> nodes;
   if (!spec.cluster.nodes.empty()) {

@@ -157,6 +157,15 @@ struct RuntimeOptions {
   /// dml/net/admission.hpp; the secret itself never crosses the network).
   /// Empty: only nodes without a secret can be used.
   std::string cluster_secret;
+  /// TLS to nodes (dml/actors/transport.hpp): PEM certificate and key; with
+  /// `tls_ca`, nodes must present a certificate it signed (and they check
+  /// ours the same way). All empty: plaintext. With TLS the bulk channel is
+  /// off: large vectors travel inside the TLS connections. A bad file makes
+  /// every Submit fail with InvalidArgument.
+  std::string tls_cert, tls_key, tls_ca;
+  /// Largest frame accepted from a peer (0: 256 MiB + 64 KiB); sets the
+  /// bound for the whole process (dml/actors/transport.hpp).
+  std::size_t max_frame_bytes = 0;
 };
 
 /// Counters of a runtime's bulk channel (large vectors of jobs on nodes,

@@ -11,6 +11,14 @@
 // naming the peer and the size, and the refusal is counted. The limit
 // applies to every frame, the handshake included.
 //
+// TLS: with ConfigureTls (a certificate and key, and optionally a CA file),
+// every connection is TLS 1.2 through CAF's OpenSSL session (the same
+// policy as CAF's OpenSSL module, with the frame bound). With a CA file,
+// both ends must present a certificate it signed (mutual authentication);
+// a peer that does not speak TLS, or whose certificate fails, is refused and
+// the refusing process logs why to stderr. Both ends must agree: a TLS node
+// refuses plaintext peers, a plaintext process cannot reach a TLS node.
+//
 // Every libdml process publishes and connects with these functions, never
 // with sys.middleman().publish / remote_actor (those would bypass the
 // bound). Thread-safe.
@@ -19,6 +27,8 @@
 #include <cstdint>
 #include <string>
 
+#include <set>
+
 #include <caf/actor.hpp>
 #include <caf/actor_cast.hpp>
 #include <caf/actor_system.hpp>
@@ -26,7 +36,23 @@
 #include <caf/fwd.hpp>
 #include <caf/timespan.hpp>
 
+#include "absl/status/status.h"
+
 namespace dml::actors {
+
+/// PEM files of a process's TLS identity; all empty: no TLS.
+struct TlsFiles {
+  std::string cert;  ///< this process's certificate (chain)
+  std::string key;   ///< its private key
+  std::string ca;    ///< CA file: peers must present a certificate it signed
+};
+
+/// Turns TLS on for the actor system built from `cfg` (loads CAF's OpenSSL
+/// module). Call before the system is built. Errors: InvalidArgument (a
+/// certificate without a key or the reverse, a file that cannot be read).
+absl::Status ConfigureTls(caf::actor_system_config& cfg, const TlsFiles& tls);
+/// Whether `sys`'s connections are TLS.
+bool TlsOn(caf::actor_system& sys);
 
 /// Default frame bound: 256 MiB of payload plus room for CAF's framing.
 /// Vectors larger than ~32M doubles travel over the bulk channel (on by
