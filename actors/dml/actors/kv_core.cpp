@@ -141,6 +141,20 @@ int32_t KvCore::RouteLocked(Stripe& s, int64_t b, bool forwarded) {
 
 // ------------------------------------------------------------ operations
 
+void KvCore::Dispatch(kv_op& op, kv_kind kind, int64_t served, int64_t queued,
+                      std::map<int32_t, kv_message>& remote) {
+  count_.local_keys.fetch_add(served, std::memory_order_relaxed);
+  count_.queued_keys.fetch_add(queued, std::memory_order_relaxed);
+  Complete(op, served, this);
+  for (auto& [to, m] : remote) {
+    count_.remote_keys.fetch_add(static_cast<int64_t>(m.keys.size()), std::memory_order_relaxed);
+    m.kind = static_cast<uint8_t>(kind);
+    m.requester = rank_;
+    m.op = op.id;
+    Send(to, std::move(m));
+  }
+}
+
 std::shared_ptr<kv_op> KvCore::Pull(absl::Span<const int64_t> keys, double* out) {
   auto op = std::make_shared<kv_op>();
   op->kind = kv_kind::kPull;
@@ -180,16 +194,7 @@ std::shared_ptr<kv_op> KvCore::Pull(absl::Span<const int64_t> keys, double* out)
     kv_message& m = remote[RouteLocked(s, b, false)];
     m.keys.push_back(key);
   }
-  count_.local_keys.fetch_add(served, std::memory_order_relaxed);
-  count_.queued_keys.fetch_add(queued, std::memory_order_relaxed);
-  Complete(*op, served, this);
-  for (auto& [to, m] : remote) {
-    count_.remote_keys.fetch_add(static_cast<int64_t>(m.keys.size()), std::memory_order_relaxed);
-    m.kind = static_cast<uint8_t>(kv_kind::kPull);
-    m.requester = rank_;
-    m.op = op->id;
-    Send(to, std::move(m));
-  }
+  Dispatch(*op, kv_kind::kPull, served, queued, remote);
   return op;
 }
 
@@ -231,16 +236,7 @@ std::shared_ptr<kv_op> KvCore::Push(absl::Span<const int64_t> keys,
     m->keys.push_back(key);
     m->values.insert(m->values.end(), d, d + vl);
   }
-  count_.local_keys.fetch_add(served, std::memory_order_relaxed);
-  count_.queued_keys.fetch_add(queued, std::memory_order_relaxed);
-  Complete(*op, served, this);
-  for (auto& [to, m] : remote) {
-    count_.remote_keys.fetch_add(static_cast<int64_t>(m.keys.size()), std::memory_order_relaxed);
-    m.kind = static_cast<uint8_t>(kv_kind::kPush);
-    m.requester = rank_;
-    m.op = op->id;
-    Send(to, std::move(m));
-  }
+  Dispatch(*op, kv_kind::kPush, served, queued, remote);
   return op;
 }
 

@@ -14,6 +14,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -107,6 +108,10 @@ class KvCore {
   // cost of a stale entry to one extra forward).
   int32_t RouteLocked(Stripe& s, int64_t b, bool forwarded);
   void Register(const std::shared_ptr<kv_op>& op);
+  // The end of a pull or push: counts what was served in place or queued
+  // here, completes those keys, and sends the rest to their owners.
+  void Dispatch(kv_op& op, net::kv_kind kind, int64_t served, int64_t queued,
+                std::map<int32_t, net::kv_message>& remote);
   void Send(int32_t to, net::kv_message m);
   void Reject(std::string why);
   absl::Status CheckMessage(const net::kv_message& m) const;
