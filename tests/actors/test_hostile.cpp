@@ -27,6 +27,7 @@
 
 #include "dml/actors/network.hpp"
 #include "dml/actors/node.hpp"
+#include "dml/actors/parameter_shard.hpp"
 #include "dml/actors/transport.hpp"
 #include "dml/net/local_cluster.hpp"
 
@@ -237,3 +238,36 @@ BOOST_AUTO_TEST_CASE(tls_files_are_checked_before_anything_starts) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+// ------------------------------------------------------- bulk references
+
+BOOST_AUTO_TEST_CASE(a_bulk_reference_of_the_wrong_size_is_never_fetched) {
+  // A shard of 10 keys gets a push whose values are "at" a foreign
+  // host:port, announcing 2^28 of them: refused at once, nothing fetched
+  // (a fetch would try to connect there for up to 20 s).
+  dml::actors::process_config cfg(1);
+  caf::actor_system sys(cfg);
+  dml::actors::shard_config sc;
+  sc.mode = dml::Mode::kAsync;
+  sc.workers = 1;
+  sc.begin = 0;
+  sc.end = 10;
+  sc.model.kind = dml::ModelKind::kLogisticL2;
+  sc.model.lambda = 0.1;
+  auto shard = dml::actors::spawn_parameter_shard(sys, sc);
+  dml::actors::dvec x;
+  x.ref = std::make_shared<const dml::net::BulkRef>(
+      dml::net::BulkRef{"192.0.2.1", 9, "", 42, uint64_t{1} << 28});
+  caf::scoped_actor self{sys};
+  std::string error;
+  const auto t0 = std::chrono::steady_clock::now();
+  self->request(shard, std::chrono::seconds(30), dml::actors::push_atom_v, int32_t{0}, int64_t{0}, x)
+      .receive([](int64_t) {}, [&](caf::error& e) { error = sys.render(e); });
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  BOOST_TEST(error.find("bulk reference to 268435456 values where 10 are expected: not fetched") !=
+                 std::string::npos,
+             error);
+  BOOST_TEST(seconds < 2.0);
+  self->send_exit(shard, caf::exit_reason::user_shutdown);
+}

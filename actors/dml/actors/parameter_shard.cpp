@@ -237,7 +237,8 @@ caf::result<int64_t> restore(shard_ptr self, const dvec& values, int64_t clock) 
   if (values.ref) {
     return internal::fetch_and_redeliver<parameter_shard>(
         self, st.fetcher, self->make_response_promise<int64_t>(), values,
-        [clock](dvec v) { return std::make_tuple(init_atom_v, std::move(v), clock); });
+        [clock](dvec v) { return std::make_tuple(init_atom_v, std::move(v), clock); },
+        static_cast<std::size_t>(st.core.size()));
   }
   auto& core = st.core;
   if (!values.wire_error.empty()) return bad("restore: " + values.wire_error);
@@ -279,7 +280,8 @@ parameter_shard::behavior_type shard_impl(shard_ptr self, shard_config cfg,
         if (x.ref) {
           return internal::fetch_and_redeliver<parameter_shard>(
               self, self->state.fetcher, self->make_response_promise<int64_t>(), x,
-              [worker, clock](dvec v) { return std::make_tuple(push_atom_v, worker, clock, std::move(v)); });
+              [worker, clock](dvec v) { return std::make_tuple(push_atom_v, worker, clock, std::move(v)); },
+              static_cast<std::size_t>(self->state.core.size()));
         }
         if (auto err = push_dense(self, worker, clock, x)) return err;
         return self->state.rule->push_reply(self->state.core);
@@ -288,9 +290,11 @@ parameter_shard::behavior_type shard_impl(shard_ptr self, shard_config cfg,
         auto& st = self->state;
         if (x.ref) {
           return internal::fetch_and_redeliver<parameter_shard>(
-              self, st.fetcher, self->make_response_promise<dvec>(), x, [worker, clock](dvec v) {
+              self, st.fetcher, self->make_response_promise<dvec>(), x,
+              [worker, clock](dvec v) {
                 return std::make_tuple(pushpull_atom_v, worker, clock, std::move(v));
-              });
+              },
+              static_cast<std::size_t>(st.core.size()));
         }
         // Halted, the pull is answered now: nothing would wait for the
         // round's check, so check on arrival.
@@ -320,7 +324,8 @@ parameter_shard::behavior_type shard_impl(shard_ptr self, shard_config cfg,
         if (x.ref) {
           return internal::fetch_and_redeliver<parameter_shard>(
               self, self->state.fetcher, self->make_response_promise<dvec>(), x,
-              [worker](dvec v) { return std::make_tuple(elastic_atom_v, worker, std::move(v)); });
+              [worker](dvec v) { return std::make_tuple(elastic_atom_v, worker, std::move(v)); },
+              static_cast<std::size_t>(self->state.core.size()));
         }
         if (!x.wire_error.empty()) return bad("elastic exchange: " + x.wire_error);
         auto& st = self->state;

@@ -29,9 +29,20 @@ caf::actor SpawnBulkFetcher(caf::actor_system& sys);
 /// Calls f(values) with x's values in hand: at once when x carries them,
 /// else once the fetcher (spawned into `fetcher` on first use) has
 /// fetched them; a failed fetch calls f with wire_error set.
+/// `expected`: the number of values the receiver can use (kAnyCount: not
+/// known here); a reference announcing another count is never fetched (a
+/// peer cannot make us allocate what the job cannot use).
+inline constexpr std::size_t kAnyCount = static_cast<std::size_t>(-1);
+
 template <class Self, class F>
-void with_values(Self* self, caf::actor& fetcher, dvec x, F f) {
+void with_values(Self* self, caf::actor& fetcher, dvec x, F f, std::size_t expected = kAnyCount) {
   if (!x.ref) return f(std::move(x));
+  if (expected != kAnyCount && x.ref->count != expected) {
+    dvec refused;
+    refused.wire_error = "bulk reference to " + std::to_string(x.ref->count) + " values where " +
+                         std::to_string(expected) + " are expected: not fetched";
+    return f(std::move(refused));
+  }
   if (!fetcher) {
     fetcher = SpawnBulkFetcher(self->system());
     self->link_to(fetcher);
@@ -57,15 +68,18 @@ void with_values(Self* self, caf::actor& fetcher, dvec x, F f) {
 /// requester does not match it. Returns the promise the handler returns.
 template <class Handle, class Promise, class Self, class Remake>
 Promise fetch_and_redeliver(Self* self, caf::actor& fetcher, Promise promise, dvec x,
-                            Remake remake) {
-  with_values(self, fetcher, std::move(x), [self, promise, remake](dvec v) mutable {
-    std::apply(
-        [&](auto&&... xs) {
-          promise.template delegate<caf::message_priority::normal>(
-              caf::actor_cast<Handle>(self), std::forward<decltype(xs)>(xs)...);
-        },
-        remake(std::move(v)));
-  });
+                            Remake remake, std::size_t expected = kAnyCount) {
+  with_values(
+      self, fetcher, std::move(x),
+      [self, promise, remake](dvec v) mutable {
+        std::apply(
+            [&](auto&&... xs) {
+              promise.template delegate<caf::message_priority::normal>(
+                  caf::actor_cast<Handle>(self), std::forward<decltype(xs)>(xs)...);
+            },
+            remake(std::move(v)));
+      },
+      expected);
   return promise;
 }
 
