@@ -5,8 +5,13 @@
 // OUT.values. One number per line. Exit status 0 only if every call and
 // wait succeeded.
 //
-// kv_stress RANK PEERS(comma-separated host:port) THREADS OPS KEYS BLOCK OUT
+// kv_stress RANK PEERS(comma-separated host:port) THREADS OPS KEYS BLOCK OUT [lose]
+//
+// With "lose": rank 2 dies right after the first barrier (no goodbye, as a
+// crash), and the other ranks pull a key homed there until that fails:
+// exit 0 only if it fails within 10 s, as a loss ("rank 2 ... was lost").
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -28,7 +33,7 @@ int Fail(const std::string& what) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 8) return Fail("usage: kv_stress RANK PEERS THREADS OPS KEYS BLOCK OUT");
+  if (argc != 8 && argc != 9) return Fail("usage: kv_stress RANK PEERS THREADS OPS KEYS BLOCK OUT [lose]");
   const int rank = std::atoi(argv[1]);
   const std::vector<std::string> peers = absl::StrSplit(argv[2], ',');
   const int threads = std::atoi(argv[3]);
@@ -41,6 +46,22 @@ int main(int argc, char** argv) {
   if (!joined.ok()) return Fail(joined.status().ToString());
   dml::KvNode& node = **joined;
   if (auto s = node.Barrier(); !s.ok()) return Fail(s.ToString());
+  if (argc == 9 && std::string(argv[8]) == "lose") {
+    if (rank == 2) std::_Exit(0);
+    const int64_t homed_at_2 = o.keys * 2 / static_cast<int64_t>(peers.size()) + 1;
+    const auto t0 = std::chrono::steady_clock::now();
+    while (std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10)) {
+      double v = 0;
+      auto h = node.Pull({homed_at_2}, &v);
+      const absl::Status s = h.ok() ? node.Wait(*h) : h.status();
+      if (!s.ok()) {
+        std::fprintf(stderr, "kv_stress %d: %s\n", rank, s.ToString().c_str());
+        return s.message().find("rank 2 of the group was lost") != std::string::npos ? 0 : 1;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return Fail("the loss of rank 2 went unnoticed for 10 s");
+  }
 
   std::vector<std::atomic<int64_t>> issued(static_cast<std::size_t>(o.keys));
   std::atomic<int> failures{0};

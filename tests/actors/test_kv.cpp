@@ -519,3 +519,15 @@ BOOST_AUTO_TEST_CASE(malformed_peer_messages_are_dropped_and_counted) {
   BOOST_TEST(sent[0].kind == static_cast<uint8_t>(dml::net::kv_kind::kPullAnswer));
   BOOST_TEST(sent[0].values.size() == 2u);
 }
+
+BOOST_AUTO_TEST_CASE(a_node_that_leaves_on_purpose_is_no_loss) {
+  KvOptions o;
+  o.keys = 30;
+  auto g = Group(3, o);
+  g[2].reset();  // says goodbye first
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  auto h = g[0]->Push({5}, std::vector<double>{1.0});  // homed at rank 0
+  BOOST_REQUIRE(h.ok());
+  Ok(g[0]->Wait(*h));
+  BOOST_TEST(PullOne(*g[1], 5) == 1.0);
+}

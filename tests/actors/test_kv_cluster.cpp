@@ -46,7 +46,8 @@ std::vector<int64_t> ReadNumbers(const std::string& path) {
   return v;
 }
 
-void RunGroup(int nodes, int threads, int ops, int64_t keys, int64_t block) {
+void RunGroup(int nodes, int threads, int ops, int64_t keys, int64_t block,
+              bool lose = false) {
   std::string peers;
   for (int r = 0; r < nodes; ++r) {
     if (r > 0) peers += ",";
@@ -59,6 +60,7 @@ void RunGroup(int nodes, int threads, int ops, int64_t keys, int64_t block) {
                                      peers,                  std::to_string(threads),
                                      std::to_string(ops),    std::to_string(keys),
                                      std::to_string(block),  out + "." + std::to_string(r)};
+    if (lose) args.push_back("lose");
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -80,6 +82,7 @@ void RunGroup(int nodes, int threads, int ops, int64_t keys, int64_t block) {
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) ++failed;
   }
   BOOST_REQUIRE_MESSAGE(failed == 0, failed << " kv_stress processes failed (see their stderr)");
+  if (lose) return;
   std::vector<int64_t> issued(static_cast<std::size_t>(keys), 0);
   for (int r = 0; r < nodes; ++r) {
     auto mine = ReadNumbers(out + "." + std::to_string(r) + ".issued");
@@ -110,3 +113,7 @@ BOOST_AUTO_TEST_CASE(eight_processes_of_four_threads_lose_and_double_no_push) {
 }
 
 BOOST_AUTO_TEST_CASE(blocks_of_keys_across_processes) { RunGroup(4, 4, 400, 500, 16); }
+
+BOOST_AUTO_TEST_CASE(a_crashed_process_fails_the_others_operations_at_once) {
+  RunGroup(4, 1, 0, 100, 1, /*lose=*/true);
+}

@@ -57,10 +57,12 @@ struct KvNode::Impl {
   std::mutex mu;
   std::condition_variable cv;
   int32_t introduced = 0;  // lower ranks that introduced themselves (Join)
+  bool started = false;    // peers known: Leave may send
 
   ~Impl() {
     // The actor reads `core`: wait until it has stopped.
     if (!actor) return;
+    if (started) core->Leave();
     caf::scoped_actor self{group->sys};
     self->monitor(actor);
     self->send_exit(actor, caf::exit_reason::user_shutdown);
@@ -75,7 +77,7 @@ namespace {
 caf::behavior KvActor(caf::event_based_actor* self, KvNode::Impl* impl) {
   self->set_default_handler(caf::skip);
   return {
-      [self, impl](connect_atom, int32_t rank, const caf::actor& peer) {
+      [impl](connect_atom, int32_t rank, const caf::actor& peer) {
         // A lower rank introduces itself (Join): its actor, over the
         // connection it opened to us.
         std::lock_guard<std::mutex> lock(impl->mu);
@@ -86,6 +88,18 @@ caf::behavior KvActor(caf::event_based_actor* self, KvNode::Impl* impl) {
       },
       [self, impl](start_atom) {
         self->set_default_handler(caf::print_and_drop);
+        // A peer that goes (its process ends, its connection breaks) takes
+        // its keys along: fail what waits on the group.
+        for (const auto& p : impl->peers) {
+          if (p && p != self) self->monitor(p);
+        }
+        self->set_down_handler([impl](const caf::down_msg& dm) {
+          for (std::size_t r = 0; r < impl->peers.size(); ++r) {
+            if (impl->peers[r] && impl->peers[r].address() == dm.source) {
+              impl->core->PeerLost(static_cast<int32_t>(r));
+            }
+          }
+        });
         self->become([impl](kv_atom, actors::kv_message& m) { impl->core->Receive(std::move(m)); });
       },
   };
@@ -152,6 +166,7 @@ absl::StatusOr<std::vector<std::unique_ptr<KvNode>>> KvNode::StartLocalGroup(
   for (auto& i : impls) {
     i->peers = all;
     caf::anon_send(i->actor, start_atom_v);
+    i->started = true;
     out.push_back(std::unique_ptr<KvNode>(new KvNode(std::move(i))));
   }
   return out;
@@ -222,10 +237,12 @@ absl::StatusOr<std::unique_ptr<KvNode>> KvNode::Join(const KvOptions& options, i
     }
   }
   caf::anon_send(impl->actor, start_atom_v);
+  impl->started = true;
   return std::unique_ptr<KvNode>(new KvNode(std::move(impl)));
 }
 
 absl::StatusOr<KvHandle> KvNode::Pull(absl::Span<const int64_t> keys, double* out) {
+  DML_RETURN_IF_ERROR(impl_->core->Lost());
   DML_RETURN_IF_ERROR(impl_->core->CheckKeys(keys));
   if (out == nullptr && !keys.empty()) return absl::InvalidArgumentError("Pull: out is null");
   return KvHandle(impl_->core->Pull(keys, out));
@@ -233,6 +250,7 @@ absl::StatusOr<KvHandle> KvNode::Pull(absl::Span<const int64_t> keys, double* ou
 
 absl::StatusOr<KvHandle> KvNode::Push(absl::Span<const int64_t> keys,
                                       absl::Span<const double> deltas) {
+  DML_RETURN_IF_ERROR(impl_->core->Lost());
   DML_RETURN_IF_ERROR(impl_->core->CheckKeys(keys));
   const auto want = keys.size() * static_cast<std::size_t>(impl_->core->options().value_len);
   if (deltas.size() != want) {
@@ -248,6 +266,7 @@ absl::StatusOr<KvHandle> KvNode::Push(absl::Span<const int64_t> keys,
 }
 
 absl::StatusOr<KvHandle> KvNode::Localize(absl::Span<const int64_t> keys) {
+  DML_RETURN_IF_ERROR(impl_->core->Lost());
   for (std::size_t i = 0; i < keys.size(); ++i) {
     if (keys[i] < 0 || keys[i] >= impl_->core->options().keys) {
       return absl::InvalidArgumentError(absl::StrCat("Localize: key ", i, " (", keys[i],
@@ -266,14 +285,15 @@ absl::Status KvNode::Wait(const KvHandle& h) {
   if (!op.cv.wait_for(lock, timeout, [&] { return op.done; })) {
     return absl::DeadlineExceededError(absl::StrCat(
         "kv node ", impl_->core->rank(), ": operation not done after ", timeout.count(), " s (",
-        op.remaining, " keys or blocks outstanding; a node of the group may be lost)"));
+        op.remaining, " keys or blocks outstanding)"));
   }
-  return absl::OkStatus();
+  return op.status;
 }
 
 absl::Status KvNode::Barrier(std::chrono::duration<double> timeout) {
   const uint64_t gen = impl_->core->EnterBarrier();
   if (!impl_->core->WaitBarrier(gen, timeout)) {
+    DML_RETURN_IF_ERROR(impl_->core->Lost());
     return absl::DeadlineExceededError(absl::StrCat("kv node ", impl_->core->rank(), ": barrier ",
                                                     gen, " not released after ", timeout.count(),
                                                     " s"));

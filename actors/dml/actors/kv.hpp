@@ -25,7 +25,10 @@
 // atomically, in the order they reach it, so synchronous operations (issue,
 // then wait) on one key are sequentially consistent (linearizable); no push
 // is lost or applied twice across relocations. Not survived: the loss of a
-// node (its keys are gone; waits on them end with DeadlineExceeded).
+// node (its process ends, its connection breaks): its keys are gone, so
+// every operation in flight, every later call and Barrier return
+// Unavailable naming the lost rank (a hung node is only noticed by Wait's
+// timeout: DeadlineExceeded).
 // With `dynamic = false`, localize does nothing: classic static allocation
 // (a parameter server with range-partitioned keys).
 //
@@ -128,7 +131,8 @@ class KvNode {
   /// Moves ownership of the blocks of `keys` to this node; done when all
   /// have landed here (they may move on afterwards).
   absl::StatusOr<KvHandle> Localize(absl::Span<const int64_t> keys);
-  /// Waits for `h` (at most the options' op_timeout_seconds).
+  /// Waits for `h` (at most the options' op_timeout_seconds): its status
+  /// (Unavailable once a node of the group is lost).
   absl::Status Wait(const KvHandle& h);
 
   /// Blocks until every node of the group has called Barrier the same

@@ -45,7 +45,8 @@ KvCore::KvCore(const KvOptions& options, int32_t rank, int32_t nodes)
       rank_(rank),
       nodes_(nodes),
       blocks_(DivCeil(options.keys, options.block)),
-      stripes_(kStripes) {
+      stripes_(kStripes),
+      left_(static_cast<std::size_t>(nodes), false) {
   // Home range: blocks b with floor(b * nodes / blocks) == rank.
   home_begin_ = DivCeil(static_cast<int64_t>(rank) * blocks_, nodes);
   home_end_ = DivCeil(static_cast<int64_t>(rank + 1) * blocks_, nodes);
@@ -264,6 +265,7 @@ std::shared_ptr<kv_op> KvCore::Localize(absl::Span<const int64_t> keys) {
       ++present;
       continue;
     }
+    Register(op);  // so that a lost node fails it (PeerLost)
     if (slot.arriving) {
       slot.arrival->waiters.push_back(op);
       continue;
@@ -351,6 +353,7 @@ absl::Status KvCore::CheckMessage(const kv_message& m) const {
       if (rank_ != 0) return bad("barrier message at a rank other than 0");
       return absl::OkStatus();
     case kv_kind::kBarrierRelease:
+    case kv_kind::kLeave:
       return absl::OkStatus();
   }
   return bad("unknown kind");
@@ -385,6 +388,11 @@ void KvCore::Receive(kv_message m) {
       std::lock_guard<std::mutex> lock(barrier_mu_);
       barrier_released_ = std::max(barrier_released_, m.op);
       barrier_cv_.notify_all();
+      return;
+    }
+    case kv_kind::kLeave: {
+      std::lock_guard<std::mutex> lock(lost_mu_);
+      left_[static_cast<std::size_t>(m.sender)] = true;
       return;
     }
   }
@@ -487,6 +495,7 @@ void KvCore::HandleAnswer(const kv_message& m) {
   }
   {
     std::lock_guard<std::mutex> lock(op->mu);
+    if (op->done) return;  // failed (a lost node): its buffer may be gone
     op->hops = std::max(op->hops, m.hops);
     if (pull) {
       const auto vl = static_cast<std::size_t>(op->value_len);
@@ -616,6 +625,44 @@ void KvCore::HandleTransfer(const kv_message& m) {
   }
 }
 
+void KvCore::Leave() {
+  for (int32_t r = 0; r < nodes_; ++r) {
+    if (r != rank_) Send(r, Message(kv_kind::kLeave, rank_, rank_, 0));
+  }
+}
+
+void KvCore::PeerLost(int32_t rank) {
+  {
+    std::lock_guard<std::mutex> lock(lost_mu_);
+    if (!lost_.ok() || left_[static_cast<std::size_t>(rank)]) return;
+    lost_ = absl::UnavailableError(absl::StrCat("kv node ", rank_, ": rank ", rank,
+                                                " of the group was lost, and its keys with it"));
+  }
+  std::vector<std::shared_ptr<kv_op>> pending;
+  {
+    std::lock_guard<std::mutex> lock(ops_mu_);
+    for (auto& [_, weak] : ops_) {
+      if (auto op = weak.lock()) pending.push_back(std::move(op));
+    }
+    ops_.clear();
+  }
+  const absl::Status why = Lost();
+  for (auto& op : pending) {
+    std::lock_guard<std::mutex> lock(op->mu);
+    if (op->done) continue;
+    op->status = why;
+    op->done = true;
+    op->cv.notify_all();
+  }
+  std::lock_guard<std::mutex> lock(barrier_mu_);
+  barrier_cv_.notify_all();
+}
+
+absl::Status KvCore::Lost() const {
+  std::lock_guard<std::mutex> lock(lost_mu_);
+  return lost_;
+}
+
 // --------------------------------------------------------------- barrier
 
 uint64_t KvCore::EnterBarrier() {
@@ -635,7 +682,9 @@ uint64_t KvCore::EnterBarrier() {
 
 bool KvCore::WaitBarrier(uint64_t gen, std::chrono::duration<double> timeout) {
   std::unique_lock<std::mutex> lock(barrier_mu_);
-  return barrier_cv_.wait_for(lock, timeout, [&] { return barrier_released_ >= gen; });
+  return barrier_cv_.wait_for(lock, timeout,
+                              [&] { return barrier_released_ >= gen || !Lost().ok(); }) &&
+         barrier_released_ >= gen;
 }
 
 // ------------------------------------------------------------- queries

@@ -172,8 +172,9 @@ enum class kv_kind : uint8_t {
   kPushAnswer = 7,
   kBarrier = 8,         ///< a node reached barrier `op` (to rank 0)
   kBarrierRelease = 9,  ///< every node reached barrier `op` (from rank 0)
+  kLeave = 10,          ///< the sender stops on purpose (not a loss)
 };
-inline constexpr uint8_t kMaxKvKind = 9;
+inline constexpr uint8_t kMaxKvKind = 10;
 
 /// What a process needs to spawn one worker (the wire-portable part of
 /// worker_config; wire.capnp WorkerSpec documents each field).

@@ -39,6 +39,7 @@ struct kv_op {
   int64_t remaining = 0;     ///< keys (pull, push) or blocks (localize) not yet done
   bool done = false;
   int32_t hops = 0;
+  absl::Status status;  ///< set when the operation failed (a lost node)
   absl::flat_hash_map<int64_t, int64_t> pos;  ///< pull: key -> index, for keys served elsewhere
 };
 
@@ -59,6 +60,16 @@ class KvCore {
 
   /// A peer's message (or, for barriers, one of ours).
   void Receive(net::kv_message m);
+
+  /// Node `rank` is gone (its process ended or its connection broke): its
+  /// keys are lost with it, so every operation in flight fails, and so does
+  /// every later one (Lost()).
+  void PeerLost(int32_t rank);
+  /// Tells every peer this node stops on purpose (its going is then no loss
+  /// to them: a group that ends after a last barrier ends cleanly).
+  void Leave();
+  /// Why operations fail now: OK while the group is whole.
+  absl::Status Lost() const;
 
   /// Barrier: sends "reached" to rank 0 and returns the generation to wait for.
   uint64_t EnterBarrier();
@@ -147,6 +158,10 @@ class KvCore {
   uint64_t barrier_entered_ = 0;    // this node's barriers entered
   uint64_t barrier_released_ = 0;   // generations released
   absl::flat_hash_map<uint64_t, int32_t> barrier_arrivals_;  // rank 0 only
+
+  mutable std::mutex lost_mu_;
+  absl::Status lost_;
+  std::vector<bool> left_;  // guarded by lost_mu_
 
   mutable std::mutex reject_mu_;
   std::string last_rejection_;
