@@ -116,6 +116,17 @@ const char* Diff(const int64_list& a, const int64_list& b) {
   DML_DIFF("int64_list.values", SameVec(a.values, b.values));
   return nullptr;
 }
+const char* Diff(const dml::net::kv_message& a, const dml::net::kv_message& b) {
+  DML_DIFF("kv_message.kind", a.kind == b.kind);
+  DML_DIFF("kv_message.requester", a.requester == b.requester);
+  DML_DIFF("kv_message.sender", a.sender == b.sender);
+  DML_DIFF("kv_message.owner", a.owner == b.owner);
+  DML_DIFF("kv_message.hops", a.hops == b.hops);
+  DML_DIFF("kv_message.op", a.op == b.op);
+  DML_DIFF("kv_message.keys", SameVec(a.keys, b.keys));
+  DML_DIFF("kv_message.values", SameVec(a.values, b.values));
+  return nullptr;
+}
 const char* Diff(const dml::ModelSpec& a, const dml::ModelSpec& b) {
   DML_DIFF("model.kind", a.kind == b.kind);
   DML_DIFF("model.lambda", SameBits(a.lambda, b.lambda));
@@ -329,6 +340,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
   DecodeAs<worker_spec>("worker_spec", bytes);
   DecodeAs<shard_config>("shard_config", bytes);
   DecodeAs<dense_block>("dense_block", bytes);
+  DecodeAs<dml::net::kv_message>("kv_message", bytes);
   DecodeAs<Progress>("Progress", bytes);
   DecodeAs<dml::net::model_file>("model_file", bytes);
   DecodeBulkRef(bytes);
@@ -379,6 +391,17 @@ std::vector<std::pair<std::string, std::string>> WireSeeds() {
   stats.max_granted_staleness = 2;
   stats.clocks = {1, -2, 3};
   out.push_back(Seed("shard_stats", stats));
+
+  dml::net::kv_message kv;
+  kv.kind = static_cast<uint8_t>(dml::net::kv_kind::kTransfer);
+  kv.requester = 2;
+  kv.sender = 1;
+  kv.owner = 1;
+  kv.hops = 1;
+  kv.op = 77;
+  kv.keys = {3, 4};
+  kv.values = {1.0, -2.0, 0.5, 4.0};
+  out.push_back(Seed("kv_message", kv));
 
   out.push_back(Seed("int64_list_empty", int64_list()));
   int64_list bounds;

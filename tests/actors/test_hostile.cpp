@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstring>
 #include <cstdlib>
 #include <fstream>
 #include <optional>
@@ -21,6 +22,8 @@
 
 #include <caf/actor_system.hpp>
 #include <caf/binary_serializer.hpp>
+#include <caf/config_value.hpp>
+#include <caf/send.hpp>
 #include <caf/exit_reason.hpp>
 #include <caf/io/basp/header.hpp>
 #include <caf/scoped_actor.hpp>
@@ -142,6 +145,71 @@ BOOST_AUTO_TEST_CASE(garbage_bytes_close_the_connection_and_nothing_else) {
   (void)send(fd, junk.data(), junk.size(), MSG_NOSIGNAL);
   BOOST_TEST(ClosedWithin(fd, std::chrono::seconds(3)));
   close(fd);
+  ExpectServes(port);
+}
+
+// A peer's message with a malformed CAF built-in value (a config_value
+// whose variant index is out of range; fuzz/fuzz_frame.cpp found that CAF
+// 0.17 throws decoding it): sent by a real CAF client through a proxy that
+// corrupts that one byte. Before: the node's BASP broker died (or the
+// process, when a BASP worker decoded it) and it accepted no connection.
+BOOST_AUTO_TEST_CASE(a_malformed_builtin_value_closes_one_connection_not_the_node) {
+  const int ls = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  BOOST_REQUIRE(bind(ls, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  socklen_t len = sizeof a;
+  getsockname(ls, reinterpret_cast<sockaddr*>(&a), &len);
+  listen(ls, 1);
+  const uint16_t proxy_port = ntohs(a.sin_port);
+  constexpr int64_t kMarker = 0x1122334455667788;
+  int patched = 0;
+  std::thread proxy([&] {
+    const int c = accept(ls, nullptr, nullptr);
+    const int n = Connect(port);
+    uint8_t mark[8];
+    std::memcpy(mark, &kMarker, 8);
+    uint8_t mark_be[8];
+    for (int i = 0; i < 8; ++i) mark_be[i] = mark[7 - i];
+    char buf[65536];
+    for (;;) {
+      pollfd p[2] = {{c, POLLIN, 0}, {n, POLLIN, 0}};
+      if (poll(p, 2, 3000) <= 0) break;
+      if (p[0].revents) {
+        const ssize_t r = read(c, buf, sizeof buf);
+        if (r <= 0) break;
+        for (ssize_t i = 1; i + 8 <= r; ++i) {
+          if (std::memcmp(buf + i, mark, 8) == 0 || std::memcmp(buf + i, mark_be, 8) == 0) {
+            buf[i - 1] = static_cast<char>(0xEE);  // the variant index before the value
+            ++patched;
+          }
+        }
+        if (write(n, buf, static_cast<size_t>(r)) != r) break;
+      }
+      if (p[1].revents) {
+        const ssize_t r = read(n, buf, sizeof buf);
+        if (r <= 0 || write(c, buf, static_cast<size_t>(r)) != r) break;
+      }
+    }
+    close(c);
+    close(n);
+  });
+  {
+    dml::actors::process_config cfg(1);
+    caf::actor_system sys(cfg);
+    auto node = dml::actors::RemoteActor<dml::actors::node_actor>(sys, "127.0.0.1", proxy_port);
+    BOOST_REQUIRE(node);
+    caf::anon_send(caf::actor_cast<caf::actor>(*node), dml::actors::hello_atom_v,
+                   caf::config_value{kMarker});
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+  proxy.join();
+  close(ls);
+  BOOST_TEST(patched == 1);
+  BOOST_TEST(ReadFile(cluster->log_path(0)).find("dml: a malformed message from 127.0.0.1 "
+                                                 "(invalid type found): connection closed") !=
+             std::string::npos);
   ExpectServes(port);
 }
 

@@ -16,6 +16,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "dml/actors/register_types.hpp"
+#include "dml/actors/transport.hpp"
 #include "dml/util/status.hpp"
 
 namespace dml::actors {
@@ -33,6 +34,11 @@ void ConfigureNetwork(caf::actor_system_config& cfg) {
   // third node is relayed by the node that introduced it. Slower, but it
   // does not lose messages.
   cfg.set("middleman.enable-automatic-connections", false);
+  // No BASP worker threads: CAF 0.17 decodes a peer's message on one of
+  // them when it has any, and a malformed built-in value throws there,
+  // which ends the process (std::terminate); without workers the broker
+  // decodes, and our broker (transport.cpp) survives it.
+  cfg.set("middleman.workers", static_cast<size_t>(0));
 }
 
 void TuneAllocatorForMessages() {
@@ -44,7 +50,7 @@ void TuneAllocatorForMessages() {
 
 void ConfigureProcess(caf::actor_system_config& cfg, int threads) {
   RegisterTypes(cfg);
-  cfg.load<caf::io::middleman>();
+  LoadMiddleman(cfg);
   ConfigureNetwork(cfg);
   const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
   cfg.set("scheduler.max-threads", static_cast<size_t>(threads > 0 ? threads : hw));

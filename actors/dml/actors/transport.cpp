@@ -45,8 +45,8 @@ std::string PeerOf(net::native_socket fd) {
 // place to say no.
 template <class Scribe, class Stream>
 bool RefuseOversized(Scribe* self, Stream& stream, std::size_t bytes) {
+  if (FrameWithinBound(bytes)) return false;
   const std::size_t limit = g_max_frame.load(std::memory_order_relaxed);
-  if (bytes <= limit) return false;
   g_refused.fetch_add(1, std::memory_order_relaxed);
   std::fprintf(stderr,
                "dml: refused a frame of %zu bytes from %s (limit %zu bytes): connection closed\n",
@@ -244,6 +244,64 @@ class guarded_middleman : public caf::io::middleman_actor_impl {
   }
 };
 
+// CAF 0.17's BASP broker decodes every message a connected peer sends on
+// its own thread, and a malformed built-in value (a config_value with an
+// unknown variant index, found by fuzz/fuzz_frame.cpp) throws there: the
+// broker died of it, and with it every connection of the process (a node
+// then accepted none). This broker catches what decoding one connection's
+// data throws, closes that connection (as if the peer had), logs it, and
+// goes on serving the others.
+class guarded_basp_broker : public caf::io::basp_broker {
+ public:
+  explicit guarded_basp_broker(caf::actor_config& cfg) : basp_broker(cfg) {}
+
+  caf::behavior make_behavior() override {
+    inner_ = basp_broker::make_behavior();
+    caf::message_handler guard{[this](caf::io::new_data_msg& msg) {
+      const auto hdl = msg.handle;
+      try {
+        inner_(current_mailbox_element()->content());
+      } catch (const std::exception& e) {
+        g_refused.fetch_add(1, std::memory_order_relaxed);
+        std::fprintf(stderr, "dml: a malformed message from %s (%s): connection closed\n",
+                     remote_addr(hdl).c_str(), e.what());
+        auto closed = caf::make_message(caf::io::connection_closed_msg{hdl});
+        inner_(closed);
+        close(hdl);
+      }
+    }};
+    return guard.or_else(inner_);
+  }
+
+ private:
+  caf::behavior inner_;
+};
+
+}  // namespace
+
+// The middleman module of every libdml process: CAF's, with the guarded BASP
+// broker installed before the middleman starts (it creates the broker on
+// start, by name, and then finds ours).
+class guarded_middleman_module : public caf::io::middleman {
+ public:
+  explicit guarded_middleman_module(caf::actor_system& sys) : middleman(sys), backend_(&sys) {}
+  static caf::actor_system::module* make(caf::actor_system& sys, caf::detail::type_list<>) {
+    return new guarded_middleman_module(sys);
+  }
+  net::multiplexer& backend() override { return backend_; }
+  void start() override {
+    named_broker<guarded_basp_broker>(caf::atom("BASP"));
+    middleman::start();
+  }
+
+ private:
+  net::default_multiplexer backend_;
+};
+
+void LoadMiddleman(caf::actor_system_config& cfg) { cfg.load<guarded_middleman_module>(); }
+
+namespace {
+
 // A guarded middleman actor for one publish or connect. The connections
 // it opens belong to the BASP broker, not to it, so it stops once it has
 // answered (one kept per system would outlive the scheduler at shutdown).
@@ -286,6 +344,8 @@ void SetMaxFrameBytes(std::size_t bytes) {
 }
 
 std::size_t MaxFrameBytes() { return g_max_frame.load(std::memory_order_relaxed); }
+
+bool FrameWithinBound(std::size_t bytes) { return bytes <= MaxFrameBytes(); }
 
 uint64_t RefusedFrames() { return g_refused.load(std::memory_order_relaxed); }
 

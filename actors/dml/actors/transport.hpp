@@ -40,6 +40,12 @@
 
 namespace dml::actors {
 
+/// Loads CAF's middleman module with libdml's BASP broker, which survives
+/// a peer's malformed message (closes that connection instead of dying with
+/// all of them). Every libdml process loads this instead of
+/// caf::io::middleman (ConfigureProcess does).
+void LoadMiddleman(caf::actor_system_config& cfg);
+
 /// PEM files of a process's TLS identity; all empty: no TLS.
 struct TlsFiles {
   std::string cert;  ///< this process's certificate (chain)
@@ -63,6 +69,9 @@ inline constexpr std::size_t kDefaultMaxFrameBytes = (std::size_t{256} << 20) + 
 /// (0 restores the default).
 void SetMaxFrameBytes(std::size_t bytes);
 std::size_t MaxFrameBytes();
+/// Whether a frame of `bytes` is within the bound (what the transport's
+/// scribes check before sizing a read buffer).
+bool FrameWithinBound(std::size_t bytes);
 /// Frames refused in this process so far (connections closed for them).
 uint64_t RefusedFrames();
 
