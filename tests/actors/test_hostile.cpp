@@ -14,6 +14,7 @@
 #include <cstring>
 #include <cstdlib>
 #include <fstream>
+#include <future>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -22,6 +23,7 @@
 
 #include <caf/actor_system.hpp>
 #include <caf/binary_serializer.hpp>
+#include <caf/event_based_actor.hpp>
 #include <caf/config_value.hpp>
 #include <caf/send.hpp>
 #include <caf/exit_reason.hpp>
@@ -339,3 +341,96 @@ BOOST_AUTO_TEST_CASE(a_bulk_reference_of_the_wrong_size_is_never_fetched) {
   BOOST_TEST(seconds < 2.0);
   self->send_exit(shard, caf::exit_reason::user_shutdown);
 }
+
+// ------------------------------------------------ admission per message
+
+namespace {
+
+// A node with a secret.
+struct SecretNodeFixture {
+  SecretNodeFixture() {
+    secret_file = std::string(DML_TEST_TMP) + "/secret." + std::to_string(getpid());
+    std::ofstream(secret_file) << "correct horse battery staple\n";
+    auto c = dml::net::LocalCluster::Start(DML_NODE_BINARY, 1,
+                                           {"--threads=1", "--secret-file=" + secret_file});
+    BOOST_REQUIRE_MESSAGE(c.ok(), c.status().ToString());
+    cluster.emplace(*std::move(c));
+    port = dml::actors::ParseHostPort(cluster->addresses()[0])->second;
+  }
+  ~SecretNodeFixture() { std::remove(secret_file.c_str()); }
+  std::string secret_file;
+  std::optional<dml::net::LocalCluster> cluster;
+  uint16_t port = 0;
+};
+
+}  // namespace
+
+BOOST_FIXTURE_TEST_SUITE(admission, SecretNodeFixture)
+
+// An admitted process spawns a shard; a second process, connected to the
+// node but never admitted, gets the shard's handle and pushes to it: the
+// node drops that message before decoding it (no answer), logs it, and the
+// shard's values stay those the admitted process wrote.
+BOOST_AUTO_TEST_CASE(an_unadmitted_process_cannot_push_to_a_shard) {
+  dml::actors::process_config cfg_a(1);
+  caf::actor_system a(cfg_a);
+  auto node_a = dml::actors::RemoteActor<dml::actors::node_actor>(a, "127.0.0.1", port);
+  BOOST_REQUIRE(node_a);
+  caf::scoped_actor self_a{a};
+  BOOST_REQUIRE(dml::actors::AdmitTo(self_a, *node_a, "correct horse battery staple",
+                                     std::chrono::seconds(10))
+                    .ok());
+  dml::actors::shard_config sc;
+  sc.mode = dml::Mode::kAsync;
+  sc.workers = 1;
+  sc.end = 10;
+  sc.model.kind = dml::ModelKind::kLogisticL2;
+  sc.model.lambda = 0.1;
+  caf::actor shard;
+  self_a->request(*node_a, std::chrono::seconds(10), dml::actors::shard_atom_v, sc,
+                  caf::actor_cast<caf::actor>(self_a))
+      .receive([&](const caf::actor& s) { shard = s; },
+               [&](caf::error& e) { BOOST_FAIL("spawn: " << a.render(e)); });
+
+  // Process B: connected to the node, not admitted; gets the handle from A.
+  dml::actors::process_config cfg_b(1);
+  caf::actor_system b(cfg_b);
+  auto node_b = dml::actors::RemoteActor<dml::actors::node_actor>(b, "127.0.0.1", port);
+  BOOST_REQUIRE(node_b);
+  std::promise<caf::actor> handed;
+  auto mailbox = b.spawn([&handed](caf::event_based_actor* self) -> caf::behavior {
+    return {[&handed, self](const caf::actor& x) {
+      handed.set_value(x);
+      self->quit();
+    }};
+  });
+  auto mb_port = dml::actors::Publish(b, mailbox, 0, "127.0.0.1");
+  BOOST_REQUIRE(mb_port);
+  auto to_b = dml::actors::RemoteActor(a, "127.0.0.1", *mb_port);
+  BOOST_REQUIRE(to_b);
+  self_a->send(*to_b, shard);
+  auto fut = handed.get_future();
+  BOOST_REQUIRE(fut.wait_for(std::chrono::seconds(10)) == std::future_status::ready);
+  caf::actor stolen = fut.get();
+
+  caf::scoped_actor self_b{b};
+  std::string outcome = "answered";
+  self_b->request(stolen, std::chrono::seconds(2), dml::actors::push_atom_v, int32_t{0},
+                  int64_t{0}, dml::actors::dvec(std::vector<double>(10, 100.0)))
+      .receive([](int64_t) {}, [&](caf::error& e) { outcome = b.render(e); });
+  BOOST_TEST(outcome.find("request_timeout") != std::string::npos, outcome);
+  BOOST_TEST(ReadFile(cluster->log_path(0)).find("dml: dropped a message from unadmitted peer") !=
+             std::string::npos);
+
+  // The admitted process still uses the shard, which B never touched.
+  std::vector<double> w;
+  self_a->request(caf::actor_cast<dml::actors::parameter_shard>(shard), std::chrono::seconds(5),
+                  dml::actors::pull_atom_v, int32_t{0}, int64_t{0})
+      .receive([&](const dml::actors::dvec& v) { w = v.to_vector(); },
+               [&](caf::error& e) { BOOST_FAIL("pull: " << a.render(e)); });
+  BOOST_TEST(w.size() == 10u);
+  for (double x : w) BOOST_TEST(x == 0.0);
+  self_a->send_exit(shard, caf::exit_reason::user_shutdown);
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -22,6 +22,7 @@
 #include "dml/actors/parameter_shard.hpp"
 #include "dml/actors/topology/topology.hpp"
 #include "dml/net/admission.hpp"
+#include "dml/actors/transport.hpp"
 #include "dml/actors/worker.hpp"
 
 namespace dml::actors {
@@ -159,6 +160,8 @@ node_actor spawn_node(caf::actor_system& sys, std::string name, std::string secr
             return refuse(st, "admission refused: wrong cluster secret");
           }
           st.admitted.insert(peer);
+          // Every later message of that process, to any actor here, passes.
+          AdmitPeer(self->current_sender()->node());
           return true;
         },
         [self](worker_atom, const worker_spec& spec,

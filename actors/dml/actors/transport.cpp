@@ -1,10 +1,12 @@
 #include "dml/actors/transport.hpp"
 
 #include <atomic>
+#include <set>
 #include <cstdio>
 #include <utility>
 
 #include <caf/atom.hpp>
+#include <caf/binary_deserializer.hpp>
 #include <caf/openssl/manager.hpp>
 #include <caf/openssl/session.hpp>
 #include <openssl/err.h>
@@ -28,6 +30,19 @@ namespace net = caf::io::network;
 
 std::atomic<std::size_t> g_max_frame{kDefaultMaxFrameBytes};
 std::atomic<uint64_t> g_refused{0};
+std::atomic<uint64_t> g_unadmitted{0};
+std::atomic<caf::actor_id> g_gate{caf::invalid_actor_id};
+std::mutex g_admitted_mu;
+std::set<caf::node_id> g_admitted;
+
+bool IsAdmitted(const caf::node_id& id) {
+  std::lock_guard<std::mutex> lock(g_admitted_mu);
+  return g_admitted.count(id) != 0;
+}
+void RevokeAdmission(const caf::node_id& id) {
+  std::lock_guard<std::mutex> lock(g_admitted_mu);
+  g_admitted.erase(id);
+}
 
 bool TlsEnabled(caf::actor_system& sys) {
   return sys.has_openssl_manager() && !sys.config().openssl_certificate.empty();
@@ -257,24 +272,89 @@ class guarded_basp_broker : public caf::io::basp_broker {
 
   caf::behavior make_behavior() override {
     inner_ = basp_broker::make_behavior();
-    caf::message_handler guard{[this](caf::io::new_data_msg& msg) {
-      const auto hdl = msg.handle;
-      try {
-        inner_(current_mailbox_element()->content());
-      } catch (const std::exception& e) {
-        g_refused.fetch_add(1, std::memory_order_relaxed);
-        std::fprintf(stderr, "dml: a malformed message from %s (%s): connection closed\n",
-                     remote_addr(hdl).c_str(), e.what());
-        auto closed = caf::make_message(caf::io::connection_closed_msg{hdl});
-        inner_(closed);
-        close(hdl);
-      }
-    }};
+    caf::message_handler guard{
+        [this](caf::io::new_data_msg& msg) {
+          const auto hdl = msg.handle;
+          if (Unadmitted(msg)) return;
+          try {
+            inner_(current_mailbox_element()->content());
+          } catch (const std::exception& e) {
+            g_refused.fetch_add(1, std::memory_order_relaxed);
+            std::fprintf(stderr, "dml: a malformed message from %s (%s): connection closed\n",
+                         remote_addr(hdl).c_str(), e.what());
+            auto closed = caf::make_message(caf::io::connection_closed_msg{hdl});
+            inner_(closed);
+            close(hdl);
+          }
+        },
+        [this](caf::io::connection_closed_msg& msg) {
+          // Admission lives as long as the connection that earned it.
+          RevokeAdmission(instance.tbl().lookup_direct(msg.handle));
+          dropping_.erase(msg.handle);
+          payload_next_.erase(msg.handle);
+          inner_(current_mailbox_element()->content());
+        }};
     return guard.or_else(inner_);
   }
 
  private:
+  // Admission per message (RequireAdmission): a message (direct or routed)
+  // that arrives on a connection whose peer has not been admitted, and is
+  // not for the gate actor, is dropped here, before it is decoded: its
+  // header is swallowed and its payload read and discarded, so the broker's
+  // own framing never sees either. Returns whether `msg` was swallowed.
+  bool Unadmitted(const caf::io::new_data_msg& msg) {
+    const auto hdl = msg.handle;
+    // BASP reads a header, then (if it announces one) its payload: which of
+    // the two this is, we track ourselves.
+    if (auto d = dropping_.find(hdl); d != dropping_.end()) {  // a dropped payload
+      dropping_.erase(d);
+      configure_read(hdl, caf::io::receive_policy::exactly(caf::io::basp::header_size));
+      return true;
+    }
+    if (auto p = payload_next_.find(hdl); p != payload_next_.end()) {
+      payload_next_.erase(p);
+      return false;
+    }
+    if (msg.buf.size() != caf::io::basp::header_size) return false;
+    caf::io::basp::header hdr;
+    caf::binary_deserializer source{context(), msg.buf};
+    if (source(hdr)) return false;  // the broker refuses it itself
+    const caf::actor_id gate = g_gate.load(std::memory_order_relaxed);
+    const bool dispatch = hdr.operation == caf::io::basp::message_type::direct_message ||
+                          hdr.operation == caf::io::basp::message_type::routed_message;
+    const caf::node_id peer = instance.tbl().lookup_direct(hdl);
+    const bool drop = gate != caf::invalid_actor_id && dispatch &&
+                      !(hdr.operation == caf::io::basp::message_type::direct_message &&
+                        hdr.dest_actor == gate) &&
+                      !IsAdmitted(peer);
+    if (!drop) {
+      if (hdr.payload_len > 0) payload_next_.insert(hdl);
+      return false;
+    }
+    const uint64_t n = g_unadmitted.fetch_add(1, std::memory_order_relaxed);
+    if (n < 16 || (n & (n - 1)) == 0) {  // one line each at first, then sparser
+      std::fprintf(stderr,
+                   "dml: dropped a message from unadmitted peer %s (%s) to actor %llu "
+                   "(%llu dropped so far)\n",
+                   remote_addr(hdl).c_str(), caf::to_string(peer).c_str(),
+                   static_cast<unsigned long long>(hdr.dest_actor),
+                   static_cast<unsigned long long>(n + 1));
+    }
+    if (hdr.payload_len > 0) {
+      if (!FrameWithinBound(hdr.payload_len)) {
+        close(hdl);
+        return true;
+      }
+      dropping_.insert(hdl);
+      configure_read(hdl, caf::io::receive_policy::exactly(hdr.payload_len));
+    }
+    return true;
+  }
+
   caf::behavior inner_;
+  std::set<caf::io::connection_handle> dropping_;      // next read: a dropped payload
+  std::set<caf::io::connection_handle> payload_next_;  // next read: a payload to pass on
 };
 
 }  // namespace
@@ -346,6 +426,15 @@ void SetMaxFrameBytes(std::size_t bytes) {
 std::size_t MaxFrameBytes() { return g_max_frame.load(std::memory_order_relaxed); }
 
 bool FrameWithinBound(std::size_t bytes) { return bytes <= MaxFrameBytes(); }
+
+void RequireAdmission(caf::actor_id gate) { g_gate.store(gate, std::memory_order_relaxed); }
+
+void AdmitPeer(const caf::node_id& id) {
+  std::lock_guard<std::mutex> lock(g_admitted_mu);
+  g_admitted.insert(id);
+}
+
+uint64_t DroppedUnadmitted() { return g_unadmitted.load(std::memory_order_relaxed); }
 
 uint64_t RefusedFrames() { return g_refused.load(std::memory_order_relaxed); }
 

@@ -34,6 +34,7 @@
 #include <caf/actor_system.hpp>
 #include <caf/expected.hpp>
 #include <caf/fwd.hpp>
+#include <caf/node_id.hpp>
 #include <caf/timespan.hpp>
 
 #include "absl/status/status.h"
@@ -72,6 +73,18 @@ std::size_t MaxFrameBytes();
 /// Whether a frame of `bytes` is within the bound (what the transport's
 /// scribes check before sizing a read buffer).
 bool FrameWithinBound(std::size_t bytes);
+/// Admission for every message (a node with a secret): from now on, a
+/// message that arrives on a connection whose peer process has not been
+/// admitted (AdmitPeer) is dropped before it is decoded, with a log line,
+/// unless it is for `gate` (the node actor, which runs the challenge).
+/// Admission is bound to the connection: it ends when that connection
+/// closes. Messages relayed by an admitted process pass (traffic between
+/// nodes travels through the coordinator's process).
+void RequireAdmission(caf::actor_id gate);
+/// Admits the process `id` (the node actor calls it on a correct proof).
+void AdmitPeer(const caf::node_id& id);
+/// Messages dropped so far for coming from unadmitted peers.
+uint64_t DroppedUnadmitted();
 /// Frames refused in this process so far (connections closed for them).
 uint64_t RefusedFrames();
 
