@@ -180,7 +180,8 @@ caf::result<block_sums, worker_report> solve_round(self_ptr self, int64_t r, con
   if (shared.ref) {
     return internal::fetch_and_redeliver<worker_actor>(
         self, st.fetcher, self->make_response_promise<block_sums, worker_report>(), shared,
-        [r, steps](dvec v) { return std::make_tuple(round_atom_v, r, std::move(v), steps); });
+        [r, steps](dvec v) { return std::make_tuple(round_atom_v, r, std::move(v), steps); },
+        st.w.size());
   }
   if (steps <= 0) steps = st.default_steps;
   if (!shared.wire_error.empty()) return fail(st.who + "round: " + shared.wire_error);
@@ -229,7 +230,8 @@ caf::result<dvec> certify_iterate(self_ptr self, const dvec& w, int64_t tag) {
   if (w.ref) {
     return internal::fetch_and_redeliver<worker_actor>(
         self, st.fetcher, self->make_response_promise<dvec>(), w,
-        [tag](dvec v) { return std::make_tuple(iterate_atom_v, std::move(v), tag); });
+        [tag](dvec v) { return std::make_tuple(iterate_atom_v, std::move(v), tag); },
+        static_cast<std::size_t>(st.d));
   }
   if (!w.wire_error.empty()) return fail(st.who + "certificate: " + w.wire_error);
   if (!w.has_values() || static_cast<int64_t>(w.size()) != st.d) {
@@ -317,9 +319,10 @@ worker_actor::behavior_type worker_impl(self_ptr self, worker_config cfg) {
         auto& st = self->state;
         if (mu.ref) {
           // A large mu came by reference: fetch it, then handle it as if sent.
-          internal::with_values(self, st.fetcher, mu, [self, tag](dvec v) {
-            self->send(self, svrg_atom_v, tag, std::move(v));
-          });
+          internal::with_values(
+              self, st.fetcher, mu,
+              [self, tag](dvec v) { self->send(self, svrg_atom_v, tag, std::move(v)); },
+              static_cast<std::size_t>(st.d));
           return;
         }
         if (tag != st.anchor_tag || !mu.wire_error.empty() || !mu.has_values() ||
