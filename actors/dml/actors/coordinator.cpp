@@ -585,9 +585,19 @@ coordinator_actor::behavior_type coordinator_impl(self_ptr self, JobSpec spec,
       [self](round_atom, int64_t begin, int64_t round, const dvec& part) {
         // The shard that sent it (a fetch's answer comes from the fetcher).
         caf::actor_addr from = caf::actor_cast<caf::actor_addr>(self->current_sender());
-        with_values(self, self->state.fetcher, part, [self, from, begin, round](dvec v) {
-          cocoa_range(self, from, begin, round, v);
-        });
+        // Fetch only from a current shard, and only as many values as its
+        // range holds (anything else is dropped by cocoa_range anyway).
+        const auto& st = self->state;
+        std::size_t s = 0;
+        while (s < st.shards.size() && (!from || st.shards[s].address() != from)) ++s;
+        if (s == st.shards.size() && part.ref) return;
+        const std::size_t want = s < st.shards.size()
+                                     ? static_cast<std::size_t>(st.bounds[s + 1] - st.bounds[s])
+                                     : internal::kAnyCount;
+        with_values(
+            self, self->state.fetcher, part,
+            [self, from, begin, round](dvec v) { cocoa_range(self, from, begin, round, v); },
+            want);
       },
       [self](tick_atom) { on_tick(self); },
       [self](const worker_report& r) { on_report(self, r); },

@@ -56,8 +56,10 @@ void pull_all(self_ptr self, int64_t clock, std::function<void()> done,
       st.bytes += part.bytes();
       if (--counter->remaining == 0) done();
     };
-    auto on_reply = [self, on_part](dvec& part) mutable {
-      internal::with_values(self, self->state.fetcher, std::move(part), on_part);
+    const std::size_t want =
+        k.keys ? k.size() : static_cast<std::size_t>(st.bounds[s + 1] - st.bounds[s]);
+    auto on_reply = [self, on_part, want](dvec& part) mutable {
+      internal::with_values(self, self->state.fetcher, std::move(part), on_part, want);
     };
     if (k.keys) {
       self->request(st.shards[s], kRequestTimeout, pull_atom_v, st.cfg.index, clock, k)
@@ -210,8 +212,8 @@ void exchange_with_shards(self_ptr self, uint64_t loop, const char* what, Send s
           }
     };
     send(s, x).then(
-        [self, on_values](dvec& reply) mutable {
-          internal::with_values(self, self->state.fetcher, std::move(reply), on_values);
+        [self, on_values, len = static_cast<std::size_t>(e - b)](dvec& reply) mutable {
+          internal::with_values(self, self->state.fetcher, std::move(reply), on_values, len);
         },
         first_error(counter, on_error));
   }
