@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <cstdlib>
 #include <fstream>
@@ -33,7 +34,10 @@
 #include "dml/actors/network.hpp"
 #include "dml/actors/node.hpp"
 #include "dml/actors/parameter_shard.hpp"
+#include "dml/actors/runtime.hpp"
 #include "dml/actors/transport.hpp"
+#include "dml/data/libsvm.hpp"
+#include "dml/data/synthetic.hpp"
 #include "dml/net/local_cluster.hpp"
 
 #ifndef DML_NODE_BINARY
@@ -118,11 +122,58 @@ void ExpectServes(uint16_t port) {
   BOOST_TEST(name == "node0");
 }
 
+// A cocoa job on the node, started before an attack and checked after it:
+// it must finish with the objective the same job reaches in this process.
+struct JobBeside {
+  explicit JobBeside(uint16_t port) {
+    dml::SyntheticOptions o;
+    o.rows = 3000;
+    o.cols = 200;
+    o.nnz_per_row = 10;
+    o.seed = 3;
+    o.task = dml::Task::kClassification;
+    auto gen = dml::GenerateSynthetic(o);
+    BOOST_REQUIRE(gen.ok());
+    path = std::string(DML_TEST_TMP) + "/beside." + std::to_string(getpid()) + ".svm";
+    BOOST_REQUIRE(dml::WriteLibsvm(gen->data, path).ok());
+    spec.data.path = path;
+    spec.model.kind = dml::ModelKind::kLogisticL2;
+    spec.model.lambda = 1e-4;
+    spec.mode.kind = dml::Mode::kCocoa;
+    spec.mode.workers = 2;
+    spec.stop.gap_rel = 1e-9;
+    spec.stop.max_seconds = 60;
+    dml::JobSpec on_node = spec;
+    on_node.cluster.nodes = {"127.0.0.1:" + std::to_string(port)};
+    auto j = rt.Submit(on_node);
+    BOOST_REQUIRE_MESSAGE(j.ok(), j.status().ToString());
+    job = *j;
+  }
+  ~JobBeside() { std::remove(path.c_str()); }
+  void ExpectRightResult() {
+    auto r = job.WaitFor(std::chrono::seconds(60));
+    BOOST_REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+    dml::Runtime local;
+    auto l = local.Submit(spec);
+    BOOST_REQUIRE(l.ok());
+    auto want = l->Wait();
+    BOOST_REQUIRE(want.ok());
+    BOOST_CHECK(r->reason == dml::StopReason::kConverged);
+    BOOST_TEST(std::abs(r->primal - want->primal) <= 1e-8 * std::abs(want->primal),
+               r->primal << " on the node, " << want->primal << " in process");
+  }
+  std::string path;
+  dml::JobSpec spec;
+  dml::Runtime rt;
+  dml::Job job;
+};
+
 }  // namespace
 
 BOOST_FIXTURE_TEST_SUITE(hostile, NodeFixture)
 
 BOOST_AUTO_TEST_CASE(a_header_announcing_4_gib_is_refused_before_any_memory) {
+  JobBeside job(port);
   const double before = RssMiB(cluster->pid(0));
   const int fd = Connect(port);
   auto h = BaspHeader(caf::io::basp::message_type::client_handshake, 0xFFFFFFF0u);
@@ -138,6 +189,7 @@ BOOST_AUTO_TEST_CASE(a_header_announcing_4_gib_is_refused_before_any_memory) {
   BOOST_TEST(log.find("dml: refused a frame of 4294967280 bytes from 127.0.0.1:") !=
              std::string::npos, log);
   ExpectServes(port);
+  job.ExpectRightResult();
 }
 
 BOOST_AUTO_TEST_CASE(garbage_bytes_close_the_connection_and_nothing_else) {
@@ -156,6 +208,7 @@ BOOST_AUTO_TEST_CASE(garbage_bytes_close_the_connection_and_nothing_else) {
 // corrupts that one byte. Before: the node's BASP broker died (or the
 // process, when a BASP worker decoded it) and it accepted no connection.
 BOOST_AUTO_TEST_CASE(a_malformed_builtin_value_closes_one_connection_not_the_node) {
+  JobBeside job(port);
   const int ls = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a{};
   a.sin_family = AF_INET;
@@ -213,6 +266,7 @@ BOOST_AUTO_TEST_CASE(a_malformed_builtin_value_closes_one_connection_not_the_nod
                                                  "(invalid type found): connection closed") !=
              std::string::npos);
   ExpectServes(port);
+  job.ExpectRightResult();
 }
 
 BOOST_AUTO_TEST_CASE(a_frame_within_the_bound_is_still_read) {
