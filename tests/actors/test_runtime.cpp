@@ -8,6 +8,7 @@
 
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <limits>
@@ -307,23 +308,36 @@ BOOST_AUTO_TEST_CASE(svrg_tightens_sync_and_async) {
   const double p_star = Optimum(*data, m);
   for (dml::Mode mode : {dml::Mode::kSync, dml::Mode::kAsync}) {
     BOOST_TEST_CONTEXT("mode " << dml::ModeName(mode)) {
-      double subopt[2], gap[2];
-      for (int svrg = 0; svrg < 2; ++svrg) {
-        dml::JobSpec s;
-        s.data.dataset = data;
-        s.model = m;
-        s.mode.kind = mode;
-        s.mode.workers = 4;
-        s.stop.max_epochs = 40;
-        s.stop.gap_rel = 0;
-        s.sgd.svrg = svrg == 1;
-        auto j = rt.Submit(s);
-        BOOST_REQUIRE_MESSAGE(j.ok(), j.status().ToString());
-        const dml::TrainResult r = MustFinish(*j);
-        subopt[svrg] = (r.primal - p_star) / p_star;
-        gap[svrg] = r.gap / r.primal;
-        BOOST_TEST(r.primal - r.gap <= p_star + 1e-12);
+      // Both depend on scheduling (async most: a starved worker's stale
+      // pushes left SVRG behind once in CI on 2 busy cores): the median of
+      // 3 runs each, alternated.
+      const int runs = 3;
+      std::vector<double> subopts[2], gaps[2];
+      for (int run = 0; run < runs; ++run) {
+        for (int k = 0; k < 2; ++k) {
+          const int svrg = run % 2 == 0 ? k : 1 - k;
+          dml::JobSpec s;
+          s.data.dataset = data;
+          s.model = m;
+          s.mode.kind = mode;
+          s.mode.workers = 4;
+          s.stop.max_epochs = 40;
+          s.stop.gap_rel = 0;
+          s.sgd.svrg = svrg == 1;
+          auto j = rt.Submit(s);
+          BOOST_REQUIRE_MESSAGE(j.ok(), j.status().ToString());
+          const dml::TrainResult r = MustFinish(*j);
+          subopts[svrg].push_back((r.primal - p_star) / p_star);
+          gaps[svrg].push_back(r.gap / r.primal);
+          BOOST_TEST(r.primal - r.gap <= p_star + 1e-12);
+        }
       }
+      auto median = [](std::vector<double> v) {
+        std::sort(v.begin(), v.end());
+        return v[v.size() / 2];
+      };
+      const double subopt[2] = {median(subopts[0]), median(subopts[1])};
+      const double gap[2] = {median(gaps[0]), median(gaps[1])};
       BOOST_TEST_MESSAGE(dml::ModeName(mode) << ": suboptimality " << subopt[0] << " -> "
                                              << subopt[1] << ", gap " << gap[0] << " -> " << gap[1]);
       BOOST_TEST(subopt[1] < subopt[0]);
