@@ -14,6 +14,7 @@
 
 #include <chrono>
 #include <fstream>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -26,17 +27,22 @@ extern char** environ;
 
 namespace {
 
-// A port that was free a moment ago (the kernel picks it).
+// A port that was free a moment ago, below the kernel's ephemeral range
+// (32768-60999): a port the kernel hands out meanwhile (to another test's
+// listener or outgoing connection) cannot take it before kv_stress binds it.
 int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  BOOST_REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-  socklen_t len = sizeof a;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
+  static std::mt19937 rng(static_cast<unsigned>(getpid()));
+  for (;;) {
+    const int port = 20000 + static_cast<int>(rng() % 10000);
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+    close(fd);
+    if (ok) return port;
+  }
 }
 
 std::vector<int64_t> ReadNumbers(const std::string& path) {

@@ -14,6 +14,7 @@
 #include <caf/actor_system.hpp>
 #include <caf/event_based_actor.hpp>
 #include <caf/exit_reason.hpp>
+#include <caf/sec.hpp>
 #include <caf/io/middleman.hpp>
 #include <caf/scoped_actor.hpp>
 #include <caf/send.hpp>
@@ -77,14 +78,26 @@ namespace {
 caf::behavior KvActor(caf::event_based_actor* self, KvNode::Impl* impl) {
   self->set_default_handler(caf::skip);
   return {
-      [impl](connect_atom, int32_t rank, const caf::actor& peer) {
+      [impl](connect_atom, int32_t rank, const caf::actor& peer, int64_t nodes,
+             int64_t keys) -> caf::result<bool> {
         // A lower rank introduces itself (Join): its actor, over the
-        // connection it opened to us.
+        // connection it opened to us, and the group it thinks it joins.
+        if (nodes != impl->core->nodes() || keys != impl->core->options().keys) {
+          return caf::make_error(caf::sec::invalid_argument,
+                                 "kv node " + std::to_string(impl->core->rank()) +
+                                     ": a group of " + std::to_string(impl->core->nodes()) +
+                                     " nodes and " + std::to_string(impl->core->options().keys) +
+                                     " keys, not " + std::to_string(nodes) + " and " +
+                                     std::to_string(keys));
+        }
         std::lock_guard<std::mutex> lock(impl->mu);
-        if (rank < 0 || rank >= impl->core->rank() || !peer) return;
+        if (rank < 0 || rank >= impl->core->rank() || !peer) {
+          return caf::make_error(caf::sec::invalid_argument, "kv: bad introduction");
+        }
         if (!impl->peers[static_cast<std::size_t>(rank)]) ++impl->introduced;
         impl->peers[static_cast<std::size_t>(rank)] = peer;
         impl->cv.notify_all();
+        return true;
       },
       [self, impl](start_atom) {
         self->set_default_handler(caf::print_and_drop);
@@ -219,11 +232,23 @@ absl::StatusOr<std::unique_ptr<KvNode>> KvNode::Join(const KvOptions& options, i
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
+    // Introduce ourselves and make sure this is a node of our group (the
+    // port may have been taken by something else).
+    std::string refused;
+    {
+      caf::scoped_actor self{sys};
+      self->request(peer, std::chrono::seconds(10), connect_atom_v, static_cast<int32_t>(rank),
+                    impl->actor, static_cast<int64_t>(nodes), options.keys)
+          .receive([](bool) {}, [&](caf::error& e) { refused = sys.render(e); });
+    }
+    if (!refused.empty()) {
+      return absl::UnavailableError(absl::StrCat("kv node ", rank, ": peers[", r, "] (", peers[r],
+                                                 ") is not a node of this group: ", refused));
+    }
     {
       std::lock_guard<std::mutex> lock(impl->mu);
       impl->peers[static_cast<std::size_t>(r)] = peer;
     }
-    caf::anon_send(peer, connect_atom_v, static_cast<int32_t>(rank), impl->actor);
   }
   {
     std::unique_lock<std::mutex> lock(impl->mu);
