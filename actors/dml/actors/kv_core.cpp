@@ -156,9 +156,32 @@ void KvCore::Dispatch(kv_op& op, kv_kind kind, int64_t served, int64_t queued,
   }
 }
 
+kv_message& KvCore::QueueFor(Slot& slot, kv_kind kind, int32_t requester, int32_t sender,
+                             uint64_t op, int32_t hops) {
+  // Keys of one operation that wait for the same block share one entry.
+  auto& q = slot.arrival->queue;
+  if (q.empty() || q.back().op != op || q.back().requester != requester ||
+      q.back().kind != static_cast<uint8_t>(kind)) {
+    q.push_back(Message(kind, requester, sender, op));
+    q.back().hops = hops;
+  }
+  return q.back();
+}
+
 std::shared_ptr<kv_op> KvCore::Pull(absl::Span<const int64_t> keys, double* out) {
+  return Issue(kv_kind::kPull, keys, out, nullptr);
+}
+
+std::shared_ptr<kv_op> KvCore::Push(absl::Span<const int64_t> keys,
+                                    absl::Span<const double> deltas) {
+  return Issue(kv_kind::kPush, keys, nullptr, deltas.data());
+}
+
+std::shared_ptr<kv_op> KvCore::Issue(kv_kind kind, absl::Span<const int64_t> keys, double* out,
+                                     const double* deltas) {
+  const bool push = kind == kv_kind::kPush;
   auto op = std::make_shared<kv_op>();
-  op->kind = kv_kind::kPull;
+  op->kind = kind;
   op->value_len = options_.value_len;
   op->out = out;
   op->remaining = static_cast<int64_t>(keys.size());
@@ -172,72 +195,31 @@ std::shared_ptr<kv_op> KvCore::Pull(absl::Span<const int64_t> keys, double* out)
     std::lock_guard<std::mutex> lock(s.mu);
     auto it = s.slots.find(b);
     if (it != s.slots.end() && it->second.owned) {
-      const double* v = it->second.values.data() + (key - b * options_.block) * options_.value_len;
-      std::copy(v, v + vl, out + i * vl);
+      double* v = it->second.values.data() + (key - b * options_.block) * options_.value_len;
+      if (push) {
+        for (std::size_t j = 0; j < vl; ++j) v[j] += deltas[i * vl + j];
+      } else {
+        std::copy(v, v + vl, out + i * vl);
+      }
       ++served;
       continue;
     }
     Register(op);
-    {
+    if (!push) {  // where its answer goes
       std::lock_guard<std::mutex> ol(op->mu);
       op->pos[key] = static_cast<int64_t>(i);
     }
-    if (it != s.slots.end() && it->second.arriving) {
-      auto& q = it->second.arrival->queue;
-      if (q.empty() || q.back().op != op->id || q.back().requester != rank_ ||
-          q.back().kind != static_cast<uint8_t>(kv_kind::kPull)) {
-        q.push_back(Message(kv_kind::kPull, rank_, rank_, op->id));
-      }
-      q.back().keys.push_back(key);
-      ++queued;
-      continue;
-    }
-    kv_message& m = remote[RouteLocked(s, b, false)];
-    m.keys.push_back(key);
-  }
-  Dispatch(*op, kv_kind::kPull, served, queued, remote);
-  return op;
-}
-
-std::shared_ptr<kv_op> KvCore::Push(absl::Span<const int64_t> keys,
-                                    absl::Span<const double> deltas) {
-  auto op = std::make_shared<kv_op>();
-  op->kind = kv_kind::kPush;
-  op->value_len = options_.value_len;
-  op->remaining = static_cast<int64_t>(keys.size());
-  const auto vl = static_cast<std::size_t>(options_.value_len);
-  std::map<int32_t, kv_message> remote;
-  int64_t served = 0, queued = 0;
-  for (std::size_t i = 0; i < keys.size(); ++i) {
-    const int64_t key = keys[i];
-    const int64_t b = BlockOf(key);
-    const double* d = deltas.data() + i * vl;
-    Stripe& s = StripeOf(b);
-    std::lock_guard<std::mutex> lock(s.mu);
-    auto it = s.slots.find(b);
-    if (it != s.slots.end() && it->second.owned) {
-      double* v = it->second.values.data() + (key - b * options_.block) * options_.value_len;
-      for (std::size_t j = 0; j < vl; ++j) v[j] += d[j];
-      ++served;
-      continue;
-    }
-    Register(op);
     kv_message* m;
     if (it != s.slots.end() && it->second.arriving) {
-      auto& q = it->second.arrival->queue;
-      if (q.empty() || q.back().op != op->id || q.back().requester != rank_ ||
-          q.back().kind != static_cast<uint8_t>(kv_kind::kPush)) {
-        q.push_back(Message(kv_kind::kPush, rank_, rank_, op->id));
-      }
-      m = &q.back();
+      m = &QueueFor(it->second, kind, rank_, rank_, op->id, 0);
       ++queued;
     } else {
       m = &remote[RouteLocked(s, b, false)];
     }
     m->keys.push_back(key);
-    m->values.insert(m->values.end(), d, d + vl);
+    if (push) m->values.insert(m->values.end(), deltas + i * vl, deltas + (i + 1) * vl);
   }
-  Dispatch(*op, kv_kind::kPush, served, queued, remote);
+  Dispatch(*op, kind, served, queued, remote);
   return op;
 }
 
@@ -430,13 +412,8 @@ void KvCore::HandleOperation(kv_message m) {
     }
     kv_message* out;
     if (it != s.slots.end() && it->second.arriving) {
-      auto& q = it->second.arrival->queue;
-      if (q.empty() || q.back().op != m.op || q.back().requester != m.requester ||
-          q.back().kind != m.kind) {
-        q.push_back(Message(static_cast<kv_kind>(m.kind), m.requester, m.sender, m.op));
-        q.back().hops = m.hops;
-      }
-      out = &q.back();
+      out = &QueueFor(it->second, static_cast<kv_kind>(m.kind), m.requester, m.sender, m.op,
+                      m.hops);
     } else {
       // Not the owner: to the home node (which knows), never by this
       // node's cache, so a stale entry costs at most one extra forward.

@@ -44,10 +44,6 @@ void RevokeAdmission(const caf::node_id& id) {
   g_admitted.erase(id);
 }
 
-bool TlsEnabled(caf::actor_system& sys) {
-  return sys.has_openssl_manager() && !sys.config().openssl_certificate.empty();
-}
-
 std::string PeerOf(net::native_socket fd) {
   auto a = net::remote_addr_of_fd(fd);
   auto p = net::remote_port_of_fd(fd);
@@ -234,7 +230,7 @@ class guarded_middleman : public caf::io::middleman_actor_impl {
   caf::expected<caf::io::scribe_ptr> connect(const std::string& host, uint16_t port) override {
     auto fd = net::new_tcp_connection(host, port);
     if (!fd) return std::move(fd.error());
-    if (!TlsEnabled(system())) {
+    if (!TlsOn(system())) {
       return caf::io::scribe_ptr{caf::make_counted<bounded_scribe>(mpx(), *fd)};
     }
     auto session = MakeSession(system(), *fd, false);
@@ -249,7 +245,7 @@ class guarded_middleman : public caf::io::middleman_actor_impl {
   caf::expected<caf::io::doorman_ptr> open(uint16_t port, const char* addr, bool reuse) override {
     auto fd = net::new_tcp_acceptor_impl(port, addr, reuse);
     if (!fd) return std::move(fd.error());
-    if (TlsEnabled(system())) return caf::io::doorman_ptr{caf::make_counted<tls_doorman>(mpx(), *fd)};
+    if (TlsOn(system())) return caf::io::doorman_ptr{caf::make_counted<tls_doorman>(mpx(), *fd)};
     return caf::io::doorman_ptr{caf::make_counted<bounded_doorman>(mpx(), *fd)};
   }
 
@@ -417,7 +413,9 @@ absl::Status ConfigureTls(caf::actor_system_config& cfg, const TlsFiles& tls) {
   return absl::OkStatus();
 }
 
-bool TlsOn(caf::actor_system& sys) { return TlsEnabled(sys); }
+bool TlsOn(caf::actor_system& sys) {
+  return sys.has_openssl_manager() && !sys.config().openssl_certificate.empty();
+}
 
 void SetMaxFrameBytes(std::size_t bytes) {
   g_max_frame.store(bytes == 0 ? kDefaultMaxFrameBytes : bytes, std::memory_order_relaxed);

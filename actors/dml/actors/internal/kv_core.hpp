@@ -119,6 +119,14 @@ class KvCore {
   // cost of a stale entry to one extra forward).
   int32_t RouteLocked(Stripe& s, int64_t b, bool forwarded);
   void Register(const std::shared_ptr<kv_op>& op);
+  // A pull or push (deltas null: a pull into `out`): in place where this
+  // node owns the key, queued where its block is on the way here, else sent.
+  std::shared_ptr<kv_op> Issue(net::kv_kind kind, absl::Span<const int64_t> keys, double* out,
+                               const double* deltas);
+  // The entry of `slot`'s arrival queue that collects keys of operation
+  // (requester, op), a new one unless the last entry is that operation's.
+  net::kv_message& QueueFor(Slot& slot, net::kv_kind kind, int32_t requester, int32_t sender,
+                            uint64_t op, int32_t hops);
   // The end of a pull or push: counts what was served in place or queued
   // here, completes those keys, and sends the rest to their owners.
   void Dispatch(kv_op& op, net::kv_kind kind, int64_t served, int64_t queued,
