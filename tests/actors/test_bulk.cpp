@@ -28,6 +28,7 @@
 #include "dml/actors/messages.hpp"
 #include "dml/actors/network.hpp"
 #include "dml/net/bulk.hpp"
+#include "bulk_testing.hpp"
 
 namespace {
 
@@ -35,25 +36,9 @@ using dml::net::BulkChannel;
 using dml::net::BulkOptions;
 using dml::net::BulkRef;
 
-std::vector<double> Ramp(std::size_t n) {
-  std::vector<double> v(n);
-  for (std::size_t i = 0; i < n; ++i) v[i] = 0.25 * static_cast<double>(i) - 3.0;
-  return v;
-}
-
-std::unique_ptr<BulkChannel> Serving(BulkOptions o = {}) {
-  auto c = std::make_unique<BulkChannel>(o);
-  auto s = c->Serve("127.0.0.1");
-  BOOST_REQUIRE_MESSAGE(s.ok(), s.ToString());
-  return c;
-}
-
-BulkRef OfferVector(BulkChannel& c, const std::vector<double>& v) {
-  auto owner = std::make_shared<std::vector<double>>(v);
-  auto ref = c.Offer(owner, owner->data(), owner->size());
-  BOOST_REQUIRE(ref.has_value());
-  return *ref;
-}
+using dml::testing::OfferVector;
+using dml::testing::Ramp;
+using dml::testing::Serving;
 
 // A direct reader's RELEASE is not waited on: the sender drops the offer
 // when its connection thread reads it.

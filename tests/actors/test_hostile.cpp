@@ -46,9 +46,11 @@
 
 namespace {
 
+// One dml-node on loopback, with `flags` besides --threads=1.
 struct NodeFixture {
-  NodeFixture() {
-    auto c = dml::net::LocalCluster::Start(DML_NODE_BINARY, 1, {"--threads=1"});
+  explicit NodeFixture(std::vector<std::string> flags = {}) {
+    flags.insert(flags.begin(), "--threads=1");
+    auto c = dml::net::LocalCluster::Start(DML_NODE_BINARY, 1, std::move(flags));
     BOOST_REQUIRE_MESSAGE(c.ok(), c.status().ToString());
     cluster.emplace(*std::move(c));
     auto hp = dml::actors::ParseHostPort(cluster->addresses()[0]);
@@ -285,19 +287,19 @@ BOOST_AUTO_TEST_SUITE_END()
 
 namespace {
 
+std::string TlsDir() { return std::string(DML_TEST_TMP) + "/tls." + std::to_string(getpid()); }
+
+// Makes the test PKI in TlsDir(); the node's TLS flags.
+std::vector<std::string> TlsFlags() {
+  const std::string dir = TlsDir();
+  BOOST_REQUIRE(std::system((std::string(DML_MAKE_TLS) + " " + dir).c_str()) == 0);
+  return {"--tls-cert=" + dir + "/node.pem", "--tls-key=" + dir + "/node.key",
+          "--tls-ca=" + dir + "/ca.pem"};
+}
+
 // A node with TLS and a CA (mutual authentication), and the test PKI.
-struct TlsNodeFixture {
-  TlsNodeFixture() {
-    dir = std::string(DML_TEST_TMP) + "/tls." + std::to_string(getpid());
-    BOOST_REQUIRE(std::system((std::string(DML_MAKE_TLS) + " " + dir).c_str()) == 0);
-    auto c = dml::net::LocalCluster::Start(
-        DML_NODE_BINARY, 1,
-        {"--threads=1", "--tls-cert=" + dir + "/node.pem", "--tls-key=" + dir + "/node.key",
-         "--tls-ca=" + dir + "/ca.pem"});
-    BOOST_REQUIRE_MESSAGE(c.ok(), c.status().ToString());
-    cluster.emplace(*std::move(c));
-    port = dml::actors::ParseHostPort(cluster->addresses()[0])->second;
-  }
+struct TlsNodeFixture : NodeFixture {
+  TlsNodeFixture() : NodeFixture(TlsFlags()), dir(TlsDir()) {}
   ~TlsNodeFixture() { (void)std::system(("rm -rf '" + dir + "'").c_str()); }
 
   // Says hello with `tls` (empty: plaintext); the node's name, or the error.
@@ -329,8 +331,6 @@ struct TlsNodeFixture {
   }
 
   std::string dir;
-  std::optional<dml::net::LocalCluster> cluster;
-  uint16_t port = 0;
 };
 
 }  // namespace
@@ -409,21 +409,20 @@ BOOST_AUTO_TEST_CASE(a_bulk_reference_of_the_wrong_size_is_never_fetched) {
 
 namespace {
 
+std::string SecretFile() {
+  return std::string(DML_TEST_TMP) + "/secret." + std::to_string(getpid());
+}
+
+// Writes the secret file; the node's flag.
+std::vector<std::string> SecretFlags() {
+  std::ofstream(SecretFile()) << "correct horse battery staple\n";
+  return {"--secret-file=" + SecretFile()};
+}
+
 // A node with a secret.
-struct SecretNodeFixture {
-  SecretNodeFixture() {
-    secret_file = std::string(DML_TEST_TMP) + "/secret." + std::to_string(getpid());
-    std::ofstream(secret_file) << "correct horse battery staple\n";
-    auto c = dml::net::LocalCluster::Start(DML_NODE_BINARY, 1,
-                                           {"--threads=1", "--secret-file=" + secret_file});
-    BOOST_REQUIRE_MESSAGE(c.ok(), c.status().ToString());
-    cluster.emplace(*std::move(c));
-    port = dml::actors::ParseHostPort(cluster->addresses()[0])->second;
-  }
-  ~SecretNodeFixture() { std::remove(secret_file.c_str()); }
-  std::string secret_file;
-  std::optional<dml::net::LocalCluster> cluster;
-  uint16_t port = 0;
+struct SecretNodeFixture : NodeFixture {
+  SecretNodeFixture() : NodeFixture(SecretFlags()) {}
+  ~SecretNodeFixture() { std::remove(SecretFile().c_str()); }
 };
 
 }  // namespace

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "dml/net/bulk.hpp"
+#include "bulk_testing.hpp"
 
 namespace {
 
@@ -33,25 +34,14 @@ using dml::net::BulkRef;
 
 constexpr uid_t kNobody = 65534;
 
-std::vector<double> Ramp(std::size_t n) {
-  std::vector<double> v(n);
-  for (std::size_t i = 0; i < n; ++i) v[i] = 0.25 * static_cast<double>(i) - 3.0;
-  return v;
-}
+using dml::testing::Ramp;
+using dml::testing::Serving;
 
-std::unique_ptr<BulkChannel> Serving(BulkOptions o = {}) {
-  auto c = std::make_unique<BulkChannel>(o);
-  auto s = c->Serve("127.0.0.1");
-  BOOST_REQUIRE_MESSAGE(s.ok(), s.ToString());
-  return c;
-}
-
+// An offer with a Unix socket to fetch it from (what these tests attack).
 BulkRef OfferVector(BulkChannel& c, const std::vector<double>& v) {
-  auto owner = std::make_shared<std::vector<double>>(v);
-  auto ref = c.Offer(owner, owner->data(), owner->size());
-  BOOST_REQUIRE(ref.has_value());
-  BOOST_REQUIRE(!ref->local.empty());
-  return *ref;
+  BulkRef ref = dml::testing::OfferVector(c, v);
+  BOOST_REQUIRE(!ref.local.empty());
+  return ref;
 }
 
 // The channel's abstract Unix socket, as its references name it.
