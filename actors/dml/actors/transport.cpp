@@ -300,6 +300,10 @@ class guarded_basp_broker : public caf::io::basp_broker {
   // header is swallowed and its payload read and discarded, so the broker's
   // own framing never sees either. Returns whether `msg` was swallowed.
   bool Unadmitted(const caf::io::new_data_msg& msg) {
+    // Without a gate (every process but a dml-node with a secret, which
+    // sets it before it listens) no frame is looked at.
+    const caf::actor_id gate = g_gate.load(std::memory_order_relaxed);
+    if (gate == caf::invalid_actor_id) return false;
     const auto hdl = msg.handle;
     // BASP reads a header, then (if it announces one) its payload: which of
     // the two this is, we track ourselves.
@@ -316,11 +320,10 @@ class guarded_basp_broker : public caf::io::basp_broker {
     caf::io::basp::header hdr;
     caf::binary_deserializer source{context(), msg.buf};
     if (source(hdr)) return false;  // the broker refuses it itself
-    const caf::actor_id gate = g_gate.load(std::memory_order_relaxed);
     const bool dispatch = hdr.operation == caf::io::basp::message_type::direct_message ||
                           hdr.operation == caf::io::basp::message_type::routed_message;
     const caf::node_id peer = instance.tbl().lookup_direct(hdl);
-    const bool drop = gate != caf::invalid_actor_id && dispatch &&
+    const bool drop = dispatch &&
                       !(hdr.operation == caf::io::basp::message_type::direct_message &&
                         hdr.dest_actor == gate) &&
                       !IsAdmitted(peer);

@@ -80,6 +80,8 @@ bool FrameWithinBound(std::size_t bytes);
 /// Admission is bound to the connection: it ends when that connection
 /// closes. Messages relayed by an admitted process pass (traffic between
 /// nodes travels through the coordinator's process).
+/// Call before the process publishes anything (frames are tracked from
+/// then on; without a gate none is looked at).
 void RequireAdmission(caf::actor_id gate);
 /// Admits the process `id` (the node actor calls it on a correct proof).
 void AdmitPeer(const caf::node_id& id);
