@@ -44,10 +44,10 @@ using dml::samples::ParseNumber;
 // Flags that take a value; the switches (--quiet, --resume, --svrg, ...) are in main.
 const char* const kValueFlags[] = {"-c", "-e", "-o", "-s", "-B", "--lambda", "--tol", "--model", "--l1-ratio",
                                    "--solver", "--threads", "--epochs", "--time-budget",
-                                   "--generate", "--nnz-per-row", "--noise", "--seed", "--test",
+                                   "--generate", "--nnz-per-row", "--noise", "--scale-decades", "--seed", "--test",
                                    "--binarize", "--cache", "--output", "--liblinear-model", "--metrics-out",
                                    "--model-format", "--eval-every", "--mode",
-                                   "--workers", "--shards", "--batch", "--step", "--staleness",
+                                   "--workers", "--shards", "--batch", "--step", "--certificate-cg", "--staleness",
                                    "--tau", "--local-epochs", "--gamma", "--nodes",
                                    "--local-nodes", "--checkpoint", "--checkpoint-every",
                                    "--node-silence", "--secret-file", "--tls-cert", "--tls-key",
@@ -79,6 +79,7 @@ constexpr Range kRanges[] = {
     {"--eval-every", 0, 1e9, false, "must be >= 0"},
     {"--batch", 1, 1e9, false, "must be >= 1"},
     {"--step", 0, 1e300, true, "must be positive"},
+    {"--certificate-cg", -1, 1000, false, "must be in [-1, 1000]"},
     {"--workers", 1, 4096, false, "must be in [1, 4096]"},
     {"--shards", 1, 4096, false, "must be in [1, 4096]"},
     {"--staleness", 0, 1e9, false, "must be >= 0"},
@@ -90,6 +91,7 @@ constexpr Range kRanges[] = {
     {"--checkpoint-every", 0, 1e9, false, "must be >= 0"},
     {"--nnz-per-row", 1, 1e9, false, "must be >= 1"},
     {"--noise", 0, 1e300, false, "must be >= 0"},
+    {"--scale-decades", 0, 30, false, "must be in [0, 30]"},
 };
 
 bool CheckRanges(const Args& args, std::string& error) {
@@ -131,6 +133,8 @@ Solver (one process, without --mode):
   --batch B --step S0 SGD minibatch and first step, here and in the SGD modes (64, auto:
                       calibrated on a sample); the step then falls as 1/(lambda t), and the
                       average of the evaluated iterates is certified beside the iterate
+  --certificate-cg N  SGD's certificate for ridge, logistic, squared hinge: a Newton-refined
+                      dual point, N conjugate-gradient passes at most; -1: the plain one (4)
 Distributed (the actor runtime):
   --mode M            sync async ssp easgd hogwild model-averaging cocoa (none: one process)
   --workers K         workers (2)
@@ -153,6 +157,7 @@ Data and output:
   --binarize T        classification from a multi-class file: label > T is +1 (none)
   --cache PATH        load through a binary cache (none)
   --generate RxC      generated data instead of a file; --nnz-per-row K (10) --noise S (0.1)
+                      --scale-decades D: features in units spread over D decades (0)
   --seed N            generator and solver seed (1)
   -o | --output PATH  write the model (none)
   --model-format F    text (dml/objective/model_io.hpp) or capnp (ModelFile of net/dml/net/wire.capnp) (text)
@@ -254,7 +259,8 @@ Exit ParseModelAndSolver(Run& run) {
       !Number(run.args, {"--l1-ratio"}, run.spec.l1_ratio, error) ||
       !Number(run.args, {"--batch"}, run.opt.sgd.batch_size, error) ||
       (Get(run.args, "--step") != "auto" &&
-       !Number(run.args, {"--step"}, run.opt.sgd.step0, error))) {
+       !Number(run.args, {"--step"}, run.opt.sgd.step0, error)) ||
+      !Number(run.args, {"--certificate-cg"}, run.opt.sgd.certificate_cg_steps, error)) {
     return Fail(error);
   }
   run.load_opts.task = run.task;
@@ -283,7 +289,8 @@ Exit LoadData(Run& run) {
       return Fail("--generate: expected ROWSxCOLS, e.g. 10000x500, got \"" + shape + "\"");
     }
     if (!Number(args, {"--nnz-per-row"}, g.nnz_per_row, error) ||
-        !Number(args, {"--noise"}, g.noise, error)) {
+        !Number(args, {"--noise"}, g.noise, error) ||
+        !Number(args, {"--scale-decades"}, g.scale_decades, error)) {
       return Fail(error);
     }
     auto s = dml::GenerateSynthetic(g);

@@ -346,11 +346,53 @@ BOOST_AUTO_TEST_CASE(invalid_options_name_the_field) {
     o.threads = -1;
     ExpectInvalid(o, "threads");
   }
+  for (double decades : {-1.0, 31.0, std::nan("")}) {
+    auto o = good;
+    o.scale_decades = decades;
+    ExpectInvalid(o, "scale_decades");
+  }
   {
     auto o = good;  // 2^62 rows x 10 nonzeros: refused before allocating
     o.rows = int64_t{1} << 62;
     ExpectInvalid(o, "rows");
   }
+}
+
+// scale_decades: the same rows and labels, each column multiplied by one
+// factor, the factors spread over the decades asked for.
+BOOST_AUTO_TEST_CASE(scaled_columns_keep_rows_and_labels) {
+  SyntheticOptions o;
+  o.rows = 3000;
+  o.cols = 50;
+  o.nnz_per_row = 7;
+  o.task = Task::kClassification;
+  o.noise = 0.2;
+  auto plain = GenerateSynthetic(o);
+  o.scale_decades = 4.0;
+  auto scaled = GenerateSynthetic(o);
+  BOOST_REQUIRE(plain.ok() && scaled.ok());
+  BOOST_TEST(plain->data.y == scaled->data.y);
+  BOOST_TEST(plain->data.x.indices() == scaled->data.x.indices());
+  BOOST_TEST(plain->planted == scaled->planted);
+  std::vector<double> factor(50, 0.0);
+  const auto& a = plain->data.x.values();
+  const auto& b = scaled->data.x.values();
+  const auto& idx = plain->data.x.indices();
+  for (std::size_t k = 0; k < a.size(); ++k) {
+    if (a[k] == 0.0f) continue;
+    const double f = double(b[k]) / a[k];
+    if (factor[idx[k]] == 0.0) factor[idx[k]] = f;
+    BOOST_TEST(std::abs(f / factor[idx[k]] - 1.0) < 1e-6);  // float rounding only
+  }
+  double lo = 1e300, hi = 0.0;
+  for (double f : factor) {
+    BOOST_REQUIRE(f > 0.0);
+    lo = std::min(lo, f);
+    hi = std::max(hi, f);
+  }
+  BOOST_TEST(lo >= 1e-2 * (1 - 1e-6));
+  BOOST_TEST(hi <= 1e2 * (1 + 1e-6));
+  BOOST_TEST(hi / lo > 1e3);  // 50 uniform draws cover most of the 4 decades
 }
 
 }  // namespace dml

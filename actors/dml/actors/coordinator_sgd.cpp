@@ -12,6 +12,7 @@
 #include "dml/actors/internal/coordinator_state.hpp"
 #include "dml/actors/wire.hpp"
 #include "dml/objective/evaluate.hpp"
+#include "dml/objective/newton_certificate.hpp"
 
 namespace dml::actors::internal {
 namespace {
@@ -46,6 +47,12 @@ void read_model(self_ptr self, Done done) {
   read_shards(self, std::move(done));
 }
 
+// Whether evaluations refine the certificate (SgdOptions::certificate_cg_steps).
+bool refines(const coord_state& st) {
+  return st.spec().sgd.certificate_cg_steps >= 0 &&
+         RefinesIterateCertificate(st.spec().model.kind);
+}
+
 // The certificate of w: each worker sends its IterateShare (its rows' loss
 // and share of A^T loss'(A w), a d-vector), the coordinator adds them up
 // into P, D and the gap (evaluate.hpp, CertifyIterate).
@@ -53,11 +60,15 @@ void read_model(self_ptr self, Done done) {
 // keep their rows' derivatives at it, and once the shares are in, every
 // worker gets the snapshot's full loss gradient mu = sum of the shares'
 // gradients / n.
+// newton: the workers keep this pass's rows for refine (under a new pass
+// id) and done also gets the Newton certifier started from the total and
+// that id (else null and 0).
 template <class Done>
-void certify_model(self_ptr self, dvec wd, int64_t tag, Done done) {
+void certify_model(self_ptr self, dvec wd, int64_t tag, bool newton, Done done) {
   auto& st = self->state;
+  const int64_t pass = newton ? ++st.newton_pass : 0;
   st.coordinator_bytes += static_cast<int64_t>(st.workers.size()) * wd.bytes();
-  ask_workers<dvec>(self, [self, wd, tag, done](std::vector<dvec>& shares) {
+  ask_workers<dvec>(self, [self, wd, tag, pass, done](std::vector<dvec>& shares) {
     auto& st = self->state;
     IterateShare total;
     for (std::size_t k = 0; k < shares.size(); ++k) {
@@ -71,6 +82,13 @@ void certify_model(self_ptr self, dvec wd, int64_t tag, Done done) {
     }
     auto c = CertifyIterate(st.spec().model, *wd.as_vector(), total);
     if (!c.ok()) return fail_job(self, c.status());
+    std::shared_ptr<NewtonCertifier> cg;
+    if (!total.curvature.empty()) {
+      auto started = NewtonCertifier::Start(st.spec().model, *wd.as_vector(), total,
+                                            st.spec().sgd.certificate_cg_steps);
+      if (!started.ok()) return fail_job(self, absl::DataLossError(started.status().message()));
+      cg = std::make_shared<NewtonCertifier>(*std::move(started));
+    }
     if (tag > 0) {
       const double inv_n = 1.0 / static_cast<double>(total.rows);
       for (double& g : total.grad) g *= inv_n;
@@ -80,36 +98,101 @@ void certify_model(self_ptr self, dvec wd, int64_t tag, Done done) {
         self->send(w, svrg_atom_v, tag, mu);
       }
     }
+    done(*c, std::move(cg), pass);
+  }, iterate_atom_v, wd, tag, pass);
+}
+
+// The Newton-refined certificate (newton_certificate.hpp) from the rows
+// the workers kept at iterate pass `pass` and that pass's plain
+// certificate: Hessian products until CG is done, then the dual shares.
+template <class Done>
+void refine_certificate(self_ptr self, int64_t pass, std::shared_ptr<NewtonCertifier> cg,
+                        Certificate plain, Done done) {
+  auto& st = self->state;
+  const int64_t workers = static_cast<int64_t>(st.workers.size());
+  if (const std::vector<double>* p = cg->NeedsProduct()) {
+    dvec v(*p);
+    st.coordinator_bytes += workers * v.bytes();
+    ask_workers<dvec>(self, [self, pass, cg, plain, done](std::vector<dvec>& shares) {
+      auto& st = self->state;
+      std::vector<double> sum(static_cast<std::size_t>(st.d), 0.0);
+      for (std::size_t k = 0; k < shares.size(); ++k) {
+        st.coordinator_bytes += shares[k].bytes();
+        auto one = shares[k].as_vector();
+        if (one->size() != sum.size()) {
+          return fail_job(self, absl::DataLossError(absl::StrCat(
+                                    "Hessian product of worker ", k, ": ", one->size(),
+                                    " values; expected ", sum.size())));
+        }
+        for (std::size_t j = 0; j < sum.size(); ++j) sum[j] += (*one)[j];
+      }
+      if (auto added = cg->AddProduct(sum); !added.ok()) {
+        return fail_job(self, absl::DataLossError(added.message()));
+      }
+      refine_certificate(self, pass, cg, plain, done);
+    }, refine_atom_v, pass, false, v);
+    return;
+  }
+  dvec q(cg->Direction());
+  st.coordinator_bytes += workers * q.bytes();
+  ask_workers<dvec>(self, [self, cg, plain, done](std::vector<dvec>& shares) {
+    auto& st = self->state;
+    NewtonDualShare total;
+    for (std::size_t k = 0; k < shares.size(); ++k) {
+      st.coordinator_bytes += shares[k].bytes();
+      auto one = UnpackNewtonDualShare(*shares[k].as_vector(), st.d);
+      absl::Status added = one.ok() ? AddNewtonDualShare(total, *one) : one.status();
+      if (!added.ok()) {
+        return fail_job(self, absl::DataLossError(absl::StrCat(
+                                  "Newton dual share of worker ", k, ": ", added.message())));
+      }
+    }
+    auto c = cg->Finish(plain, total);
+    if (!c.ok()) return fail_job(self, c.status());
     done(*c);
-  }, iterate_atom_v, wd, tag);
+  }, refine_atom_v, pass, true, q);
 }
 
 // Certifies the current model and, for the L2 models (SgdOptions::average),
 // the average of the evaluated ones; records the one with the lower primal
-// and hands it to done (it is also the restart point after a loss).
+// (its certificate refined where refines()) and hands it to done (it is
+// also the restart point after a loss).
 template <class Done>
 void evaluate(self_ptr self, Done done) {
   read_model(self, [self, done](dvec wd) {
     auto& st = self->state;
     const int64_t tag = st.spec().sgd.svrg ? ++st.svrg_tag : 0;
-    certify_model(self, wd, tag, [self, wd, done](const Certificate& c) {
+    const bool newton = refines(st);
+    // Records c (refined from the rows of iterate pass `pass` when cg is
+    // set) and hands on the model it certifies.
+    auto finish = [self, done](const Certificate& c, std::shared_ptr<NewtonCertifier> cg,
+                               int64_t pass, std::shared_ptr<const std::vector<double>> w) {
+      if (!cg) {
+        record(self, c.primal, c.dual, c.gap);
+        return done(*w);
+      }
+      refine_certificate(self, pass, std::move(cg), c, [self, w, done](const Certificate& r) {
+        record(self, r.primal, r.dual, r.gap);
+        done(*w);
+      });
+    };
+    certify_model(self, wd, tag, newton,
+                  [self, wd, newton, finish](const Certificate& c,
+                                             std::shared_ptr<NewtonCertifier> cg_c,
+                                             int64_t pass_c) {
       auto& st = self->state;
       // One vector for both (a shard's arena block is a view: copied once).
       std::shared_ptr<const std::vector<double>> w = wd.as_vector();
       const bool averaging = AveragesIterates(st.spec().sgd, st.spec().model);
       if (averaging) st.average.Add(*w);
-      if (!averaging || st.average.Count() < 2) {
-        record(self, c.primal, c.dual, c.gap);
-        return done(*w);
-      }
+      if (!averaging || st.average.Count() < 2) return finish(c, std::move(cg_c), pass_c, w);
       dvec avg{std::vector<double>(st.average.Value())};
-      certify_model(self, avg, 0, [self, c, w, avg, done](const Certificate& a) {
-        if (a.primal < c.primal) {
-          record(self, a.primal, a.dual, a.gap);
-          return done(*avg.as_vector());
-        }
-        record(self, c.primal, c.dual, c.gap);
-        done(*w);
+      certify_model(self, avg, 0, newton,
+                    [c, cg_c, pass_c, w, avg, finish](const Certificate& a,
+                                                      std::shared_ptr<NewtonCertifier> cg_a,
+                                                      int64_t pass_a) {
+        if (a.primal < c.primal) return finish(a, cg_a, pass_a, avg.as_vector());
+        finish(c, cg_c, pass_c, w);
       });
     });
   });

@@ -100,6 +100,11 @@ absl::Status ValidateSpec(const JobSpec& s) {
     return Invalid("sgd.momentum", absl::StrCat("the SGD modes take no momentum (must be 0), got ",
                                                 s.sgd.momentum));
   }
+  if (s.sgd.certificate_cg_steps < -1 || s.sgd.certificate_cg_steps > 1000) {
+    return Invalid("sgd.certificate_cg_steps",
+                   absl::StrCat("must be in [-1, 1000] (-1: the plain certificate), got ",
+                                s.sgd.certificate_cg_steps));
+  }
   if (s.sgd.staleness < 0) return Invalid("sgd.staleness", absl::StrCat("must be >= 0, got ", s.sgd.staleness));
   if (s.sgd.svrg && s.mode.kind != Mode::kSync && s.mode.kind != Mode::kAsync &&
       s.mode.kind != Mode::kSsp) {

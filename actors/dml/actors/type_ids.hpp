@@ -44,6 +44,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(dml_actors, caf::first_custom_type_id)
   CAF_ADD_ATOM(dml_actors, dml::actors, calibrate_atom, "calibrate")
   CAF_ADD_ATOM(dml_actors, dml::actors, svrg_atom, "svrg")
   CAF_ADD_ATOM(dml_actors, dml::actors, kv_atom, "kv")
+  CAF_ADD_ATOM(dml_actors, dml::actors, refine_atom, "refine")
 
   // Payload types.
   CAF_ADD_TYPE_ID(dml_actors, (dml::actors::dense_block))

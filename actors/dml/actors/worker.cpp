@@ -27,6 +27,7 @@
 #include "dml/data/libsvm.hpp"
 #include "dml/data/partition.hpp"
 #include "dml/objective/evaluate.hpp"
+#include "dml/objective/newton_certificate.hpp"
 #include "dml/solver/cocoa_local.hpp"
 #include "dml/solver/sgd.hpp"
 #include "dml/util/rng.hpp"
@@ -225,12 +226,12 @@ caf::result<block_sums, worker_report> solve_round(self_ptr self, int64_t r, con
   return promise;
 }
 
-caf::result<dvec> certify_iterate(self_ptr self, const dvec& w, int64_t tag) {
+caf::result<dvec> certify_iterate(self_ptr self, const dvec& w, int64_t tag, int64_t pass) {
   auto& st = self->state;
   if (w.ref) {
     return internal::fetch_and_redeliver<worker_actor>(
         self, st.fetcher, self->make_response_promise<dvec>(), w,
-        [tag](dvec v) { return std::make_tuple(iterate_atom_v, std::move(v), tag); },
+        [tag, pass](dvec v) { return std::make_tuple(iterate_atom_v, std::move(v), tag, pass); },
         static_cast<std::size_t>(st.d));
   }
   if (!w.wire_error.empty()) return fail(st.who + "certificate: " + w.wire_error);
@@ -238,7 +239,14 @@ caf::result<dvec> certify_iterate(self_ptr self, const dvec& w, int64_t tag) {
     return fail(st.who + "certificate at " + std::to_string(w.size()) +
                 " weights; the model has " + std::to_string(st.d));
   }
-  auto share = IterateShareOf(st.local, st.cfg.model, *w.as_vector());
+  NewtonRows* keep = nullptr;
+  if (pass > 0) {  // replaces the oldest pass kept
+    auto oldest = std::min_element(st.newton.begin(), st.newton.end(),
+                                   [](const auto& a, const auto& b) { return a.first < b.first; });
+    oldest->first = pass;
+    keep = &oldest->second;
+  }
+  auto share = IterateShareOf(st.local, st.cfg.model, *w.as_vector(), keep);
   if (!share.ok()) return as_error(st, share.status());
   if (tag > 0) {
     auto anchor = LossDerivatives(st.local, st.cfg.model, *w.as_vector());
@@ -248,6 +256,38 @@ caf::result<dvec> certify_iterate(self_ptr self, const dvec& w, int64_t tag) {
     st.svrg_mu.clear();  // until this snapshot's mu arrives
   }
   return dvec(PackIterateShare(*share));
+}
+
+// A pass of the Newton-refined certificate over the rows kept by iterate
+// pass `pass` (worker.hpp).
+caf::result<dvec> refine_pass(self_ptr self, int64_t pass, bool last, const dvec& v) {
+  auto& st = self->state;
+  if (v.ref) {
+    return internal::fetch_and_redeliver<worker_actor>(
+        self, st.fetcher, self->make_response_promise<dvec>(), v,
+        [pass, last](dvec x) { return std::make_tuple(refine_atom_v, pass, last, std::move(x)); },
+        static_cast<std::size_t>(st.d));
+  }
+  if (!v.wire_error.empty()) return fail(st.who + "refine: " + v.wire_error);
+  if (!v.has_values() || static_cast<int64_t>(v.size()) != st.d) {
+    return fail(st.who + "refine with " + std::to_string(v.size()) +
+                " values; the model has " + std::to_string(st.d));
+  }
+  auto kept = std::find_if(st.newton.begin(), st.newton.end(),
+                           [pass](const auto& p) { return p.first == pass; });
+  if (pass <= 0 || kept == st.newton.end() ||
+      kept->second.second.size() != static_cast<std::size_t>(st.local.x.rows())) {
+    return fail(st.who + "refine: no rows kept for iterate pass " + std::to_string(pass));
+  }
+  const NewtonRows& rows = kept->second;
+  if (!last) {
+    auto hp = HessianProductShare(st.local, rows, *v.as_vector());
+    if (!hp.ok()) return as_error(st, hp.status());
+    return dvec(*std::move(hp));
+  }
+  auto dual = NewtonDualShareOf(st.local, st.cfg.model, rows, *v.as_vector());
+  if (!dual.ok()) return as_error(st, dual.status());
+  return dvec(PackNewtonDualShare(*dual));
 }
 
 // Checkpoint restore (cocoa): this block's coordinates as of round r.
@@ -309,11 +349,11 @@ worker_actor::behavior_type worker_impl(self_ptr self, worker_config cfg) {
              int64_t steps) -> caf::result<block_sums, worker_report> {
         return solve_round(self, r, shared, steps);
       },
-      [self](iterate_atom, const dvec& w) -> caf::result<dvec> {
-        return certify_iterate(self, w, 0);
+      [self](iterate_atom, const dvec& w, int64_t tag, int64_t pass) -> caf::result<dvec> {
+        return certify_iterate(self, w, tag, pass);
       },
-      [self](iterate_atom, const dvec& w, int64_t tag) -> caf::result<dvec> {
-        return certify_iterate(self, w, tag);
+      [self](refine_atom, int64_t pass, bool last, const dvec& v) -> caf::result<dvec> {
+        return refine_pass(self, pass, last, v);
       },
       [self](svrg_atom, int64_t tag, const dvec& mu) {
         auto& st = self->state;

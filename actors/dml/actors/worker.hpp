@@ -54,14 +54,21 @@ namespace dml::actors {
 ///  - calibrate: SGD modes, the step0 that Bottou's calibration finds on a
 ///    sample of this partition (dml::CalibrateStep). calibrate(step0,
 ///    decay): the schedule to run with (the coordinator's choice).
-///  - iterate(w): the SGD modes' certificate share of this partition at w
-///    (dml::IterateShare, packed by PackIterateShare: a d-vector and a few
-///    sums, which the coordinator adds up into P, D and the gap).
-///    iterate(w, tag): the same, and w becomes SVRG snapshot `tag` (its rows'
-///    loss derivatives are kept). svrg(tag, mu): snapshot `tag`'s full loss
+///  - iterate(w, tag, pass): the SGD modes' certificate share of this
+///    partition at w (dml::IterateShare, packed by PackIterateShare: a
+///    d-vector and a few sums, which the coordinator adds up into P, D and
+///    the gap). tag > 0: w also becomes SVRG snapshot `tag` (its rows' loss
+///    derivatives are kept). pass > 0: the share carries its curvature and
+///    the rows' loss' and loss'' are kept for refine under that id (the
+///    last 4 passes are kept). svrg(tag, mu): snapshot `tag`'s full loss
 ///    gradient; from the next step on pushes are SVRG estimates (a tag
 ///    other than the kept one is ignored: a replaced worker pushes plain
 ///    gradients until the next snapshot).
+///  - refine(pass, last, v): the Newton-refined certificate's next share
+///    (dml/objective/newton_certificate.hpp) from the rows kept by iterate
+///    pass `pass`: not last, the Hessian product at v; last, the dual share
+///    at the direction v (PackNewtonDualShare). Errors: no rows kept for
+///    that pass, v not a d-vector.
 ///  - coords(r): the local coordinates that go with round r's shared vector
 ///    (dual cocoa: alpha of its rows; primal cocoa: w of its columns): those
 ///    before round r's solve if it started, else the current ones. Errors:
@@ -74,8 +81,8 @@ using worker_actor = caf::typed_actor<
     caf::reacts_to<step_atom, uint64_t>,
     caf::reacts_to<halt_atom>,
     caf::replies_to<round_atom, int64_t, dvec, int64_t>::with<block_sums, worker_report>,
-    caf::replies_to<iterate_atom, dvec>::with<dvec>,
-    caf::replies_to<iterate_atom, dvec, int64_t>::with<dvec>,
+    caf::replies_to<iterate_atom, dvec, int64_t, int64_t>::with<dvec>,
+    caf::replies_to<refine_atom, int64_t, bool, dvec>::with<dvec>,
     caf::reacts_to<svrg_atom, int64_t, dvec>,
     caf::replies_to<calibrate_atom>::with<double>,
     caf::reacts_to<calibrate_atom, double, double>,

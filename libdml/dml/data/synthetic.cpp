@@ -176,6 +176,9 @@ absl::Status Validate(const SyntheticOptions& o) {
   if (o.task != Task::kRegression && o.task != Task::kClassification) {
     return Invalid("task", "unknown task");
   }
+  if (!(o.scale_decades >= 0.0 && o.scale_decades <= 30.0)) {
+    return Invalid("scale_decades", absl::StrCat("must be in [0, 30], got ", o.scale_decades));
+  }
   if (o.threads < 0) return Invalid("threads", absl::StrCat("must be >= 0, got ", o.threads));
   const int64_t k = std::min(o.nnz_per_row, o.cols);
   if (o.rows > std::numeric_limits<int64_t>::max() / k - 1) {
@@ -219,6 +222,13 @@ absl::StatusOr<SyntheticData> GenerateSynthetic(const SyntheticOptions& options)
   std::vector<float> values(n * kk);
   std::vector<float> y(n);
   const double scale = 1.0 / std::sqrt(static_cast<double>(k));
+  // Column units, from their own stream (no row stream draws them).
+  std::vector<double> col_scale;
+  if (options.scale_decades != 0.0) {
+    Rng rng(StreamSeed(options.seed, ~uint64_t{0}));
+    col_scale.resize(static_cast<std::size_t>(cols));
+    for (double& c : col_scale) c = std::pow(10.0, options.scale_decades * (rng.Uniform() - 0.5));
+  }
 
   auto fill = [&](std::size_t begin, std::size_t end) {
     ColumnScratch scratch;
@@ -235,6 +245,9 @@ absl::StatusOr<SyntheticData> GenerateSynthetic(const SyntheticOptions& options)
         const float v = static_cast<float>(rng.Normal() * scale);
         val[j] = v;
         dot += static_cast<double>(v) * w[idx[j]];
+      }
+      if (options.scale_decades != 0.0) {
+        for (std::size_t j = 0; j < kk; ++j) val[j] = static_cast<float>(val[j] * col_scale[idx[j]]);
       }
       // Drawn even when noise is 0, so X does not depend on noise.
       const double t = dot + options.noise * rng.Normal();

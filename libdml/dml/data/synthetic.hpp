@@ -34,6 +34,11 @@ struct SyntheticOptions {
   double noise = 0.0;
   Task task = Task::kRegression;  ///< Real-valued or -1/+1 labels.
   uint64_t seed = 1;              ///< Same seed, same data, on every platform.
+  /// Unscaled features: column j of X is multiplied by 10^(scale_decades
+  /// (u_j - 1/2)), u_j uniform in [0, 1) (own stream), after the labels
+  /// were drawn from the unscaled row, as a feature's units do not change
+  /// what it predicts. 0: no scaling; at most 30.
+  double scale_decades = 0.0;
   /// Generator threads; 0 = hardware concurrency. Does not change the output.
   int threads = 0;
 };
@@ -53,7 +58,8 @@ struct SyntheticData {
 ///
 /// Errors: InvalidArgument naming the field for non-positive sizes, cols
 /// above 2^32, nnz_per_row < 1, density outside (0, 1], negative or
-/// non-finite noise, negative threads, or a matrix too large to index.
+/// non-finite noise, scale_decades outside [0, 30], negative threads, or a
+/// matrix too large to index.
 absl::StatusOr<SyntheticData> GenerateSynthetic(const SyntheticOptions& options);
 
 }  // namespace dml

@@ -83,6 +83,10 @@ struct IterateShare {
   /// Dual models: sum_i NegConj(y_i, s alpha_i) per scale; else zeros.
   double negconj_sums[kIterateDualScaleCount] = {};
   std::vector<double> grad;  ///< sum_i loss'(y_i, x_i.w) x_i, length d
+  /// sum_i loss''(y_i, x_i.w) x_ij^2, length d, only where the share was
+  /// taken for a Newton-refined certificate (newton_certificate.hpp);
+  /// else empty.
+  std::vector<double> curvature;
 };
 
 /// The share of the rows of `part` (labels checked as EvaluatePrimal does).
@@ -93,12 +97,19 @@ absl::StatusOr<IterateShare> IterateShareOf(const Dataset& part, const ModelSpec
 /// Adds `from` into `into` (an empty `into.grad` takes from's length).
 /// Errors: gradients of different lengths.
 absl::Status AddIterateShare(IterateShare& into, const IterateShare& from);
+/// As above, and also keeps what a Newton-refined certificate needs of
+/// these rows (newton_certificate.hpp): `rows` gets loss' and loss'' of
+/// every row, the share its curvature. Errors: as above.
+struct NewtonRows;
+absl::StatusOr<IterateShare> IterateShareOf(const Dataset& part, const ModelSpec& model,
+                                            const std::vector<double>& w, NewtonRows* rows);
 /// P, D and the gap of w from the sum of every partition's share.
 /// Errors: no rows, or a gradient whose length is not w's.
 absl::StatusOr<Certificate> CertifyIterate(const ModelSpec& model, const std::vector<double>& w,
                                            const IterateShare& total);
 /// A share as one flat vector (what a worker sends: scalars first, then
-/// grad) and back. Errors: a vector whose length is not the header plus d,
+/// grad, then the curvature if any) and back. Errors: a vector whose length
+/// is not the header plus d or 2 d,
 /// a row count that is not a non-negative integer, a non-finite value.
 std::vector<double> PackIterateShare(const IterateShare& s);
 absl::StatusOr<IterateShare> UnpackIterateShare(const std::vector<double>& v, int64_t d);

@@ -14,6 +14,7 @@
 #include "dml/objective/lasso.hpp"
 #include "dml/objective/logistic_l1.hpp"
 #include "dml/objective/logistic_l2.hpp"
+#include "dml/objective/newton_certificate.hpp"
 #include "dml/objective/losses.hpp"
 #include "dml/objective/ridge.hpp"
 #include "dml/objective/squared_hinge_svm.hpp"
@@ -31,9 +32,16 @@ template <> struct LossOf<LogisticL2Objective> { using type = loss::Logistic; };
 template <> struct LossOf<HingeSvmObjective> { using type = loss::Hinge; };
 template <> struct LossOf<SquaredHingeSvmObjective> { using type = loss::SquaredHinge; };
 
+// keep: also the rows' loss' and loss'' and the share's curvature.
 template <typename Obj>
-void DualShare(const Dataset& part, const std::vector<double>& w, IterateShare& s) {
+void DualShare(const Dataset& part, const std::vector<double>& w, IterateShare& s,
+               NewtonRows* keep) {
   using Loss = typename LossOf<Obj>::type;
+  if (keep) {
+    keep->derivative.assign(part.x.rows(), 0.0);
+    keep->second.assign(part.x.rows(), 0.0);
+    s.curvature.assign(w.size(), 0.0);
+  }
   for (int64_t i = 0; i < part.x.rows(); ++i) {
     const SparseView r = part.x.outer(i);
     double z = 0.0;
@@ -44,6 +52,17 @@ void DualShare(const Dataset& part, const std::vector<double>& w, IterateShare& 
     const double g = Loss::Derivative(y, z);
     for (int k = 0; k < kIterateDualScaleCount; ++k) {
       s.negconj_sums[k] += Obj::NegConj(y, -kIterateDualScales[k] * g);
+    }
+    if (keep) {
+      const double h = Loss::Second(y, z);
+      keep->derivative[i] = g;
+      keep->second[i] = h;
+      if (h != 0.0) {
+        for (std::size_t k = 0; k < r.size; ++k) {
+          const double v = r.value[k];
+          s.curvature[r.index[k]] += h * v * v;
+        }
+      }
     }
     if (g == 0.0) continue;
     for (std::size_t k = 0; k < r.size; ++k) s.grad[r.index[k]] += g * r.value[k];
@@ -116,6 +135,11 @@ Certificate DualCertificate(const ModelSpec& model, const std::vector<double>& w
 
 absl::StatusOr<IterateShare> IterateShareOf(const Dataset& part, const ModelSpec& model,
                                             const std::vector<double>& w) {
+  return IterateShareOf(part, model, w, nullptr);
+}
+
+absl::StatusOr<IterateShare> IterateShareOf(const Dataset& part, const ModelSpec& model,
+                                            const std::vector<double>& w, NewtonRows* rows) {
   DML_RETURN_IF_ERROR(Validate(model));
   DML_RETURN_IF_ERROR(
       internal::CheckIterateInputs("IterateShareOf", part, model, w, /*allow_empty=*/true));
@@ -123,10 +147,10 @@ absl::StatusOr<IterateShare> IterateShareOf(const Dataset& part, const ModelSpec
   s.rows = part.x.rows();
   s.grad.assign(w.size(), 0.0);
   switch (model.kind) {
-    case ModelKind::kRidge: DualShare<RidgeObjective>(part, w, s); break;
-    case ModelKind::kLogisticL2: DualShare<LogisticL2Objective>(part, w, s); break;
-    case ModelKind::kHingeSvm: DualShare<HingeSvmObjective>(part, w, s); break;
-    case ModelKind::kSquaredHingeSvm: DualShare<SquaredHingeSvmObjective>(part, w, s); break;
+    case ModelKind::kRidge: DualShare<RidgeObjective>(part, w, s, rows); break;
+    case ModelKind::kLogisticL2: DualShare<LogisticL2Objective>(part, w, s, rows); break;
+    case ModelKind::kHingeSvm: DualShare<HingeSvmObjective>(part, w, s, rows); break;
+    case ModelKind::kSquaredHingeSvm: DualShare<SquaredHingeSvmObjective>(part, w, s, rows); break;
     case ModelKind::kLasso: PrimalShare<LassoObjective>(part, w, s); break;
     case ModelKind::kElasticNet: PrimalShare<ElasticNetObjective>(part, w, s); break;
     case ModelKind::kLogisticL1: PrimalShare<LogisticL1Objective>(part, w, s); break;
@@ -141,6 +165,15 @@ absl::Status AddIterateShare(IterateShare& into, const IterateShare& from) {
                                                    into.grad.size(), " and ", from.grad.size(),
                                                    " entries"));
   }
+  if (into.curvature.size() != from.curvature.size()) {
+    if (!into.curvature.empty() || into.rows > 0) {
+      return absl::InvalidArgumentError(absl::StrCat("AddIterateShare: curvatures of ",
+                                                     into.curvature.size(), " and ",
+                                                     from.curvature.size(), " entries"));
+    }
+    into.curvature.assign(from.curvature.size(), 0.0);
+  }
+  for (std::size_t j = 0; j < into.curvature.size(); ++j) into.curvature[j] += from.curvature[j];
   into.rows += from.rows;
   into.loss_sum += from.loss_sum;
   into.zero_loss_sum += from.zero_loss_sum;
@@ -168,19 +201,22 @@ absl::StatusOr<Certificate> CertifyIterate(const ModelSpec& model, const std::ve
 
 std::vector<double> PackIterateShare(const IterateShare& s) {
   std::vector<double> v;
-  v.reserve(kHeader + s.grad.size());
+  v.reserve(kHeader + s.grad.size() + s.curvature.size());
   v.push_back(static_cast<double>(s.rows));
   v.push_back(s.loss_sum);
   v.push_back(s.zero_loss_sum);
   v.insert(v.end(), std::begin(s.negconj_sums), std::end(s.negconj_sums));
   v.insert(v.end(), s.grad.begin(), s.grad.end());
+  v.insert(v.end(), s.curvature.begin(), s.curvature.end());
   return v;
 }
 
 absl::StatusOr<IterateShare> UnpackIterateShare(const std::vector<double>& v, int64_t d) {
-  if (static_cast<int64_t>(v.size()) != kHeader + d) {
+  const int64_t size = static_cast<int64_t>(v.size());
+  if (size != kHeader + d && size != kHeader + 2 * d) {
     return absl::InvalidArgumentError(absl::StrCat("iterate share of ", v.size(),
-                                                   " values; expected ", kHeader, " + ", d));
+                                                   " values; expected ", kHeader, " + ", d,
+                                                   " or ", kHeader, " + 2 * ", d));
   }
   if (!(v[0] >= 0 && v[0] <= 9e15) || v[0] != std::floor(v[0])) {
     return absl::InvalidArgumentError(absl::StrCat("iterate share: row count ", v[0]));
@@ -195,7 +231,8 @@ absl::StatusOr<IterateShare> UnpackIterateShare(const std::vector<double>& v, in
   s.loss_sum = v[1];
   s.zero_loss_sum = v[2];
   std::copy(v.begin() + 3, v.begin() + kHeader, std::begin(s.negconj_sums));
-  s.grad.assign(v.begin() + kHeader, v.end());
+  s.grad.assign(v.begin() + kHeader, v.begin() + kHeader + d);
+  s.curvature.assign(v.begin() + kHeader + d, v.end());
   return s;
 }
 

@@ -51,6 +51,8 @@
 // or 1), and after the last allowed one, the certificate of the iterate by a
 // full pass (IterateShareOf + CertifyIterate, evaluate.hpp: a dual point from
 // the margins for the L2 models, the bounded-support dual for the L1 ones),
+// for ridge, logistic and squared hinge refined by a Newton step
+// (newton_certificate.hpp: certificate_cg_steps + 2 more passes),
 // so SGD stops on the gap rule as the other solvers do, or on target_primal,
 // max_epochs, max_seconds or cancel; the last two are also polled every 64
 // minibatches, so a cancelled or timed-out run may end mid-epoch (`epochs`
@@ -71,6 +73,7 @@
 #include "absl/strings/str_cat.h"
 #include "dml/objective/evaluate.hpp"
 #include "dml/objective/losses.hpp"
+#include "dml/objective/newton_certificate.hpp"
 #include "dml/objective/regularizers.hpp"
 #include "dml/solver/internal/solvers.hpp"
 #include "dml/solver/internal/stopping.hpp"
@@ -300,6 +303,9 @@ absl::StatusOr<TrainResult> RunEpochs(const Dataset& data, const ModelSpec& mode
         c = a;
         w = average.Value();
       }
+    }
+    if (options.sgd.certificate_cg_steps >= 0 && RefinesIterateCertificate(model.kind)) {
+      DML_ASSIGN_OR_RETURN(c, CertifyIterateNewton(data, model, w, options.sgd.certificate_cg_steps));
     }
     model_out = std::move(w);
     return c;

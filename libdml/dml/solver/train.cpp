@@ -64,6 +64,11 @@ absl::Status ValidateOptions(const SolverOptions& o) {
           "sgd needs a finite step0 >= 0 (0: calibrated), a finite step_decay (< 0: lambda step0) "
           "and 0 <= momentum < 1");
     }
+    if (o.sgd.certificate_cg_steps < -1 || o.sgd.certificate_cg_steps > 1000) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "sgd certificate_cg_steps must be in [-1, 1000] (-1: the plain certificate), got ",
+          o.sgd.certificate_cg_steps));
+    }
   }
   return absl::OkStatus();
 }

@@ -109,6 +109,7 @@ struct coord_state {
   double next_eval = 0.0;
   IterateAverage average;  // SGD modes: of the evaluated models (SgdOptions::average)
   int64_t svrg_tag = 0;    // the last SVRG snapshot (JobSgd::svrg)
+  int64_t newton_pass = 0;  // the last iterate pass whose rows the workers keep
   std::shared_ptr<std::vector<double>> target_model;  // the evaluation that met target_primal
   Progress target_progress;
   // Round driver.

@@ -4,6 +4,8 @@
 // SGD loop: pulls, pushes, exchanges, and the mode's step). Included only
 // by those two files (CAF inside).
 
+#include <array>
+#include <utility>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -17,6 +19,7 @@
 #include "dml/actors/parameter_shard.hpp"
 #include "dml/actors/topology/topology.hpp"
 #include "dml/actors/worker.hpp"
+#include "dml/objective/newton_certificate.hpp"
 #include "dml/solver/cocoa_local.hpp"
 #include "dml/solver/sgd.hpp"
 
@@ -51,6 +54,10 @@ struct worker_state {
   // empty until the first).
   std::vector<double> anchor;
   int64_t anchor_tag = 0;
+  // The Newton-refined certificate: the rows' loss' and loss'' at the last
+  // iterate passes that asked for them, by pass id (evaluations may
+  // overlap: the final one starts while a periodic one refines).
+  std::array<std::pair<int64_t, NewtonRows>, 4> newton;
   std::vector<double> svrg_mu;
   std::vector<double> inv_touch;  // hogwild: regulariser scaling per column
   std::shared_ptr<const Dataset> shared_data;  // hogwild: the whole dataset
