@@ -47,7 +47,7 @@ const char* const kValueFlags[] = {"-c", "-e", "-o", "-s", "-B", "--lambda", "--
                                    "--generate", "--nnz-per-row", "--noise", "--scale-decades", "--seed", "--test",
                                    "--binarize", "--cache", "--output", "--liblinear-model", "--metrics-out",
                                    "--model-format", "--eval-every", "--mode",
-                                   "--workers", "--shards", "--batch", "--step", "--certificate-cg", "--staleness",
+                                   "--workers", "--shards", "--batch", "--step", "--certificate-cg", "--feature-steps", "--staleness",
                                    "--tau", "--local-epochs", "--gamma", "--nodes",
                                    "--local-nodes", "--checkpoint", "--checkpoint-every",
                                    "--node-silence", "--secret-file", "--tls-cert", "--tls-key",
@@ -80,6 +80,7 @@ constexpr Range kRanges[] = {
     {"--batch", 1, 1e9, false, "must be >= 1"},
     {"--step", 0, 1e300, true, "must be positive"},
     {"--certificate-cg", -1, 1000, false, "must be in [-1, 1000]"},
+    {"--feature-steps", 0, 1, false, "must be 0 or 1"},
     {"--workers", 1, 4096, false, "must be in [1, 4096]"},
     {"--shards", 1, 4096, false, "must be in [1, 4096]"},
     {"--staleness", 0, 1e9, false, "must be >= 0"},
@@ -133,6 +134,7 @@ Solver (one process, without --mode):
   --batch B --step S0 SGD minibatch and first step, here and in the SGD modes (64, auto:
                       calibrated on a sample); the step then falls as 1/(lambda t), and the
                       average of the evaluated iterates is certified beside the iterate
+  --feature-steps 0|1 SGD: per-feature steps, about 1 / (the feature's mean square + lambda) (1)
   --certificate-cg N  SGD's certificate for ridge, logistic, squared hinge: a Newton-refined
                       dual point, N conjugate-gradient passes at most; -1: the plain one (4)
 Distributed (the actor runtime):
@@ -250,6 +252,7 @@ Exit ParseModelAndSolver(Run& run) {
   auto solver = dml::ParseSolverKind(Get(run.args, "--solver", "scd"));
   if (!solver.ok()) return Fail(std::string(solver.status().message()));
   run.opt.kind = *solver;
+  int feature_steps = 1;
   if (!Number(run.args, {"--threads"}, run.opt.threads, error) ||
       !Number(run.args, {"--epochs"}, run.opt.stop.max_epochs, error) ||
       !Number(run.args, {"-e", "--tol"}, run.opt.stop.gap_rel, error) ||
@@ -260,9 +263,11 @@ Exit ParseModelAndSolver(Run& run) {
       !Number(run.args, {"--batch"}, run.opt.sgd.batch_size, error) ||
       (Get(run.args, "--step") != "auto" &&
        !Number(run.args, {"--step"}, run.opt.sgd.step0, error)) ||
-      !Number(run.args, {"--certificate-cg"}, run.opt.sgd.certificate_cg_steps, error)) {
+      !Number(run.args, {"--certificate-cg"}, run.opt.sgd.certificate_cg_steps, error) ||
+      !Number(run.args, {"--feature-steps"}, feature_steps, error)) {
     return Fail(error);
   }
+  run.opt.sgd.feature_steps = feature_steps == 1;
   run.load_opts.task = run.task;
   if (run.args.values.count("--binarize")) {
     double threshold = 0;

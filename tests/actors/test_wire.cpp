@@ -296,6 +296,7 @@ struct Wire<worker_spec> {
     x.local_epochs = 2.5;
     x.gamma = 0.5;
     x.sigma_prime = 3.0;
+    x.feature_steps = {0.5, 2.0, 1.0, 0x1p-40};
     return x;
   }
   static void Expect(const worker_spec& got, const worker_spec& want) {
@@ -320,6 +321,7 @@ struct Wire<worker_spec> {
     DML_EXPECT_BITS(got.local_epochs, want.local_epochs);
     DML_EXPECT_BITS(got.gamma, want.gamma);
     DML_EXPECT_BITS(got.sigma_prime, want.sigma_prime);
+    BOOST_TEST(got.feature_steps == want.feature_steps);
   }
 };
 
@@ -354,6 +356,7 @@ struct Wire<shard_config> {
     DML_EXPECT_BITS(got.gamma, want.gamma);
     DML_EXPECT_BITS(got.easgd_alpha, want.easgd_alpha);
     BOOST_TEST(got.staleness == want.staleness);
+    BOOST_TEST(got.feature_steps == want.feature_steps);
   }
 };
 
@@ -861,6 +864,17 @@ BOOST_AUTO_TEST_CASE(shard_stats_counters_are_non_negative) {
       "ShardStats.maxGrantedStaleness: negative (-3)");
 }
 
+BOOST_AUTO_TEST_CASE(worker_spec_feature_steps_are_positive) {
+  using B = Envelope::Builder;
+  ExpectRefused<worker_spec>([](worker_spec& x) { x.feature_steps = {1.0, -2.0}; },
+                             [](B e) {
+                               auto l = e.getWorkerSpec().initFeatureSteps(2);
+                               l.set(0, 1.0);
+                               l.set(1, -2.0);
+                             },
+                             "WorkerSpec.featureSteps: entry 1 is -2, not > 0 and finite");
+}
+
 BOOST_AUTO_TEST_CASE(worker_spec_invariants) {
   using B = Envelope::Builder;
   ExpectRefused<worker_spec>([](worker_spec& x) { x.index = 3; },
@@ -955,6 +969,34 @@ BOOST_AUTO_TEST_CASE(worker_spec_invariants) {
   worker_spec defaults_back;
   BOOST_REQUIRE(FromWire(MustEncode(defaults), &defaults_back).ok());
   Wire<worker_spec>::Expect(defaults_back, defaults);
+}
+
+// A shard's step factors cross exactly; one per key of its range, each
+// positive and finite.
+BOOST_AUTO_TEST_CASE(shard_spec_feature_steps) {
+  using B = Envelope::Builder;
+  shard_config x = Wire<shard_config>::Sample();
+  x.end = x.begin + 5;
+  x.feature_steps = {0.25, 4.0, 0x1p-40, 1.0, 0x1p40};
+  shard_config back;
+  BOOST_REQUIRE(FromWire(MustEncode(x), &back).ok());
+  Wire<shard_config>::Expect(back, x);
+  ExpectRefused<shard_config>(
+      [](shard_config& x) { x.feature_steps = {1.0}; },
+      [](B e) { e.getShardSpec().initFeatureSteps(1).set(0, 1.0); },
+      "ShardSpec.featureSteps: 1 factors for a range of 199900 keys");
+  ExpectRefused<shard_config>(
+      [](shard_config& x) {
+        x.end = x.begin + 3;
+        x.feature_steps = {1.0, 1.0, 0.0};
+      },
+      [](B e) {
+        e.getShardSpec().setEnd(103);
+        auto l = e.getShardSpec().initFeatureSteps(3);
+        l.set(0, 1.0);
+        l.set(1, 1.0);
+      },
+      "ShardSpec.featureSteps: entry 2 is 0, not > 0 and finite");
 }
 
 BOOST_AUTO_TEST_CASE(shard_spec_invariants) {

@@ -395,9 +395,63 @@ auto start_up_error(self_ptr self, std::size_t k, uint64_t gen) {
 // SGD modes without a step0: every worker calibrates on a sample of its own
 // partition (at once), the median is the job's step0, sent to the workers
 // before the shards are made with it. A restart keeps the calibrated step.
+void calibrate_and_wire(self_ptr self);
+
+// SGD modes with sgd.feature_steps, once per job: the workers' column sums
+// add up to the job's per-feature step factors (FeatureStepFactors), which
+// every worker steps with (and calibrates with) and every shard gets for
+// its range (JobPlan). A restart keeps them.
+void feature_steps_then_calibrate(self_ptr self) {
+  auto& st = self->state;
+  const std::size_t K = st.workers.size();
+  auto sums = std::make_shared<std::vector<double>>(static_cast<std::size_t>(st.d), 0.0);
+  auto remaining = std::make_shared<std::size_t>(K);
+  const uint64_t gen = st.generation;
+  for (std::size_t k = 0; k < K; ++k) {
+    self->request(st.workers[k], kRequestTimeout, features_atom_v)
+        .then(
+            [self, k, sums, remaining, gen](const dvec& got) {
+              auto& st = self->state;
+              if (st.finished() || gen != st.generation) return;
+              internal::with_values(self, st.fetcher, got, [self, k, sums, remaining, gen](dvec one) {
+                auto& st = self->state;
+                if (st.finished() || gen != st.generation) return;
+                if (!one.has_values() || one.size() != sums->size()) {
+                  return fail_job(self, absl::DataLossError(absl::StrCat(
+                                            "column sums of worker ", k, ": ", one.size(),
+                                            " values; expected ", sums->size())));
+                }
+                const auto v = one.view();
+                for (std::size_t j = 0; j < v.size(); ++j) (*sums)[j] += v[j];
+                if (--*remaining > 0) return;
+                st.plan.feature_steps = FeatureStepFactors(*sums, st.n, st.spec().model);
+                st.feature_steps_known = true;
+                if (st.plan.feature_steps.empty()) return calibrate_and_wire(self);
+                auto acks = std::make_shared<std::size_t>(st.workers.size());
+                dvec f(st.plan.feature_steps);
+                for (std::size_t w = 0; w < st.workers.size(); ++w) {
+                  st.coordinator_bytes += f.bytes();
+                  self->request(st.workers[w], kRequestTimeout, features_atom_v, f)
+                      .then(
+                          [self, acks, gen](int64_t) {
+                            if (self->state.finished() || gen != self->state.generation) return;
+                            if (--*acks == 0) calibrate_and_wire(self);
+                          },
+                          start_up_error(self, w, gen));
+                }
+              }, static_cast<std::size_t>(st.d));
+            },
+            start_up_error(self, k, gen));
+  }
+}
+
 void calibrate_and_wire(self_ptr self) {
   auto& st = self->state;
-  if (st.topo().coordinator_rounds() || st.spec().sgd.step0 > 0) return wire_and_train(self);
+  if (st.topo().coordinator_rounds()) return wire_and_train(self);
+  if (st.spec().sgd.feature_steps && !st.feature_steps_known) {
+    return feature_steps_then_calibrate(self);
+  }
+  if (st.spec().sgd.step0 > 0) return wire_and_train(self);
   const std::size_t K = st.workers.size();
   auto etas = std::make_shared<std::vector<double>>();
   const uint64_t gen = st.generation;

@@ -39,6 +39,7 @@ worker_config JobPlan::worker(int32_t k) const {
   c.local_epochs = spec.cocoa.local_epochs;
   c.gamma = spec.cocoa.gamma;
   c.sigma_prime = spec.cocoa.sigma_prime;
+  c.feature_steps = feature_steps;
   return c;
 }
 
@@ -54,6 +55,9 @@ shard_config JobPlan::shard(int32_t s, const std::vector<int64_t>& bounds) const
   c.gamma = spec.cocoa.gamma;
   c.easgd_alpha = spec.sgd.easgd_alpha;
   c.staleness = spec.sgd.staleness;
+  if (!feature_steps.empty()) {
+    c.feature_steps.assign(feature_steps.begin() + c.begin, feature_steps.begin() + c.end);
+  }
   return c;
 }
 

@@ -22,6 +22,10 @@ namespace dml::actors {
 struct JobPlan {
   JobSpec spec;  ///< with every default resolved (no 0 = "default" left)
   std::shared_ptr<const topology> topo;  ///< MakeTopology(spec.mode.kind); shared, immutable
+  /// SGD modes with sgd.feature_steps: the per-feature step factors, known
+  /// once the workers have loaded (FeatureStepFactors of their column sums);
+  /// empty before, or where every factor is 1.
+  std::vector<double> feature_steps;
 
   /// The shared vector is v = A w (one entry per example; workers own
   /// columns, an epoch is d coordinates), else w.

@@ -254,7 +254,7 @@ caf::result<int64_t> restore(shard_ptr self, const dvec& values, int64_t clock) 
     }
   }
   core.w.replace(values.to_vector());
-  core.scale = 1.0;
+  std::fill(core.scales.begin(), core.scales.end(), 1.0);
   // Clocks as if every worker had pushed `clock` times: gathering
   // modes wait for that round next, ssp grants from there, and the
   // step schedule continues where the checkpoint was.
@@ -270,6 +270,7 @@ parameter_shard::behavior_type shard_impl(shard_ptr self, shard_config cfg,
   st.core.cfg = std::move(cfg);
   st.core.lazy_l2 =
       st.rule->lazy_l2() && FormulationOf(st.core.cfg.model.kind) == Formulation::kDual;
+  st.core.group_features();
   st.coordinator = std::move(coordinator);
   st.core.bulk = BulkChannelOf(self->home_system());
   st.core.w.assign(static_cast<std::size_t>(st.core.size()), 0.0);

@@ -374,9 +374,36 @@ worker_actor::behavior_type worker_impl(self_ptr self, worker_config cfg) {
       [self](calibrate_atom) -> caf::result<double> {
         auto& st = self->state;
         auto eta = CalibrateStep(st.local, st.cfg.model, st.cfg.batch_size,
-                                 st.cfg.seed ^ static_cast<uint64_t>(st.cfg.index));
+                                 st.cfg.seed ^ static_cast<uint64_t>(st.cfg.index),
+                                 st.cfg.feature_steps);
         if (!eta.ok()) return as_error(st, eta.status());
         return *eta;
+      },
+      [self](features_atom) -> caf::result<dvec> {
+        return dvec(ColumnSquareSums(self->state.local));
+      },
+      [self](features_atom, const dvec& f) -> caf::result<int64_t> {
+        auto& st = self->state;
+        if (f.ref) {
+          return internal::fetch_and_redeliver<worker_actor>(
+              self, st.fetcher, self->make_response_promise<int64_t>(), f,
+              [](dvec v) { return std::make_tuple(features_atom_v, std::move(v)); },
+              static_cast<std::size_t>(st.d));
+        }
+        if (!f.wire_error.empty()) return fail(st.who + "feature steps: " + f.wire_error);
+        if (!f.has_values() || static_cast<int64_t>(f.size()) != st.d) {
+          return fail(st.who + "feature steps: " + std::to_string(f.size()) +
+                      " factors; the model has " + std::to_string(st.d));
+        }
+        const auto v = f.view();
+        for (std::size_t j = 0; j < v.size(); ++j) {
+          if (!(v[j] > 0) || !std::isfinite(v[j])) {
+            return fail(st.who + "feature steps: factor " + std::to_string(j) + " is " +
+                        std::to_string(v[j]));
+          }
+        }
+        st.cfg.feature_steps.assign(v.begin(), v.end());
+        return st.d;
       },
       [self](calibrate_atom, double step0, double step_decay) {
         auto& st = self->state;

@@ -54,6 +54,10 @@ namespace dml::actors {
 ///  - calibrate: SGD modes, the step0 that Bottou's calibration finds on a
 ///    sample of this partition (dml::CalibrateStep). calibrate(step0,
 ///    decay): the schedule to run with (the coordinator's choice).
+///  - features: SGD modes, sum_i x_ij^2 per column over this partition
+///    (dml::ColumnSquareSums, a d-vector). features(f): the per-feature
+///    step factors to step with from now on (d positive values; replies
+///    d). Errors: another length, a factor not positive and finite.
 ///  - iterate(w, tag, pass): the SGD modes' certificate share of this
 ///    partition at w (dml::IterateShare, packed by PackIterateShare: a
 ///    d-vector and a few sums, which the coordinator adds up into P, D and
@@ -85,6 +89,8 @@ using worker_actor = caf::typed_actor<
     caf::replies_to<refine_atom, int64_t, bool, dvec>::with<dvec>,
     caf::reacts_to<svrg_atom, int64_t, dvec>,
     caf::replies_to<calibrate_atom>::with<double>,
+    caf::replies_to<features_atom>::with<dvec>,
+    caf::replies_to<features_atom, dvec>::with<int64_t>,
     caf::reacts_to<calibrate_atom, double, double>,
     caf::replies_to<coords_atom, int64_t>::with<dvec>,
     caf::replies_to<coords_atom, int64_t, dvec>::with<int64_t>>;

@@ -250,7 +250,7 @@ class step_ops final : public worker_ops {
 
   absl::Status local_step() override {
     auto& st = self_->state;
-    return SgdStep(st.local, st.cfg.model, rows_, st.step_size(), st.w);
+    return SgdStep(st.local, st.cfg.model, rows_, st.step_size(), st.w, st.cfg.feature_steps);
   }
 
   absl::Status shared_model_step() override {
@@ -268,7 +268,7 @@ class step_ops final : public worker_ops {
     const double step = st.cfg.step0 / (1.0 + st.cfg.step_decay * t) /
                         std::sqrt(static_cast<double>(st.cfg.workers));
     return HogwildStep(data, st.cfg.model, rows_, step, st.inv_touch, m.w.data(), m.w.size(),
-                       st.hog_scratch);
+                       st.hog_scratch, st.cfg.feature_steps);
   }
 
   void elastic_exchange() override {

@@ -145,12 +145,14 @@ void AddRows(const CsrMatrix& x, const int64_t* rows, std::size_t b, const doubl
 }
 
 /// The dense step shared by SgdStep and the momentum mode:
-///   w <- prox(w - step g + momentum (w - w_prev)),  w_prev <- the old w.
-/// w_prev may be null when momentum is 0. deriv has room for b entries.
+///   w <- prox(w - step F g + momentum (w - w_prev)),  w_prev <- the old w,
+/// F the per-feature factors (null: all 1; the prox of feature j then has
+/// step step F_j). w_prev may be null when momentum is 0. deriv has room
+/// for b entries.
 template <typename Loss>
 void DenseStep(const Dataset& data, const reg::ElasticNet& r, const int64_t* rows, std::size_t b,
                double step, double momentum, std::vector<double>& w, std::vector<double>* w_prev,
-               double* deriv) {
+               double* deriv, const double* factors) {
   BatchDerivatives<Loss>(data, rows, b, [&w](uint32_t j) { return w[j]; }, deriv);
   const double scale = -step / static_cast<double>(b);
   for (std::size_t k = 0; k < b; ++k) deriv[k] *= scale;
@@ -161,19 +163,53 @@ void DenseStep(const Dataset& data, const reg::ElasticNet& r, const int64_t* row
       (*w_prev)[j] = old;
     }
   }
-  AddRows(data.x, rows, b, deriv, [&w](uint32_t j, double delta) { w[j] += delta; });
-  const Prox p = ProxOf(r, step);
-  for (double& wj : w) wj = p.shrink * reg::SoftThreshold(wj, p.threshold);
+  if (factors == nullptr) {
+    AddRows(data.x, rows, b, deriv, [&w](uint32_t j, double delta) { w[j] += delta; });
+    const Prox p = ProxOf(r, step);
+    for (double& wj : w) wj = p.shrink * reg::SoftThreshold(wj, p.threshold);
+    return;
+  }
+  AddRows(data.x, rows, b, deriv,
+          [&w, factors](uint32_t j, double delta) { w[j] += factors[j] * delta; });
+  for (std::size_t j = 0; j < w.size(); ++j) {
+    const Prox p = ProxOf(r, step * factors[j]);
+    w[j] = p.shrink * reg::SoftThreshold(w[j], p.threshold);
+  }
 }
 
-/// Plain proximal SGD with w = a * v and just-in-time soft-thresholds (see
-/// the file comment): O(nnz(batch)) per step.
+/// Features grouped by equal step factor (FeatureStepFactors rounds them
+/// to powers of two): a lazy scale per group instead of per feature.
+struct FactorGroups {
+  std::vector<uint16_t> of;      // feature -> group
+  std::vector<double> factor;    // group -> its factor
+  FactorGroups(const std::vector<double>& factors, std::size_t d) {
+    if (factors.empty()) {
+      of.assign(d, 0);
+      factor.assign(1, 1.0);
+      return;
+    }
+    of.resize(d);
+    for (std::size_t j = 0; j < d; ++j) {
+      auto it = std::find(factor.begin(), factor.end(), factors[j]);
+      if (it == factor.end() && factor.size() < 65535) it = factor.insert(factor.end(), factors[j]);
+      of[j] = static_cast<uint16_t>(it == factor.end() ? factor.size() - 1 : it - factor.begin());
+    }
+  }
+};
+
+/// Plain proximal SGD with w = a_g * v and just-in-time soft-thresholds
+/// (see the file comment), one scale a_g and threshold sum U_g per group
+/// of features with equal step factors: O(nnz(batch) + groups) per step.
 template <typename Loss>
 class LazyStepper {
  public:
-  LazyStepper(const Dataset& data, const reg::ElasticNet& r, std::size_t max_batch)
+  LazyStepper(const Dataset& data, const reg::ElasticNet& r, std::size_t max_batch,
+              const std::vector<double>& factors)
       : data_(data),
         reg_(r),
+        groups_(factors, static_cast<std::size_t>(data.x.cols())),
+        a_(groups_.factor.size(), 1.0),
+        big_u_(groups_.factor.size(), 0.0),
         v_(static_cast<std::size_t>(data.x.cols()), 0.0),
         u_(v_.size(), 0.0),
         deriv_(max_batch) {}
@@ -183,24 +219,32 @@ class LazyStepper {
         data_, rows, b,
         [this](uint32_t j) {
           Sync(j);
-          return a_ * v_[j];
+          return a_[groups_.of[j]] * v_[j];
         },
         deriv_.data());
     // Every coordinate of the batch is now up to date (u_j == U), so the
     // gradient step may go straight into v.
-    const double scale = -step / (static_cast<double>(b) * a_);
+    const double scale = -step / static_cast<double>(b);
     for (std::size_t k = 0; k < b; ++k) deriv_[k] *= scale;
-    AddRows(data_.x, rows, b, deriv_.data(), [this](uint32_t j, double dv) { v_[j] += dv; });
-    const Prox p = ProxOf(reg_, step);
-    big_u_ += p.threshold / a_;
-    a_ *= p.shrink;
-    if (a_ < kMinScale) Normalize();
+    AddRows(data_.x, rows, b, deriv_.data(), [this](uint32_t j, double dv) {
+      const uint16_t g = groups_.of[j];
+      v_[j] += dv * groups_.factor[g] / a_[g];
+    });
+    bool small = false;
+    for (std::size_t g = 0; g < a_.size(); ++g) {
+      const Prox p = ProxOf(reg_, step * groups_.factor[g]);
+      big_u_[g] += p.threshold / a_[g];
+      a_[g] *= p.shrink;
+      small |= a_[g] < kMinScale;
+    }
+    if (small) Normalize();
   }
 
   std::vector<double> Weights() const {
     std::vector<double> w(v_.size());
     for (std::size_t j = 0; j < v_.size(); ++j) {
-      w[j] = a_ * reg::SoftThreshold(v_[j], big_u_ - u_[j]);
+      const uint16_t g = groups_.of[j];
+      w[j] = a_[g] * reg::SoftThreshold(v_[j], big_u_[g] - u_[j]);
     }
     return w;
   }
@@ -209,24 +253,27 @@ class LazyStepper {
   static constexpr double kMinScale = 1e-6;
 
   void Sync(uint32_t j) {
-    v_[j] = reg::SoftThreshold(v_[j], big_u_ - u_[j]);
-    u_[j] = big_u_;
+    const double big_u = big_u_[groups_.of[j]];
+    v_[j] = reg::SoftThreshold(v_[j], big_u - u_[j]);
+    u_[j] = big_u;
   }
   void Normalize() {
     for (std::size_t j = 0; j < v_.size(); ++j) {
-      v_[j] = a_ * reg::SoftThreshold(v_[j], big_u_ - u_[j]);
+      const uint16_t g = groups_.of[j];
+      v_[j] = a_[g] * reg::SoftThreshold(v_[j], big_u_[g] - u_[j]);
       u_[j] = 0.0;
     }
-    a_ = 1.0;
-    big_u_ = 0.0;
+    std::fill(a_.begin(), a_.end(), 1.0);
+    std::fill(big_u_.begin(), big_u_.end(), 0.0);
   }
 
   const Dataset& data_;
   reg::ElasticNet reg_;
-  double a_ = 1.0;      // w = a * v after the pending soft-thresholds
-  double big_u_ = 0.0;  // U: sum of tau_s / a_s over the steps so far
+  FactorGroups groups_;
+  std::vector<double> a_;      // per group: w = a * v after the pending soft-thresholds
+  std::vector<double> big_u_;  // per group: U, the sum of tau_s / a_s over the steps so far
   std::vector<double> v_;
-  std::vector<double> u_;  // U when each coordinate was last brought up to date
+  std::vector<double> u_;  // U of its group when each coordinate was last brought up to date
   std::vector<double> deriv_;
 };
 
@@ -235,16 +282,18 @@ template <typename Loss>
 class MomentumStepper {
  public:
   MomentumStepper(const Dataset& data, const reg::ElasticNet& r, double momentum,
-                  std::size_t max_batch)
+                  std::size_t max_batch, const std::vector<double>& factors)
       : data_(data),
         reg_(r),
         momentum_(momentum),
+        factors_(factors),
         w_(static_cast<std::size_t>(data.x.cols()), 0.0),
         w_prev_(w_.size(), 0.0),
         deriv_(max_batch) {}
 
   void Step(const int64_t* rows, std::size_t b, double step) {
-    DenseStep<Loss>(data_, reg_, rows, b, step, momentum_, w_, &w_prev_, deriv_.data());
+    DenseStep<Loss>(data_, reg_, rows, b, step, momentum_, w_, &w_prev_, deriv_.data(),
+                    factors_.empty() ? nullptr : factors_.data());
   }
   std::vector<double> Weights() const { return w_; }
 
@@ -252,6 +301,7 @@ class MomentumStepper {
   const Dataset& data_;
   reg::ElasticNet reg_;
   double momentum_;
+  std::vector<double> factors_;
   std::vector<double> w_;
   std::vector<double> w_prev_;
   std::vector<double> deriv_;
@@ -279,14 +329,16 @@ absl::StatusOr<Certificate> ExactCertificate(const Dataset& data, const ModelSpe
 
 template <typename Stepper>
 absl::StatusOr<TrainResult> RunEpochs(const Dataset& data, const ModelSpec& model,
-                                      const SolverOptions& options, Stepper& stepper) {
+                                      const SolverOptions& options,
+                                      const std::vector<double>& factors, Stepper& stepper) {
   internal::StopChecker checker(options.stop, options.on_epoch);
   const int64_t n = data.x.rows();
   const int64_t batch = std::min<int64_t>(std::max(options.sgd.batch_size, 1), n);
   const int every = std::max(1, options.eval_every);
   double step0 = options.sgd.step0;
   if (step0 == 0.0) {
-    DML_ASSIGN_OR_RETURN(step0, CalibrateStep(data, model, options.sgd.batch_size, options.seed));
+    DML_ASSIGN_OR_RETURN(step0, CalibrateStep(data, model, options.sgd.batch_size, options.seed,
+                                              factors));
   }
   const double decay = ResolveStepDecay(model, step0, options.sgd.step_decay);
   IterateAverage average;
@@ -389,6 +441,21 @@ absl::Status CheckStep(double step) {
   return absl::OkStatus();
 }
 
+absl::Status CheckFactors(const std::vector<double>& factors, std::size_t d) {
+  if (factors.empty()) return absl::OkStatus();
+  if (factors.size() != d) {
+    return absl::InvalidArgumentError(absl::StrCat("feature step factors: ", factors.size(),
+                                                   " for a model of ", d));
+  }
+  for (std::size_t j = 0; j < d; ++j) {
+    if (!(factors[j] > 0) || !std::isfinite(factors[j])) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("feature step factor ", j, " is ", factors[j], "; must be positive"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckBatch(const Dataset& data, const ModelSpec& model,
                         const std::vector<int64_t>& rows, std::size_t d) {
   DML_RETURN_IF_ERROR(Validate(model));
@@ -482,25 +549,72 @@ absl::StatusOr<std::vector<double>> SvrgGradient(const Dataset& data, const Mode
 
 absl::Status SgdStep(const Dataset& data, const ModelSpec& model,
                      const std::vector<int64_t>& batch_rows, double step,
-                     std::vector<double>& w) {
+                     std::vector<double>& w, const std::vector<double>& factors) {
   DML_RETURN_IF_ERROR(CheckStep(step));
   DML_RETURN_IF_ERROR(CheckBatch(data, model, batch_rows, w.size()));
+  DML_RETURN_IF_ERROR(CheckFactors(factors, w.size()));
   std::vector<double> deriv(batch_rows.size());
   const reg::ElasticNet r = RegularizerOf(model);
   WithLoss(model.kind, [&](auto loss) {
     using Loss = decltype(loss);
     DenseStep<Loss>(data, r, batch_rows.data(), batch_rows.size(), step, 0.0, w, nullptr,
-                    deriv.data());
+                    deriv.data(), factors.empty() ? nullptr : factors.data());
   });
   return absl::OkStatus();
 }
 
-absl::Status ProximalRegularizerStep(const ModelSpec& model, double step, std::vector<double>& w) {
+absl::Status ProximalRegularizerStep(const ModelSpec& model, double step, std::vector<double>& w,
+                                     const std::vector<double>& factors) {
   DML_RETURN_IF_ERROR(Validate(model));
   DML_RETURN_IF_ERROR(CheckStep(step));
-  const Prox p = ProxOf(RegularizerOf(model), step);
-  for (double& wj : w) wj = p.shrink * reg::SoftThreshold(wj, p.threshold);
+  DML_RETURN_IF_ERROR(CheckFactors(factors, w.size()));
+  const reg::ElasticNet r = RegularizerOf(model);
+  if (factors.empty()) {
+    const Prox p = ProxOf(r, step);
+    for (double& wj : w) wj = p.shrink * reg::SoftThreshold(wj, p.threshold);
+    return absl::OkStatus();
+  }
+  for (std::size_t j = 0; j < w.size(); ++j) {
+    const Prox p = ProxOf(r, step * factors[j]);
+    w[j] = p.shrink * reg::SoftThreshold(w[j], p.threshold);
+  }
   return absl::OkStatus();
+}
+
+std::vector<double> ColumnSquareSums(const Dataset& data) {
+  std::vector<double> c(static_cast<std::size_t>(data.x.cols()), 0.0);
+  const auto& idx = data.x.indices();
+  const auto& val = data.x.values();
+  for (std::size_t k = 0; k < idx.size(); ++k) {
+    const double v = val[k];
+    c[idx[k]] += v * v;
+  }
+  return c;
+}
+
+std::vector<double> FeatureStepFactors(const std::vector<double>& column_square_sums,
+                                       int64_t rows, const ModelSpec& model) {
+  if (rows <= 0 || !(model.lambda > 0)) return {};
+  const double n = static_cast<double>(rows);
+  double plain = 0.0, scaled = 0.0;  // sum_j c_j, sum_j c_j / (c_j + lambda)
+  for (double s : column_square_sums) {
+    if (!(s > 0) || !std::isfinite(s)) continue;
+    const double c = s / n;
+    plain += c;
+    scaled += c / (c + model.lambda);
+  }
+  if (!(scaled > 0) || !std::isfinite(plain)) return {};
+  const double k = plain / scaled;
+  std::vector<double> f(column_square_sums.size(), 1.0);
+  for (std::size_t j = 0; j < f.size(); ++j) {
+    const double s = column_square_sums[j];
+    if (!(s > 0) || !std::isfinite(s)) continue;  // an empty column: never stepped
+    const double raw = k / (s / n + model.lambda);
+    // The nearest power of two in log scale, within 2^-60 .. 2^60.
+    const int e = std::clamp(static_cast<int>(std::lround(std::log2(raw))), -60, 60);
+    f[j] = std::ldexp(1.0, e);
+  }
+  return f;
 }
 
 std::vector<double> InverseTouchProbabilities(const Dataset& data, int batch_size) {
@@ -525,9 +639,11 @@ std::vector<double> InverseTouchProbabilities(const Dataset& data, int batch_siz
 absl::Status HogwildStep(const Dataset& data, const ModelSpec& model,
                          const std::vector<int64_t>& rows, double step,
                          const std::vector<double>& inv_touch, std::atomic<double>* w,
-                         std::size_t d, HogwildScratch& scratch) {
+                         std::size_t d, HogwildScratch& scratch,
+                         const std::vector<double>& factors) {
   DML_RETURN_IF_ERROR(CheckStep(step));
   DML_RETURN_IF_ERROR(CheckBatch(data, model, rows, d));
+  DML_RETURN_IF_ERROR(CheckFactors(factors, d));
   if (inv_touch.size() != d) {
     return absl::InvalidArgumentError(absl::StrCat("inv_touch has ", inv_touch.size(),
                                                    " entries for a model of ", d));
@@ -561,8 +677,9 @@ absl::Status HogwildStep(const Dataset& data, const ModelSpec& model,
   const reg::ElasticNet r = RegularizerOf(model);
   for (uint32_t j : scratch.touched) {
     const double wj = w[j].load(std::memory_order_relaxed);
-    const Prox p = ProxOf(r, step * inv_touch[j]);
-    const double u = p.shrink * reg::SoftThreshold(wj - step * g[j], p.threshold);
+    const double step_j = factors.empty() ? step : step * factors[j];
+    const Prox p = ProxOf(r, step_j * inv_touch[j]);
+    const double u = p.shrink * reg::SoftThreshold(wj - step_j * g[j], p.threshold);
     // Lock-free: the change is added atomically, so concurrent workers'
     // updates interleave and are never overwritten.
     const double delta = u - wj;
@@ -583,22 +700,27 @@ absl::StatusOr<TrainResult> TrainSgd(const Dataset& data, const ModelSpec& model
   const reg::ElasticNet r = RegularizerOf(model);
   const auto max_batch = static_cast<std::size_t>(
       std::min<int64_t>(std::max(options.sgd.batch_size, 1), std::max<int64_t>(data.x.rows(), 1)));
+  const std::vector<double> factors =
+      options.sgd.feature_steps
+          ? FeatureStepFactors(ColumnSquareSums(data), data.x.rows(), model)
+          : std::vector<double>{};
   return WithLoss(model.kind, [&](auto loss) -> absl::StatusOr<TrainResult> {
     using Loss = decltype(loss);
     if (options.sgd.momentum > 0.0) {
-      MomentumStepper<Loss> stepper(data, r, options.sgd.momentum, max_batch);
-      return RunEpochs(data, model, options, stepper);
+      MomentumStepper<Loss> stepper(data, r, options.sgd.momentum, max_batch, factors);
+      return RunEpochs(data, model, options, factors, stepper);
     }
-    LazyStepper<Loss> stepper(data, r, max_batch);
-    return RunEpochs(data, model, options, stepper);
+    LazyStepper<Loss> stepper(data, r, max_batch, factors);
+    return RunEpochs(data, model, options, factors, stepper);
   });
 }
 
 }  // namespace internal
 
 absl::StatusOr<double> CalibrateStep(const Dataset& data, const ModelSpec& model, int batch_size,
-                                     uint64_t seed) {
+                                     uint64_t seed, const std::vector<double>& factors) {
   DML_RETURN_IF_ERROR(Validate(model));
+  DML_RETURN_IF_ERROR(CheckFactors(factors, static_cast<std::size_t>(data.x.cols())));
   const int64_t n = data.x.rows();
   if (n == 0) return absl::InvalidArgumentError("CalibrateStep: data has no examples");
   // A uniform sample (without replacement, sorted: files are often sorted
@@ -642,7 +764,8 @@ absl::StatusOr<double> CalibrateStep(const Dataset& data, const ModelSpec& model
       for (int64_t b = 0; b < m; b += batch) {
         std::vector<int64_t> batch_rows(order.begin() + b,
                                         order.begin() + std::min<int64_t>(m, b + batch));
-        DML_RETURN_IF_ERROR(SgdStep(sample, model, batch_rows, eta / (1.0 + decay * t), w));
+        DML_RETURN_IF_ERROR(
+            SgdStep(sample, model, batch_rows, eta / (1.0 + decay * t), w, factors));
         t += 1.0;
       }
       for (double wj : w) {

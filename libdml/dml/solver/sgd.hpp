@@ -45,15 +45,38 @@ absl::StatusOr<std::vector<double>> MinibatchGradient(const Dataset& data,
 /// not a sequence of single-example steps). The prox of the elastic net is
 ///   prox(u)_j = SoftThreshold(u_j, step*lambda*eta) / (1 + step*lambda*(1-eta)),
 /// so L2 models shrink w implicitly (stable for any step) and L1 models
-/// soft-threshold (exact zeros). On error w is left unchanged.
+/// soft-threshold (exact zeros). With per-feature `factors`
+/// (FeatureStepFactors; empty: all 1) feature j steps by step * factors[j],
+/// its prox too: a diagonal preconditioner, with the same fixed points. On
+/// error (also factors neither empty nor d positive values) w is left
+/// unchanged.
 absl::Status SgdStep(const Dataset& data, const ModelSpec& model,
                      const std::vector<int64_t>& batch_rows, double step,
-                     std::vector<double>& w);
+                     std::vector<double>& w, const std::vector<double>& factors = {});
 
 /// w <- prox_{step * lambda * R}(w), the regulariser half of SgdStep, for a
-/// server that applies aggregated loss gradients itself. Errors: invalid
-/// model, a step that is not positive and finite.
-absl::Status ProximalRegularizerStep(const ModelSpec& model, double step, std::vector<double>& w);
+/// server that applies aggregated loss gradients itself (per feature
+/// step * factors[j] when factors are given). Errors: invalid model, a step
+/// that is not positive and finite, factors of another length than w.
+absl::Status ProximalRegularizerStep(const ModelSpec& model, double step, std::vector<double>& w,
+                                     const std::vector<double>& factors = {});
+
+/// sum_i x_ij^2 per column j of `data`: a row partition's share of
+/// FeatureStepFactors' input (shares add). O(nnz).
+std::vector<double> ColumnSquareSums(const Dataset& data);
+
+/// Per-feature step factors (SgdOptions::feature_steps), a diagonal
+/// preconditioner: f_j = k / (c_j + lambda), c_j = column_square_sums[j] /
+/// rows the feature's mean square (its curvature up to the loss's), k such
+/// that sum_j f_j c_j = sum_j c_j (a row's expected squared norm in the
+/// steps' metric stays what it was, so a calibrated step0 keeps its
+/// meaning), each rounded to the nearest power of two (lazy L2 shrinks by
+/// groups of equal factors). A column without nonzeros gets 1. Where
+/// features come in units over 4 decades this is what lets SGD reach a
+/// relative 1e-3 (tests/libdml/test_sgd_metrics.cpp). Empty (no scaling)
+/// for no rows or an all-empty matrix.
+std::vector<double> FeatureStepFactors(const std::vector<double>& column_square_sums,
+                                       int64_t rows, const ModelSpec& model);
 
 /// For Hogwild's sparse steps: 1 / P(a minibatch of `batch_size` rows drawn
 /// with replacement touches column j), from the column's frequency in
@@ -74,12 +97,14 @@ struct HogwildScratch {
 /// expected step is the full one), as the prox
 ///   w_j <- prox_{step inv_touch[j] lambda R}(w_j - step g_j),
 /// added to w_j with an atomic compare-and-swap; w is read with relaxed
-/// loads. O(nnz of the batch): no dense pass over w. Errors as SgdStep's,
-/// or inv_touch's length not d; w is then unchanged.
+/// loads. O(nnz of the batch): no dense pass over w. Feature j's step is
+/// step * factors[j] where factors are given. Errors as SgdStep's, or
+/// inv_touch's length not d; w is then unchanged.
 absl::Status HogwildStep(const Dataset& data, const ModelSpec& model,
                          const std::vector<int64_t>& rows, double step,
                          const std::vector<double>& inv_touch, std::atomic<double>* w,
-                         std::size_t d, HogwildScratch& scratch);
+                         std::size_t d, HogwildScratch& scratch,
+                         const std::vector<double>& factors = {});
 
 /// loss'(y_i, x_i.w) for every row of `data` (hinge: -y where y z < 1, else
 /// 0): an SVRG snapshot's per-row derivatives. Errors: as MinibatchGradient.
@@ -106,9 +131,10 @@ absl::StatusOr<std::vector<double>> SvrgGradient(const Dataset& data, const Mode
 /// min(batch_size, rows / 4), the decaying schedule of that step0) from
 /// w = 0 are run for step0 = 1, then doubled while the sample's objective
 /// falls, else halved while it falls (2^-20 .. 2^20); the best is returned.
-/// A candidate that diverges counts as worse. Errors: those of SgdStep.
+/// A candidate that diverges counts as worse. The trials step with
+/// `factors` (SgdStep), as training will. Errors: those of SgdStep.
 absl::StatusOr<double> CalibrateStep(const Dataset& data, const ModelSpec& model, int batch_size,
-                                     uint64_t seed);
+                                     uint64_t seed, const std::vector<double>& factors = {});
 
 /// SgdOptions::step_decay resolved: itself if >= 0, else lambda * step0.
 double ResolveStepDecay(const ModelSpec& model, double step0, double step_decay);

@@ -120,6 +120,12 @@ struct SgdOptions {
   /// features are unscaled or lambda small the plain certificate overstates
   /// the suboptimality 50 to 5000 times. -1: the plain certificate only.
   int certificate_cg_steps = 4;
+  /// Per-feature steps: feature j steps by step_t * f_j (FeatureStepFactors,
+  /// sgd.hpp: about 1 / (its mean square + lambda), rounded to a power of
+  /// two), a diagonal preconditioner computed from the data before
+  /// training. Unscaled features (units over 4 decades) otherwise leave
+  /// SGD orders of magnitude short of a relative 1e-3. false: one step.
+  bool feature_steps = true;
 };
 
 /// Whether SGD with `o` certifies the average of its evaluated iterates

@@ -137,6 +137,16 @@ absl::Status Check(const kv_message& x) {
 absl::Status Check(const int64_list& x) {
   return CheckVectorLength<int64_t>(x.values.size(), "Int64List.values");
 }
+// Per-feature step factors: positive and finite (entry named).
+absl::Status CheckStepFactors(const std::vector<double>& f, absl::string_view field) {
+  for (std::size_t j = 0; j < f.size(); ++j) {
+    if (!(f[j] > 0) || !std::isfinite(f[j])) {
+      return Invalid(field, absl::StrCat("entry ", j, " is ", f[j], ", not > 0 and finite"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Check(const worker_spec& x) {
   DML_RETURN_IF_ERROR(CheckMode(static_cast<uint16_t>(x.mode), "WorkerSpec.mode"));
   DML_RETURN_IF_ERROR(CheckModel(x.model, "WorkerSpec.model"));
@@ -168,6 +178,7 @@ absl::Status Check(const worker_spec& x) {
   if (!(x.sigma_prime > 0) || !std::isfinite(x.sigma_prime)) {
     return Invalid("WorkerSpec.sigmaPrime", absl::StrCat(x.sigma_prime, " is not > 0"));
   }
+  DML_RETURN_IF_ERROR(CheckStepFactors(x.feature_steps, "WorkerSpec.featureSteps"));
   return CheckLoad(x.load);
 }
 absl::Status Check(const shard_config& x) {
@@ -195,6 +206,13 @@ absl::Status Check(const shard_config& x) {
   if (!(x.easgd_alpha > 0 && x.easgd_alpha < 1)) {
     return Invalid("ShardSpec.easgdAlpha", absl::StrCat(x.easgd_alpha, " outside (0, 1)"));
   }
+  if (!x.feature_steps.empty() &&
+      static_cast<int64_t>(x.feature_steps.size()) != x.end - x.begin) {
+    return Invalid("ShardSpec.featureSteps",
+                   absl::StrCat(x.feature_steps.size(), " factors for a range of ",
+                                x.end - x.begin, " keys"));
+  }
+  DML_RETURN_IF_ERROR(CheckStepFactors(x.feature_steps, "ShardSpec.featureSteps"));
   return CheckNonNegative(x.staleness, "ShardSpec.staleness");
 }
 absl::Status Check(const dense_block& x) {

@@ -233,6 +233,8 @@ void Build(const worker_spec& x, wire::Envelope::Builder env) {
   b.setLocalEpochs(x.local_epochs);
   b.setGamma(x.gamma);
   b.setSigmaPrime(x.sigma_prime);
+  PutList<double>(b.initFeatureSteps(static_cast<unsigned>(x.feature_steps.size())),
+                  &x.feature_steps);
 }
 void Build(const shard_config& x, wire::Envelope::Builder env) {
   auto b = env.initShardSpec();
@@ -246,6 +248,8 @@ void Build(const shard_config& x, wire::Envelope::Builder env) {
   b.setGamma(x.gamma);
   b.setEasgdAlpha(x.easgd_alpha);
   b.setStaleness(x.staleness);
+  PutList<double>(b.initFeatureSteps(static_cast<unsigned>(x.feature_steps.size())),
+                  &x.feature_steps);
 }
 void Build(const dense_block& x, wire::Envelope::Builder env) {
   PutList<float>(env.initDenseVector().initValues(static_cast<unsigned>(x.size())), x.data.get());
@@ -278,7 +282,10 @@ std::size_t WordsOf(const job_checkpoint& x) {
 }
 std::size_t WordsOf(const model_file& x) { return 32 + x.model.w.size(); }
 std::size_t WordsOf(const Progress& x) { return 24 + x.staleness.size() + x.event.size() / 8; }
-std::size_t WordsOf(const worker_spec& x) { return 48 + x.path.size() / 8; }
+std::size_t WordsOf(const worker_spec& x) {
+  return 48 + x.path.size() / 8 + x.feature_steps.size();
+}
+std::size_t WordsOf(const shard_config& x) { return 48 + x.feature_steps.size(); }
 template <class T>
 std::size_t WordsOf(const T&) {
   return 16;
@@ -377,6 +384,10 @@ absl::Status Read(wire::Envelope::Reader env, worker_spec* out) {
   out->local_epochs = r.getLocalEpochs();
   out->gamma = r.getGamma();
   out->sigma_prime = r.getSigmaPrime();
+  // Read once: the traversal limit is the message's size.
+  auto steps = r.getFeatureSteps();
+  DML_RETURN_IF_ERROR(CheckVectorLength<double>(steps.size(), "WorkerSpec.featureSteps"));
+  out->feature_steps = CopyList<double>(steps);
   return Check(*out);
 }
 absl::Status Read(wire::Envelope::Reader env, shard_config* out) {
@@ -391,6 +402,10 @@ absl::Status Read(wire::Envelope::Reader env, shard_config* out) {
   out->gamma = r.getGamma();
   out->easgd_alpha = r.getEasgdAlpha();
   out->staleness = r.getStaleness();
+  // Read once: the traversal limit is the message's size.
+  auto steps = r.getFeatureSteps();
+  DML_RETURN_IF_ERROR(CheckVectorLength<double>(steps.size(), "ShardSpec.featureSteps"));
+  out->feature_steps = CopyList<double>(steps);
   return Check(*out);
 }
 absl::Status Read(wire::Envelope::Reader env, dense_block* out) {

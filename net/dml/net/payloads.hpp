@@ -194,6 +194,9 @@ struct worker_spec {
   double local_epochs = 1.0;  ///< cocoa: H as a fraction of the block
   double gamma = 1.0;         ///< cocoa aggregation, (0, 1]
   double sigma_prime = 1.0;   ///< cocoa subproblem scaling, > 0
+  /// SGD: per-feature step factors (dml::FeatureStepFactors; d of them, each
+  /// > 0); empty: all 1 (or not known yet: the coordinator sends them).
+  std::vector<double> feature_steps;
   std::string wire_error;     ///< set when a peer's bytes did not decode
 };
 
@@ -210,6 +213,9 @@ struct shard_config {
   double gamma = 1.0;        ///< cocoa: weight of each delta
   double easgd_alpha = 0.1;  ///< easgd: e = alpha (x - center)
   int32_t staleness = 0;     ///< ssp: s >= 0
+  /// The range's per-feature step factors (end - begin of them, each > 0);
+  /// empty: all 1.
+  std::vector<double> feature_steps;
   std::string wire_error;    ///< set when a peer's bytes did not decode
 };
 

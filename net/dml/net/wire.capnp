@@ -162,6 +162,7 @@ struct WorkerSpec {
   localEpochs @11 :Float64;  # cocoa H as a fraction of the block
   gamma @12 :Float64;        # cocoa aggregation, (0, 1]
   sigmaPrime @13 :Float64;   # cocoa subproblem scaling, > 0
+  featureSteps @14 :List(Float64);  # SGD: per-feature step factors (d, each > 0); empty: all 1
 }
 
 struct ShardSpec {
@@ -176,6 +177,7 @@ struct ShardSpec {
   gamma @7 :Float64;
   easgdAlpha @8 :Float64;
   staleness @9 :Int32;    # ssp s >= 0
+  featureSteps @10 :List(Float64);  # the range's step factors (end - begin, each > 0); empty: all 1
 }
 
 struct Progress {

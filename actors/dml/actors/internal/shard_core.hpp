@@ -44,7 +44,12 @@ struct shard_core {
   shard_config cfg;
   shard_values w;
   net::BulkChannel* bulk = nullptr;  // the system's, if any (outlives the shard)
-  double scale = 1.0;   // lazy L2: w = scale * values
+  // Lazy L2: w_j = scales[g] * values_j, one scale per group g of features
+  // with equal step factors (cfg.feature_steps, powers of two); group
+  // empty: one group of all.
+  std::vector<double> scales{1.0};
+  std::vector<double> group_factor{1.0};
+  std::vector<uint16_t> group;
   bool lazy_l2 = false;
   int64_t round = 0;    // gathering modes: clocks completed; cocoa: rounds announced
   int64_t applied = 0;  // gradients or deltas applied
@@ -57,14 +62,21 @@ struct shard_core {
 
   int64_t size() const { return cfg.end - cfg.begin; }
   double step_at(double t) const { return cfg.step0 / (1.0 + cfg.step_decay * t); }
-  double value(std::size_t j) const { return scale * w[j]; }
+  double value(std::size_t j) const { return scales[group.empty() ? 0 : group[j]] * w[j]; }
+  bool unscaled() const {
+    return std::all_of(scales.begin(), scales.end(), [](double s) { return s == 1.0; });
+  }
+  /// Groups the range's features by cfg.feature_steps (once cfg is set).
+  void group_features();
+  /// Folds the scales into the values (all 1 after).
+  void fold_scales();
   int64_t min_clock() const {
     return clocks.empty() ? 0 : *std::min_element(clocks.begin(), clocks.end());
   }
 
   /// The range now, without a copy where it can.
   dvec snapshot() {
-    if (scale == 1.0) {
+    if (unscaled()) {
       shard_values::snapshot s = w.share();
       return s.vec ? dvec(std::move(s.vec)) : dvec(std::move(s.owner), s.data, s.size);
     }
@@ -73,8 +85,9 @@ struct shard_core {
     return dvec(std::move(out));
   }
 
-  /// w <- prox(w - step * g) on this range, step = factor * step_at(t), g
-  /// given by its nonzeros (idx null: dense, nnz == range size).
+  /// w <- prox(w - step F g) on this range, step = factor * step_at(t), F
+  /// the range's feature step factors, g given by its nonzeros (idx null:
+  /// dense, nnz == range size).
   absl::Status sgd_step(const uint32_t* idx, const double* g, std::size_t nnz, double t,
                         double factor = 1.0);
 

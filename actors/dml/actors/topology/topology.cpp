@@ -2,6 +2,7 @@
 // shares (shard_core).
 #include "dml/actors/topology/topology.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -31,23 +32,62 @@ void topology::sgd_step(worker_ops& ops) const {
 
 namespace internal {
 
+void shard_core::group_features() {
+  group.clear();
+  group_factor.assign(1, 1.0);
+  scales.assign(1, 1.0);
+  const std::vector<double>& f = cfg.feature_steps;
+  if (f.empty()) return;
+  group_factor.clear();
+  group.resize(f.size());
+  for (std::size_t j = 0; j < f.size(); ++j) {
+    auto it = std::find(group_factor.begin(), group_factor.end(), f[j]);
+    if (it == group_factor.end() && group_factor.size() < 65535) {
+      it = group_factor.insert(group_factor.end(), f[j]);
+    }
+    group[j] = static_cast<uint16_t>(it == group_factor.end() ? group_factor.size() - 1
+                                                              : it - group_factor.begin());
+  }
+  scales.assign(group_factor.size(), 1.0);
+}
+
+void shard_core::fold_scales() {
+  if (unscaled()) return;
+  std::vector<double>& v = w.mut();
+  for (std::size_t j = 0; j < v.size(); ++j) v[j] = value(j);
+  std::fill(scales.begin(), scales.end(), 1.0);
+}
+
 absl::Status shard_core::sgd_step(const uint32_t* idx, const double* g, std::size_t nnz,
                                   double t, double factor) {
   const double step = factor * step_at(t);
   if (lazy_l2) {
-    const double s = step / scale;
     std::vector<double>& v = w.mut();
-    for (std::size_t k = 0; k < nnz; ++k) v[idx ? idx[k] : k] -= s * g[k];
-    scale /= 1.0 + step * cfg.model.lambda;
-    if (scale < 1e-150) {  // fold before underflow
-      for (double& x : v) x *= scale;
-      scale = 1.0;
+    if (group.empty()) {
+      const double s = step / scales[0];
+      for (std::size_t k = 0; k < nnz; ++k) v[idx ? idx[k] : k] -= s * g[k];
+    } else {
+      for (std::size_t k = 0; k < nnz; ++k) {
+        const std::size_t j = idx ? idx[k] : k;
+        const uint16_t gj = group[j];
+        v[j] -= step * group_factor[gj] / scales[gj] * g[k];
+      }
     }
+    bool small = false;
+    for (std::size_t q = 0; q < scales.size(); ++q) {
+      scales[q] /= 1.0 + step * group_factor[q] * cfg.model.lambda;
+      small |= scales[q] < 1e-150;
+    }
+    if (small) fold_scales();  // before underflow
     return absl::OkStatus();
   }
   std::vector<double>& v = w.mut();
-  for (std::size_t k = 0; k < nnz; ++k) v[idx ? idx[k] : k] -= step * g[k];
-  absl::Status st = ProximalRegularizerStep(cfg.model, step, v);
+  const std::vector<double>& f = cfg.feature_steps;
+  for (std::size_t k = 0; k < nnz; ++k) {
+    const std::size_t j = idx ? idx[k] : k;
+    v[j] -= (f.empty() ? step : step * f[j]) * g[k];
+  }
+  absl::Status st = ProximalRegularizerStep(cfg.model, step, v, f);
   if (!st.ok()) return ShardError(std::string(st.message()));
   return absl::OkStatus();
 }
