@@ -217,6 +217,61 @@ BOOST_AUTO_TEST_CASE(cocoa_with_automatic_h_converges_and_reports_its_changes) {
   BOOST_TEST(hs.front() == 2.0);
 }
 
+// Every SGD mode with libdml's defaults (calibrated step, per-feature steps,
+// averaging, Newton-refined certificates, workers paced by the
+// evaluations) on features in units over 4 decades: stops on its
+// certificate at a relative gap of 1e-3, so within 1e-3 of the optimum,
+// long before max epochs.
+BOOST_AUTO_TEST_CASE(sgd_modes_with_defaults_certify_1e_3_on_unscaled_features) {
+  dml::Runtime rt(WithThreads(2));
+  dml::SyntheticOptions g;
+  g.rows = 2000;
+  g.cols = 40;
+  g.nnz_per_row = 40;
+  g.noise = 0.5;
+  g.task = dml::Task::kClassification;
+  g.seed = 3;
+  g.scale_decades = 4.0;
+  auto gen = dml::GenerateSynthetic(g);
+  BOOST_REQUIRE(gen.ok());
+  auto data = std::make_shared<const dml::Dataset>(std::move(gen->data));
+  const dml::ModelSpec m{dml::ModelKind::kLogisticL2, 1e-3, 0.5};
+  dml::SolverOptions scd;
+  scd.stop.gap_rel = 1e-12;
+  scd.stop.max_epochs = 100000;
+  auto opt = dml::Train(*data, m, scd);
+  BOOST_REQUIRE(opt.ok());
+  BOOST_REQUIRE(opt->gap <= 1e-10 * opt->primal);
+  const double p_star = opt->primal;
+  for (dml::Mode mode : {dml::Mode::kSync, dml::Mode::kAsync, dml::Mode::kSsp, dml::Mode::kEasgd,
+                         dml::Mode::kHogwild, dml::Mode::kModelAveraging}) {
+    BOOST_TEST_CONTEXT("mode " << dml::ModeName(mode)) {
+      dml::JobSpec s;
+      s.data.dataset = data;
+      s.model = m;
+      s.mode.kind = mode;
+      s.mode.workers = 4;
+      s.stop.gap_rel = 1e-3;
+      s.stop.max_epochs = 2000;
+      auto j = rt.Submit(s);
+      BOOST_REQUIRE_MESSAGE(j.ok(), j.status().ToString());
+      const dml::TrainResult r = MustFinish(*j);
+      const double subopt = (r.primal - p_star) / p_star;
+      BOOST_TEST_MESSAGE(dml::ModeName(mode) << ": " << r.epochs << " epochs, relative subopt "
+                                             << subopt << ", gap " << r.gap / r.primal);
+      BOOST_TEST((r.reason == dml::StopReason::kConverged));
+      BOOST_TEST(r.epochs < 2000);
+      BOOST_TEST(r.gap <= 1e-3 * r.primal);
+      BOOST_TEST(subopt <= 1e-3);
+      BOOST_TEST(r.gap >= 0.0);
+      BOOST_TEST(r.primal - r.gap <= p_star * (1 + 1e-12));
+      auto exact = dml::PrimalValue(*data, m, r.w);
+      BOOST_REQUIRE(exact.ok());
+      BOOST_TEST(std::abs(*exact - r.primal) <= 1e-12 * r.primal);
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(sgd_modes_reach_1e_3_suboptimality) {
   dml::Runtime rt(WithThreads(2));
   auto data = Problem(dml::Task::kClassification, 2000, 40);

@@ -210,6 +210,22 @@ std::optional<StopReason> certified_stop(const coord_state& st) {
   return std::nullopt;
 }
 
+// The workers may step on to kPermitIntervals evaluation intervals past
+// `epochs` (the start of the last evaluation) and then wait for the next
+// permit: on small data a worker otherwise runs to max_clock between two
+// evaluations, so few iterates are averaged and the certificate that would
+// stop the job comes late. Data whose evaluations keep up never waits.
+constexpr double kPermitIntervals = 3.0;
+
+void permit_workers(self_ptr self, double epochs) {
+  auto& st = self->state;
+  const double per_clock = static_cast<double>(st.workers.size()) * st.spec().sgd.batch_size;
+  const double target = epochs + kPermitIntervals * st.spec().sgd.eval_every_epochs;
+  const auto clock = static_cast<int64_t>(
+      std::min(std::ceil(target * static_cast<double>(st.n) / per_clock), 1e15));
+  for (auto& w : st.workers) self->send(w, permit_atom_v, clock);
+}
+
 }  // namespace
 
 void halt_workers(self_ptr self, StopReason why) {
@@ -229,10 +245,12 @@ void maybe_evaluate(self_ptr self) {
     return;
   }
   st.evaluating = true;
-  st.next_eval = st.epochs + st.spec().sgd.eval_every_epochs;
-  evaluate(self, [self](const std::vector<double>& w) {
+  const double started = st.epochs;
+  st.next_eval = started + st.spec().sgd.eval_every_epochs;
+  evaluate(self, [self, started](const std::vector<double>& w) {
     auto& st = self->state;
     st.evaluating = false;
+    if (st.phase == job_phase::kTraining) permit_workers(self, started);
     // The evaluated model is the restart point after a loss: every worker
     // resumes from the slowest clock seen (a multiple of tau for the
     // local-model modes, whose exchanges are counted in tau steps).
@@ -321,6 +339,7 @@ void sgd_start(self_ptr self, int64_t start_clock) {
   st.running = static_cast<int>(st.workers.size());
   st.next_eval = st.epochs + st.spec().sgd.eval_every_epochs;
   for (std::size_t k = 0; k < st.workers.size(); ++k) sgd_run_worker(self, k, start_clock);
+  permit_workers(self, st.epochs);
 }
 
 void free_begin(self_ptr self) { sgd_start(self, 0); }

@@ -46,6 +46,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(dml_actors, caf::first_custom_type_id)
   CAF_ADD_ATOM(dml_actors, dml::actors, kv_atom, "kv")
   CAF_ADD_ATOM(dml_actors, dml::actors, refine_atom, "refine")
   CAF_ADD_ATOM(dml_actors, dml::actors, features_atom, "features")
+  CAF_ADD_ATOM(dml_actors, dml::actors, permit_atom, "permit")
 
   // Payload types.
   CAF_ADD_TYPE_ID(dml_actors, (dml::actors::dense_block))

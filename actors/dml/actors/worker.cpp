@@ -157,6 +157,8 @@ caf::result<worker_report> start_run(self_ptr self, int64_t max_clock, int64_t r
   st.processed = start_clock * st.cfg.batch_size;
   st.exchanges = start_clock / st.cfg.tau;
   st.max_clock = max_clock;
+  st.permit = INT64_MAX;
+  st.parked = false;
   st.report_every = std::max<int64_t>(1, report_every);
   st.run_promise = self->make_response_promise<worker_report>();
   // A local model that never trained (a replacement after a lost
@@ -344,7 +346,22 @@ worker_actor::behavior_type worker_impl(self_ptr self, worker_config cfg) {
       [self](step_atom, uint64_t loop) {
         if (loop == self->state.loop) sgd_step(self);
       },
-      [self](halt_atom) { self->state.halted = true; },
+      [self](halt_atom) {
+        auto& st = self->state;
+        st.halted = true;
+        if (st.parked) {  // the loop ends at its next step
+          st.parked = false;
+          self->send(self, step_atom_v, st.loop);
+        }
+      },
+      [self](permit_atom, int64_t clock) {
+        auto& st = self->state;
+        st.permit = clock;
+        if (st.parked && st.clock < clock) {
+          st.parked = false;
+          self->send(self, step_atom_v, st.loop);
+        }
+      },
       [self](round_atom, int64_t r, const dvec& shared,
              int64_t steps) -> caf::result<block_sums, worker_report> {
         return solve_round(self, r, shared, steps);

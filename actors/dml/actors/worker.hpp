@@ -44,6 +44,11 @@ namespace dml::actors {
 ///    worker_report every `report_every` clocks; replies when it reaches
 ///    max_clock or is halted. A run while running supersedes the old one.
 ///  - step(loop): internal, the next step of run `loop`. halt: stop it.
+///  - permit(clock): the run steps on to `clock` at most, then waits for a
+///    later permit (or a halt): the coordinator keeps workers within a few
+///    evaluation intervals of its last certificate, so that on small data
+///    they do not run to max_clock between two evaluations. A run starts
+///    unbounded.
 ///  - round(r, shared, steps): cocoa round r. Replies at once with this
 ///    block's certificate at `shared` (and its progress before the round),
 ///    then solves H local steps and pushes the delta to the shards with
@@ -84,6 +89,7 @@ using worker_actor = caf::typed_actor<
     caf::replies_to<run_atom, int64_t, int64_t, int64_t>::with<worker_report>,
     caf::reacts_to<step_atom, uint64_t>,
     caf::reacts_to<halt_atom>,
+    caf::reacts_to<permit_atom, int64_t>,
     caf::replies_to<round_atom, int64_t, dvec, int64_t>::with<block_sums, worker_report>,
     caf::replies_to<iterate_atom, dvec, int64_t, int64_t>::with<dvec>,
     caf::replies_to<refine_atom, int64_t, bool, dvec>::with<dvec>,

@@ -170,6 +170,10 @@ void step_done(self_ptr self, uint64_t loop) {
   if (st.cfg.coordinator && st.clock % st.report_every == 0) {
     caf::anon_send(st.cfg.coordinator, st.report());
   }
+  if (st.clock >= st.permit && !st.halted && st.clock < st.max_clock) {
+    st.parked = true;  // a permit or a halt resumes the loop
+    return;
+  }
   self->send(self, step_atom_v, st.loop);
 }
 

@@ -65,6 +65,8 @@ struct worker_state {
   int64_t clock = 0;
   int64_t exchanges = 0;  // easgd / model-averaging
   int64_t max_clock = 0;
+  int64_t permit = INT64_MAX;  // the clock the run may step to (permit message)
+  bool parked = false;         // at the permit, waiting for the next one
   int64_t report_every = 1;
   int64_t processed = 0;
   int64_t bytes = 0;
