@@ -723,18 +723,21 @@ BOOST_AUTO_TEST_CASE(sgd_divergence_is_an_error) {
 }  // namespace
 
 // FeatureStepFactors on columns whose mean squares are known: f_j = k /
-// (c_j + lambda) rounded to a power of two, k keeping sum f_j c_j = sum c_j,
-// an empty column 1; and the column sums add over row partitions.
+// (q_j + lambda), q_j over the rows where j is nonzero, rounded to a power
+// of two, k keeping sum f_j c_j = sum c_j (c_j over all rows), an empty
+// column 1; and the column sums add over row partitions.
 BOOST_AUTO_TEST_CASE(feature_step_factors_from_column_mean_squares) {
-  // 4 rows; column 0 all 2 (c = 4), column 1 one 0.5 (c = 0.0625), column 2
-  // empty, column 3 all 0.01 (c = 1e-4).
+  // 40 rows; column 0 all 2 (q = c = 4), column 1 every 4th 1 (q = 1,
+  // c = 0.25), column 2 empty, column 3 all 0.01 (q = c = 1e-4).
   std::vector<int64_t> off{0};
   std::vector<uint32_t> idx;
   std::vector<float> val;
-  for (int i = 0; i < 4; ++i) {
+  std::vector<float> y;
+  for (int i = 0; i < 40; ++i) {
+    y.push_back(i % 2 == 0 ? 1.0f : -1.0f);
     idx.push_back(0);
     val.push_back(2.0f);
-    if (i == 0) {
+    if (i % 4 == 0) {
       idx.push_back(1);
       val.push_back(1.0f);
     }
@@ -742,35 +745,49 @@ BOOST_AUTO_TEST_CASE(feature_step_factors_from_column_mean_squares) {
     val.push_back(0.01f);
     off.push_back(static_cast<int64_t>(idx.size()));
   }
-  auto x = CsrMatrix::FromArrays(4, 4, off, idx, val);
+  auto x = CsrMatrix::FromArrays(40, 4, off, idx, val);
   BOOST_REQUIRE(x.ok());
-  const Dataset data{std::move(*x), {1, -1, 1, -1}, dml::Task::kClassification, {}};
+  const Dataset data{std::move(*x), y, dml::Task::kClassification, {}};
   const std::vector<double> sums = dml::ColumnSquareSums(data);
-  BOOST_TEST(sums[0] == 16.0);
-  BOOST_TEST(sums[1] == 1.0);
+  BOOST_REQUIRE(sums.size() == 8u);
+  BOOST_TEST(sums[0] == 160.0);
+  BOOST_TEST(sums[1] == 10.0);
   BOOST_TEST(sums[2] == 0.0);
-  BOOST_TEST(std::abs(sums[3] - 4e-4) < 1e-10);
+  BOOST_TEST(std::abs(sums[3] - 4e-3) < 1e-9);
+  BOOST_TEST(sums[4] == 40.0);  // nonzeros per column
+  BOOST_TEST(sums[5] == 10.0);
+  BOOST_TEST(sums[6] == 0.0);
+  BOOST_TEST(sums[7] == 40.0);
   const ModelSpec model{ModelKind::kLogisticL2, 1e-2, 0.5};
-  const auto f = dml::FeatureStepFactors(sums, 4, model);
+  const auto f = dml::FeatureStepFactors(sums, 40, model);
   BOOST_REQUIRE(f.size() == 4u);
-  const double c[] = {4.0, 0.25, 0.0, double(0.01f) * double(0.01f)};
+  const double c3 = double(0.01f) * double(0.01f);
+  const double c[] = {4.0, 0.25, 0.0, c3};
+  const double q[] = {4.0, 1.0, 0.0, c3};
   const double k = (c[0] + c[1] + c[3]) /
-                   (c[0] / (c[0] + 1e-2) + c[1] / (c[1] + 1e-2) + c[3] / (c[3] + 1e-2));
+                   (c[0] / (q[0] + 1e-2) + c[1] / (q[1] + 1e-2) + c[3] / (q[3] + 1e-2));
   for (int j : {0, 1, 3}) {
-    const double want = std::ldexp(1.0, static_cast<int>(std::lround(std::log2(k / (c[j] + 1e-2)))));
+    const double want = std::ldexp(1.0, static_cast<int>(std::lround(std::log2(k / (q[j] + 1e-2)))));
     BOOST_TEST(f[j] == want, "feature " << j);
   }
   BOOST_TEST(f[2] == 1.0);
-  BOOST_TEST(f[0] < f[1]);
+  BOOST_TEST(f[0] < f[1]);  // column 1's values are smaller, not just rarer
   BOOST_TEST(f[1] < f[3]);
   // Shares over two row partitions add up to the whole.
   Dataset top{data.x.SliceOuter(0, 1), {1}, data.task, {}};
-  Dataset rest{data.x.SliceOuter(1, 4), {-1, 1, -1}, data.task, {}};
+  Dataset rest{data.x.SliceOuter(1, 40), std::vector<float>(y.begin() + 1, y.end()), data.task, {}};
   const auto a = dml::ColumnSquareSums(top);
   const auto b = dml::ColumnSquareSums(rest);
-  for (int j = 0; j < 4; ++j) BOOST_TEST(a[j] + b[j] == sums[j]);
+  for (int j = 0; j < 8; ++j) BOOST_TEST(a[j] + b[j] == sums[j]);
   BOOST_TEST(dml::FeatureStepFactors(sums, 0, model).empty());
-  BOOST_TEST(dml::FeatureStepFactors(std::vector<double>(4, 0.0), 4, model).empty());
+  BOOST_TEST(dml::FeatureStepFactors(std::vector<double>(8, 0.0), 4, model).empty());
+  BOOST_TEST(dml::FeatureStepFactors(std::vector<double>(7, 1.0), 4, model).empty());
+  // The 95th percentile of q within 100 times the 5th: one step (4 columns:
+  // the 3rd smallest over the smallest); columns with fewer than 10
+  // nonzeros do not count.
+  BOOST_TEST(dml::FeatureStepFactors({10, 990, 500, 30, 10, 10, 10, 10}, 40, model).empty());
+  BOOST_TEST(dml::FeatureStepFactors({10, 1500, 1010, 30, 10, 10, 10, 10}, 40, model).size() == 4u);
+  BOOST_TEST(dml::FeatureStepFactors({10, 1500, 1010, 30, 10, 10, 9, 10}, 40, model).empty());
   // Wrong lengths are refused by SgdStep.
   std::vector<double> w(4, 0.0);
   auto s = dml::SgdStep(data, model, {0, 1}, 0.1, w, std::vector<double>(3, 1.0));

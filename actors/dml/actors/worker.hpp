@@ -59,8 +59,8 @@ namespace dml::actors {
 ///  - calibrate: SGD modes, the step0 that Bottou's calibration finds on a
 ///    sample of this partition (dml::CalibrateStep). calibrate(step0,
 ///    decay): the schedule to run with (the coordinator's choice).
-///  - features: SGD modes, sum_i x_ij^2 per column over this partition
-///    (dml::ColumnSquareSums, a d-vector). features(f): the per-feature
+///  - features: SGD modes, sum_i x_ij^2 and the nonzeros per column over
+///    this partition (dml::ColumnSquareSums, 2 d values). features(f): the per-feature
 ///    step factors to step with from now on (d positive values; replies
 ///    d). Errors: another length, a factor not positive and finite.
 ///  - iterate(w, tag, pass): the SGD modes' certificate share of this

@@ -582,34 +582,55 @@ absl::Status ProximalRegularizerStep(const ModelSpec& model, double step, std::v
 }
 
 std::vector<double> ColumnSquareSums(const Dataset& data) {
-  std::vector<double> c(static_cast<std::size_t>(data.x.cols()), 0.0);
+  const auto d = static_cast<std::size_t>(data.x.cols());
+  std::vector<double> c(2 * d, 0.0);
   const auto& idx = data.x.indices();
   const auto& val = data.x.values();
   for (std::size_t k = 0; k < idx.size(); ++k) {
     const double v = val[k];
     c[idx[k]] += v * v;
+    c[d + idx[k]] += 1.0;
   }
   return c;
 }
 
-std::vector<double> FeatureStepFactors(const std::vector<double>& column_square_sums,
-                                       int64_t rows, const ModelSpec& model) {
-  if (rows <= 0 || !(model.lambda > 0)) return {};
+std::vector<double> FeatureStepFactors(const std::vector<double>& column_sums, int64_t rows,
+                                       const ModelSpec& model) {
+  if (rows <= 0 || !(model.lambda > 0) || column_sums.size() % 2 != 0) return {};
+  const std::size_t d = column_sums.size() / 2;
   const double n = static_cast<double>(rows);
-  double plain = 0.0, scaled = 0.0;  // sum_j c_j, sum_j c_j / (c_j + lambda)
-  for (double s : column_square_sums) {
-    if (!(s > 0) || !std::isfinite(s)) continue;
-    const double c = s / n;
+  // c_j = mean square over all rows, q_j over the rows where j is nonzero.
+  double plain = 0.0, scaled = 0.0;  // sum_j c_j, sum_j c_j / (q_j + lambda)
+  for (std::size_t j = 0; j < d; ++j) {
+    const double s = column_sums[j], count = column_sums[d + j];
+    if (!(s > 0) || !(count > 0) || !std::isfinite(s)) continue;
+    const double c = s / n, q = s / count;
     plain += c;
-    scaled += c / (c + model.lambda);
+    scaled += c / (q + model.lambda);
   }
   if (!(scaled > 0) || !std::isfinite(plain)) return {};
+  // Only where the units differ: the 95th percentile of q over the 5th,
+  // among the columns with 10 nonzeros or more (a rarer column's q is a
+  // sample of a few squares: its spread says nothing of units).
+  std::vector<double> qs;
+  for (std::size_t j = 0; j < d; ++j) {
+    const double s = column_sums[j], count = column_sums[d + j];
+    if (s > 0 && count >= 10 && std::isfinite(s)) qs.push_back(s / count);
+  }
+  if (qs.empty()) return {};
+  const auto at = [&qs](double p) {
+    auto it = qs.begin() + static_cast<std::ptrdiff_t>(p * static_cast<double>(qs.size() - 1));
+    std::nth_element(qs.begin(), it, qs.end());
+    return *it;
+  };
+  const double low = at(0.05), high = at(0.95);
+  if (!(high > kFeatureStepSpread * low)) return {};
   const double k = plain / scaled;
-  std::vector<double> f(column_square_sums.size(), 1.0);
-  for (std::size_t j = 0; j < f.size(); ++j) {
-    const double s = column_square_sums[j];
-    if (!(s > 0) || !std::isfinite(s)) continue;  // an empty column: never stepped
-    const double raw = k / (s / n + model.lambda);
+  std::vector<double> f(d, 1.0);
+  for (std::size_t j = 0; j < d; ++j) {
+    const double s = column_sums[j], count = column_sums[d + j];
+    if (!(s > 0) || !(count > 0) || !std::isfinite(s)) continue;  // never stepped
+    const double raw = k / (s / count + model.lambda);
     // The nearest power of two in log scale, within 2^-60 .. 2^60.
     const int e = std::clamp(static_cast<int>(std::lround(std::log2(raw))), -60, 60);
     f[j] = std::ldexp(1.0, e);

@@ -61,22 +61,30 @@ absl::Status SgdStep(const Dataset& data, const ModelSpec& model,
 absl::Status ProximalRegularizerStep(const ModelSpec& model, double step, std::vector<double>& w,
                                      const std::vector<double>& factors = {});
 
-/// sum_i x_ij^2 per column j of `data`: a row partition's share of
+/// Per column j of `data`: sum_i x_ij^2 (entries [0, d)), then its count
+/// of nonzeros (entries [d, 2d)): a row partition's share of
 /// FeatureStepFactors' input (shares add). O(nnz).
 std::vector<double> ColumnSquareSums(const Dataset& data);
 
 /// Per-feature step factors (SgdOptions::feature_steps), a diagonal
-/// preconditioner: f_j = k / (c_j + lambda), c_j = column_square_sums[j] /
-/// rows the feature's mean square (its curvature up to the loss's), k such
-/// that sum_j f_j c_j = sum_j c_j (a row's expected squared norm in the
-/// steps' metric stays what it was, so a calibrated step0 keeps its
-/// meaning), each rounded to the nearest power of two (lazy L2 shrinks by
-/// groups of equal factors). A column without nonzeros gets 1. Where
-/// features come in units over 4 decades this is what lets SGD reach a
-/// relative 1e-3 (tests/libdml/test_sgd_metrics.cpp). Empty (no scaling)
-/// for no rows or an all-empty matrix.
-std::vector<double> FeatureStepFactors(const std::vector<double>& column_square_sums,
-                                       int64_t rows, const ModelSpec& model);
+/// preconditioner: f_j = k / (q_j + lambda), q_j the feature's mean square
+/// over the rows where it is nonzero (its units squared: a feature in
+/// units s times larger gets a step s^2 times smaller, so the model does
+/// not depend on the units; over all rows, a rare feature of a sparse set
+/// would get a step as large as it is rare, and noise to match), k such
+/// that sum_j f_j c_j = sum_j c_j with c_j the mean square over all rows
+/// (a row's expected squared norm in the steps' metric stays what it was,
+/// so a calibrated step0 keeps its meaning); each rounded to the nearest
+/// power of two (lazy L2 shrinks by groups of equal factors). A column
+/// without nonzeros gets 1. `column_sums` is ColumnSquareSums' layout (2 d
+/// entries). Only where the units differ: empty (no scaling) unless the
+/// 95th percentile of q over the columns with 10 nonzeros or more is more
+/// than kFeatureStepSpread times the 5th (tf-idf news20: 10, one step was better there; binary
+/// a9a: 1; unscaled tabular sets: 1e8 to 1e9); also empty for no rows, an
+/// all-empty matrix or an odd length.
+inline constexpr double kFeatureStepSpread = 100.0;
+std::vector<double> FeatureStepFactors(const std::vector<double>& column_sums, int64_t rows,
+                                       const ModelSpec& model);
 
 /// For Hogwild's sparse steps: 1 / P(a minibatch of `batch_size` rows drawn
 /// with replacement touches column j), from the column's frequency in
