@@ -32,6 +32,7 @@
 #include "dml/data/synthetic.hpp"
 #include "dml/objective/evaluate.hpp"
 #include "dml/objective/newton_certificate.hpp"
+#include "unscaled_problem.hpp"
 #include "dml/solver/sgd.hpp"
 #include "dml/solver/solver.hpp"
 
@@ -224,17 +225,7 @@ BOOST_AUTO_TEST_CASE(cocoa_with_automatic_h_converges_and_reports_its_changes) {
 // long before max epochs.
 BOOST_AUTO_TEST_CASE(sgd_modes_with_defaults_certify_1e_3_on_unscaled_features) {
   dml::Runtime rt(WithThreads(2));
-  dml::SyntheticOptions g;
-  g.rows = 2000;
-  g.cols = 40;
-  g.nnz_per_row = 40;
-  g.noise = 0.5;
-  g.task = dml::Task::kClassification;
-  g.seed = 3;
-  g.scale_decades = 4.0;
-  auto gen = dml::GenerateSynthetic(g);
-  BOOST_REQUIRE(gen.ok());
-  auto data = std::make_shared<const dml::Dataset>(std::move(gen->data));
+  auto data = std::make_shared<const dml::Dataset>(dml::testing::UnscaledProblem());
   const dml::ModelSpec m{dml::ModelKind::kLogisticL2, 1e-3, 0.5};
   dml::SolverOptions scd;
   scd.stop.gap_rel = 1e-12;

@@ -19,23 +19,14 @@
 #include "dml/objective/newton_certificate.hpp"
 #include "dml/solver/solver.hpp"
 #include "dml/util/rng.hpp"
+#include "unscaled_problem.hpp"
 
 namespace {
 
 using dml::ModelKind;
 
 dml::Dataset Unscaled(dml::Task task, double decades, int64_t cols = 40) {
-  dml::SyntheticOptions o;
-  o.rows = 2000;
-  o.cols = cols;
-  o.nnz_per_row = cols;
-  o.noise = 0.5;
-  o.task = task;
-  o.seed = 3;
-  o.scale_decades = decades;
-  auto s = dml::GenerateSynthetic(o);
-  BOOST_REQUIRE_MESSAGE(s.ok(), s.status().ToString());
-  return std::move(s->data);
+  return dml::testing::UnscaledProblem(cols, decades, task);
 }
 
 dml::ModelSpec Spec(ModelKind kind, double lambda) {

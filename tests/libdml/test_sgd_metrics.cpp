@@ -24,6 +24,7 @@
 #include "dml/solver/sgd.hpp"
 #include "dml/solver/solver.hpp"
 #include "dml/util/rng.hpp"
+#include "unscaled_problem.hpp"
 
 namespace {
 
@@ -802,17 +803,7 @@ BOOST_AUTO_TEST_CASE(feature_step_factors_from_column_mean_squares) {
 // momentum steppers), and its model is within 1e-3 of the optimum; with
 // one step for all it is still far from it after the same epochs.
 BOOST_AUTO_TEST_CASE(per_feature_steps_on_unscaled_features) {
-  dml::SyntheticOptions g;
-  g.rows = 2000;
-  g.cols = 40;
-  g.nnz_per_row = 40;
-  g.noise = 0.5;
-  g.task = dml::Task::kClassification;
-  g.seed = 3;
-  g.scale_decades = 4.0;
-  auto gen = dml::GenerateSynthetic(g);
-  BOOST_REQUIRE(gen.ok());
-  const Dataset& data = gen->data;
+  const Dataset data = dml::testing::UnscaledProblem();
   const ModelSpec model{ModelKind::kLogisticL2, 1e-3, 0.5};
   dml::SolverOptions scd;
   scd.stop.gap_rel = 1e-12;
