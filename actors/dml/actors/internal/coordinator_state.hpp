@@ -111,6 +111,7 @@ struct coord_state {
   int64_t svrg_tag = 0;    // the last SVRG snapshot (JobSgd::svrg)
   int64_t newton_pass = 0;  // the last iterate pass whose rows the workers keep
   int refine_skip = 0;     // evaluations left before the next refined certificate
+  double refine_seconds = 0.0;  // spent refining certificates so far
   int refine_backoff = 0;  // the skip after a refinement that did not halve the gap
   bool feature_steps_known = false;  // plan.feature_steps computed (SgdOptions::feature_steps)
   std::shared_ptr<std::vector<double>> target_model;  // the evaluation that met target_primal
