@@ -43,7 +43,13 @@ int main(int argc, char** argv) {
   o.block = std::atoll(argv[6]);
   const std::string out = argv[7];
   auto joined = dml::KvNode::Join(o, rank, peers, std::chrono::seconds(60), {}, 2);
-  if (!joined.ok()) return Fail(joined.status().ToString());
+  if (!joined.ok()) {
+    // Exit 3: the port picked for this rank was taken meanwhile (the test
+    // runs the group again on other ports).
+    const bool port = joined.status().message().find("cannot listen") != std::string::npos;
+    Fail(joined.status().ToString());
+    return port ? 3 : 1;
+  }
   dml::KvNode& node = **joined;
   if (auto s = node.Barrier(); !s.ok()) return Fail(s.ToString());
   if (argc == 9 && std::string(argv[8]) == "lose") {

@@ -15,6 +15,7 @@
 #include <chrono>
 #include <fstream>
 #include <random>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -53,11 +54,14 @@ std::vector<int64_t> ReadNumbers(const std::string& path) {
 }
 
 void RunGroup(int nodes, int threads, int ops, int64_t keys, int64_t block,
-              bool lose = false) {
+              bool lose = false, int attempt = 1) {
   std::string peers;
+  std::set<int> taken;
   for (int r = 0; r < nodes; ++r) {
+    int port = FreePort();
+    while (!taken.insert(port).second) port = FreePort();
     if (r > 0) peers += ",";
-    peers += "127.0.0.1:" + std::to_string(FreePort());
+    peers += "127.0.0.1:" + std::to_string(port);
   }
   const std::string out = std::string(DML_TEST_TMP) + "/kv_cluster." + std::to_string(getpid());
   std::vector<pid_t> pids;
@@ -75,7 +79,7 @@ void RunGroup(int nodes, int threads, int ops, int64_t keys, int64_t block,
     pids.push_back(pid);
   }
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(150);
-  int failed = 0;
+  int failed = 0, port_taken = 0;
   for (pid_t pid : pids) {
     int status = 0;
     while (waitpid(pid, &status, WNOHANG) == 0) {
@@ -86,6 +90,11 @@ void RunGroup(int nodes, int threads, int ops, int64_t keys, int64_t block,
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) ++failed;
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 3) ++port_taken;
+  }
+  if (port_taken > 0 && attempt < 3) {  // another process bound a port first
+    BOOST_TEST_MESSAGE("a port was taken; the group runs again (attempt " << attempt + 1 << ")");
+    return RunGroup(nodes, threads, ops, keys, block, lose, attempt + 1);
   }
   BOOST_REQUIRE_MESSAGE(failed == 0, failed << " kv_stress processes failed (see their stderr)");
   if (lose) return;
