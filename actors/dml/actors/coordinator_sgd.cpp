@@ -47,6 +47,13 @@ void read_model(self_ptr self, Done done) {
   read_shards(self, std::move(done));
 }
 
+// A refinement that could not be finished (a non-finite Hessian product, a
+// share of the wrong size) leaves the plain certificate, which is a bound
+// by itself, and says so in the progress stream instead of failing the job.
+void unrefined(coord_state& st, const absl::Status& why) {
+  append_event(st, "certificate_unrefined", absl::StrCat("plain certificate: ", why.message()));
+}
+
 // Whether evaluations refine the certificate (SgdOptions::certificate_cg_steps).
 bool refines(const coord_state& st) {
   return st.spec().sgd.certificate_cg_steps >= 0 &&
@@ -86,8 +93,11 @@ void certify_model(self_ptr self, dvec wd, int64_t tag, bool newton, Done done) 
     if (!total.curvature.empty()) {
       auto started = NewtonCertifier::Start(st.spec().model, *wd.as_vector(), total,
                                             st.spec().sgd.certificate_cg_steps);
-      if (!started.ok()) return fail_job(self, absl::DataLossError(started.status().message()));
-      cg = std::make_shared<NewtonCertifier>(*std::move(started));
+      if (started.ok()) {
+        cg = std::make_shared<NewtonCertifier>(*std::move(started));
+      } else {
+        unrefined(st, started.status());
+      }
     }
     if (tag > 0) {
       const double inv_n = 1.0 / static_cast<double>(total.rows);
@@ -120,14 +130,16 @@ void refine_certificate(self_ptr self, int64_t pass, std::shared_ptr<NewtonCerti
         st.coordinator_bytes += shares[k].bytes();
         auto one = shares[k].as_vector();
         if (one->size() != sum.size()) {
-          return fail_job(self, absl::DataLossError(absl::StrCat(
-                                    "Hessian product of worker ", k, ": ", one->size(),
-                                    " values; expected ", sum.size())));
+          unrefined(st, absl::DataLossError(absl::StrCat("Hessian product of worker ", k, ": ",
+                                                         one->size(), " values; expected ",
+                                                         sum.size())));
+          return done(plain);
         }
         for (std::size_t j = 0; j < sum.size(); ++j) sum[j] += (*one)[j];
       }
       if (auto added = cg->AddProduct(sum); !added.ok()) {
-        return fail_job(self, absl::DataLossError(added.message()));
+        unrefined(st, added);
+        return done(plain);
       }
       refine_certificate(self, pass, cg, plain, done);
     }, refine_atom_v, pass, false, v);
@@ -143,13 +155,14 @@ void refine_certificate(self_ptr self, int64_t pass, std::shared_ptr<NewtonCerti
       auto one = UnpackNewtonDualShare(*shares[k].as_vector(), st.d);
       absl::Status added = one.ok() ? AddNewtonDualShare(total, *one) : one.status();
       if (!added.ok()) {
-        return fail_job(self, absl::DataLossError(absl::StrCat(
-                                  "Newton dual share of worker ", k, ": ", added.message())));
+        unrefined(st, absl::DataLossError(absl::StrCat("Newton dual share of worker ", k, ": ",
+                                                       added.message())));
+        return done(plain);
       }
     }
     auto c = cg->Finish(plain, total);
-    if (!c.ok()) return fail_job(self, c.status());
-    done(*c);
+    if (!c.ok()) unrefined(st, c.status());
+    done(c.ok() ? *c : plain);
   }, refine_atom_v, pass, true, q);
 }
 

@@ -50,7 +50,7 @@ void DualSteps(const Dataset& part, const NewtonRows& rows, const std::vector<do
     const SparseView r = part.x.outer(i);
     if (rows.second[i] != 0.0) {
       delta = rows.second[i] * Dot(r, q);
-      delta *= Feasible(alpha * y, delta * y, lo, hi);
+      delta = std::isfinite(delta) ? delta * Feasible(alpha * y, delta * y, lo, hi) : 0.0;
     }
     for (int k = 0; k < kNewtonDualStepCount; ++k) {
       s.negconj_sums[k] += Obj::NegConj(y, alpha + kNewtonDualSteps[k] * delta);
