@@ -136,7 +136,7 @@ Solver (one process, without --mode):
                       average of the evaluated iterates is certified beside the iterate
   --feature-steps 0|1 SGD: per-feature steps, about 1 / (the feature's mean square + lambda) (1)
   --certificate-cg N  SGD's certificate for ridge, logistic, squared hinge: a Newton-refined
-                      dual point, N conjugate-gradient passes at most; -1: the plain one (4)
+                      dual point, N conjugate-gradient passes at most; -1: the plain one (16)
 Distributed (the actor runtime):
   --mode M            sync async ssp easgd hogwild model-averaging cocoa (none: one process)
   --workers K         workers (2)

@@ -119,7 +119,7 @@ struct SgdOptions {
   /// in the SGD modes, one d-vector from every worker per pass). Where
   /// features are unscaled or lambda small the plain certificate overstates
   /// the suboptimality 50 to 5000 times. -1: the plain certificate only.
-  int certificate_cg_steps = 4;
+  int certificate_cg_steps = 16;
   /// Per-feature steps: feature j steps by step_t * f_j (FeatureStepFactors,
   /// sgd.hpp: about 1 / (its mean square + lambda), rounded to a power of
   /// two), a diagonal preconditioner computed from the data before
