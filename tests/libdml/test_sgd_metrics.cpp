@@ -789,6 +789,13 @@ BOOST_AUTO_TEST_CASE(feature_step_factors_from_column_mean_squares) {
   BOOST_TEST(dml::FeatureStepFactors({10, 990, 500, 30, 10, 10, 10, 10}, 40, model).empty());
   BOOST_TEST(dml::FeatureStepFactors({10, 1500, 1010, 30, 10, 10, 10, 10}, 40, model).size() == 4u);
   BOOST_TEST(dml::FeatureStepFactors({10, 1500, 1010, 30, 10, 10, 9, 10}, 40, model).empty());
+  // Lazy L2 keeps a scale per group of equal factors.
+  const dml::FeatureStepGroups g = dml::GroupFeatureSteps({1.0, 4.0, 1.0, 0.5}, 4);
+  BOOST_TEST(g.of == (std::vector<uint16_t>{0, 1, 0, 2}), boost::test_tools::per_element());
+  BOOST_TEST(g.factor == (std::vector<double>{1.0, 4.0, 0.5}), boost::test_tools::per_element());
+  const dml::FeatureStepGroups none = dml::GroupFeatureSteps({}, 3);
+  BOOST_TEST(none.of == (std::vector<uint16_t>{0, 0, 0}), boost::test_tools::per_element());
+  BOOST_TEST(none.factor == (std::vector<double>{1.0}), boost::test_tools::per_element());
   // Wrong lengths are refused by SgdStep.
   std::vector<double> w(4, 0.0);
   auto s = dml::SgdStep(data, model, {0, 1}, 0.1, w, std::vector<double>(3, 1.0));

@@ -252,12 +252,21 @@ std::optional<StopReason> certified_stop(const coord_state& st) {
 // workers wait (news20, K=4, sync: 39 s to the target paced, 34 s not).
 constexpr double kPermitIntervals = 8.0;
 
+// Rows one clock processes (a minibatch per worker).
+double rows_per_clock(const coord_state& st) {
+  return static_cast<double>(st.workers.size()) * st.spec().sgd.batch_size;
+}
+
+// The first clock at which `epochs` are done (at most 1e15).
+int64_t clock_at(const coord_state& st, double epochs) {
+  return static_cast<int64_t>(
+      std::min(std::ceil(epochs * static_cast<double>(st.n) / rows_per_clock(st)), 1e15));
+}
+
 void permit_workers(self_ptr self, double epochs) {
   auto& st = self->state;
-  const double per_clock = static_cast<double>(st.workers.size()) * st.spec().sgd.batch_size;
-  const double target = epochs + kPermitIntervals * st.spec().sgd.eval_every_epochs;
-  const auto clock = static_cast<int64_t>(
-      std::min(std::ceil(target * static_cast<double>(st.n) / per_clock), 1e15));
+  const int64_t clock =
+      clock_at(st, epochs + kPermitIntervals * st.spec().sgd.eval_every_epochs);
   for (auto& w : st.workers) self->send(w, permit_atom_v, clock);
 }
 
@@ -334,13 +343,12 @@ namespace {
 
 // The clock an SGD run stops at and how often it reports.
 std::pair<int64_t, int64_t> sgd_run_limits(const coord_state& st) {
-  const double per_clock = static_cast<double>(st.workers.size()) * st.spec().sgd.batch_size;
-  const double clocks = std::ceil(st.spec().stop.max_epochs * static_cast<double>(st.n) / per_clock);
-  const int64_t max_clock = static_cast<int64_t>(std::min(clocks, 1e15));
+  const int64_t max_clock = clock_at(st, st.spec().stop.max_epochs);
   // Reports a few times per evaluation interval: enough to evaluate on
   // time, few enough never to flood the coordinator's mailbox (the cancel
   // and budget timer queues behind them).
-  const double clocks_per_eval = st.spec().sgd.eval_every_epochs * static_cast<double>(st.n) / per_clock;
+  const double clocks_per_eval =
+      st.spec().sgd.eval_every_epochs * static_cast<double>(st.n) / rows_per_clock(st);
   const int64_t report_every = std::max<int64_t>(1, static_cast<int64_t>(clocks_per_eval / 4));
   return {max_clock, report_every};
 }

@@ -251,7 +251,11 @@ caf::result<dvec> certify_iterate(self_ptr self, const dvec& w, int64_t tag, int
   auto share = IterateShareOf(st.local, st.cfg.model, *w.as_vector(), keep);
   if (!share.ok()) return as_error(st, share.status());
   if (tag > 0) {
-    auto anchor = LossDerivatives(st.local, st.cfg.model, *w.as_vector());
+    // The pass that kept its rows has the same loss' already (same sums,
+    // same order): no second pass.
+    auto anchor = keep != nullptr && keep->derivative.size() == static_cast<std::size_t>(st.local.x.rows())
+                      ? absl::StatusOr<std::vector<double>>(keep->derivative)
+                      : LossDerivatives(st.local, st.cfg.model, *w.as_vector());
     if (!anchor.ok()) return as_error(st, anchor.status());
     st.anchor = *std::move(anchor);
     st.anchor_tag = tag;
@@ -412,14 +416,11 @@ worker_actor::behavior_type worker_impl(self_ptr self, worker_config cfg) {
           return fail(st.who + "feature steps: " + std::to_string(f.size()) +
                       " factors; the model has " + std::to_string(st.d));
         }
-        const auto v = f.view();
-        for (std::size_t j = 0; j < v.size(); ++j) {
-          if (!(v[j] > 0) || !std::isfinite(v[j])) {
-            return fail(st.who + "feature steps: factor " + std::to_string(j) + " is " +
-                        std::to_string(v[j]));
-          }
+        std::vector<double> factors = f.to_vector();
+        if (auto bad = CheckFeatureStepFactors(factors, factors.size()); !bad.ok()) {
+          return as_error(st, bad);
         }
-        st.cfg.feature_steps.assign(v.begin(), v.end());
+        st.cfg.feature_steps = std::move(factors);
         return st.d;
       },
       [self](calibrate_atom, double step0, double step_decay) {

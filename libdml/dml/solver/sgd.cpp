@@ -177,26 +177,6 @@ void DenseStep(const Dataset& data, const reg::ElasticNet& r, const int64_t* row
   }
 }
 
-/// Features grouped by equal step factor (FeatureStepFactors rounds them
-/// to powers of two): a lazy scale per group instead of per feature.
-struct FactorGroups {
-  std::vector<uint16_t> of;      // feature -> group
-  std::vector<double> factor;    // group -> its factor
-  FactorGroups(const std::vector<double>& factors, std::size_t d) {
-    if (factors.empty()) {
-      of.assign(d, 0);
-      factor.assign(1, 1.0);
-      return;
-    }
-    of.resize(d);
-    for (std::size_t j = 0; j < d; ++j) {
-      auto it = std::find(factor.begin(), factor.end(), factors[j]);
-      if (it == factor.end() && factor.size() < 65535) it = factor.insert(factor.end(), factors[j]);
-      of[j] = static_cast<uint16_t>(it == factor.end() ? factor.size() - 1 : it - factor.begin());
-    }
-  }
-};
-
 /// Plain proximal SGD with w = a_g * v and just-in-time soft-thresholds
 /// (see the file comment), one scale a_g and threshold sum U_g per group
 /// of features with equal step factors: O(nnz(batch) + groups) per step.
@@ -207,7 +187,7 @@ class LazyStepper {
               const std::vector<double>& factors)
       : data_(data),
         reg_(r),
-        groups_(factors, static_cast<std::size_t>(data.x.cols())),
+        groups_(GroupFeatureSteps(factors, static_cast<std::size_t>(data.x.cols()))),
         a_(groups_.factor.size(), 1.0),
         big_u_(groups_.factor.size(), 0.0),
         v_(static_cast<std::size_t>(data.x.cols()), 0.0),
@@ -269,7 +249,7 @@ class LazyStepper {
 
   const Dataset& data_;
   reg::ElasticNet reg_;
-  FactorGroups groups_;
+  FeatureStepGroups groups_;
   std::vector<double> a_;      // per group: w = a * v after the pending soft-thresholds
   std::vector<double> big_u_;  // per group: U, the sum of tau_s / a_s over the steps so far
   std::vector<double> v_;
@@ -441,21 +421,6 @@ absl::Status CheckStep(double step) {
   return absl::OkStatus();
 }
 
-absl::Status CheckFactors(const std::vector<double>& factors, std::size_t d) {
-  if (factors.empty()) return absl::OkStatus();
-  if (factors.size() != d) {
-    return absl::InvalidArgumentError(absl::StrCat("feature step factors: ", factors.size(),
-                                                   " for a model of ", d));
-  }
-  for (std::size_t j = 0; j < d; ++j) {
-    if (!(factors[j] > 0) || !std::isfinite(factors[j])) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("feature step factor ", j, " is ", factors[j], "; must be positive"));
-    }
-  }
-  return absl::OkStatus();
-}
-
 absl::Status CheckBatch(const Dataset& data, const ModelSpec& model,
                         const std::vector<int64_t>& rows, std::size_t d) {
   DML_RETURN_IF_ERROR(Validate(model));
@@ -552,7 +517,7 @@ absl::Status SgdStep(const Dataset& data, const ModelSpec& model,
                      std::vector<double>& w, const std::vector<double>& factors) {
   DML_RETURN_IF_ERROR(CheckStep(step));
   DML_RETURN_IF_ERROR(CheckBatch(data, model, batch_rows, w.size()));
-  DML_RETURN_IF_ERROR(CheckFactors(factors, w.size()));
+  DML_RETURN_IF_ERROR(CheckFeatureStepFactors(factors, w.size()));
   std::vector<double> deriv(batch_rows.size());
   const reg::ElasticNet r = RegularizerOf(model);
   WithLoss(model.kind, [&](auto loss) {
@@ -567,7 +532,7 @@ absl::Status ProximalRegularizerStep(const ModelSpec& model, double step, std::v
                                      const std::vector<double>& factors) {
   DML_RETURN_IF_ERROR(Validate(model));
   DML_RETURN_IF_ERROR(CheckStep(step));
-  DML_RETURN_IF_ERROR(CheckFactors(factors, w.size()));
+  DML_RETURN_IF_ERROR(CheckFeatureStepFactors(factors, w.size()));
   const reg::ElasticNet r = RegularizerOf(model);
   if (factors.empty()) {
     const Prox p = ProxOf(r, step);
@@ -599,25 +564,24 @@ std::vector<double> FeatureStepFactors(const std::vector<double>& column_sums, i
   if (rows <= 0 || !(model.lambda > 0) || column_sums.size() % 2 != 0) return {};
   const std::size_t d = column_sums.size() / 2;
   const double n = static_cast<double>(rows);
-  // c_j = mean square over all rows, q_j over the rows where j is nonzero.
+  // q_j, the mean square over the rows where j is nonzero (0: an empty
+  // column, never stepped); c_j = q_j count_j / n over all rows.
+  std::vector<double> q(d, 0.0);
   double plain = 0.0, scaled = 0.0;  // sum_j c_j, sum_j c_j / (q_j + lambda)
-  for (std::size_t j = 0; j < d; ++j) {
-    const double s = column_sums[j], count = column_sums[d + j];
-    if (!(s > 0) || !(count > 0) || !std::isfinite(s)) continue;
-    const double c = s / n, q = s / count;
-    plain += c;
-    scaled += c / (q + model.lambda);
-  }
-  if (!(scaled > 0) || !std::isfinite(plain)) return {};
   // Only where the units differ: the 95th percentile of q over the 5th,
   // among the columns with 10 nonzeros or more (a rarer column's q is a
   // sample of a few squares: its spread says nothing of units).
   std::vector<double> qs;
   for (std::size_t j = 0; j < d; ++j) {
     const double s = column_sums[j], count = column_sums[d + j];
-    if (s > 0 && count >= 10 && std::isfinite(s)) qs.push_back(s / count);
+    if (!(s > 0) || !(count > 0) || !std::isfinite(s)) continue;
+    q[j] = s / count;
+    const double c = s / n;
+    plain += c;
+    scaled += c / (q[j] + model.lambda);
+    if (count >= 10) qs.push_back(q[j]);
   }
-  if (qs.empty()) return {};
+  if (!(scaled > 0) || !std::isfinite(plain) || qs.empty()) return {};
   const auto at = [&qs](double p) {
     auto it = qs.begin() + static_cast<std::ptrdiff_t>(p * static_cast<double>(qs.size() - 1));
     std::nth_element(qs.begin(), it, qs.end());
@@ -628,9 +592,8 @@ std::vector<double> FeatureStepFactors(const std::vector<double>& column_sums, i
   const double k = plain / scaled;
   std::vector<double> f(d, 1.0);
   for (std::size_t j = 0; j < d; ++j) {
-    const double s = column_sums[j], count = column_sums[d + j];
-    if (!(s > 0) || !(count > 0) || !std::isfinite(s)) continue;  // never stepped
-    const double raw = k / (s / count + model.lambda);
+    if (q[j] == 0.0) continue;
+    const double raw = k / (q[j] + model.lambda);
     // The nearest power of two in log scale, within 2^-60 .. 2^60.
     const int e = std::clamp(static_cast<int>(std::lround(std::log2(raw))), -60, 60);
     f[j] = std::ldexp(1.0, e);
@@ -638,13 +601,40 @@ std::vector<double> FeatureStepFactors(const std::vector<double>& column_sums, i
   return f;
 }
 
+absl::Status CheckFeatureStepFactors(const std::vector<double>& factors, std::size_t d) {
+  if (factors.empty()) return absl::OkStatus();
+  if (factors.size() != d) {
+    return absl::InvalidArgumentError(absl::StrCat("feature step factors: ", factors.size(),
+                                                   " for a model of ", d));
+  }
+  for (std::size_t j = 0; j < d; ++j) {
+    if (!(factors[j] > 0) || !std::isfinite(factors[j])) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("feature step factor ", j, " is ", factors[j], "; must be positive"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+FeatureStepGroups GroupFeatureSteps(const std::vector<double>& factors, std::size_t d) {
+  FeatureStepGroups g;
+  g.of.assign(d, 0);
+  if (factors.empty()) {
+    g.factor.assign(1, 1.0);
+    return g;
+  }
+  for (std::size_t j = 0; j < d; ++j) {
+    auto it = std::find(g.factor.begin(), g.factor.end(), factors[j]);
+    if (it == g.factor.end() && g.factor.size() < 65535) it = g.factor.insert(g.factor.end(), factors[j]);
+    g.of[j] = static_cast<uint16_t>(it == g.factor.end() ? g.factor.size() - 1 : it - g.factor.begin());
+  }
+  return g;
+}
+
 std::vector<double> InverseTouchProbabilities(const Dataset& data, int batch_size) {
   const auto d = static_cast<std::size_t>(data.x.cols());
-  std::vector<double> count(d, 0.0);
-  for (int64_t i = 0; i < data.x.rows(); ++i) {
-    const SparseView r = data.x.outer(i);
-    for (std::size_t p = 0; p < r.size; ++p) count[r.index[p]] += 1.0;
-  }
+  const std::vector<double> sums = ColumnSquareSums(data);  // [d, 2d): nonzeros per column
+  const double* count = sums.data() + d;
   const double n = static_cast<double>(std::max<int64_t>(data.x.rows(), 1));
   const double b = static_cast<double>(std::max(batch_size, 1));
   std::vector<double> inv(d, 0.0);
@@ -664,7 +654,7 @@ absl::Status HogwildStep(const Dataset& data, const ModelSpec& model,
                          const std::vector<double>& factors) {
   DML_RETURN_IF_ERROR(CheckStep(step));
   DML_RETURN_IF_ERROR(CheckBatch(data, model, rows, d));
-  DML_RETURN_IF_ERROR(CheckFactors(factors, d));
+  DML_RETURN_IF_ERROR(CheckFeatureStepFactors(factors, d));
   if (inv_touch.size() != d) {
     return absl::InvalidArgumentError(absl::StrCat("inv_touch has ", inv_touch.size(),
                                                    " entries for a model of ", d));
@@ -741,7 +731,7 @@ absl::StatusOr<TrainResult> TrainSgd(const Dataset& data, const ModelSpec& model
 absl::StatusOr<double> CalibrateStep(const Dataset& data, const ModelSpec& model, int batch_size,
                                      uint64_t seed, const std::vector<double>& factors) {
   DML_RETURN_IF_ERROR(Validate(model));
-  DML_RETURN_IF_ERROR(CheckFactors(factors, static_cast<std::size_t>(data.x.cols())));
+  DML_RETURN_IF_ERROR(CheckFeatureStepFactors(factors, static_cast<std::size_t>(data.x.cols())));
   const int64_t n = data.x.rows();
   if (n == 0) return absl::InvalidArgumentError("CalibrateStep: data has no examples");
   // A uniform sample (without replacement, sorted: files are often sorted

@@ -86,6 +86,22 @@ inline constexpr double kFeatureStepSpread = 100.0;
 std::vector<double> FeatureStepFactors(const std::vector<double>& column_sums, int64_t rows,
                                        const ModelSpec& model);
 
+/// OK for no factors (all 1) or d positive, finite ones; else
+/// InvalidArgument naming the length or the first bad factor. Every
+/// function here taking factors checks them with it.
+absl::Status CheckFeatureStepFactors(const std::vector<double>& factors, std::size_t d);
+
+/// Features grouped by equal step factor (FeatureStepFactors rounds them to
+/// powers of two), so that a lazy L2 shrink keeps one scale per group
+/// instead of per feature: `of` maps each of the d features to its group,
+/// `factor` is each group's factor (one group of 1 for no factors; past
+/// 65535 distinct factors the last group takes the rest).
+struct FeatureStepGroups {
+  std::vector<uint16_t> of;
+  std::vector<double> factor;
+};
+FeatureStepGroups GroupFeatureSteps(const std::vector<double>& factors, std::size_t d);
+
 /// For Hogwild's sparse steps: 1 / P(a minibatch of `batch_size` rows drawn
 /// with replacement touches column j), from the column's frequency in
 /// `data`; 0 for columns no row has. O(nnz + d).

@@ -35,18 +35,10 @@ namespace internal {
 void shard_core::group_features() {
   group.clear();
   group_factor.assign(1, 1.0);
-  scales.assign(1, 1.0);
-  const std::vector<double>& f = cfg.feature_steps;
-  if (f.empty()) return;
-  group_factor.clear();
-  group.resize(f.size());
-  for (std::size_t j = 0; j < f.size(); ++j) {
-    auto it = std::find(group_factor.begin(), group_factor.end(), f[j]);
-    if (it == group_factor.end() && group_factor.size() < 65535) {
-      it = group_factor.insert(group_factor.end(), f[j]);
-    }
-    group[j] = static_cast<uint16_t>(it == group_factor.end() ? group_factor.size() - 1
-                                                              : it - group_factor.begin());
+  if (!cfg.feature_steps.empty()) {
+    FeatureStepGroups g = GroupFeatureSteps(cfg.feature_steps, cfg.feature_steps.size());
+    group = std::move(g.of);
+    group_factor = std::move(g.factor);
   }
   scales.assign(group_factor.size(), 1.0);
 }
