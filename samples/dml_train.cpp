@@ -125,11 +125,13 @@ Model and stopping:
   -B b                append a constant feature b to every example, as LIBLINEAR's -B (none)
   -e TOL | --tol TOL  stop when the duality gap <= TOL * |primal| (1e-6); unlike LIBLINEAR's -e
                       this bounds the objective's relative suboptimality
-  --epochs N          at most N epochs (1000)
+  --epochs N          at most N epochs (newton: iterations) (1000)
   --time-budget S     at most S seconds (none)
 Solver (one process, without --mode):
-  --solver NAME       scd (coordinate descent), async-scd (lock-free threads), sgd (scd)
-  --threads T         async-scd threads (2)
+  --solver NAME       auto: newton for ridge, logistic, svm-squared, else scd (the default);
+                      newton (truncated Newton, any feature scales), scd (coordinate
+                      descent), async-scd (lock-free threads), sgd (auto)
+  --threads T         newton and async-scd threads (2)
   --eval-every N      exact certificate every N epochs; 0 = when the estimate says done (1)
   --batch B --step S0 SGD minibatch and first step, here and in the SGD modes (64, auto:
                       calibrated on a sample); the step then falls as 1/(lambda t), and the
@@ -249,7 +251,7 @@ Exit ParseModelAndSolver(Run& run) {
   }
   run.task = dml::TaskOf(run.spec.kind);
   run.opt.threads = 2;
-  auto solver = dml::ParseSolverKind(Get(run.args, "--solver", "scd"));
+  auto solver = dml::ParseSolverKind(Get(run.args, "--solver", "auto"));
   if (!solver.ok()) return Fail(std::string(solver.status().message()));
   run.opt.kind = *solver;
   int feature_steps = 1;
@@ -330,7 +332,14 @@ Exit LoadData(Run& run) {
                 static_cast<long long>(n), static_cast<long long>(run.data.x.cols()),
                 static_cast<long long>(run.data.x.nnz()));
     std::string solver = absl::StrCat("; solver ", dml::AsAbsl(dml::SolverName(run.opt.kind)));
-    if (run.opt.kind == dml::SolverKind::kAsyncScd) absl::StrAppend(&solver, ", ", run.opt.threads, " threads");
+    dml::SolverKind runs = run.opt.kind;
+    if (runs == dml::SolverKind::kAuto) {
+      runs = dml::AutoSolver(run.spec.kind);
+      absl::StrAppend(&solver, ": ", dml::AsAbsl(dml::SolverName(runs)));
+    }
+    if (runs == dml::SolverKind::kAsyncScd || runs == dml::SolverKind::kNewton) {
+      absl::StrAppend(&solver, ", ", run.opt.threads, " threads");
+    }
     if (args.values.count("--mode")) solver.clear();  // the runtime line says what trains
     std::printf("model: %s, lambda %.6g%s\n", std::string(dml::ModelName(run.spec.kind)).c_str(),
                 run.spec.lambda, solver.c_str());

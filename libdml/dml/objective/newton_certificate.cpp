@@ -40,16 +40,17 @@ double Feasible(double b, double db, double lo, double hi) {
   return reach <= room * (1.0 - 1e-9) ? 1.0 : room * (1.0 - 1e-9) / reach;
 }
 
-template <typename Obj>
-void DualSteps(const Dataset& part, const NewtonRows& rows, const std::vector<double>& q,
-               double lo, double hi, NewtonDualShare& s) {
-  for (int64_t i = 0; i < part.x.rows(); ++i) {
-    const double y = part.y[i];
-    const double alpha = -rows.derivative[i];
+// Rows [begin, end): delta_i = loss''_i xq(i), shortened to feasibility.
+template <typename Obj, typename XQ>
+void DualSteps(const Dataset& data, int64_t begin, int64_t end, const double* derivative,
+               const double* second, XQ xq, double lo, double hi, NewtonDualShare& s) {
+  for (int64_t i = begin; i < end; ++i) {
+    const double y = data.y[i];
+    const double alpha = -derivative[i];
     double delta = 0.0;
-    const SparseView r = part.x.outer(i);
-    if (rows.second[i] != 0.0) {
-      delta = rows.second[i] * Dot(r, q);
+    const SparseView r = data.x.outer(i);
+    if (second[i] != 0.0) {
+      delta = second[i] * xq(i, r);
       delta = std::isfinite(delta) ? delta * Feasible(alpha * y, delta * y, lo, hi) : 0.0;
     }
     for (int k = 0; k < kNewtonDualStepCount; ++k) {
@@ -58,6 +59,28 @@ void DualSteps(const Dataset& part, const NewtonRows& rows, const std::vector<do
     if (delta == 0.0) continue;
     for (std::size_t k = 0; k < r.size; ++k) s.step[r.index[k]] += delta * r.value[k];
   }
+}
+
+template <typename XQ>
+absl::Status DualStepsOf(const Dataset& data, const ModelSpec& model, int64_t begin,
+                         int64_t end, const double* derivative, const double* second, XQ xq,
+                         NewtonDualShare& s) {
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  switch (model.kind) {
+    case ModelKind::kRidge:
+      DualSteps<RidgeObjective>(data, begin, end, derivative, second, xq, -kInf, kInf, s);
+      break;
+    case ModelKind::kLogisticL2:
+      DualSteps<LogisticL2Objective>(data, begin, end, derivative, second, xq, 0.0, 1.0, s);
+      break;
+    case ModelKind::kSquaredHingeSvm:
+      DualSteps<SquaredHingeSvmObjective>(data, begin, end, derivative, second, xq, 0.0, kInf, s);
+      break;
+    default:
+      return absl::InvalidArgumentError(absl::StrCat(
+          "Newton dual step: model ", std::string(ModelName(model.kind)), " is not refined"));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -96,18 +119,53 @@ absl::StatusOr<NewtonDualShare> NewtonDualShareOf(const Dataset& part, const Mod
   if (part.y.size() != n) return Mismatch("NewtonDualShareOf", "labels", part.y.size(), n);
   NewtonDualShare s;
   s.step.assign(d, 0.0);
-  constexpr double kInf = std::numeric_limits<double>::infinity();
-  switch (model.kind) {
-    case ModelKind::kRidge: DualSteps<RidgeObjective>(part, rows, q, -kInf, kInf, s); break;
-    case ModelKind::kLogisticL2: DualSteps<LogisticL2Objective>(part, rows, q, 0.0, 1.0, s); break;
-    case ModelKind::kSquaredHingeSvm:
-      DualSteps<SquaredHingeSvmObjective>(part, rows, q, 0.0, kInf, s);
-      break;
-    default:
-      return absl::InvalidArgumentError(absl::StrCat("NewtonDualShareOf: model ",
-                                                     std::string(ModelName(model.kind)), " is not refined"));
-  }
+  DML_RETURN_IF_ERROR(DualStepsOf(
+      part, model, 0, static_cast<int64_t>(n), rows.derivative.data(), rows.second.data(),
+      [&q](int64_t, const SparseView& r) { return Dot(r, q); }, s));
   return s;
+}
+
+absl::Status AddNewtonDualRows(const Dataset& data, const ModelSpec& model, int64_t begin,
+                               int64_t end, const double* derivative, const double* second,
+                               const double* xq, double xq_scale, NewtonDualShare& into) {
+  if (begin < 0 || end > data.x.rows() || begin > end) {
+    return absl::InvalidArgumentError(absl::StrCat("AddNewtonDualRows: rows [", begin, ", ", end,
+                                                   ") of ", data.x.rows()));
+  }
+  if (into.step.size() != static_cast<std::size_t>(data.x.cols())) {
+    return Mismatch("AddNewtonDualRows", "step", into.step.size(),
+                    static_cast<std::size_t>(data.x.cols()));
+  }
+  return DualStepsOf(
+      data, model, begin, end, derivative, second,
+      [xq, xq_scale](int64_t i, const SparseView&) { return xq_scale * xq[i]; }, into);
+}
+
+Certificate RefineCertificate(const ModelSpec& model, int64_t rows,
+                              const std::vector<double>& a_t_alpha, const Certificate& plain,
+                              const NewtonDualShare& total) {
+  double bb = 0.0, bs = 0.0, ss = 0.0;
+  const std::size_t d = std::min(a_t_alpha.size(), total.step.size());
+  for (std::size_t j = 0; j < d; ++j) {
+    bb += a_t_alpha[j] * a_t_alpha[j];
+    bs += a_t_alpha[j] * total.step[j];
+    ss += total.step[j] * total.step[j];
+  }
+  // D(t) = (1/n) sum NegConj(alpha + t delta) - ||A^T alpha + t A^T delta||^2 / (2 lambda n^2)
+  const double n = static_cast<double>(rows);
+  const double scale = 1.0 / (2.0 * model.lambda * n * n);
+  double best = plain.dual;
+  if (a_t_alpha.size() == total.step.size() && rows > 0) {
+    for (int k = 0; k < kNewtonDualStepCount; ++k) {
+      const double t = kNewtonDualSteps[k];
+      const double v = total.negconj_sums[k] / n - (bb + 2.0 * t * bs + t * t * ss) * scale;
+      if (std::isfinite(v)) best = std::max(best, v);
+    }
+  }
+  Certificate c = plain;
+  c.dual = std::min(best, c.primal);
+  c.gap = c.primal - c.dual;
+  return c;
 }
 
 absl::Status AddNewtonDualShare(NewtonDualShare& into, const NewtonDualShare& from) {
@@ -230,24 +288,7 @@ absl::StatusOr<Certificate> NewtonCertifier::Finish(const Certificate& plain,
   if (total.step.size() != base_.size()) {
     return Mismatch("NewtonCertifier", "dual step", total.step.size(), base_.size());
   }
-  double bb = 0.0, bs = 0.0, ss = 0.0;
-  for (std::size_t j = 0; j < base_.size(); ++j) {
-    bb += base_[j] * base_[j];
-    bs += base_[j] * total.step[j];
-    ss += total.step[j] * total.step[j];
-  }
-  // D(t) = (1/n) sum NegConj(alpha + t delta) - ||A^T alpha + t A^T delta||^2 / (2 lambda n^2)
-  const double scale = 1.0 / (2.0 * model_.lambda * n_ * n_);
-  double best = plain.dual;
-  for (int k = 0; k < kNewtonDualStepCount; ++k) {
-    const double t = kNewtonDualSteps[k];
-    const double d = total.negconj_sums[k] / n_ - (bb + 2.0 * t * bs + t * t * ss) * scale;
-    if (std::isfinite(d)) best = std::max(best, d);
-  }
-  Certificate c = plain;
-  c.dual = std::min(best, c.primal);
-  c.gap = c.primal - c.dual;
-  return c;
+  return RefineCertificate(model_, static_cast<int64_t>(n_), base_, plain, total);
 }
 
 absl::StatusOr<Certificate> CertifyIterateNewton(const Dataset& data, const ModelSpec& model,

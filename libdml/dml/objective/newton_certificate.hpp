@@ -74,6 +74,21 @@ absl::StatusOr<NewtonDualShare> NewtonDualShareOf(const Dataset& part, const Mod
                                                   const NewtonRows& rows,
                                                   const std::vector<double>& q);
 absl::Status AddNewtonDualShare(NewtonDualShare& into, const NewtonDualShare& from);
+/// The same sums for rows [begin, end) of `data`, added into `into` (whose
+/// step has d entries), for a solver that keeps per-row arrays over the
+/// whole data: derivative, second and xq indexed by row, delta_i =
+/// second_i * xq_scale * xq_i (a solver with direction d = -q passes A d
+/// and -1). Errors: a row range or step length that does not fit.
+absl::Status AddNewtonDualRows(const Dataset& data, const ModelSpec& model, int64_t begin,
+                               int64_t end, const double* derivative, const double* second,
+                               const double* xq, double xq_scale, NewtonDualShare& into);
+/// `plain` with its dual raised to the best of D(alpha + t delta) over
+/// kNewtonDualSteps, from A^T alpha (= -sum_i loss'_i x_i) and the total
+/// of the rows' shares (what NewtonCertifier::Finish computes). A step
+/// vector of the wrong length leaves `plain`.
+Certificate RefineCertificate(const ModelSpec& model, int64_t rows,
+                              const std::vector<double>& a_t_alpha, const Certificate& plain,
+                              const NewtonDualShare& total);
 /// Flat form (sums, then step) and back; Unpack checks the length (the
 /// sums plus d) and that every value is finite.
 std::vector<double> PackNewtonDualShare(const NewtonDualShare& s);

@@ -71,14 +71,13 @@
 #include <cstdint>
 #include <limits>
 #include <optional>
-#include <system_error>
-#include <thread>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "dml/objective/evaluate.hpp"
 #include "dml/objective/logistic_l1.hpp"
+#include "dml/solver/internal/chunks.hpp"
 #include "dml/solver/internal/primal_cd.hpp"
 #include "dml/solver/internal/solvers.hpp"
 #include "dml/solver/internal/stopping.hpp"
@@ -103,52 +102,6 @@ constexpr double kNuPerLambda = 1e-12;   // Hessian-diagonal floor, LIBLINEAR's 
 /// pass this many nonzeros: below that a thread costs more than it saves.
 constexpr std::size_t kRowGrain = 16384;
 constexpr std::size_t kNnzGrain = 131072;
-
-/// Runs fn(chunk, begin, end) over `bounds` (chunks + 1 increasing offsets),
-/// chunk 0 on the calling thread. If a thread cannot be started, its chunk
-/// runs on the caller.
-template <typename F>
-void ForChunks(const std::vector<std::size_t>& bounds, F&& fn) {
-  const std::size_t chunks = bounds.size() - 1;
-  std::vector<std::thread> pool;
-  std::vector<std::size_t> inline_chunks;
-  for (std::size_t c = 1; c < chunks; ++c) {
-    try {
-      pool.emplace_back([&fn, &bounds, c] { fn(c, bounds[c], bounds[c + 1]); });
-    } catch (const std::system_error&) {
-      inline_chunks.push_back(c);
-    }
-  }
-  fn(0, bounds[0], bounds[1]);
-  for (std::size_t c : inline_chunks) fn(c, bounds[c], bounds[c + 1]);
-  for (auto& t : pool) t.join();
-}
-
-/// Even split of [0, n) into at most `threads` chunks of at least `grain`.
-std::vector<std::size_t> EvenBounds(std::size_t n, int threads, std::size_t grain) {
-  const std::size_t chunks =
-      std::clamp<std::size_t>(n / grain, 1, static_cast<std::size_t>(threads));
-  std::vector<std::size_t> b(chunks + 1);
-  for (std::size_t c = 0; c <= chunks; ++c) b[c] = n * c / chunks;
-  return b;
-}
-
-/// Columns [0, d) split so each chunk holds about the same number of nonzeros.
-std::vector<std::size_t> NnzBounds(const CscMatrix& a, int threads, std::size_t grain) {
-  const std::size_t nnz = static_cast<std::size_t>(a.nnz());
-  const std::size_t chunks =
-      std::clamp<std::size_t>(nnz / grain, 1, static_cast<std::size_t>(threads));
-  const std::vector<int64_t>& off = a.offsets();
-  std::vector<std::size_t> b{0};
-  for (std::size_t c = 1; c < chunks; ++c) {
-    const int64_t target = static_cast<int64_t>(nnz * c / chunks);
-    b.push_back(static_cast<std::size_t>(std::lower_bound(off.begin(), off.end(), target) -
-                                         off.begin()));
-  }
-  b.push_back(static_cast<std::size_t>(a.cols()));
-  for (std::size_t c = 1; c < b.size(); ++c) b[c] = std::max(b[c], b[c - 1]);
-  return b;
-}
 
 /// log1p(a) for a > -1 to a few ulps through the faster log (glibc's log1p
 /// was a fifth of the whole run on w8a): log(u) a / (u - 1), u = 1 + a

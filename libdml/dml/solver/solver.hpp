@@ -27,9 +27,20 @@ enum class SolverKind {
   kScd,       ///< sequential stochastic coordinate descent (dual or primal by model)
   kAsyncScd,  ///< T threads, lock-free shared vector (PASSCoDe-wild)
   kSgd,       ///< minibatch SGD on the primal (subgradient for hinge)
+  /// truncated Newton on the primal (ridge, logistic, squared hinge; T
+  /// threads share its passes); logistic-l1: newGLMNET. Unaffected by the
+  /// features' scales, where SCD's rate is not.
+  kNewton,
+  /// the solver that suits the model: kNewton (all `threads`) for ridge,
+  /// logistic and squared hinge; kScd for the others (logistic-l1: its
+  /// newGLMNET; the asynchronous SCD rarely beats it on two cores).
+  /// TrainResult::note says which ran.
+  kAuto,
 };
-/// "scd", "async-scd", "sgd".
+/// "scd", "async-scd", "sgd", "newton", "auto".
 std::string_view SolverName(SolverKind kind);
+/// What kAuto runs for `model`.
+SolverKind AutoSolver(ModelKind model);
 /// Inverse of SolverName (also accepts "async"). Errors: InvalidArgument
 /// listing the valid names.
 absl::StatusOr<SolverKind> ParseSolverKind(std::string_view name);
@@ -137,7 +148,7 @@ inline bool AveragesIterates(const SgdOptions& o, const ModelSpec& model) {
 /// How Train runs; checked by Train (InvalidArgument naming the field).
 struct SolverOptions {
   SolverKind kind = SolverKind::kScd;
-  int threads = 1;  ///< for kAsyncScd
+  int threads = 1;  ///< for kAsyncScd, kNewton and kAuto
   /// kAsyncScd: run fewer threads where they cannot pay (data too small for
   /// a second thread, epochs shrunk to a few coordinates); TrainResult says
   /// what ran. false: always `threads` (tests of the concurrent paths).

@@ -13,6 +13,8 @@ std::string_view SolverName(SolverKind kind) {
     case SolverKind::kScd: return "scd";
     case SolverKind::kAsyncScd: return "async-scd";
     case SolverKind::kSgd: return "sgd";
+    case SolverKind::kNewton: return "newton";
+    case SolverKind::kAuto: return "auto";
   }
   return "unknown";
 }
@@ -21,8 +23,19 @@ absl::StatusOr<SolverKind> ParseSolverKind(std::string_view name) {
   if (name == "scd") return SolverKind::kScd;
   if (name == "async-scd" || name == "async") return SolverKind::kAsyncScd;
   if (name == "sgd") return SolverKind::kSgd;
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown solver \"", AsAbsl(name), "\"; expected one of scd, async-scd, sgd"));
+  if (name == "newton") return SolverKind::kNewton;
+  if (name == "auto") return SolverKind::kAuto;
+  return absl::InvalidArgumentError(absl::StrCat("unknown solver \"", AsAbsl(name),
+                                                 "\"; expected one of scd, async-scd, sgd, newton, auto"));
+}
+
+SolverKind AutoSolver(ModelKind model) {
+  switch (model) {
+    case ModelKind::kRidge:
+    case ModelKind::kLogisticL2:
+    case ModelKind::kSquaredHingeSvm: return SolverKind::kNewton;
+    default: return SolverKind::kScd;
+  }
 }
 
 std::string_view StopReasonName(StopReason r) {
@@ -105,6 +118,18 @@ absl::StatusOr<TrainResult> Dispatch(const Dataset& data, const ModelSpec& model
                   : internal::TrainAsyncScdPrimal(data, model, options);
     case SolverKind::kSgd:
       return internal::TrainSgd(data, model, options);
+    case SolverKind::kNewton:
+      return internal::TrainNewton(data, model, options);
+    case SolverKind::kAuto: {
+      SolverOptions chosen = options;
+      chosen.kind = AutoSolver(model.kind);
+      absl::StatusOr<TrainResult> r = Dispatch(data, model, chosen);
+      if (r.ok()) {
+        const std::string why = absl::StrCat("solver auto ran ", AsAbsl(SolverName(chosen.kind)));
+        r->note = r->note.empty() ? why : absl::StrCat(why, "; ", r->note);
+      }
+      return r;
+    }
   }
   return absl::InvalidArgumentError("unknown solver kind");
 }

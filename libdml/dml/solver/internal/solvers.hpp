@@ -21,6 +21,10 @@ absl::StatusOr<TrainResult> TrainScdPrimal(const Dataset& data, const ModelSpec&
 /// per-example and gradient passes.
 absl::StatusOr<TrainResult> TrainGlmnetL1(const Dataset& data, const ModelSpec& model,
                                           const SolverOptions& options);
+/// Truncated Newton on the primal of ridge, L2-logistic and squared hinge
+/// (newton.cpp); logistic-l1 goes to TrainGlmnetL1, the others are refused.
+absl::StatusOr<TrainResult> TrainNewton(const Dataset& data, const ModelSpec& model,
+                                        const SolverOptions& options);
 absl::StatusOr<TrainResult> TrainAsyncScdPrimal(const Dataset& data, const ModelSpec& model,
                                                 const SolverOptions& options);
 absl::StatusOr<TrainResult> TrainSgd(const Dataset& data, const ModelSpec& model,
