@@ -22,6 +22,8 @@ ABSL_FLAG(double, c, 1.0, "LIBLINEAR's C");
 ABSL_FLAG(std::string, w_ref, "", "file with the peer's weights, one per line");
 ABSL_FLAG(int, repeat, 3, "runs per solver; the median time is printed");
 ABSL_FLAG(int, max_epochs, 2000, "epoch cap per run");
+ABSL_FLAG(std::string, solver, "auto",
+          "auto or newton: that solver with 1 thread, then 2; scd: scd, then async-scd with 2");
 
 namespace {
 int Die(const std::string& m) {
@@ -83,8 +85,11 @@ int main(int argc, char** argv) {
   };
   double p1, p2, g1, g2;
   int e1, e2;
-  const double t1 = time_solver(dml::SolverKind::kScd, 1, p1, g1, e1);
-  const double t2 = time_solver(dml::SolverKind::kAsyncScd, 2, p2, g2, e2);
+  auto solver = dml::ParseSolverKind(absl::GetFlag(FLAGS_solver));
+  if (!solver.ok()) return Die(std::string(solver.status().message()));
+  const dml::SolverKind second = *solver == dml::SolverKind::kScd ? dml::SolverKind::kAsyncScd : *solver;
+  const double t1 = time_solver(*solver, 1, p1, g1, e1);
+  const double t2 = time_solver(second, 2, p2, g2, e2);
   std::printf("ref_primal=%.12g t1=%.6f t2=%.6f primal1=%.12g primal2=%.12g gap1=%.3e gap2=%.3e "
               "epochs1=%d epochs2=%d n=%lld d=%lld nnz=%lld\n",
               *ref, t1, t2, p1, p2, g1, g2, e1, e2, static_cast<long long>(data->x.rows()),

@@ -5,8 +5,12 @@ For each case LIBLINEAR (Debian's python3-liblinear, the same C library as
 liblinear-train) trains with its default tolerance; only its train() call is
 timed (median of 3), not file reading. Its weights go to our solver_bench,
 which computes LIBLINEAR's primal objective with our objective code and times
-our sequential SCD (1 thread) and async SCD (2 threads) until they reach that
-primal or better. Prints time(ours)/time(LIBLINEAR).
+our default solver (--solver auto: truncated Newton for logistic and squared
+hinge, SCD for hinge, newGLMNET for L1-logistic) with 1 and 2 threads until
+it reaches that primal or better. Each model is run against each of
+LIBLINEAR's solvers for it (dual CD and primal Newton), each with its own
+time and primal. Prints time(ours)/time(LIBLINEAR).
+SOLVER_BENCH_SOLVER=scd times the older pair: sequential SCD, async SCD.
 
 Usage: bench/solver_bench.py [build-dir] [DATA[/MODEL] ...]
   e.g. bench/solver_bench.py build a9a/logistic dense   (default: every case)
@@ -91,10 +95,14 @@ def write_tabular(path, rows, cols, seed):
 # is reported as not reaching LIBLINEAR's primal.
 CASE_TIMEOUT = int(os.environ.get("SOLVER_BENCH_CASE_TIMEOUT", "240"))
 
+SOLVER = os.environ.get("SOLVER_BENCH_SOLVER", "auto")
+
 CASES = [  # (our model, LIBLINEAR -s)
+    ("logistic", 0),     # L2-regularised LR, primal trust-region Newton (LIBLINEAR's default)
     ("logistic", 7),     # L2-regularised LR, dual CD
     ("svm", 3),          # L2-reg. L1-loss (hinge) SVC, dual CD
-    ("svm-squared", 1),  # L2-reg. L2-loss SVC, dual CD
+    ("svm-squared", 1),  # L2-reg. L2-loss SVC, dual CD (LIBLINEAR's default)
+    ("svm-squared", 2),  # L2-reg. L2-loss SVC, primal trust-region Newton
     ("logistic-l1", 6),  # L1-regularised LR, primal CD (newGLMNET)
 ]
 
@@ -124,30 +132,30 @@ def main():
             # Decision value > 0 predicts labels[0]; our +1 is the larger label.
             if m.get_labels()[0] < m.get_labels()[1]:
                 w = [-v for v in w]
-            wfile = os.path.join(DATA, f"w_{name}_{model}.txt")
+            wfile = os.path.join(DATA, f"w_{name}_{model}_s{s}.txt")
             with open(wfile, "w") as f:
                 f.write("\n".join(repr(v) for v in w))
             try:
                 out = subprocess.run([os.path.join(BUILD, "bench", "solver_bench"),
                                       f"--data={path}", f"--model={model}", f"--c={c}",
-                                      f"--w_ref={wfile}"],
+                                      f"--w_ref={wfile}", f"--solver={SOLVER}"],
                                      capture_output=True, text=True, timeout=CASE_TIMEOUT)
             except subprocess.TimeoutExpired:
-                print(f"{name} {model}: LIBLINEAR {statistics.median(times):.4f} s; ours did not "
+                print(f"{name} {model} -s {s}: LIBLINEAR {statistics.median(times):.4f} s; ours did not "
                       f"reach its primal within {CASE_TIMEOUT} s (1 and 2 threads together)",
                       flush=True)
                 continue
             if out.returncode != 0:
-                print(f"{name} {model}: solver_bench failed: {out.stderr.strip()}")
+                print(f"{name} {model} -s {s}: solver_bench failed: {out.stderr.strip()}")
                 continue
             kv = dict(re.findall(r"(\w+)=(\S+)", out.stdout))
             ll = statistics.median(times)
             t1, t2 = float(kv["t1"]), float(kv["t2"])
             rows.append((name, model, s, ll, t1, t2, t1 / ll, t2 / ll, kv["ref_primal"],
                          kv["primal1"], kv["primal2"], out.stderr.strip()))
-            print(f"{name} {model}: LIBLINEAR {ll:.4f} s, ours 1t {t1:.4f} s ({t1 / ll:.2f}), "
+            print(f"{name} {model} -s {s}: LIBLINEAR {ll:.4f} s, ours 1t {t1:.4f} s ({t1 / ll:.2f}), "
                   f"2t {t2:.4f} s ({t2 / ll:.2f}); epochs {kv['epochs1']}/{kv['epochs2']}", flush=True)
-    print(f"C={c}; times are medians of 3; ratio = time(ours)/time(LIBLINEAR train())")
+    print(f"C={c}; solver {SOLVER}; times are medians of 3; ratio = time(ours)/time(LIBLINEAR train())")
     print(f"{'data':<13}{'model':<13}{'-s':>3}{'liblinear_s':>12}{'ours1_s':>10}{'ours2_s':>10}"
           f"{'ratio1':>8}{'ratio2':>8}  {'P_liblinear':>14}{'P_ours1':>14}{'P_ours2':>14}")
     for r in rows:

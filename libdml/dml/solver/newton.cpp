@@ -53,6 +53,7 @@
 //            and CG's residual and search directions; three n-vectors.
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -65,6 +66,7 @@
 #include "absl/strings/str_join.h"
 #include "dml/objective/evaluate.hpp"
 #include "dml/objective/logistic_l2.hpp"
+#include "dml/objective/losses.hpp"
 #include "dml/objective/newton_certificate.hpp"
 #include "dml/objective/ridge.hpp"
 #include "dml/objective/squared_hinge_svm.hpp"
@@ -100,6 +102,29 @@ double Dot(const std::vector<double>& a, const std::vector<double>& b) {
   return s;
 }
 
+/// loss, loss' and loss'' at (y, z) together: logistic's from one exp
+/// (three exps and a log1p apart were most of a pass on a9a).
+template <typename Loss>
+struct Pieces {
+  static void At(double y, double z, double* value, double* first, double* second) {
+    *value = Loss::Value(y, z);
+    *first = Loss::Derivative(y, z);
+    *second = Loss::Second(y, z);
+  }
+};
+template <>
+struct Pieces<loss::Logistic> {
+  static void At(double y, double z, double* value, double* first, double* second) {
+    const double m = y * z;
+    const double e = std::exp(-std::abs(m));  // in (0, 1]
+    const double inv = 1.0 / (1.0 + e);
+    *value = std::log1p(e) + std::max(-m, 0.0);
+    const double s = m > 0 ? e * inv : inv;  // sigmoid(-m)
+    *first = -y * s;
+    *second = e * inv * inv;
+  }
+};
+
 template <typename Obj>
 class Newton {
   using Loss = typename Obj::LossType;
@@ -123,19 +148,18 @@ class Newton {
     cols_ = EvenBounds(d_, static_cast<int>(rows_.size() - 1),
                        options.fit_threads ? kColumnGrain : 1);
     partial_.resize(rows_.size() - 1);
-    shares_.resize(rows_.size() - 1);
   }
 
   absl::StatusOr<TrainResult> Run();
 
  private:
-  struct Share {  // one chunk's sums of step 1
-    double loss = 0.0;
-    double negconj[kIterateDualScaleCount] = {};
-  };
-
-  /// Step 1 at w (margins z_): P, g, M, loss'' and the certificate.
-  Certificate GradientPass();
+  /// Step 1 at w (margins z_): P (primal_), g, M, loss' and loss''.
+  void GradientPass();
+  /// The certificate of the margins' dual point at the last GradientPass
+  /// (IterateShare's, evaluate_iterate.cpp): O(n), no pass over the data.
+  Certificate PlainCertificate();
+  /// A certificate with P only (dual -inf): what the target rule needs.
+  Certificate PrimalOnly() const;
   /// out = H v.
   void HessianProduct(const std::vector<double>& v, std::vector<double>& out);
   /// zd_ = A v.
@@ -170,7 +194,6 @@ class Newton {
   std::vector<double> g_, m_, dir_;
   std::vector<std::size_t> rows_, cols_;
   std::vector<std::vector<double>> partial_;
-  std::vector<Share> shares_;
   double primal_ = 0.0;
   int64_t passes_ = 0;
   int cg_steps_ = 0;
@@ -188,10 +211,11 @@ void Newton<Obj>::Reduce(std::vector<double>& out) {
 }
 
 template <typename Obj>
-Certificate Newton<Obj>::GradientPass() {
+void Newton<Obj>::GradientPass() {
   g_.assign(d_, 0.0);
   m_.assign(d_, 0.0);
   std::vector<std::vector<double>> curvature(partial_.size());
+  std::vector<double> loss(partial_.size(), 0.0);
   ForChunks(rows_, [&](std::size_t c, std::size_t b, std::size_t e) {
     std::vector<double>& grad = c == 0 ? g_ : partial_[c];
     std::vector<double>& curv = c == 0 ? m_ : curvature[c];
@@ -199,18 +223,14 @@ Certificate Newton<Obj>::GradientPass() {
       grad.assign(d_, 0.0);
       curv.assign(d_, 0.0);
     }
-    Share s;
+    double sum = 0.0;
     for (std::size_t i = b; i < e; ++i) {
       const SparseView r = data_.x.outer(static_cast<int64_t>(i));
-      const double y = data_.y[i], z = z_[i];
-      s.loss += Obj::Loss(y, z);
-      const double gi = Loss::Derivative(y, z);
-      const double hi = Loss::Second(y, z);
+      double value, gi, hi;
+      Pieces<Loss>::At(data_.y[i], z_[i], &value, &gi, &hi);
+      sum += value;
       derivative_[i] = gi;
       second_[i] = hi;
-      for (int k = 0; k < kIterateDualScaleCount; ++k) {
-        s.negconj[k] += Obj::NegConj(y, -kIterateDualScales[k] * gi);
-      }
       if (gi == 0.0 && hi == 0.0) continue;
       for (std::size_t k = 0; k < r.size; ++k) {
         const double v = r.value[k];
@@ -218,7 +238,7 @@ Certificate Newton<Obj>::GradientPass() {
         curv[r.index[k]] += hi * v * v;
       }
     }
-    shares_[c] = s;
+    loss[c] = sum;
   });
   Reduce(g_);
   loss_grad_ = g_;
@@ -230,33 +250,47 @@ Certificate Newton<Obj>::GradientPass() {
     });
   }
   ++passes_;
-  Share t;
-  for (const Share& s : shares_) {
-    t.loss += s.loss;
-    for (int k = 0; k < kIterateDualScaleCount; ++k) t.negconj[k] += s.negconj[k];
-  }
-  // The certificate of IterateShare (evaluate_iterate.cpp), from these sums:
-  // A^T alpha = -(the loss part of g) n.
-  double wsq = 0.0, gsq = 0.0;
-  for (std::size_t j = 0; j < d_; ++j) {
-    wsq += w_[j] * w_[j];
-    gsq += g_[j] * g_[j];
-  }
-  Certificate cert;
-  cert.primal = t.loss * inv_n_ + 0.5 * model_.lambda * wsq;
-  const double quad = gsq * inv_n_ * inv_n_ / (2.0 * model_.lambda);
-  double best = -std::numeric_limits<double>::infinity();
-  for (int k = 0; k < kIterateDualScaleCount; ++k) {
-    const double s = kIterateDualScales[k];
-    best = std::max(best, t.negconj[k] * inv_n_ - s * s * quad);
-  }
-  cert.dual = std::min(best, cert.primal);
-  cert.gap = cert.primal - cert.dual;
-  primal_ = cert.primal;
+  double total = 0.0;
+  for (double v : loss) total += v;
+  primal_ = total * inv_n_ + 0.5 * model_.lambda * Dot(w_, w_);
   for (std::size_t j = 0; j < d_; ++j) {
     g_[j] = g_[j] * inv_n_ + model_.lambda * w_[j];
     m_[j] = m_[j] * inv_n_ + model_.lambda;
   }
+}
+
+template <typename Obj>
+Certificate Newton<Obj>::PrimalOnly() const {
+  Certificate c;
+  c.primal = primal_;
+  c.dual = -std::numeric_limits<double>::infinity();
+  c.gap = std::numeric_limits<double>::infinity();
+  return c;
+}
+
+template <typename Obj>
+Certificate Newton<Obj>::PlainCertificate() {
+  std::vector<std::array<double, kIterateDualScaleCount>> sums(rows_.size() - 1);
+  ForChunks(rows_, [&](std::size_t c, std::size_t b, std::size_t e) {
+    std::array<double, kIterateDualScaleCount> s{};
+    for (std::size_t i = b; i < e; ++i) {
+      for (int k = 0; k < kIterateDualScaleCount; ++k) {
+        s[k] += Obj::NegConj(data_.y[i], -kIterateDualScales[k] * derivative_[i]);
+      }
+    }
+    sums[c] = s;
+  });
+  // A^T alpha = -loss_grad_.
+  const double quad = Dot(loss_grad_, loss_grad_) * inv_n_ * inv_n_ / (2.0 * model_.lambda);
+  Certificate cert = PrimalOnly();
+  for (int k = 0; k < kIterateDualScaleCount; ++k) {
+    double negconj = 0.0;
+    for (const auto& s : sums) negconj += s[k];
+    const double scale = kIterateDualScales[k];
+    cert.dual = std::max(cert.dual, negconj * inv_n_ - scale * scale * quad);
+  }
+  cert.dual = std::min(cert.dual, cert.primal);
+  cert.gap = cert.primal - cert.dual;
   return cert;
 }
 
@@ -300,10 +334,12 @@ typename Newton<Obj>::Line Newton<Obj>::LineAt(double t, double wsq, double wd, 
   ForChunks(rows_, [&](std::size_t c, std::size_t b, std::size_t e) {
     Line s;
     for (std::size_t i = b; i < e; ++i) {
-      const double y = data_.y[i], z = z_[i] + t * zd_[i], v = zd_[i];
-      s.value += Obj::Loss(y, z);
-      s.slope += Loss::Derivative(y, z) * v;
-      s.curvature += Loss::Second(y, z) * v * v;
+      const double v = zd_[i];
+      double value, first, second;
+      Pieces<Loss>::At(data_.y[i], z_[i] + t * v, &value, &first, &second);
+      s.value += value;
+      s.slope += first * v;
+      s.curvature += second * v * v;
     }
     sums[c] = s;
   });
@@ -428,26 +464,43 @@ absl::StatusOr<TrainResult> Newton<Obj>::Run() {
   int iter = 0;
   bool direction_at_w = false;  // dir_ was computed at the current w
   for (;;) {
-    Certificate cert = GradientPass();
+    GradientPass();
     direction_at_w = false;
     double gnorm = 0.0;
     for (std::size_t j = 0; j < d_; ++j) gnorm += g_[j] * g_[j] / m_[j];
     gnorm = std::sqrt(gnorm);
     if (iter == 0) g0 = gnorm;
-    if (!std::isfinite(cert.primal) || !std::isfinite(gnorm)) {
+    if (!std::isfinite(primal_) || !std::isfinite(gnorm)) {
       return absl::InternalError(absl::StrCat("truncated Newton: the objective or its gradient is "
                                               "not finite at iteration ",
                                               iter));
     }
-    // The direction is computed before the report: it also refines the
-    // certificate of w (one pass more), which the plain one overstates
-    // about curvature / lambda times.
-    if (!stop_.Satisfied(cert.primal, cert.gap) && gnorm > 0.0 && !stop_.BeforeEpoch(iter + 1)) {
+    // A certificate costs two O(n) evaluations of the conjugate (logs, for
+    // logistic) and a pass: it is taken where an evaluation is due, or
+    // where the Newton decrement -g.d / 2 (about P - P*) says the gap rule
+    // may hold. It is refined by this iteration's direction, so the
+    // direction comes first.
+    const bool due = options_.eval_every > 0 && iter % options_.eval_every == 0;
+    Certificate cert = PrimalOnly();
+    bool certified = false;
+    if (due || iter == 0 || gnorm == 0.0) {
+      // The plain certificate first: if it holds, the direction's CG (the
+      // most expensive part of an iteration near the end) is not paid.
+      cert = PlainCertificate();
+      certified = true;
+    }
+    if (!stop_.Satisfied(primal_, cert.gap) && gnorm > 0.0 && !stop_.BeforeEpoch(iter + 1)) {
       const double forcing = std::min(kMaxForcing, std::sqrt(gnorm / g0));
       if (Direction(forcing)) {
         Margins(dir_, zd_);
         direction_at_w = true;
-        DML_ASSIGN_OR_RETURN(cert, Refine(cert));
+        const double decrement = -0.5 * Dot(g_, dir_);
+        if (due || decrement <= GapTarget(options_.stop, primal_)) {
+          // Refined by the direction: the plain dual overstates the gap
+          // about curvature / lambda times.
+          DML_ASSIGN_OR_RETURN(cert, Refine(certified ? cert : PlainCertificate()));
+          certified = true;
+        }
       }
     }
     Progress p;
@@ -457,11 +510,7 @@ absl::StatusOr<TrainResult> Newton<Obj>::Run() {
     p.dual = cert.dual;
     p.gap = cert.gap;
     p.nnz_touched = passes_ * data_.x.nnz();
-    if (iter == 0 || options_.eval_every == 0 || iter % options_.eval_every == 0) {
-      reason = stop_.AfterEpoch(p);
-    } else {
-      reason = stop_.Satisfied(cert.primal, cert.gap);
-    }
+    reason = certified ? stop_.AfterEpoch(p) : stop_.Satisfied(cert.primal, cert.gap);
     if (reason) break;
     if (gnorm == 0.0) {  // w is the minimiser to the last bit
       reason = StopReason::kConverged;
@@ -491,7 +540,8 @@ absl::StatusOr<TrainResult> Newton<Obj>::Run() {
   // The result's certificate from w alone (and the direction computed at
   // it, if any: any direction gives a valid dual point).
   Margins(w_, z_);
-  Certificate cert = GradientPass();
+  GradientPass();
+  Certificate cert = PlainCertificate();
   if (direction_at_w) {
     Margins(dir_, zd_);
     DML_ASSIGN_OR_RETURN(cert, Refine(cert));
