@@ -1,7 +1,9 @@
 // dml-gen: writes a synthetic LIBSVM file with a planted model (and optionally the model itself).
 //
 //   dml-gen --rows N --cols D --nnz-per-row K [--noise S] [--density F]
-//           [--task classification|regression] [--seed N] --out FILE [--planted FILE]
+//           [--task classification|regression] [--seed N] [--scale-decades D]
+//           --out FILE [--planted FILE]
+// --scale-decades D: feature units spread over D decades (unscaled data).
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -37,6 +39,7 @@ int main(int argc, char** argv) {
     else if (flag == "--noise") ok = Parse(v, o.noise);
     else if (flag == "--density") ok = Parse(v, o.model_density);
     else if (flag == "--seed") ok = Parse(v, o.seed);
+    else if (flag == "--scale-decades") ok = Parse(v, o.scale_decades);
     else if (flag == "--out") out = v;
     else if (flag == "--planted") planted = v;
     else if (flag == "--task") {
