@@ -263,6 +263,48 @@ BOOST_AUTO_TEST_CASE(sgd_modes_with_defaults_certify_1e_3_on_unscaled_features) 
   }
 }
 
+// async with a hand-set step 16 times the calibrated one on the unscaled
+// problem: the iterate's primal stalls about 1.4% above the optimum (stale
+// gradients' noise floor) until the coordinator halves step0 on the
+// plateau; then the job stops on its certificate.
+BOOST_AUTO_TEST_CASE(async_halves_a_plateaued_step_and_certifies) {
+  dml::Runtime rt(WithThreads(2));
+  auto data = std::make_shared<const dml::Dataset>(dml::testing::UnscaledProblem());
+  const dml::ModelSpec m{dml::ModelKind::kLogisticL2, 1.0 / 2000.0, 0.5};
+  dml::SolverOptions newton;
+  newton.kind = dml::SolverKind::kNewton;
+  newton.stop.gap_rel = 1e-12;
+  auto opt = dml::Train(*data, m, newton);
+  BOOST_REQUIRE(opt.ok());
+  const double p_star = opt->primal;
+  dml::JobSpec s;
+  s.data.dataset = data;
+  s.model = m;
+  s.mode.kind = dml::Mode::kAsync;
+  s.mode.workers = 4;
+  s.sgd.step0 = 0.5;
+  s.stop.gap_rel = 1e-3;
+  s.stop.max_epochs = 3000;
+  auto j = rt.Submit(s);
+  BOOST_REQUIRE_MESSAGE(j.ok(), j.status().ToString());
+  const dml::TrainResult r = MustFinish(*j);
+  int halvings = 0;
+  for (const dml::Progress& p : r.history) {
+    for (const dml::ProgressEvent& e : p.events) {
+      if (e.kind != "step_reduced") continue;
+      ++halvings;
+      BOOST_TEST(e.what.find("step0 halved to ") == 0, e.what);
+    }
+  }
+  BOOST_TEST_MESSAGE("async, step0 0.5: " << r.epochs << " epochs, " << halvings
+                                          << " halvings, relative subopt "
+                                          << (r.primal - p_star) / p_star);
+  BOOST_TEST(halvings >= 1);
+  BOOST_TEST((r.reason == dml::StopReason::kConverged));
+  BOOST_TEST(r.gap <= 1e-3 * r.primal);
+  BOOST_TEST((r.primal - p_star) / p_star <= 1e-3);
+}
+
 BOOST_AUTO_TEST_CASE(sgd_modes_reach_1e_3_suboptimality) {
   dml::Runtime rt(WithThreads(2));
   auto data = Problem(dml::Task::kClassification, 2000, 40);

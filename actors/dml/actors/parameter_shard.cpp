@@ -318,6 +318,13 @@ parameter_shard::behavior_type shard_impl(shard_ptr self, shard_config cfg,
         self->state.core.halted = true;
         self->state.flush_waiting();
       },
+      [self](calibrate_atom, double step0, double step_decay) {
+        // A schedule that is not a positive finite step is ignored: the
+        // shard keeps training with the one it has.
+        if (!(step0 > 0) || !std::isfinite(step0) || !std::isfinite(step_decay)) return;
+        self->state.core.cfg.step0 = step0;
+        self->state.core.cfg.step_decay = step_decay;
+      },
       [self](init_atom, const dvec& values, int64_t clock) -> caf::result<int64_t> {
         return restore(self, values, clock);
       },

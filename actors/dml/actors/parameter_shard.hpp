@@ -55,6 +55,9 @@ namespace dml::actors {
 ///    stopped must not wait forever); pushes still apply.
 ///  - init(values, clock): restore the range and the clocks from a
 ///    checkpoint before any push (recovery, resume); replies the length.
+///  - calibrate(step0, step_decay): the step schedule from now on (the
+///    coordinator halves step0 where the objective rose between two
+///    evaluations).
 ///  - stats: counters.
 using parameter_shard = caf::typed_actor<
     caf::replies_to<push_atom, int32_t, int64_t, dvec>::with<int64_t>,
@@ -66,6 +69,7 @@ using parameter_shard = caf::typed_actor<
     caf::replies_to<read_atom>::with<dvec>,
     caf::replies_to<init_atom, dvec, int64_t>::with<int64_t>,
     caf::reacts_to<halt_atom>,
+    caf::reacts_to<calibrate_atom, double, double>,
     caf::replies_to<stats_atom>::with<shard_stats>>;
 
 

@@ -60,6 +60,7 @@ class async_topology final : public topology {
  public:
   Mode mode() const override { return M; }
   bool continues_after_worker_loss() const override { return true; }
+  bool reduces_step_on_plateau() const override { return true; }
   void sgd_step(worker_ops& ops) const override { ops.gradient_exchange(); }
   std::unique_ptr<shard_rule> make_shard_rule(const shard_config&) const override {
     return std::make_unique<Rule>();

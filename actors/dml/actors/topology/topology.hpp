@@ -140,6 +140,9 @@ class topology {
   virtual int64_t shard_restore_clock(int64_t clock, int64_t /*round*/, int32_t /*tau*/) const {
     return clock;
   }
+  /// Stale gradients give the step a noise floor: the coordinator halves
+  /// step0 where the iterate's primal stops improving (coordinator_sgd.cpp).
+  virtual bool reduces_step_on_plateau() const { return false; }
 
   // ---- worker
   /// The shared vector is v = A w (one entry per example) and workers own
