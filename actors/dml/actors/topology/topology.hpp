@@ -141,7 +141,8 @@ class topology {
     return clock;
   }
   /// Stale gradients give the step a noise floor: the coordinator halves
-  /// step0 where the iterate's primal stops improving (coordinator_sgd.cpp).
+  /// step0 where the primal stops improving on unscaled data
+  /// (coordinator_sgd.cpp).
   virtual bool reduces_step_on_plateau() const { return false; }
 
   // ---- worker
