@@ -6,6 +6,7 @@
 //
 // Thread-safety: pure functions of their arguments.
 
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -74,6 +75,18 @@ absl::StatusOr<double> PrimalValue(const Dataset& data, const ModelSpec& model,
 /// Either way gap = P(w) - D >= 0 bounds the suboptimality of w.
 inline constexpr double kIterateDualScales[] = {1.0, 0.95, 0.85, 0.7, 0.5, 0.3, 0.15, 0.05};
 inline constexpr int kIterateDualScaleCount = 8;
+
+/// A bound on the rounding error of a dual value computed as
+/// negconj - quad from sums of `terms` terms each: (terms + 8) eps
+/// (|negconj| + |quad|). The certificates of iterates (CertifyIterate,
+/// RefineCertificate, the Newton solver) report a gap of at least this:
+/// with features of 1e20 the two parts are 1e37 and cancel, and a dual
+/// "above" the primal was clamped to it, certifying a gap of 0 that a
+/// recomputation put at 9e21.
+inline double DualRoundingBound(double negconj, double quad, int64_t terms) {
+  return (static_cast<double>(terms) + 8.0) * 2.220446049250313e-16 *
+         (std::abs(negconj) + std::abs(quad));
+}
 
 /// One partition's sums (not divided by n).
 struct IterateShare {

@@ -120,14 +120,21 @@ Certificate DualCertificate(const ModelSpec& model, const std::vector<double>& w
   c.primal = t.loss_sum / n + 0.5 * model.lambda * wsq;
   // ||w(s alpha)||^2 = s^2 ||A^T alpha||^2 / (lambda n)^2, A^T alpha = -grad.
   const double quad = gsq / (2.0 * model.lambda * n * n);
-  double best = -std::numeric_limits<double>::infinity();
+  double best = -std::numeric_limits<double>::infinity(), error = 0.0;
+  const int64_t terms = t.rows + static_cast<int64_t>(w.size());
   for (int k = 0; k < kIterateDualScaleCount; ++k) {
     const double s = kIterateDualScales[k];
-    best = std::max(best, t.negconj_sums[k] / n - s * s * quad);
+    const double v = t.negconj_sums[k] / n - s * s * quad;
+    if (v > best) {
+      best = v;
+      error = DualRoundingBound(t.negconj_sums[k] / n, s * s * quad, terms);
+    }
   }
-  // D <= P always; rounding near the optimum may not know it.
+  // D <= P always; rounding near the optimum may not know it, and the gap
+  // is never below what rounding leaves of it.
   c.dual = std::min(best, c.primal);
-  c.gap = c.primal - c.dual;
+  c.gap = std::max(c.primal - c.dual, error);
+  c.dual = c.primal - c.gap;
   return c;
 }
 

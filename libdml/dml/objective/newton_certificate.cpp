@@ -154,17 +154,26 @@ Certificate RefineCertificate(const ModelSpec& model, int64_t rows,
   // D(t) = (1/n) sum NegConj(alpha + t delta) - ||A^T alpha + t A^T delta||^2 / (2 lambda n^2)
   const double n = static_cast<double>(rows);
   const double scale = 1.0 / (2.0 * model.lambda * n * n);
-  double best = plain.dual;
+  // plain's gap already covers its own rounding.
+  double best = plain.dual, error = 0.0;
   if (a_t_alpha.size() == total.step.size() && rows > 0) {
+    const int64_t terms = rows + static_cast<int64_t>(d);
     for (int k = 0; k < kNewtonDualStepCount; ++k) {
       const double t = kNewtonDualSteps[k];
-      const double v = total.negconj_sums[k] / n - (bb + 2.0 * t * bs + t * t * ss) * scale;
-      if (std::isfinite(v)) best = std::max(best, v);
+      const double quad = (bb + 2.0 * t * bs + t * t * ss) * scale;
+      const double v = total.negconj_sums[k] / n - quad;
+      if (std::isfinite(v) && v > best) {
+        best = v;
+        // bb + 2 t bs + t^2 ss cancels where A^T alpha and A^T delta do.
+        error = DualRoundingBound(total.negconj_sums[k] / n,
+                                  (bb + 2.0 * t * std::abs(bs) + t * t * ss) * scale, terms);
+      }
     }
   }
   Certificate c = plain;
   c.dual = std::min(best, c.primal);
-  c.gap = c.primal - c.dual;
+  c.gap = std::max(c.primal - c.dual, error);
+  c.dual = c.primal - c.gap;
   return c;
 }
 

@@ -283,14 +283,22 @@ Certificate Newton<Obj>::PlainCertificate() {
   // A^T alpha = -loss_grad_.
   const double quad = Dot(loss_grad_, loss_grad_) * inv_n_ * inv_n_ / (2.0 * model_.lambda);
   Certificate cert = PrimalOnly();
+  double error = 0.0;
+  const int64_t terms = static_cast<int64_t>(n_ + d_);
   for (int k = 0; k < kIterateDualScaleCount; ++k) {
     double negconj = 0.0;
     for (const auto& s : sums) negconj += s[k];
     const double scale = kIterateDualScales[k];
-    cert.dual = std::max(cert.dual, negconj * inv_n_ - scale * scale * quad);
+    const double v = negconj * inv_n_ - scale * scale * quad;
+    if (v > cert.dual) {
+      cert.dual = v;
+      error = DualRoundingBound(negconj * inv_n_, scale * scale * quad, terms);
+    }
   }
+  // As CertifyIterate: never a gap below the rounding of its own sums.
   cert.dual = std::min(cert.dual, cert.primal);
-  cert.gap = cert.primal - cert.dual;
+  cert.gap = std::max(cert.primal - cert.dual, error);
+  cert.dual = cert.primal - cert.gap;
   return cert;
 }
 
@@ -546,9 +554,13 @@ absl::StatusOr<TrainResult> Newton<Obj>::Run() {
     Margins(dir_, zd_);
     DML_ASSIGN_OR_RETURN(cert, Refine(cert));
   }
-  if (*reason == StopReason::kConverged && !trouble.empty() &&
-      !stop_.Satisfied(cert.primal, cert.gap)) {
+  if (*reason == StopReason::kConverged && !stop_.Satisfied(cert.primal, cert.gap)) {
+    // Only the certificate of the final w may say converged.
     reason = StopReason::kMaxEpochs;
+    if (trouble.empty()) {
+      trouble = absl::StrCat("the final certificate's gap ", cert.gap,
+                             " misses the tolerance that an earlier one met (rounding)");
+    }
   }
   TrainResult result;
   result.w = std::move(w_);
