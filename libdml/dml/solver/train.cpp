@@ -3,6 +3,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "dml/solver/internal/solvers.hpp"
+#include "dml/solver/sgd.hpp"
 #include "dml/solver/solver.hpp"
 #include "dml/util/status.hpp"
 
@@ -142,7 +143,24 @@ absl::StatusOr<TrainResult> Train(const Dataset& data, const ModelSpec& model,
   DML_RETURN_IF_ERROR(ValidateOptions(options));
   DML_RETURN_IF_ERROR(ValidateData(data, model));
   absl::StatusOr<TrainResult> result = Dispatch(data, model, options);
-  if (result.ok()) result->model = model;
+  if (!result.ok()) return result;
+  result->model = model;
+  // Dual coordinate descent that ran out of epochs or time on features
+  // whose units differ by orders of magnitude: say why, and what helps.
+  const SolverKind ran = options.kind == SolverKind::kAuto ? AutoSolver(model.kind) : options.kind;
+  const bool dual_cd = (ran == SolverKind::kScd || ran == SolverKind::kAsyncScd) &&
+                       FormulationOf(model.kind) == Formulation::kDual;
+  if (dual_cd && (result->reason == StopReason::kMaxEpochs ||
+                  result->reason == StopReason::kTimeBudget) &&
+      !FeatureStepFactors(ColumnSquareSums(data), data.x.rows(), model).empty()) {
+    const bool newton = AutoSolver(model.kind) == SolverKind::kNewton;
+    const std::string why = absl::StrCat(
+        "the features' units differ by orders of magnitude (their mean squares spread over more "
+        "than ", kFeatureStepSpread, "x), where dual coordinate descent converges slowly: ",
+        newton ? "solver newton is unaffected by the units" : "scale the features, or use "
+                                                               "svm-squared or logistic (solver newton)");
+    result->note = result->note.empty() ? why : absl::StrCat(result->note, "; ", why);
+  }
   return result;
 }
 
