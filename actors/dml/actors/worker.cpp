@@ -425,6 +425,8 @@ worker_actor::behavior_type worker_impl(self_ptr self, worker_config cfg) {
       },
       [self](calibrate_atom, double step0, double step_decay) {
         auto& st = self->state;
+        // As the shards: a step that is not positive and finite is ignored.
+        if (!(step0 > 0) || !std::isfinite(step0) || !std::isfinite(step_decay)) return;
         st.cfg.step0 = step0;
         st.cfg.step_decay = step_decay;
       },

@@ -76,9 +76,10 @@ absl::StatusOr<double> PrimalValue(const Dataset& data, const ModelSpec& model,
 inline constexpr double kIterateDualScales[] = {1.0, 0.95, 0.85, 0.7, 0.5, 0.3, 0.15, 0.05};
 inline constexpr int kIterateDualScaleCount = 8;
 
-/// A bound on the rounding error of a dual value computed as
+/// An estimate of the rounding error of a dual value computed as
 /// negconj - quad from sums of `terms` terms each: (terms + 8) eps
-/// (|negconj| + |quad|). The certificates of iterates (CertifyIterate,
+/// (|negconj| + |quad|) (a bound where the sums' terms share a sign: the
+/// shares carry the sums, not the sums of magnitudes). The certificates of iterates (CertifyIterate,
 /// RefineCertificate, the Newton solver) report a gap of at least this:
 /// with features of 1e20 the two parts are 1e37 and cancel, and a dual
 /// "above" the primal was clamped to it, certifying a gap of 0 that a

@@ -373,12 +373,21 @@ std::optional<double> Newton<Obj>::LineSearch() {
   double t = 1.0;
   std::optional<double> best;  // the lowest phi met that passes Armijo
   double best_value = std::numeric_limits<double>::infinity();
+  // The lowest phi below phi(0) at all: a trial can fail Armijo while phi
+  // still falls there (phi far from quadratic); with no Armijo point met,
+  // that decrease is taken rather than none.
+  std::optional<double> lower;
+  double lower_value = primal_;
   for (int k = 0; k < kMaxLineSearch; ++k) {
     const Line l = LineAt(t, wsq, wd, dd);
     const bool armijo = std::isfinite(l.value) && l.value <= primal_ + kArmijo * t * gd;
     if (armijo && l.value < best_value) {
       best = t;
       best_value = l.value;
+    }
+    if (std::isfinite(l.value) && l.value < lower_value) {
+      lower = t;
+      lower_value = l.value;
     }
     if (armijo && std::abs(l.slope) <= kWolfe * -gd) break;
     // phi is convex: its slope's sign brackets the minimiser. A value
@@ -390,10 +399,11 @@ std::optional<double> Newton<Obj>::LineSearch() {
     }
     double next = l.curvature > 0.0 && std::isfinite(l.slope) ? t - l.slope / l.curvature : -1.0;
     if (!(next > lo && next < hi)) next = std::isfinite(hi) ? 0.5 * (lo + hi) : 2.0 * t;
-    if (next == t || hi - lo <= 1e-12 * hi) break;
+    // (No upper end yet: the step doubles.)
+    if (next == t || (std::isfinite(hi) && hi - lo <= 1e-12 * hi)) break;
     t = next;
   }
-  return best;
+  return best ? best : lower;
 }
 
 template <typename Obj>
@@ -554,12 +564,15 @@ absl::StatusOr<TrainResult> Newton<Obj>::Run() {
     Margins(dir_, zd_);
     DML_ASSIGN_OR_RETURN(cert, Refine(cert));
   }
-  if (*reason == StopReason::kConverged && !stop_.Satisfied(cert.primal, cert.gap)) {
-    // Only the certificate of the final w may say converged.
+  if ((*reason == StopReason::kConverged || *reason == StopReason::kTargetReached) &&
+      !stop_.Satisfied(cert.primal, cert.gap)) {
+    // Only the certificate of the final w (its margins recomputed, not
+    // carried) may say converged or target reached. StopReason has no
+    // "stalled": the note says what happened.
     reason = StopReason::kMaxEpochs;
     if (trouble.empty()) {
-      trouble = absl::StrCat("the final certificate's gap ", cert.gap,
-                             " misses the tolerance that an earlier one met (rounding)");
+      trouble = absl::StrCat("the final certificate (primal ", cert.primal, ", gap ", cert.gap,
+                             ") misses the rule that an earlier one met (rounding)");
     }
   }
   TrainResult result;
