@@ -6,11 +6,13 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/strings/str_split.h"
 #include "dml/data/libsvm.hpp"
 #include "dml/objective/evaluate.hpp"
 #include "dml/objective/model.hpp"
@@ -19,7 +21,7 @@
 ABSL_FLAG(std::string, data, "", "LIBSVM file with labels in {-1,+1}");
 ABSL_FLAG(std::string, model, "logistic", "model name");
 ABSL_FLAG(double, c, 1.0, "LIBLINEAR's C");
-ABSL_FLAG(std::string, w_ref, "", "file with the peer's weights, one per line");
+ABSL_FLAG(std::string, w_ref, "", "files (comma-separated) with the peer's weights, one per line");
 ABSL_FLAG(int, repeat, 3, "runs per solver; the median time is printed");
 ABSL_FLAG(int, max_epochs, 2000, "epoch cap per run");
 ABSL_FLAG(std::string, solver, "auto",
@@ -42,15 +44,21 @@ int main(int argc, char** argv) {
   if (!data.ok()) return Die(std::string(data.status().message()));
   dml::ModelSpec spec{*kind, dml::LambdaFromC(absl::GetFlag(FLAGS_c), data->x.rows()), 0.5};
 
-  std::vector<double> w_ref;
-  {
-    std::ifstream in(absl::GetFlag(FLAGS_w_ref));
+  // The target: the highest primal of the peer's weight files (its runs
+  // differ where its solver is randomised).
+  std::optional<double> ref;
+  for (absl::string_view file : absl::StrSplit(absl::GetFlag(FLAGS_w_ref), ',')) {
+    std::vector<double> w_ref;
+    std::ifstream in{std::string(file)};
+    if (!in) return Die("cannot read " + std::string(file));
     double v;
     while (in >> v) w_ref.push_back(v);
+    w_ref.resize(static_cast<std::size_t>(data->x.cols()), 0.0);  // peer may see fewer features
+    auto p = dml::PrimalValue(*data, spec, w_ref);
+    if (!p.ok()) return Die(std::string(p.status().message()));
+    ref = ref ? std::max(*ref, *p) : *p;
   }
-  w_ref.resize(static_cast<std::size_t>(data->x.cols()), 0.0);  // peer may see fewer features
-  auto ref = dml::PrimalValue(*data, spec, w_ref);
-  if (!ref.ok()) return Die(std::string(ref.status().message()));
+  if (!ref) return Die("--w_ref names no file");
 
   auto time_solver = [&](dml::SolverKind s, int threads, double& primal, double& gap,
                          int& epochs) -> double {
