@@ -170,19 +170,23 @@ constexpr double kRefineShare = 0.1;
 
 // Reduce on plateau (async and ssp, topology::reduces_step_on_plateau,
 // on data with per-feature steps, i.e. features whose units span decades):
-// the reported primal at the evaluations, in windows of kPlateauWindow;
-// where the mean of a window's second half is not below that of its first
-// half, the model is at the noise floor that stale gradients give a step
-// (one that more epochs do not lower), so step0 is halved for every worker
-// and shard (keeping the decay), as ReduceLROnPlateau does; the plan keeps
-// it for restarts. Unscaled tabular sets, logistic C = 1, K = 4, 1000
-// epochs, -e 1e-3: without it async and ssp ended 0.1-17% above the
-// optimum, with it within 1e-3. On well-scaled data the average of the
-// iterates gets past that floor and halving only slows it: news20, async,
-// K = 4 halved step 4 to 0.004 in 30 s (every rule tried: no new best for
-// 20 evaluations, halves of the iterate's or of the reported primal) and
-// missed relative 1e-3 in 120 s, which it reaches in 63 s without a rule.
-constexpr int kPlateauWindow = 20;
+// where the iterate's primal has not improved on its best for
+// kPlateauPatience evaluations, the iterate is at the noise floor that
+// stale gradients give a step (one that more epochs do not lower), so
+// step0 is halved for every worker and shard (keeping the decay), as
+// ReduceLROnPlateau does; the plan keeps it for restarts. Unscaled tabular
+// sets, logistic C = 1, K = 4, 1000 epochs, -e 1e-3: without it async and
+// ssp ended 0.1-17% above the optimum, with it within 1e-3 of it.
+// The iterate, not the reported primal (the better of it and the average):
+// the average creeps down at the floor, and a window test on it let a
+// step 128x too large run 3000 epochs without a halving. Only on unscaled
+// data: on well-scaled data the average gets past the floor and halving
+// only slows it (news20, async, K = 4: step 4 halved to 0.004 in 30 s,
+// relative 1e-3 missed in 120 s, reached in 63 s without the rule). The
+// patience: an asynchronous iterate is a noisy sample; with 5, halving
+// shrank 569x30's steps 16-fold in its first 40 epochs.
+constexpr double kPlateauGain = 1e-9;  // relative: an improvement above rounding
+constexpr int kPlateauPatience = 20;
 
 void reduce_on_plateau(self_ptr self, double primal) {
   auto& st = self->state;
@@ -190,26 +194,21 @@ void reduce_on_plateau(self_ptr self, double primal) {
       !std::isfinite(primal)) {
     return;
   }
-  std::vector<double>& win = st.plateau_window;
-  win.push_back(primal);
-  if (win.size() < kPlateauWindow) return;
-  double first = 0.0, second = 0.0;
-  for (int k = 0; k < kPlateauWindow / 2; ++k) {
-    first += win[k];
-    second += win[k + kPlateauWindow / 2];
+  if (primal < st.best_iterate_primal * (1.0 - kPlateauGain)) {
+    st.best_iterate_primal = primal;
+    st.evaluations_since_best = 0;
+    return;
   }
-  win.clear();
-  if (second < first) return;
+  if (++st.evaluations_since_best < kPlateauPatience) return;
+  st.evaluations_since_best = 0;
   auto& sgd = st.plan.spec.sgd;
   sgd.step_decay = ResolveStepDecay(st.spec().model, sgd.step0, sgd.step_decay);
   sgd.step0 *= 0.5;
   for (auto& w : st.workers) self->send(w, calibrate_atom_v, sgd.step0, sgd.step_decay);
   for (auto& s : st.shards) self->send(s, calibrate_atom_v, sgd.step0, sgd.step_decay);
-  const double half = static_cast<double>(kPlateauWindow / 2);
   append_event(st, "step_reduced",
-               absl::StrCat("step0 halved to ", sgd.step0, ": the mean primal over ",
-                            kPlateauWindow / 2, " evaluations went from ", first / half, " to ",
-                            second / half));
+               absl::StrCat("step0 halved to ", sgd.step0, ": the iterate's primal has not gone below ",
+                            st.best_iterate_primal, " for ", kPlateauPatience, " evaluations"));
 }
 
 // Certifies the current model and, for the L2 models (SgdOptions::average),
@@ -254,10 +253,11 @@ void evaluate(self_ptr self, bool final, Done done) {
       });
     };
     certify_model(self, wd, tag, newton,
-                  [self, wd, newton, finish](const Certificate& c,
+                  [self, wd, newton, final, finish](const Certificate& c,
                                              std::shared_ptr<NewtonCertifier> cg_c,
                                              int64_t pass_c) {
       auto& st = self->state;
+      if (!final) reduce_on_plateau(self, c.primal);
       // One vector for both (a shard's arena block is a view: copied once).
       std::shared_ptr<const std::vector<double>> w = wd.as_vector();
       const bool averaging = AveragesIterates(st.spec().sgd, st.spec().model);
@@ -352,7 +352,6 @@ void maybe_evaluate(self_ptr self) {
                                       st.spec().sgd.tau);
     save_checkpoint(self);
     ++st.round;
-    reduce_on_plateau(self, st.last.primal);
     if (const auto why = certified_stop(st)) {
       // The certified model that met the rule: workers take a few more
       // steps before they see the halt, and those may move it back.

@@ -113,9 +113,10 @@ struct coord_state {
   int refine_skip = 0;     // evaluations left before the next refined certificate
   double refine_seconds = 0.0;  // spent refining certificates so far
   int refine_backoff = 0;  // the skip after a refinement that did not halve the gap
-  /// SGD modes: the iterate's primal at the evaluations of the current
-  /// window of the plateau rule (coordinator_sgd.cpp).
-  std::vector<double> plateau_window;
+  /// SGD modes: the iterate's best primal at an evaluation and the
+  /// evaluations since (the plateau rule of coordinator_sgd.cpp).
+  double best_iterate_primal = std::numeric_limits<double>::infinity();
+  int evaluations_since_best = 0;
   bool feature_steps_known = false;  // plan.feature_steps computed (SgdOptions::feature_steps)
   std::shared_ptr<std::vector<double>> target_model;  // the evaluation that met target_primal
   Progress target_progress;
