@@ -120,7 +120,10 @@ BOOST_AUTO_TEST_CASE(ridge_matches_its_closed_form_on_unscaled_features) {
 }
 
 BOOST_AUTO_TEST_CASE(logistic_and_squared_hinge_meet_their_optimality_conditions_unscaled) {
-  const dml::Dataset data = UnscaledProblem(40, 4.0);
+  // 40 dense columns: the explicit Hessian (Cholesky); 80: forming it
+  // would cost more than 16 nnz (newton.cpp), so CG.
+  for (int64_t cols : {40, 80}) {
+  const dml::Dataset data = UnscaledProblem(cols, 4.0);
   for (auto kind : {dml::ModelKind::kLogisticL2, dml::ModelKind::kSquaredHingeSvm}) {
     const dml::ModelSpec m{kind, 1.0 / 2000.0, 0.5};  // LIBLINEAR's C = 1
     std::vector<double> primal;
@@ -145,6 +148,7 @@ BOOST_AUTO_TEST_CASE(logistic_and_squared_hinge_meet_their_optimality_conditions
       primal.push_back(r->primal);
     }
     BOOST_TEST(std::abs(primal[0] - primal[1]) <= 1e-9 * primal[0]);
+  }
   }
 }
 
@@ -261,7 +265,9 @@ BOOST_AUTO_TEST_CASE(huge_features_never_converge_on_a_rounding_artifact) {
       BOOST_REQUIRE(c.ok());
       BOOST_TEST(c->primal == r->primal);
     } else {
-      BOOST_TEST(r->note.find("misses the rule that an earlier one met") != std::string::npos, r->note);
+      // Not converged: said so, with the gap that says why.
+      BOOST_TEST((r->reason == dml::StopReason::kMaxEpochs));
+      BOOST_TEST(r->gap > 1e-6 * r->primal);
     }
   }
 }
