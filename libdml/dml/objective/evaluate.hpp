@@ -6,6 +6,7 @@
 //
 // Thread-safety: pure functions of their arguments.
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <vector>
@@ -87,6 +88,14 @@ inline constexpr int kIterateDualScaleCount = 8;
 inline double DualRoundingBound(double negconj, double quad, int64_t terms) {
   return (static_cast<double>(terms) + 8.0) * 2.220446049250313e-16 *
          (std::abs(negconj) + std::abs(quad));
+}
+
+/// Sets c's dual to `dual` and its gap, keeping D <= P (rounding near the
+/// optimum may not know it) and the gap at least `rounding`
+/// (DualRoundingBound); c.primal must be set.
+inline void SetIterateDual(Certificate& c, double dual, double rounding) {
+  c.gap = std::max(c.primal - std::min(dual, c.primal), rounding);
+  c.dual = c.primal - c.gap;
 }
 
 /// One partition's sums (not divided by n).

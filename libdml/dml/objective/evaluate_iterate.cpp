@@ -130,11 +130,7 @@ Certificate DualCertificate(const ModelSpec& model, const std::vector<double>& w
       error = DualRoundingBound(t.negconj_sums[k] / n, s * s * quad, terms);
     }
   }
-  // D <= P always; rounding near the optimum may not know it, and the gap
-  // is never below what rounding leaves of it.
-  c.dual = std::min(best, c.primal);
-  c.gap = std::max(c.primal - c.dual, error);
-  c.dual = c.primal - c.gap;
+  SetIterateDual(c, best, error);
   return c;
 }
 

@@ -171,9 +171,7 @@ Certificate RefineCertificate(const ModelSpec& model, int64_t rows,
     }
   }
   Certificate c = plain;
-  c.dual = std::min(best, c.primal);
-  c.gap = std::max(c.primal - c.dual, error);
-  c.dual = c.primal - c.gap;
+  SetIterateDual(c, best, error);
   return c;
 }
 

@@ -178,8 +178,8 @@ class Newton {
   /// Step 1 at w (margins z_): P (primal_), g, M, loss' and loss''.
   void GradientPass();
   /// The certificate of the margins' dual point at the last GradientPass
-  /// (IterateShare's, evaluate_iterate.cpp): O(n), no pass over the data.
-  Certificate PlainCertificate();
+  /// (CertifyIterate of its sums): O(n), no pass over the data.
+  absl::StatusOr<Certificate> PlainCertificate();
   /// A certificate with P only (dual -inf): what the target rule needs.
   Certificate PrimalOnly() const;
   /// out = H v.
@@ -196,8 +196,10 @@ class Newton {
   /// for squared hinge) until phi'(t) is within kWolfe of phi'(0) and the
   /// Armijo rule holds; nullopt if no decrease was found.
   std::optional<double> LineSearch();
-  /// Adds the chunks' partial vectors into `out` (chunk 0 wrote there).
-  void Reduce(std::vector<double>& out);
+  /// out[j] += part(c)[j] for every chunk c >= 1 (chunk 0 wrote into out),
+  /// split by columns.
+  template <typename Part>
+  void Reduce(std::vector<double>& out, Part part);
   /// H d = -g by preconditioned CG; false if cancelled or out of time.
   bool Direction(double forcing);
   /// H d = -g exactly: H formed from the rows (one pass of outer
@@ -221,17 +223,20 @@ class Newton {
   std::vector<std::size_t> rows_, cols_;
   std::vector<std::vector<double>> partial_;
   double primal_ = 0.0;
+  double loss_sum_ = 0.0;  // sum_i loss_i of the last GradientPass
   bool explicit_ = false;  // ExplicitDirection instead of CG (small d)
   int64_t passes_ = 0;
   int cg_steps_ = 0;
 };
 
 template <typename Obj>
-void Newton<Obj>::Reduce(std::vector<double>& out) {
-  if (partial_.size() == 1) return;
+template <typename Part>
+void Newton<Obj>::Reduce(std::vector<double>& out, Part part) {
+  const std::size_t chunks = rows_.size() - 1;
+  if (chunks == 1) return;
   ForChunks(cols_, [&](std::size_t, std::size_t jb, std::size_t je) {
-    for (std::size_t c = 1; c < partial_.size(); ++c) {
-      const double* p = partial_[c].data();
+    for (std::size_t c = 1; c < chunks; ++c) {
+      const double* p = part(c);
       for (std::size_t j = jb; j < je; ++j) out[j] += p[j];
     }
   });
@@ -267,19 +272,13 @@ void Newton<Obj>::GradientPass() {
     }
     loss[c] = sum;
   });
-  Reduce(g_);
+  Reduce(g_, [this](std::size_t c) { return partial_[c].data(); });
+  Reduce(m_, [&curvature](std::size_t c) { return curvature[c].data(); });
   loss_grad_ = g_;
-  if (partial_.size() > 1) {
-    ForChunks(cols_, [&](std::size_t, std::size_t jb, std::size_t je) {
-      for (std::size_t c = 1; c < curvature.size(); ++c) {
-        for (std::size_t j = jb; j < je; ++j) m_[j] += curvature[c][j];
-      }
-    });
-  }
   ++passes_;
-  double total = 0.0;
-  for (double v : loss) total += v;
-  primal_ = total * inv_n_ + 0.5 * model_.lambda * Dot(w_, w_);
+  loss_sum_ = 0.0;
+  for (double v : loss) loss_sum_ += v;
+  primal_ = loss_sum_ * inv_n_ + 0.5 * model_.lambda * Dot(w_, w_);
   for (std::size_t j = 0; j < d_; ++j) {
     g_[j] = g_[j] * inv_n_ + model_.lambda * w_[j];
     m_[j] = m_[j] * inv_n_ + model_.lambda;
@@ -296,7 +295,7 @@ Certificate Newton<Obj>::PrimalOnly() const {
 }
 
 template <typename Obj>
-Certificate Newton<Obj>::PlainCertificate() {
+absl::StatusOr<Certificate> Newton<Obj>::PlainCertificate() {
   std::vector<std::array<double, kIterateDualScaleCount>> sums(rows_.size() - 1);
   ForChunks(rows_, [&](std::size_t c, std::size_t b, std::size_t e) {
     std::array<double, kIterateDualScaleCount> s{};
@@ -307,26 +306,16 @@ Certificate Newton<Obj>::PlainCertificate() {
     }
     sums[c] = s;
   });
-  // A^T alpha = -loss_grad_.
-  const double quad = Dot(loss_grad_, loss_grad_) * inv_n_ * inv_n_ / (2.0 * model_.lambda);
-  Certificate cert = PrimalOnly();
-  double error = 0.0;
-  const int64_t terms = static_cast<int64_t>(n_ + d_);
-  for (int k = 0; k < kIterateDualScaleCount; ++k) {
-    double negconj = 0.0;
-    for (const auto& s : sums) negconj += s[k];
-    const double scale = kIterateDualScales[k];
-    const double v = negconj * inv_n_ - scale * scale * quad;
-    if (v > cert.dual) {
-      cert.dual = v;
-      error = DualRoundingBound(negconj * inv_n_, scale * scale * quad, terms);
-    }
+  // The sums of an IterateShare of all rows: CertifyIterate turns them
+  // into P, D and the gap as for SGD's certificates.
+  IterateShare share;
+  share.rows = static_cast<int64_t>(n_);
+  share.loss_sum = loss_sum_;
+  for (const auto& s : sums) {
+    for (int k = 0; k < kIterateDualScaleCount; ++k) share.negconj_sums[k] += s[k];
   }
-  // As CertifyIterate: never a gap below the rounding of its own sums.
-  cert.dual = std::min(cert.dual, cert.primal);
-  cert.gap = std::max(cert.primal - cert.dual, error);
-  cert.dual = cert.primal - cert.gap;
-  return cert;
+  share.grad = loss_grad_;
+  return CertifyIterate(model_, w_, share);
 }
 
 template <typename Obj>
@@ -345,7 +334,7 @@ void Newton<Obj>::HessianProduct(const std::vector<double>& v, std::vector<doubl
       for (std::size_t k = 0; k < r.size; ++k) acc[r.index[k]] += u * r.value[k];
     }
   });
-  Reduce(out);
+  Reduce(out, [this](std::size_t c) { return partial_[c].data(); });
   for (std::size_t j = 0; j < d_; ++j) out[j] = out[j] * inv_n_ + model_.lambda * v[j];
   ++passes_;
 }
@@ -555,13 +544,7 @@ absl::StatusOr<Certificate> Newton<Obj>::Refine(const Certificate& plain) {
       total.negconj_sums[k] += shares[c].negconj_sums[k];
     }
   }
-  if (shares.size() > 1) {
-    ForChunks(cols_, [&](std::size_t, std::size_t jb, std::size_t je) {
-      for (std::size_t c = 1; c < shares.size(); ++c) {
-        for (std::size_t j = jb; j < je; ++j) total.step[j] += shares[c].step[j];
-      }
-    });
-  }
+  Reduce(total.step, [&shares](std::size_t c) { return shares[c].step.data(); });
   ++passes_;
   std::vector<double> a_t_alpha(d_);
   for (std::size_t j = 0; j < d_; ++j) a_t_alpha[j] = -loss_grad_[j];
@@ -598,7 +581,7 @@ absl::StatusOr<TrainResult> Newton<Obj>::Run() {
     if (due || iter == 0 || gnorm == 0.0) {
       // The plain certificate first: if it holds, the direction's CG (the
       // most expensive part of an iteration near the end) is not paid.
-      cert = PlainCertificate();
+      DML_ASSIGN_OR_RETURN(cert, PlainCertificate());
       certified = true;
     }
     if (!stop_.Satisfied(primal_, cert.gap) && gnorm > 0.0 && !stop_.BeforeEpoch(iter + 1)) {
@@ -610,7 +593,10 @@ absl::StatusOr<TrainResult> Newton<Obj>::Run() {
         if (due || decrement <= GapTarget(options_.stop, primal_)) {
           // Refined by the direction: the plain dual overstates the gap
           // about curvature / lambda times.
-          DML_ASSIGN_OR_RETURN(cert, Refine(certified ? cert : PlainCertificate()));
+          if (!certified) {
+            DML_ASSIGN_OR_RETURN(cert, PlainCertificate());
+          }
+          DML_ASSIGN_OR_RETURN(cert, Refine(cert));
           certified = true;
         }
       }
@@ -653,7 +639,7 @@ absl::StatusOr<TrainResult> Newton<Obj>::Run() {
   // it, if any: any direction gives a valid dual point).
   Margins(w_, z_);
   GradientPass();
-  Certificate cert = PlainCertificate();
+  DML_ASSIGN_OR_RETURN(Certificate cert, PlainCertificate());
   if (direction_at_w) {
     Margins(dir_, zd_);
     DML_ASSIGN_OR_RETURN(cert, Refine(cert));
