@@ -31,6 +31,7 @@
 #include "dml/objective/model_io.hpp"
 #include "dml/util/status.hpp"
 #include "cli_flags.hpp"
+#include "dml/gpu/tpa_scd.hpp"
 #include "dml/solver/solver.hpp"
 
 namespace {
@@ -43,7 +44,7 @@ using dml::samples::ParseNumber;
 
 // Flags that take a value; the switches (--quiet, --resume, --svrg, ...) are in main.
 const char* const kValueFlags[] = {"-c", "-e", "-o", "-s", "-B", "--lambda", "--tol", "--model", "--l1-ratio",
-                                   "--solver", "--threads", "--epochs", "--time-budget",
+                                   "--solver", "--threads", "--device", "--epochs", "--time-budget",
                                    "--generate", "--nnz-per-row", "--noise", "--scale-decades", "--seed", "--test",
                                    "--binarize", "--cache", "--output", "--liblinear-model", "--metrics-out",
                                    "--model-format", "--eval-every", "--mode",
@@ -130,7 +131,11 @@ Model and stopping:
 Solver (one process, without --mode):
   --solver NAME       auto: newton for ridge, logistic, svm-squared, else scd (the default);
                       newton (truncated Newton, any feature scales), scd (coordinate
-                      descent), async-scd (lock-free threads), sgd (auto)
+                      descent), async-scd (lock-free threads), sgd (auto), tpa-scd
+                      (asynchronous SCD on a GPU; says which device ran)
+  --device N          tpa-scd: the CUDA device (0)
+  --gpu-fallback      tpa-scd: without CUDA, a device or enough device memory, run its CPU
+                      twin (async-scd on all cores) and say why, instead of failing
   --threads T         newton and async-scd threads (2)
   --eval-every N      exact certificate every N epochs; 0 = when the estimate says done (1)
   --batch B --step S0 SGD minibatch and first step, here and in the SGD modes (64, auto:
@@ -518,7 +523,7 @@ int main(int argc, char** argv) {
   const std::map<std::string, std::string> switches = {
       {"--quiet", "--quiet"}, {"-q", "--quiet"},     {"--resume", "--resume"},
       {"--verbose", "--verbose"}, {"-h", "--help"}, {"--help", "--help"},
-      {"--svrg", "--svrg"}};
+      {"--svrg", "--svrg"}, {"--gpu-fallback", "--gpu-fallback"}};
   if (!ParseArgs(argc, argv, kValueFlags, switches, run.args, error)) {
     return Fail(error);
   }
@@ -564,7 +569,14 @@ int main(int argc, char** argv) {
         ",\"lambda\":", dml::JsonNumber(run.spec.lambda), ",\"threads\":", run.opt.threads,
         ",\"rows\":", run.data.x.rows(), ",\"cols\":", run.data.x.cols(),
         ",\"data\":", dml::JsonString(run.source)));
-    result = dml::Train(run.data, run.spec, run.opt);
+    dml::gpu::TpaScdOptions gpu;
+    gpu.allow_fallback = run.args.values.count("--gpu-fallback") > 0;
+    gpu.log = [](std::string_view line) {
+      std::fprintf(stderr, "dml-train: %s\n", std::string(line).c_str());
+    };
+    std::string device_error;
+    if (!Number(run.args, {"--device"}, gpu.device, device_error)) return Fail(device_error);
+    result = dml::gpu::Train(run.data, run.spec, run.opt, gpu);
   }
   if (result.ok()) run.metrics->Result(*result);
   const dml::Dataset& trained_on = shared_data ? *shared_data : run.data;

@@ -47,13 +47,13 @@ BOOST_AUTO_TEST_CASE(model_and_solver_names_round_trip) {
              "unknown model \"svr\"; expected one of ridge, lasso, elastic-net, logistic, "
              "logistic-l1, svm, svm-squared");
   for (auto k : {dml::SolverKind::kScd, dml::SolverKind::kAsyncScd, dml::SolverKind::kSgd,
-                 dml::SolverKind::kNewton, dml::SolverKind::kAuto}) {
+                 dml::SolverKind::kNewton, dml::SolverKind::kAuto, dml::SolverKind::kTpaScd}) {
     auto parsed = dml::ParseSolverKind(dml::SolverName(k));
     BOOST_REQUIRE(parsed.ok());
     BOOST_TEST((*parsed == k));
   }
   BOOST_TEST(dml::ParseSolverKind("lbfgs").status().message() ==
-             "unknown solver \"lbfgs\"; expected one of scd, async-scd, sgd, newton, auto");
+             "unknown solver \"lbfgs\"; expected one of scd, async-scd, sgd, newton, auto, tpa-scd");
   BOOST_TEST((dml::FormulationOf(dml::ModelKind::kLasso) == dml::Formulation::kPrimal));
   BOOST_TEST((dml::FormulationOf(dml::ModelKind::kHingeSvm) == dml::Formulation::kDual));
   BOOST_TEST(dml::LambdaFromC(2.0, 100) == 0.005);

@@ -59,7 +59,7 @@ struct ElasticNetObjective {
   }
   /// The squared_cd functions of the same names (y unused by PrepareColumns).
   static double PrimalAtZero(const std::vector<float>& y) { return squared_cd::PrimalAtZero(y); }
-  static void ValueAndDerivative(double y, double z, double* value, double* derivative) {
+  DML_HD static void ValueAndDerivative(double y, double z, double* value, double* derivative) {
     squared_cd::ValueAndDerivative(y, z, value, derivative);
   }
   static std::vector<Column> PrepareColumns(const CscMatrix& a, const std::vector<float>&) {
@@ -75,19 +75,19 @@ struct ElasticNetObjective {
   }
 
   /// The penalty, for its Prox.
-  reg::ElasticNet Reg() const { return {lambda, eta}; }
+  DML_HD reg::ElasticNet Reg() const { return {lambda, eta}; }
   /// The L1 weight: a feature at 0 moves only if |a_j^T u| > this.
-  double L1() const { return lambda * eta; }
+  DML_HD double L1() const { return lambda * eta; }
   /// lambda (eta |w| + (1-eta)/2 w^2).
-  double Regularizer(double w) const { return Reg().Value(w); }
+  DML_HD double Regularizer(double w) const { return Reg().Value(w); }
   /// g*(s) for eta < 1, else gbar*(s); see the file comment.
-  double Conjugate(double s) const {
+  DML_HD double Conjugate(double s) const {
     const double excess = std::max(0.0, std::abs(s) - lambda * eta);
     if (eta < 1.0) return excess * excess / (2.0 * lambda * (1.0 - eta));
     return bound * excess;
   }
   /// gap_j = g(w) + g*(-grad) + w grad >= 0 (clamped at 0 against rounding).
-  double CoordinateGap(double w, double grad) const {
+  DML_HD double CoordinateGap(double w, double grad) const {
     return std::max(0.0, Regularizer(w) + Conjugate(-grad) + w * grad);
   }
   /// Distance of -grad from the subdifferential of the penalty at w.

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "dml/objective/host_device.hpp"
 #include "dml/objective/losses.hpp"
 
 namespace dml {
@@ -31,22 +32,22 @@ struct HingeSvmObjective {
   static constexpr double kUpper = 1.0;
 
   /// loss(y, z) = max(0, 1 - y z).
-  static double Loss(double y, double z) { return loss::Hinge::Value(y, z); }
+  DML_HD static double Loss(double y, double z) { return loss::Hinge::Value(y, z); }
   /// -loss*(-a) = a y on the box (loss*(u) = u y for u y in [-1, 0]).
-  static double NegConj(double y, double a) { return a * y; }
+  DML_HD static double NegConj(double y, double a) { return a * y; }
   /// Whether a is dual-feasible: 0 <= a y <= 1.
-  static bool InDomain(double y, double a) {
+  DML_HD static bool InDomain(double y, double a) {
     const double b = a * y;
     return b >= 0.0 && b <= 1.0;
   }
   /// Starting point of the solvers: 0.
-  static double Initial(double y, double lambda_n) { return 0.0; }
+  DML_HD static double Initial(double y, double lambda_n) { return 0.0; }
   /// LIBLINEAR's G: the derivative in b of the negated coordinate dual,
   /// y z - 1. Used for the projected-gradient shrinking rule.
-  static double Gradient(double y, double a, double z) { return y * z - 1.0; }
+  DML_HD static double Gradient(double y, double a, double z) { return y * z - 1.0; }
   /// argmax over the box: b' = clip(b + (1 - y z)/q, 0, 1); for an empty row
   /// (q = 0) the objective is linear and the maximiser is a bound.
-  static double Step(double y, double a, double z, double q) {
+  DML_HD static double Step(double y, double a, double z, double q) {
     const double b = a * y;
     const double g = 1.0 - y * z;
     double bn;
@@ -59,13 +60,13 @@ struct HingeSvmObjective {
   }
   /// loss + loss*(-a) + a z, factored: (1-m)(1-b) for m < 1, b(m-1) otherwise
   /// (m = y z); >= 0 on the box, without cancellation.
-  static double CoordinateGap(double y, double a, double z) {
+  DML_HD static double CoordinateGap(double y, double a, double z) {
     const double b = a * y;
     const double m = y * z;
     return m < 1.0 ? (1.0 - m) * (1.0 - b) : b * (m - 1.0);
   }
   /// Loss(y, z) and CoordinateGap(y, a, z) together (certificates).
-  static void LossAndGap(double y, double a, double z, double* loss, double* gap) {
+  DML_HD static void LossAndGap(double y, double a, double z, double* loss, double* gap) {
     *loss = Loss(y, z);
     *gap = CoordinateGap(y, a, z);
   }

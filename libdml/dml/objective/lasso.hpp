@@ -49,6 +49,7 @@
 #include <vector>
 
 #include "dml/data/sparse.hpp"
+#include "dml/objective/host_device.hpp"
 #include "dml/objective/losses.hpp"
 #include "dml/objective/model.hpp"
 #include "dml/objective/regularizers.hpp"
@@ -81,7 +82,7 @@ inline std::vector<Column> PrepareColumns(const CscMatrix& a) {
 }
 
 /// (y - z)^2 / 2 and its derivative z - y, for the certificate.
-inline void ValueAndDerivative(double y, double z, double* value, double* derivative) {
+DML_HD inline void ValueAndDerivative(double y, double z, double* value, double* derivative) {
   *value = 0.5 * (y - z) * (y - z);
   *derivative = z - y;
 }
@@ -168,7 +169,7 @@ struct LassoObjective {
   }
   /// The squared_cd functions of the same names (y unused by PrepareColumns).
   static double PrimalAtZero(const std::vector<float>& y) { return squared_cd::PrimalAtZero(y); }
-  static void ValueAndDerivative(double y, double z, double* value, double* derivative) {
+  DML_HD static void ValueAndDerivative(double y, double z, double* value, double* derivative) {
     squared_cd::ValueAndDerivative(y, z, value, derivative);
   }
   static std::vector<Column> PrepareColumns(const CscMatrix& a, const std::vector<float>&) {
@@ -184,16 +185,16 @@ struct LassoObjective {
   }
 
   /// The penalty as an elastic net with eta = 1 (for its Prox).
-  reg::ElasticNet Reg() const { return {lambda, 1.0}; }
+  DML_HD reg::ElasticNet Reg() const { return {lambda, 1.0}; }
   /// The L1 weight: a feature at 0 moves only if |a_j^T u| > this.
-  double L1() const { return lambda; }
+  DML_HD double L1() const { return lambda; }
   /// lambda |w|.
-  double Regularizer(double w) const { return lambda * std::abs(w); }
+  DML_HD double Regularizer(double w) const { return lambda * std::abs(w); }
   /// gbar*(s) = B max(0, |s| - lambda).
-  double Conjugate(double s) const { return bound * std::max(0.0, std::abs(s) - lambda); }
+  DML_HD double Conjugate(double s) const { return bound * std::max(0.0, std::abs(s) - lambda); }
   /// gap_j = gbar(w) + gbar*(-grad) + w grad, grad = a_j^T u; >= 0 in exact
   /// arithmetic for |w| <= B, clamped at 0 against rounding.
-  double CoordinateGap(double w, double grad) const {
+  DML_HD double CoordinateGap(double w, double grad) const {
     return std::max(0.0, Regularizer(w) + Conjugate(-grad) + w * grad);
   }
   /// Distance of -grad from the subdifferential of lambda|.| at w (the

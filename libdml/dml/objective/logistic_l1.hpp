@@ -58,6 +58,7 @@
 #endif
 
 #include "dml/data/sparse.hpp"
+#include "dml/objective/host_device.hpp"
 #include "dml/objective/losses.hpp"
 #include "dml/objective/model.hpp"
 #include "dml/objective/regularizers.hpp"
@@ -311,7 +312,7 @@ struct LogisticL1Objective {
 
   /// loss(y, z) and its derivative in z together (one exp), for the
   /// certificate: log1p(exp(-|m|)) + max(-m, 0) and -y sigmoid(-m), m = y z.
-  static void ValueAndDerivative(double y, double z, double* value, double* derivative) {
+  DML_HD static void ValueAndDerivative(double y, double z, double* value, double* derivative) {
     const double m = y * z;
     const double ex = std::exp(-std::abs(m));
     *value = std::log1p(ex) + std::max(-m, 0.0);
@@ -341,10 +342,10 @@ struct LogisticL1Objective {
   /// weight, lambda |w|, gbar*(s), the clamped gap_j, and the distance of
   /// -grad from the subdifferential of lambda|.| at w.
   reg::ElasticNet Reg() const { return {lambda, 1.0}; }
-  double L1() const { return lambda; }
-  double Regularizer(double w) const { return lambda * std::abs(w); }
-  double Conjugate(double s) const { return bound * std::max(0.0, std::abs(s) - lambda); }
-  double CoordinateGap(double w, double grad) const {
+  DML_HD double L1() const { return lambda; }
+  DML_HD double Regularizer(double w) const { return lambda * std::abs(w); }
+  DML_HD double Conjugate(double s) const { return bound * std::max(0.0, std::abs(s) - lambda); }
+  DML_HD double CoordinateGap(double w, double grad) const {
     return std::max(0.0, Regularizer(w) + Conjugate(-grad) + w * grad);
   }
   double Violation(double w, double grad) const {

@@ -21,6 +21,7 @@
 #include <cmath>
 #include <limits>
 
+#include "dml/objective/host_device.hpp"
 #include "dml/objective/losses.hpp"
 
 namespace dml {
@@ -39,14 +40,14 @@ struct LogisticL2Objective {
   static constexpr double kMargin = 0x1.0p-53;
 
   /// loss(y, z) = log(1 + exp(-y z)).
-  static double Loss(double y, double z) { return loss::Logistic::Value(y, z); }
+  DML_HD static double Loss(double y, double z) { return loss::Logistic::Value(y, z); }
   /// log(1 + exp(x)) without overflow.
-  static double Softplus(double x) { return std::max(x, 0.0) + std::log1p(std::exp(-std::abs(x))); }
+  DML_HD static double Softplus(double x) { return std::max(x, 0.0) + std::log1p(std::exp(-std::abs(x))); }
   /// log1p(e) for e in [0, 1] as 2 atanh(e / (2 + e)) by its series (13
   /// terms, relative error < 2e-14): about twice as fast as std::log1p. Used
   /// only for the entropy H kept with the iterate (running estimates), never
   /// for the iterate itself or a certificate.
-  static double Log1pUnit(double e) {
+  DML_HD static double Log1pUnit(double e) {
     const double z = e / (2.0 + e);  // in [0, 1/3]
     const double y = z * z;          // in [0, 1/9]
     const double y2 = y * y, y4 = y2 * y2, y8 = y4 * y4;
@@ -57,7 +58,7 @@ struct LogisticL2Objective {
     return 2.0 * z * s;
   }
   /// -loss*(-a) = H(a y), the binary entropy (0 at the ends of [0, 1]).
-  static double NegConj(double y, double a) {
+  DML_HD static double NegConj(double y, double a) {
     const double b = a * y;
     double h = 0.0;
     if (b > 0.0) h -= b * std::log(b);
@@ -65,21 +66,21 @@ struct LogisticL2Objective {
     return h;
   }
   /// Whether a is dual-feasible: 0 <= a y <= 1.
-  static bool InDomain(double y, double a) {
+  DML_HD static bool InDomain(double y, double a) {
     const double b = a * y;
     return b >= 0.0 && b <= 1.0;
   }
   /// LIBLINEAR's start, min(0.001 C, 1e-8) in its units: b = min(1e-3, 1e-8 lambda n),
   /// so that w(alpha) starts near 0.
-  static double Initial(double y, double lambda_n) {
-    return y * std::max(kMargin, std::min(1e-3, 1e-8 * lambda_n));
+  DML_HD static double Initial(double y, double lambda_n) {
+    return y * std::max(+kMargin, std::min(1e-3, 1e-8 * lambda_n));  // +: no ODR-use (device code)
   }
 
   /// argmax over b' in (0,1) of H(b') - (b'-b) m - (b'-b)^2 q/2 (m = y z),
   /// i.e. the root of g(t) = -t - m - q (sigmoid(t) - b) in t = logit(b').
   /// g decreases with slope in [-(1 + q/4), -1], and the root lies in
   /// [-m - q(1-b), -m + q b].
-  static double Step(double y, double a, double z, double q) {
+  DML_HD static double Step(double y, double a, double z, double q) {
     const double b = a * y;
     const double t0 = std::log(b / (1.0 - b));  // -inf at b = 0: clamped into the bracket
     return StepFromLogit(y * z, q, t0, b, 0.0, /*rel_tol=*/0.0).b * y;
@@ -127,17 +128,17 @@ struct LogisticL2Objective {
   struct Anchor;
   /// The coordinate step (method above kTol) for m = y z from the point
   /// t0 = logit(b0), h0 = H(b0); returns the new point.
-  static LogitPoint StepFromLogit(double m, double q, double t0, double b0, double h0,
+  DML_HD static LogitPoint StepFromLogit(double m, double q, double t0, double b0, double h0,
                                   double rel_tol = kRel) {
     return StepFromAnchor(m, q, Anchor(t0, b0, h0), rel_tol);
   }
   /// The same from an Anchor at the current point (solvers build it once per
   /// step and also use it for the gap estimate).
-  static LogitPoint StepFromAnchor(double m, double q, const Anchor& an, double rel_tol = kRel) {
+  DML_HD static LogitPoint StepFromAnchor(double m, double q, const Anchor& an, double rel_tol = kRel) {
     const double t0 = an.t0, b0 = an.b0;
     double lo = -m - q * (1.0 - b0);
     double hi = -m + q * b0;
-    if (!(hi > lo)) return FromLogit(std::min(kMaxLogit, std::max(-kMaxLogit, lo)));  // q = 0
+    if (!(hi > lo)) return FromLogit(std::min(+kMaxLogit, std::max(-kMaxLogit, lo)));  // q = 0
     const double curv = 0.0481 * q;
     const double g0 = -t0 - m;  // g(t0): sigmoid(t0) = b0
     // Fast path for short steps, branch-free but for one test: the root of
@@ -206,7 +207,7 @@ struct LogisticL2Objective {
       t = tn;
       e = an.At(t, &s, &s1);
     }
-    return FromLogit(std::min(kMaxLogit, std::max(-kMaxLogit, t)));
+    return FromLogit(std::min(+kMaxLogit, std::max(-kMaxLogit, t)));
   }
 
   /// sigmoid and H near a point t0 where they are known, by Taylor series in
@@ -219,7 +220,7 @@ struct LogisticL2Objective {
     /// c1 and p_k = c_k / k!.
     double t0, b0, h0, c1, p2, p3, p4, p5, p6;
     /// Precomputes the coefficients at t (b = sigmoid(t), h = H(b)).
-    Anchor(double t, double b, double h) : t0(t), b0(b), h0(h) {
+    DML_HD Anchor(double t, double b, double h) : t0(t), b0(b), h0(h) {
       const double v = b * (1.0 - b);
       const double c2 = v * (1.0 - 2.0 * b);
       c1 = v;
@@ -232,21 +233,21 @@ struct LogisticL2Objective {
     // The polynomials are evaluated by Estrin's scheme: this sits on the
     // critical path of every step, and without FMA Horner's latency doubles.
     /// sigmoid(t0 + d) - b0.
-    double Ds(double d) const {
+    DML_HD double Ds(double d) const {
       const double d2 = d * d;
       return d * ((c1 + p2 * d) + d2 * ((p3 + p4 * d) + d2 * (p5 + p6 * d)));
     }
     /// softplus(t0 + d) - softplus(t0) - b0 d = KL(b0 || sigmoid(t0 + d)),
     /// the coordinate gap when d = -m - t0: sum_k sigmoid^(k-1)(t0) d^k / k!.
     /// Relative truncation error below 1e-3 for |d| <= 1.
-    double Bregman(double d) const {
+    DML_HD double Bregman(double d) const {
       const double d2 = d * d;
       return d2 * ((0.5 * c1 + (1.0 / 3.0) * p2 * d) +
                    d2 * ((0.25 * p3 + 0.2 * p4 * d) + d2 * ((1.0 / 6.0) * p5 + (1.0 / 7.0) * p6 * d)));
     }
     /// sigmoid and 1 - sigmoid at t; returns exp(-|t|) if it had to be
     /// computed (|t - t0| > kTaylor), else -1.
-    double At(double t, double* s, double* s1) const {
+    DML_HD double At(double t, double* s, double* s1) const {
       const double d = t - t0;
       if (std::abs(d) <= kTaylor) {
         const double ds = Ds(d);
@@ -260,7 +261,7 @@ struct LogisticL2Objective {
     }
     /// (t, sigmoid(t), H) for |t - t0| <= kTaylor:
     /// H(t0 + d) = h0 - t0 (sigmoid(t0 + d) - b0) - int_0^d u sigmoid'(t0 + u) du.
-    LogitPoint Point(double t) const {
+    DML_HD LogitPoint Point(double t) const {
       const double d = t - t0;
       const double ds = Ds(d);
       // int_0^d u sum_k c_k u^(k-1)/(k-1)! du = sum_k k p_k d^(k+1)/(k+1).
@@ -274,7 +275,7 @@ struct LogisticL2Objective {
   };
 
   /// exp(-|t|), sigmoid(t) and 1 - sigmoid(t), with one exp and one division.
-  static void Eval(double t, double* e, double* s, double* s1) {
+  DML_HD static void Eval(double t, double* e, double* s, double* s1) {
     *e = std::exp(-std::abs(t));
     const double r = 1.0 / (1.0 + *e);
     *s = t >= 0.0 ? r : *e * r;
@@ -282,7 +283,7 @@ struct LogisticL2Objective {
   }
 
   /// The point b = sigmoid(t) with its entropy H(b) = softplus(-t) + (1-b) t.
-  static LogitPoint FromLogit(double t) {
+  DML_HD static LogitPoint FromLogit(double t) {
     const double e = std::exp(-std::abs(t));
     const double b = t >= 0.0 ? 1.0 / (1.0 + e) : e / (1.0 + e);
     const double b1 = t >= 0.0 ? e / (1.0 + e) : 1.0 / (1.0 + e);
@@ -292,14 +293,14 @@ struct LogisticL2Objective {
   /// loss + loss*(-a) + a z = KL(b || sigmoid(-m)), written as
   /// b (log b + softplus(m)) + (1-b)(log(1-b) + softplus(-m)): no overflow,
   /// and clamped at 0 against rounding.
-  static double CoordinateGap(double y, double a, double z) {
+  DML_HD static double CoordinateGap(double y, double a, double z) {
     double loss, gap;
     LossAndGap(y, a, z, &loss, &gap);
     return gap;
   }
   /// Loss and CoordinateGap together, sharing log1p(exp(-|m|)): four
   /// transcendental calls in all (certificates).
-  static void LossAndGap(double y, double a, double z, double* loss, double* gap) {
+  DML_HD static void LossAndGap(double y, double a, double z, double* loss, double* gap) {
     const double b = a * y;
     const double m = y * z;
     const double l1 = std::log1p(std::exp(-std::abs(m)));

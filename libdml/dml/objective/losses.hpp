@@ -7,28 +7,30 @@
 #include <algorithm>
 #include <cmath>
 
+#include "dml/objective/host_device.hpp"
+
 namespace dml::loss {
 
 /// (y - z)^2 / 2: Value, Derivative and Second in z.
 struct Squared {
-  static double Value(double y, double z) { return 0.5 * (y - z) * (y - z); }
-  static double Derivative(double y, double z) { return z - y; }
-  static double Second(double, double) { return 1.0; }
+  DML_HD static double Value(double y, double z) { return 0.5 * (y - z) * (y - z); }
+  DML_HD static double Derivative(double y, double z) { return z - y; }
+  DML_HD static double Second(double, double) { return 1.0; }
 };
 
 /// log(1 + exp(-y z)): Value, Derivative and Second in z.
 struct Logistic {
-  static double Value(double y, double z) {
+  DML_HD static double Value(double y, double z) {
     const double m = y * z;
     return m > 0 ? std::log1p(std::exp(-m)) : -m + std::log1p(std::exp(m));
   }
   /// -y * sigmoid(-y z)
-  static double Derivative(double y, double z) {
+  DML_HD static double Derivative(double y, double z) {
     const double m = y * z;
     const double s = m > 0 ? std::exp(-m) / (1.0 + std::exp(-m)) : 1.0 / (1.0 + std::exp(m));
     return -y * s;
   }
-  static double Second(double y, double z) {
+  DML_HD static double Second(double y, double z) {
     const double m = y * z;
     const double e = std::exp(-std::abs(m));
     return e / ((1.0 + e) * (1.0 + e));
@@ -38,21 +40,21 @@ struct Logistic {
 /// max(0, 1 - y z): Value, a subgradient in z (-y where y z < 1, else 0),
 /// and Second = 0.
 struct Hinge {
-  static double Value(double y, double z) { return std::max(0.0, 1.0 - y * z); }
-  static double Derivative(double y, double z) { return y * z < 1.0 ? -y : 0.0; }
-  static double Second(double, double) { return 0.0; }
+  DML_HD static double Value(double y, double z) { return std::max(0.0, 1.0 - y * z); }
+  DML_HD static double Derivative(double y, double z) { return y * z < 1.0 ? -y : 0.0; }
+  DML_HD static double Second(double, double) { return 0.0; }
 };
 
 /// max(0, 1 - y z)^2: Value, Derivative and Second in z (labels -1/+1).
 struct SquaredHinge {
-  static double Value(double y, double z) {
+  DML_HD static double Value(double y, double z) {
     const double t = std::max(0.0, 1.0 - y * z);
     return t * t;
   }
-  static double Derivative(double y, double z) {
+  DML_HD static double Derivative(double y, double z) {
     return -2.0 * y * std::max(0.0, 1.0 - y * z);
   }
-  static double Second(double y, double z) { return y * z < 1.0 ? 2.0 : 0.0; }
+  DML_HD static double Second(double y, double z) { return y * z < 1.0 ? 2.0 : 0.0; }
 };
 
 }  // namespace dml::loss

@@ -10,6 +10,7 @@
 
 #include <cmath>
 
+#include "dml/objective/host_device.hpp"
 #include "dml/objective/losses.hpp"
 
 namespace dml {
@@ -24,22 +25,22 @@ struct RidgeObjective {
   static constexpr bool kShrinkable = false;
 
   /// loss(y, z) = (y - z)^2 / 2.
-  static double Loss(double y, double z) { return loss::Squared::Value(y, z); }
+  DML_HD static double Loss(double y, double z) { return loss::Squared::Value(y, z); }
   /// -loss*(-a) with loss*(u) = u y + u^2/2.
-  static double NegConj(double y, double a) { return a * y - 0.5 * a * a; }
+  DML_HD static double NegConj(double y, double a) { return a * y - 0.5 * a * a; }
   /// Whether a is dual-feasible: any finite value.
-  static bool InDomain(double y, double a) { return std::isfinite(a); }
+  DML_HD static bool InDomain(double y, double a) { return std::isfinite(a); }
   /// Starting point of the solvers: 0.
-  static double Initial(double y, double lambda_n) { return 0.0; }
+  DML_HD static double Initial(double y, double lambda_n) { return 0.0; }
   /// argmax_a' NegConj(a') - (a'-a) z - (a'-a)^2 q/2 = a + (y - z - a)/(1 + q).
-  static double Step(double y, double a, double z, double q) { return a + (y - z - a) / (1.0 + q); }
+  DML_HD static double Step(double y, double a, double z, double q) { return a + (y - z - a) / (1.0 + q); }
   /// loss(y,z) + loss*(-a) + a z = (y - z - a)^2 / 2, in the cancellation-free form.
-  static double CoordinateGap(double y, double a, double z) {
+  DML_HD static double CoordinateGap(double y, double a, double z) {
     const double r = y - z - a;
     return 0.5 * r * r;
   }
   /// Loss(y, z) and CoordinateGap(y, a, z) together (certificates).
-  static void LossAndGap(double y, double a, double z, double* loss, double* gap) {
+  DML_HD static void LossAndGap(double y, double a, double z, double* loss, double* gap) {
     *loss = Loss(y, z);
     *gap = CoordinateGap(y, a, z);
   }

@@ -14,6 +14,7 @@
 #include <cmath>
 #include <limits>
 
+#include "dml/objective/host_device.hpp"
 #include "dml/objective/losses.hpp"
 
 namespace dml {
@@ -30,30 +31,30 @@ struct SquaredHingeSvmObjective {
   static constexpr double kUpper = std::numeric_limits<double>::infinity();
 
   /// loss(y, z) = max(0, 1 - y z)^2.
-  static double Loss(double y, double z) { return loss::SquaredHinge::Value(y, z); }
+  DML_HD static double Loss(double y, double z) { return loss::SquaredHinge::Value(y, z); }
   /// -loss*(-a) = b - b^2/4 for b = a y >= 0.
-  static double NegConj(double y, double a) {
+  DML_HD static double NegConj(double y, double a) {
     const double b = a * y;
     return b - 0.25 * b * b;
   }
   /// Whether a is dual-feasible: a y >= 0 and finite.
-  static bool InDomain(double y, double a) {
+  DML_HD static bool InDomain(double y, double a) {
     const double b = a * y;
     return b >= 0.0 && std::isfinite(b);
   }
   /// Starting point of the solvers: 0.
-  static double Initial(double y, double lambda_n) { return 0.0; }
+  DML_HD static double Initial(double y, double lambda_n) { return 0.0; }
   /// LIBLINEAR's G = y z - 1 + b/2: derivative in b of the negated coordinate dual.
-  static double Gradient(double y, double a, double z) { return y * z - 1.0 + 0.5 * a * y; }
+  DML_HD static double Gradient(double y, double a, double z) { return y * z - 1.0 + 0.5 * a * y; }
   /// argmax over b' >= 0: b' = max(0, b - G/(q + 1/2)).
-  static double Step(double y, double a, double z, double q) {
+  DML_HD static double Step(double y, double a, double z, double q) {
     const double b = a * y;
     const double g = y * z - 1.0 + 0.5 * b;
     return std::max(0.0, b - g / (q + 0.5)) * y;
   }
   /// loss + loss*(-a) + a z, factored: (1 - m - b/2)^2 for m < 1,
   /// b^2/4 + b(m-1) otherwise (m = y z); >= 0 for b >= 0.
-  static double CoordinateGap(double y, double a, double z) {
+  DML_HD static double CoordinateGap(double y, double a, double z) {
     const double b = a * y;
     const double m = y * z;
     if (m < 1.0) {
@@ -63,7 +64,7 @@ struct SquaredHingeSvmObjective {
     return b * (0.25 * b + (m - 1.0));
   }
   /// Loss(y, z) and CoordinateGap(y, a, z) together (certificates).
-  static void LossAndGap(double y, double a, double z, double* loss, double* gap) {
+  DML_HD static void LossAndGap(double y, double a, double z, double* loss, double* gap) {
     *loss = Loss(y, z);
     *gap = CoordinateGap(y, a, z);
   }

@@ -36,8 +36,11 @@ enum class SolverKind {
   /// newGLMNET; the asynchronous SCD rarely beats it on two cores).
   /// TrainResult::note says which ran.
   kAuto,
+  /// TPA-SCD on a GPU (dml/gpu/tpa_scd.hpp): run through dml::gpu::Train,
+  /// which links the GPU library; dml::Train refuses it.
+  kTpaScd,
 };
-/// "scd", "async-scd", "sgd", "newton", "auto".
+/// "scd", "async-scd", "sgd", "newton", "auto", "tpa-scd".
 std::string_view SolverName(SolverKind kind);
 /// What kAuto runs for `model`.
 SolverKind AutoSolver(ModelKind model);
@@ -189,6 +192,12 @@ struct TrainResult {
   /// threads than asked, and why), empty if none.
   std::string note;
 };
+
+/// The checks Train makes before it trains, for other entry points
+/// (dml::gpu::Train): the model, the options and the data with their labels.
+/// Errors: InvalidArgument naming the field or the example.
+absl::Status CheckTrainInputs(const Dataset& data, const ModelSpec& model,
+                              const SolverOptions& options);
 
 /// Trains `model` on `data` with the chosen solver. Errors: invalid model or
 /// options (InvalidArgument naming the field), labels not in {-1,+1} for a

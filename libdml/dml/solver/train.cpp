@@ -16,6 +16,7 @@ std::string_view SolverName(SolverKind kind) {
     case SolverKind::kSgd: return "sgd";
     case SolverKind::kNewton: return "newton";
     case SolverKind::kAuto: return "auto";
+    case SolverKind::kTpaScd: return "tpa-scd";
   }
   return "unknown";
 }
@@ -26,8 +27,10 @@ absl::StatusOr<SolverKind> ParseSolverKind(std::string_view name) {
   if (name == "sgd") return SolverKind::kSgd;
   if (name == "newton") return SolverKind::kNewton;
   if (name == "auto") return SolverKind::kAuto;
-  return absl::InvalidArgumentError(absl::StrCat("unknown solver \"", AsAbsl(name),
-                                                 "\"; expected one of scd, async-scd, sgd, newton, auto"));
+  if (name == "tpa-scd" || name == "tpa") return SolverKind::kTpaScd;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown solver \"", AsAbsl(name),
+                   "\"; expected one of scd, async-scd, sgd, newton, auto, tpa-scd"));
 }
 
 SolverKind AutoSolver(ModelKind model) {
@@ -131,17 +134,26 @@ absl::StatusOr<TrainResult> Dispatch(const Dataset& data, const ModelSpec& model
       }
       return r;
     }
+    case SolverKind::kTpaScd:
+      return absl::InvalidArgumentError(
+          "solver tpa-scd runs through dml::gpu::Train (dml/gpu/tpa_scd.hpp, library dml::gpu); "
+          "dml::Train has no GPU solver");
   }
   return absl::InvalidArgumentError("unknown solver kind");
 }
 
 }  // namespace
 
-absl::StatusOr<TrainResult> Train(const Dataset& data, const ModelSpec& model,
-                                  const SolverOptions& options) {
+absl::Status CheckTrainInputs(const Dataset& data, const ModelSpec& model,
+                              const SolverOptions& options) {
   DML_RETURN_IF_ERROR(Validate(model));
   DML_RETURN_IF_ERROR(ValidateOptions(options));
-  DML_RETURN_IF_ERROR(ValidateData(data, model));
+  return ValidateData(data, model);
+}
+
+absl::StatusOr<TrainResult> Train(const Dataset& data, const ModelSpec& model,
+                                  const SolverOptions& options) {
+  DML_RETURN_IF_ERROR(CheckTrainInputs(data, model, options));
   absl::StatusOr<TrainResult> result = Dispatch(data, model, options);
   if (!result.ok()) return result;
   result->model = model;

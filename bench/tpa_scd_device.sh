@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The GPU checks of TPA-SCD in one call on a device machine: the device
+# tests, one memcheck run, then the benchmark. Expects binaries built here
+# and their libraries in .devrun/ (see the closing notes of the GPU issue):
+#   bench/tpa_scd_device.sh [tests|bench|all] [bench args...]
+set -u
+what=${1:-all}; shift || true
+D=$PWD/.devrun
+export LD_LIBRARY_PATH=$D/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+OUT=${OUT:-/tmp/tpa_out}; mkdir -p "$OUT"
+nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem --format=csv
+if [[ $what == tests || $what == all ]]; then
+  timeout 60 "$D/test_spmv" --log_level=test_suite 2>&1 | tail -3
+  timeout 300 "$D/test_tpa_scd_device" --log_level=test_suite 2>&1 | tee "$OUT/device_tests.log" | grep -v "^\s*$" | tail -60
+  timeout 90 compute-sanitizer --tool memcheck "$D/test_tpa_scd_device" \
+    --run_test=one_block_in_flight_is_sequential 2>&1 | tail -4
+  timeout 90 compute-sanitizer --tool racecheck "$D/test_tpa_scd_device" \
+    --run_test=one_block_in_flight_is_sequential 2>&1 | tail -4
+fi
+if [[ $what == bench || $what == all ]]; then
+  timeout 420 "$D/tpa_scd_bench" "$@" 2>&1 | tee "$OUT/bench.txt"
+fi

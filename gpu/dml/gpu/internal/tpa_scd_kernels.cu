@@ -1,0 +1,859 @@
+// TPA-SCD kernels and their host driver; see dml/gpu/tpa_scd.hpp for the
+// method and the numerics.
+//
+// Layout on the device: the matrix as CSR (dual models, a row per
+// coordinate) or CSC (primal models, a column per coordinate) with int64
+// offsets, uint32 indices and float values; the labels as float; the shared
+// vector, the coordinates and the per-coordinate gaps as double. A block
+// owns one coordinate at a time, so its variable is read and written by one
+// thread without atomics; the shared vector is read with __ldcg (through L2,
+// which is coherent, not the SM's L1, which would keep other blocks' stale
+// values) and written with double atomicAdd (native on sm_60 and later).
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "dml/gpu/internal/cuda_check.cuh"
+#include "dml/gpu/internal/tpa_scd_device.hpp"
+#include "dml/objective/elastic_net.hpp"
+#include "dml/objective/evaluate.hpp"
+#include "dml/objective/hinge_svm.hpp"
+#include "dml/objective/lasso.hpp"
+#include "dml/objective/logistic_l1.hpp"
+#include "dml/objective/logistic_l2.hpp"
+#include "dml/objective/ridge.hpp"
+#include "dml/objective/squared_hinge_svm.hpp"
+
+namespace dml::gpu::internal {
+namespace {
+
+constexpr unsigned kFullMask = 0xffffffffu;
+
+// ---------------------------------------------------------------------------
+// A random permutation of [0, n) per epoch without memory: a bijection of
+// [0, 2^b) (2^b >= n) made of multiplications by odd keys, additions and
+// xor-shifts, all invertible modulo 2^b, applied until the value falls
+// below n (cycle walking: the walk from k < n stays in k's cycle, so the map
+// is a bijection of [0, n)). About 2 applications per coordinate on average.
+struct Permutation {
+  uint64_t n = 0;
+  uint64_t mask = 0;  // 2^b - 1
+  uint64_t mul0 = 1, mul1 = 1, add0 = 0, add1 = 0;
+  int shift = 1;
+};
+
+Permutation MakePermutation(uint64_t n, std::mt19937_64& rng) {
+  Permutation p;
+  p.n = n;
+  int bits = 0;
+  while ((uint64_t{1} << bits) < n) ++bits;
+  p.mask = bits >= 64 ? ~uint64_t{0} : (uint64_t{1} << bits) - 1;
+  p.shift = std::max(1, bits / 2);
+  p.mul0 = rng() | 1u;
+  p.mul1 = rng() | 1u;
+  p.add0 = rng();
+  p.add1 = rng();
+  return p;
+}
+
+__device__ __forceinline__ uint64_t PermuteOnce(uint64_t x, const Permutation& p) {
+  x = (x * p.mul0 + p.add0) & p.mask;
+  x ^= x >> p.shift;
+  x = (x * p.mul1 + p.add1) & p.mask;
+  x ^= x >> p.shift;
+  x = (x * p.mul0) & p.mask;
+  return x;
+}
+
+__device__ __forceinline__ uint64_t Walk(uint64_t k, const Permutation& p) {
+  uint64_t x = PermuteOnce(k, p);
+  while (x >= p.n) x = PermuteOnce(x, p);
+  return x;
+}
+
+// Sum of v over the block, returned to every thread. Every thread of the
+// block must call it (block-uniform control flow). sh: 33 doubles.
+__device__ __forceinline__ double BlockSum(double v, double* sh) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(kFullMask, v, o);
+  if (blockDim.x == 32) return __shfl_sync(kFullMask, v, 0);
+  const int warp = static_cast<int>(threadIdx.x >> 5);
+  const int lane = static_cast<int>(threadIdx.x & 31);
+  if (lane == 0) sh[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    v = lane < static_cast<int>(blockDim.x >> 5) ? sh[lane] : 0.0;
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(kFullMask, v, o);
+    if (lane == 0) sh[32] = v;
+  }
+  __syncthreads();
+  return sh[32];
+}
+
+// ---------------------------------------------------------------------------
+// Dual models: coordinate i is example i (CSR row i).
+struct DualArgs {
+  const int64_t* off;
+  const uint32_t* idx;
+  const float* val;
+  const float* y;
+  const double* q;  // ||x_i||^2 / (lambda n)
+  int64_t n;
+  double inv_lambda_n;
+  double* alpha;
+  double* w;
+};
+
+template <class Obj>
+__global__ void DualEpochKernel(DualArgs a, Permutation p) {
+  __shared__ double sh[33];
+  __shared__ double s_delta;
+  for (uint64_t k = blockIdx.x; k < p.n; k += gridDim.x) {
+    const uint64_t i = Walk(k, p);
+    const int64_t begin = a.off[i], end = a.off[i + 1];
+    double s = 0.0;
+    for (int64_t t = begin + threadIdx.x; t < end; t += blockDim.x) {
+      s += static_cast<double>(a.val[t]) * __ldcg(a.w + a.idx[t]);
+    }
+    s = BlockSum(s, sh);
+    if (threadIdx.x == 0) {
+      const double old = a.alpha[i];
+      double next = Obj::Step(a.y[i], old, s, a.q[i]);
+      if (!isfinite(next)) next = old;  // a stale read gone wild: skip the step
+      a.alpha[i] = next;
+      s_delta = (next - old) * a.inv_lambda_n;
+    }
+    __syncthreads();
+    const double d = s_delta;
+    if (d != 0.0) {
+      for (int64_t t = begin + threadIdx.x; t < end; t += blockDim.x) {
+        atomicAdd(a.w + a.idx[t], d * static_cast<double>(a.val[t]));
+      }
+    }
+    __syncthreads();  // s_delta and sh are reused by the next coordinate
+  }
+}
+
+// sums[0] += sum_i loss(y_i, z_i), sums[1] += sum_i NegConj(y_i, alpha_i),
+// sums[2] += sum_i gap_i; cg[i] = gap_i / n.
+template <class Obj>
+__global__ void DualGapKernel(DualArgs a, double inv_n, double* sums, double* cg) {
+  __shared__ double sh[33];
+  double loss_acc = 0.0, negconj_acc = 0.0, gap_acc = 0.0;
+  for (int64_t i = blockIdx.x; i < a.n; i += gridDim.x) {
+    const int64_t begin = a.off[i], end = a.off[i + 1];
+    double s = 0.0;
+    for (int64_t t = begin + threadIdx.x; t < end; t += blockDim.x) {
+      s += static_cast<double>(a.val[t]) * a.w[a.idx[t]];
+    }
+    s = BlockSum(s, sh);
+    if (threadIdx.x == 0) {
+      double loss, gap;
+      Obj::LossAndGap(a.y[i], a.alpha[i], s, &loss, &gap);
+      cg[i] = gap * inv_n;
+      loss_acc += loss;
+      gap_acc += gap;
+      negconj_acc += Obj::NegConj(a.y[i], a.alpha[i]);
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) {
+    atomicAdd(sums + 0, loss_acc);
+    atomicAdd(sums + 1, negconj_acc);
+    atomicAdd(sums + 2, gap_acc);
+  }
+}
+
+// w += A^T alpha / (lambda n) (w zeroed before): rebuilds the shared vector.
+__global__ void DualRebuildKernel(DualArgs a) {
+  for (int64_t i = blockIdx.x; i < a.n; i += gridDim.x) {
+    const double c = a.alpha[i] * a.inv_lambda_n;
+    if (c == 0.0) continue;  // block-uniform
+    for (int64_t t = a.off[i] + threadIdx.x; t < a.off[i + 1]; t += blockDim.x) {
+      atomicAdd(a.w + a.idx[t], c * static_cast<double>(a.val[t]));
+    }
+  }
+}
+
+// *out += sum_j x_j^2.
+__global__ void SquaredNormKernel(const double* x, int64_t m, double* out) {
+  __shared__ double sh[33];
+  double s = 0.0;
+  for (int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; j < m;
+       j += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    s += x[j] * x[j];
+  }
+  s = BlockSum(s, sh);
+  if (threadIdx.x == 0) atomicAdd(out, s);
+}
+
+// ---------------------------------------------------------------------------
+// Primal models: coordinate j is feature j (CSC column j); v = A w.
+struct PrimalArgs {
+  const int64_t* off;
+  const uint32_t* idx;
+  const float* val;
+  const float* y;   // per row
+  const double* q;  // ||a_j||^2 / n
+  int64_t d;
+  int64_t n;
+  double inv_n;
+  double* w;
+  double* v;
+};
+
+// Lasso and elastic net: the exact step w_j' = Prox(w_j - g_j / q_j, q_j) of
+// squared_cd::Step, with g_j = a_j^T (v - y) / n.
+template <class Obj>
+__global__ void SquaredEpochKernel(PrimalArgs a, Obj obj, Permutation p) {
+  __shared__ double sh[33];
+  __shared__ double s_delta;
+  for (uint64_t k = blockIdx.x; k < p.n; k += gridDim.x) {
+    const uint64_t j = Walk(k, p);
+    const int64_t begin = a.off[j], end = a.off[j + 1];
+    double s = 0.0;
+    for (int64_t t = begin + threadIdx.x; t < end; t += blockDim.x) {
+      const uint32_t r = a.idx[t];
+      s += static_cast<double>(a.val[t]) * (__ldcg(a.v + r) - static_cast<double>(a.y[r]));
+    }
+    s = BlockSum(s, sh);
+    if (threadIdx.x == 0) {
+      const double w = a.w[j];
+      const double q = a.q[j];
+      const double g = s * a.inv_n;
+      double next = q > 0.0 ? obj.Reg().Prox(w - g / q, q) : 0.0;
+      if (!isfinite(next)) next = w;
+      a.w[j] = next;
+      s_delta = next - w;
+    }
+    __syncthreads();
+    const double dw = s_delta;
+    if (dw != 0.0) {
+      for (int64_t t = begin + threadIdx.x; t < end; t += blockDim.x) {
+        atomicAdd(a.v + a.idx[t], dw * static_cast<double>(a.val[t]));
+      }
+    }
+    __syncthreads();
+  }
+}
+
+// L1-logistic: CDN's step (LogisticL1Objective::Step): the Newton direction
+// with the L1 term exact, then Armijo backtracking on the coordinate's true
+// objective, each trial one block reduction over the column.
+__global__ void LogisticL1EpochKernel(PrimalArgs a, double lambda, Permutation p) {
+  using L = loss::Logistic;
+  __shared__ double sh[33];
+  __shared__ double s_d;
+  __shared__ int s_state;  // 0: try, 1: accepted, 2: gave up
+  for (uint64_t k = blockIdx.x; k < p.n; k += gridDim.x) {
+    const uint64_t j = Walk(k, p);
+    const int64_t begin = a.off[j], end = a.off[j + 1];
+    double gs = 0.0, hs = 0.0;
+    for (int64_t t = begin + threadIdx.x; t < end; t += blockDim.x) {
+      const uint32_t r = a.idx[t];
+      const double x = a.val[t], yr = a.y[r], vr = __ldcg(a.v + r);
+      gs += x * L::Derivative(yr, vr);
+      hs += x * x * L::Second(yr, vr);
+    }
+    const double g = BlockSum(gs, sh) * a.inv_n;
+    const double hsum = BlockSum(hs, sh) * a.inv_n;
+    const double w = a.w[j];
+    if (threadIdx.x == 0) {
+      const double h = fmax(hsum, 1e-12 * lambda);
+      const double d = reg::SoftThreshold(h * w - g, lambda) / h - w;
+      s_d = isfinite(d) ? d : 0.0;
+      s_state = s_d == 0.0 ? 2 : 0;
+    }
+    __syncthreads();
+    for (int trial = 0; trial < LogisticL1Objective::kMaxLineSearch && s_state == 0; ++trial) {
+      const double d = s_d;
+      double dl = 0.0;
+      for (int64_t t = begin + threadIdx.x; t < end; t += blockDim.x) {
+        const uint32_t r = a.idx[t];
+        const double x = a.val[t], yr = a.y[r], vr = __ldcg(a.v + r);
+        dl += L::Value(yr, vr + d * x) - L::Value(yr, vr);
+      }
+      dl = BlockSum(dl, sh) * a.inv_n;
+      if (threadIdx.x == 0) {
+        const double reg_change = lambda * (fabs(w + d) - fabs(w));
+        if (dl + reg_change <= LogisticL1Objective::kSigma * (g * d + reg_change)) {
+          s_state = 1;
+        } else if (trial + 1 == LogisticL1Objective::kMaxLineSearch) {
+          s_state = 2;
+        } else {
+          s_d = 0.5 * d;
+        }
+      }
+      __syncthreads();
+    }
+    if (s_state == 1) {
+      const double d = s_d;
+      if (threadIdx.x == 0) a.w[j] = w + d;
+      for (int64_t t = begin + threadIdx.x; t < end; t += blockDim.x) {
+        atomicAdd(a.v + a.idx[t], d * static_cast<double>(a.val[t]));
+      }
+    }
+    __syncthreads();
+  }
+}
+
+// u_i = loss'(y_i, v_i) / n; sums[0] += sum_i loss(y_i, v_i).
+template <class Obj>
+__global__ void PrimalRowKernel(PrimalArgs a, double* u, double* sums) {
+  __shared__ double sh[33];
+  double acc = 0.0;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < a.n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    double value, derivative;
+    Obj::ValueAndDerivative(a.y[i], a.v[i], &value, &derivative);
+    u[i] = derivative * a.inv_n;
+    acc += value;
+  }
+  acc = BlockSum(acc, sh);
+  if (threadIdx.x == 0) atomicAdd(sums + 0, acc);
+}
+
+// gap_j = obj.CoordinateGap(w_j, a_j^T u); sums[1] += penalty, sums[2] += gaps.
+template <class Obj>
+__global__ void PrimalColumnKernel(PrimalArgs a, Obj obj, const double* u, double* sums,
+                                   double* cg) {
+  __shared__ double sh[33];
+  double reg_acc = 0.0, gap_acc = 0.0;
+  for (int64_t j = blockIdx.x; j < a.d; j += gridDim.x) {
+    double s = 0.0;
+    for (int64_t t = a.off[j] + threadIdx.x; t < a.off[j + 1]; t += blockDim.x) {
+      s += static_cast<double>(a.val[t]) * u[a.idx[t]];
+    }
+    s = BlockSum(s, sh);
+    if (threadIdx.x == 0) {
+      const double gap = obj.CoordinateGap(a.w[j], s);
+      cg[j] = gap;
+      gap_acc += gap;
+      reg_acc += obj.Regularizer(a.w[j]);
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) {
+    atomicAdd(sums + 1, reg_acc);
+    atomicAdd(sums + 2, gap_acc);
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Host side.
+
+template <class T>
+absl::Status Upload(DeviceBuffer<T>& d_buf, const T* h_src, std::size_t n) {
+  if (auto s = d_buf.Allocate(std::max<std::size_t>(n, 1)); !s.ok()) return s;
+  if (n == 0) return absl::OkStatus();
+  DML_CUDA_RETURN_IF_ERROR(cudaMemcpy(d_buf.get(), h_src, n * sizeof(T), cudaMemcpyHostToDevice));
+  return absl::OkStatus();
+}
+
+template <class T>
+absl::Status Download(std::vector<T>& h_dst, const DeviceBuffer<T>& d_buf, std::size_t n) {
+  h_dst.resize(n);
+  if (n == 0) return absl::OkStatus();
+  DML_CUDA_RETURN_IF_ERROR(cudaMemcpy(h_dst.data(), d_buf.get(), n * sizeof(T), cudaMemcpyDeviceToHost));
+  return absl::OkStatus();
+}
+
+// Threads per block from the mean length of a coordinate's vector: a warp
+// for short rows (a9a: 14 nonzeros), up to 256 for long ones, each thread
+// taking about four nonzeros.
+int ThreadsFor(int64_t nnz, int64_t coords) {
+  const double mean = coords > 0 ? static_cast<double>(nnz) / static_cast<double>(coords) : 0.0;
+  int threads = 32;
+  while (threads < 256 && threads * 4 < mean) threads *= 2;
+  return threads;
+}
+
+absl::StatusOr<int64_t> Budget(const TpaScdOptions& gpu) {
+  if (gpu.memory_budget_bytes > 0) return gpu.memory_budget_bytes;
+  size_t free_bytes = 0, total_bytes = 0;
+  DML_CUDA_RETURN_IF_ERROR(cudaMemGetInfo(&free_bytes, &total_bytes));
+  return static_cast<int64_t>(0.9 * static_cast<double>(free_bytes));
+}
+
+absl::Status CheckBudget(int64_t need, const TpaScdOptions& gpu) {
+  absl::StatusOr<int64_t> budget = Budget(gpu);
+  if (!budget.ok()) return budget.status();
+  if (need > *budget) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "tpa-scd: the data and solver state need %d bytes of device memory, the budget is %d "
+        "(streaming data larger than the budget is not built yet)",
+        need, *budget));
+  }
+  return absl::OkStatus();
+}
+
+// Blocks in flight: what the device holds at once for `kernel` at `threads`
+// per block, at most coords/16 (and gpu.max_blocks when set), at least 1.
+template <class Kernel>
+absl::StatusOr<int> GridFor(Kernel kernel, int threads, int64_t coords, const TpaScdOptions& gpu,
+                            const DeviceInfo& info) {
+  int per_sm = 0;
+  DML_CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, 0));
+  int64_t grid = static_cast<int64_t>(std::max(1, per_sm)) * std::max(1, info.multiprocessors);
+  grid = std::min<int64_t>(grid, std::max<int64_t>(1, coords / 16));
+  if (gpu.max_blocks > 0) grid = std::min<int64_t>(grid, gpu.max_blocks);
+  return static_cast<int>(std::max<int64_t>(1, grid));
+}
+
+// The stopping and reporting shared by the dual and primal loops.
+struct Loop {
+  const SolverOptions& options;
+  std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+  int epoch = 0;
+  double seconds() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+  // A reason to stop before the next epoch, if any.
+  bool Stop(StopReason* why) const {
+    if (options.stop.cancel != nullptr && options.stop.cancel->load()) {
+      *why = StopReason::kCancelled;
+      return true;
+    }
+    if (epoch >= options.stop.max_epochs) {
+      *why = StopReason::kMaxEpochs;
+      return true;
+    }
+    if (seconds() >= options.stop.max_seconds) {
+      *why = StopReason::kTimeBudget;
+      return true;
+    }
+    return false;
+  }
+  bool EvaluateNow() const {
+    const int every = std::max(1, options.eval_every);
+    return epoch % every == 0 || epoch >= options.stop.max_epochs;
+  }
+  // Whether a certificate meets the gap or target rule (and which).
+  bool Meets(double primal, double gap, double slack, StopReason* why) const {
+    if (options.stop.target_primal && primal <= *options.stop.target_primal) {
+      *why = StopReason::kTargetReached;
+      return true;
+    }
+    if (gap <= slack * GapTarget(options.stop, primal)) {
+      *why = StopReason::kConverged;
+      return true;
+    }
+    return false;
+  }
+};
+
+// Good evaluations in a row after which the blocks in flight double again.
+constexpr int kRegrow = 8;
+
+std::string DeviceNote(const DeviceInfo& info, int grid, int max_grid, int threads, int halvings,
+                       int doublings) {
+  std::string note = absl::StrFormat("tpa-scd ran on %s: %d blocks of %d threads in flight",
+                                     DescribeDevice(info), grid, threads);
+  if (halvings > 0) {
+    absl::StrAppendFormat(&note, " (from %d: halved %d times where the objective went back, "
+                          "doubled %d times)", max_grid, halvings, doublings);
+  }
+  return note;
+}
+
+void Report(const SolverOptions& options, TrainResult& r, Progress p) {
+  if (options.on_epoch) options.on_epoch(p);
+  r.history.push_back(std::move(p));
+}
+
+template <class Obj>
+absl::StatusOr<TrainResult> RunDual(const Dataset& data, const ModelSpec& model,
+                                    const SolverOptions& options, const TpaScdOptions& gpu,
+                                    const DeviceInfo& info) {
+  const CsrMatrix& x = data.x;
+  const int64_t n = x.rows(), d = x.cols(), nnz = static_cast<int64_t>(x.values().size());
+  const double lambda_n = model.lambda * static_cast<double>(n);
+  const double inv_n = 1.0 / static_cast<double>(n);
+  std::vector<double> q(static_cast<std::size_t>(n)), alpha(static_cast<std::size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    const SparseView row = x.outer(i);
+    double s = 0.0;
+    for (std::size_t k = 0; k < row.size; ++k) s += static_cast<double>(row.value[k]) * row.value[k];
+    q[i] = s / lambda_n;
+    alpha[i] = Obj::Initial(data.y[i], lambda_n);
+  }
+  std::vector<double> w = PrimalFromDual(x, alpha, model.lambda);
+
+  const int64_t need = (n + 1) * 8 + nnz * 8 + n * (4 + 8 + 8 + 8 + 8) + d * 8 + 64;
+  if (auto s = CheckBudget(need, gpu); !s.ok()) return s;
+
+  DeviceBuffer<int64_t> d_off;
+  DeviceBuffer<uint32_t> d_idx;
+  DeviceBuffer<float> d_val, d_y;
+  DeviceBuffer<double> d_q, d_alpha, d_saved, d_w, d_cg, d_sums;
+  if (auto s = Upload(d_off, x.offsets().data(), x.offsets().size()); !s.ok()) return s;
+  if (auto s = Upload(d_idx, x.indices().data(), x.indices().size()); !s.ok()) return s;
+  if (auto s = Upload(d_val, x.values().data(), x.values().size()); !s.ok()) return s;
+  if (auto s = Upload(d_y, data.y.data(), data.y.size()); !s.ok()) return s;
+  if (auto s = Upload(d_q, q.data(), q.size()); !s.ok()) return s;
+  if (auto s = Upload(d_alpha, alpha.data(), alpha.size()); !s.ok()) return s;
+  if (auto s = Upload(d_saved, alpha.data(), alpha.size()); !s.ok()) return s;
+  if (auto s = Upload(d_w, w.data(), w.size()); !s.ok()) return s;
+  if (auto s = d_cg.Allocate(static_cast<std::size_t>(n)); !s.ok()) return s;
+  if (auto s = d_sums.Allocate(4); !s.ok()) return s;
+  const DualArgs args{d_off.get(), d_idx.get(), d_val.get(), d_y.get(), d_q.get(),
+                      n, 1.0 / lambda_n, d_alpha.get(), d_w.get()};
+
+  const int threads = ThreadsFor(nnz, n);
+  absl::StatusOr<int> grid_or = GridFor(DualEpochKernel<Obj>, threads, n, gpu, info);
+  if (!grid_or.ok()) return grid_or.status();
+  int grid = *grid_or;
+  const int eval_grid = std::max(1, info.multiprocessors) * 8;
+
+  TrainResult r;
+  r.threads = 1;
+  Loop loop{options};
+  std::mt19937_64 rng(options.seed);
+  double last_dual = -std::numeric_limits<double>::infinity();
+  double slack = 1.0;  // tightened when the host's certificate disagrees
+  StopReason why = StopReason::kMaxEpochs;
+  const int max_grid = grid;
+  int streak = 0, halvings = 0, doublings = 0;
+  while (!loop.Stop(&why)) {
+    DualEpochKernel<Obj><<<grid, threads>>>(args, MakePermutation(static_cast<uint64_t>(n), rng));
+    DML_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+    DML_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
+    ++loop.epoch;
+    if (!loop.EvaluateNow()) continue;
+
+    DML_CUDA_RETURN_IF_ERROR(cudaMemset(d_sums.get(), 0, 4 * sizeof(double)));
+    DualGapKernel<Obj><<<eval_grid, threads>>>(args, inv_n, d_sums.get(), d_cg.get());
+    DML_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+    SquaredNormKernel<<<eval_grid, 256>>>(d_w.get(), d, d_sums.get() + 3);
+    DML_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+    double sums[4];
+    DML_CUDA_RETURN_IF_ERROR(cudaMemcpy(sums, d_sums.get(), sizeof sums, cudaMemcpyDeviceToHost));
+    const double half_norm = 0.5 * model.lambda * sums[3];
+    Progress p;
+    p.round = loop.epoch;
+    p.epochs = loop.epoch;
+    p.seconds = loop.seconds();
+    p.primal = sums[0] * inv_n + half_norm;
+    p.dual = sums[1] * inv_n - half_norm;
+    p.gap = sums[2] * inv_n;
+    p.nnz_touched = 2 * nnz;
+    // The dual of exact coordinate ascent never falls. Where it fell,
+    // stale steps overshot: back to the alpha of the last good evaluation,
+    // w rebuilt from it, and half the blocks in flight (one block is
+    // sequential: a fall there is rounding). After kRegrow good evaluations
+    // in a row the blocks double again, up to the start: an early fall
+    // (large steps from alpha = 0) does not slow the whole run.
+    const bool bad = !std::isfinite(p.dual) || !std::isfinite(p.gap) ||
+                     (grid > 1 && p.dual < last_dual - 1e-9 * std::abs(last_dual));
+    if (bad) {
+      grid = std::max(1, grid / 2);
+      p.events.push_back({"concurrency_halved",
+                          absl::StrCat("the dual fell: back to the last evaluation, ", grid,
+                                       " blocks in flight from now on")});
+      p.event = p.events.back().what;
+      ++halvings;
+      streak = 0;
+      DML_CUDA_RETURN_IF_ERROR(cudaMemcpy(d_alpha.get(), d_saved.get(), d_alpha.bytes(),
+                                          cudaMemcpyDeviceToDevice));
+      DML_CUDA_RETURN_IF_ERROR(cudaMemset(d_w.get(), 0, static_cast<std::size_t>(d) * sizeof(double)));
+      DualRebuildKernel<<<eval_grid, threads>>>(args);
+      DML_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+      DML_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
+      Report(options, r, std::move(p));
+      continue;
+    }
+    DML_CUDA_RETURN_IF_ERROR(cudaMemcpy(d_saved.get(), d_alpha.get(), d_alpha.bytes(),
+                                        cudaMemcpyDeviceToDevice));
+    if (++streak >= kRegrow && grid < max_grid) {
+      grid = std::min(max_grid, 2 * grid);
+      ++doublings;
+      streak = 0;
+    }
+    last_dual = p.dual;
+    StopReason device_says;
+    const bool stop = loop.Meets(p.primal, p.gap, slack, &device_says);
+    Report(options, r, std::move(p));
+    if (!stop) continue;
+    // The host's exact certificate decides.
+    if (auto s = Download(alpha, d_alpha, alpha.size()); !s.ok()) return s;
+    absl::StatusOr<Certificate> c = EvaluateDual(data, model, alpha);
+    if (!c.ok()) return c.status();
+    if (loop.Meets(c->primal, c->gap, 1.0, &why)) break;
+    slack *= 0.5;
+  }
+
+  if (auto s = Download(alpha, d_alpha, alpha.size()); !s.ok()) return s;
+  absl::StatusOr<Certificate> c = EvaluateDual(data, model, alpha);
+  if (!c.ok()) return c.status();
+  if (why == StopReason::kConverged || why == StopReason::kTargetReached) {
+    StopReason final_why;
+    if (!loop.Meets(c->primal, c->gap, 1.0, &final_why)) why = StopReason::kMaxEpochs;
+  }
+  r.w = PrimalFromDual(x, alpha, model.lambda);
+  r.alpha = std::move(alpha);
+  r.primal = c->primal;
+  r.dual = c->dual;
+  r.gap = c->gap;
+  r.epochs = loop.epoch;
+  r.rounds = loop.epoch;
+  r.seconds = loop.seconds();
+  r.reason = why;
+  r.note = DeviceNote(info, grid, max_grid, threads, halvings, doublings);
+  return r;
+}
+
+std::vector<double> MarginsOf(const CsrMatrix& x, const std::vector<double>& w) {
+  std::vector<double> v(static_cast<std::size_t>(x.rows()));
+  for (int64_t i = 0; i < x.rows(); ++i) {
+    const SparseView row = x.outer(i);
+    double s = 0.0;
+    for (std::size_t k = 0; k < row.size; ++k) s += static_cast<double>(row.value[k]) * w[row.index[k]];
+    v[i] = s;
+  }
+  return v;
+}
+
+// kModel: 0 lasso / elastic net (the exact squared step), 1 L1-logistic.
+template <class Obj, int kModel>
+absl::StatusOr<TrainResult> RunPrimal(const Dataset& data, const ModelSpec& model,
+                                      const SolverOptions& options, const TpaScdOptions& gpu,
+                                      const DeviceInfo& info) {
+  const CscMatrix a = data.x.Convert();
+  const int64_t n = data.x.rows(), d = data.x.cols(), nnz = static_cast<int64_t>(a.values().size());
+  const double inv_n = 1.0 / static_cast<double>(n);
+  std::vector<double> q(static_cast<std::size_t>(d));
+  for (int64_t j = 0; j < d; ++j) {
+    const SparseView col = a.outer(j);
+    double s = 0.0;
+    for (std::size_t k = 0; k < col.size; ++k) s += static_cast<double>(col.value[k]) * col.value[k];
+    q[j] = s * inv_n;
+  }
+  const Obj obj = Obj::Make(model, data.y);
+  std::vector<double> w(static_cast<std::size_t>(d), 0.0), v(static_cast<std::size_t>(n), 0.0);
+
+  const int64_t need = (d + 1) * 8 + nnz * 8 + d * (8 + 8 + 8 + 8) + n * (4 + 8 + 8) + 64;
+  if (auto s = CheckBudget(need, gpu); !s.ok()) return s;
+
+  DeviceBuffer<int64_t> d_off;
+  DeviceBuffer<uint32_t> d_idx;
+  DeviceBuffer<float> d_val, d_y;
+  DeviceBuffer<double> d_q, d_w, d_saved, d_v, d_u, d_cg, d_sums;
+  if (auto s = Upload(d_off, a.offsets().data(), a.offsets().size()); !s.ok()) return s;
+  if (auto s = Upload(d_idx, a.indices().data(), a.indices().size()); !s.ok()) return s;
+  if (auto s = Upload(d_val, a.values().data(), a.values().size()); !s.ok()) return s;
+  if (auto s = Upload(d_y, data.y.data(), data.y.size()); !s.ok()) return s;
+  if (auto s = Upload(d_q, q.data(), q.size()); !s.ok()) return s;
+  if (auto s = Upload(d_w, w.data(), w.size()); !s.ok()) return s;
+  if (auto s = Upload(d_saved, w.data(), w.size()); !s.ok()) return s;
+  if (auto s = Upload(d_v, v.data(), v.size()); !s.ok()) return s;
+  if (auto s = d_u.Allocate(static_cast<std::size_t>(n)); !s.ok()) return s;
+  if (auto s = d_cg.Allocate(static_cast<std::size_t>(std::max<int64_t>(d, 1))); !s.ok()) return s;
+  if (auto s = d_sums.Allocate(4); !s.ok()) return s;
+  const PrimalArgs args{d_off.get(), d_idx.get(), d_val.get(), d_y.get(), d_q.get(),
+                        d, n, inv_n, d_w.get(), d_v.get()};
+
+  const int threads = ThreadsFor(nnz, d);
+  const absl::StatusOr<int> grid_or = [&] {
+    if constexpr (kModel == 0) {
+      return GridFor(SquaredEpochKernel<Obj>, threads, d, gpu, info);
+    } else {
+      return GridFor(LogisticL1EpochKernel, threads, d, gpu, info);
+    }
+  }();
+  if (!grid_or.ok()) return grid_or.status();
+  int grid = *grid_or;
+  const int eval_grid = std::max(1, info.multiprocessors) * 8;
+
+  TrainResult r;
+  r.threads = 1;
+  Loop loop{options};
+  std::mt19937_64 rng(options.seed);
+  double last_primal = std::numeric_limits<double>::infinity();
+  double slack = 1.0;
+  StopReason why = StopReason::kMaxEpochs;
+  const int max_grid = grid;
+  int streak = 0, halvings = 0, doublings = 0;
+  while (!loop.Stop(&why)) {
+    const Permutation perm = MakePermutation(static_cast<uint64_t>(d), rng);
+    if constexpr (kModel == 0) {
+      SquaredEpochKernel<Obj><<<grid, threads>>>(args, obj, perm);
+    } else {
+      LogisticL1EpochKernel<<<grid, threads>>>(args, model.lambda, perm);
+    }
+    DML_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+    DML_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
+    ++loop.epoch;
+    if (!loop.EvaluateNow()) continue;
+
+    DML_CUDA_RETURN_IF_ERROR(cudaMemset(d_sums.get(), 0, 4 * sizeof(double)));
+    PrimalRowKernel<Obj><<<eval_grid, 256>>>(args, d_u.get(), d_sums.get());
+    DML_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+    PrimalColumnKernel<Obj><<<eval_grid, threads>>>(args, obj, d_u.get(), d_sums.get(), d_cg.get());
+    DML_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+    double sums[4];
+    DML_CUDA_RETURN_IF_ERROR(cudaMemcpy(sums, d_sums.get(), sizeof sums, cudaMemcpyDeviceToHost));
+    Progress p;
+    p.round = loop.epoch;
+    p.epochs = loop.epoch;
+    p.seconds = loop.seconds();
+    p.primal = sums[0] * inv_n + sums[1];
+    p.gap = sums[2];
+    p.dual = p.primal - p.gap;
+    p.nnz_touched = 2 * nnz;
+    // Exact coordinate descent never raises the primal. Where it rose,
+    // stale steps overshot: back to the w of the last good evaluation, v
+    // rebuilt as A w, and half the blocks in flight (doubled again after
+    // kRegrow good evaluations, as for the dual).
+    const bool bad = !std::isfinite(p.primal) || !std::isfinite(p.gap) ||
+                     (grid > 1 && p.primal > last_primal + 1e-9 * std::abs(last_primal));
+    if (bad) {
+      grid = std::max(1, grid / 2);
+      p.events.push_back({"concurrency_halved",
+                          absl::StrCat("the primal rose: back to the last evaluation, ", grid,
+                                       " blocks in flight from now on")});
+      p.event = p.events.back().what;
+      ++halvings;
+      streak = 0;
+      DML_CUDA_RETURN_IF_ERROR(cudaMemcpy(d_w.get(), d_saved.get(), d_w.bytes(),
+                                          cudaMemcpyDeviceToDevice));
+      if (auto s = Download(w, d_w, w.size()); !s.ok()) return s;
+      v = MarginsOf(data.x, w);
+      DML_CUDA_RETURN_IF_ERROR(cudaMemcpy(d_v.get(), v.data(), v.size() * sizeof(double),
+                                          cudaMemcpyHostToDevice));
+      Report(options, r, std::move(p));
+      continue;
+    }
+    DML_CUDA_RETURN_IF_ERROR(cudaMemcpy(d_saved.get(), d_w.get(), d_w.bytes(),
+                                        cudaMemcpyDeviceToDevice));
+    if (++streak >= kRegrow && grid < max_grid) {
+      grid = std::min(max_grid, 2 * grid);
+      ++doublings;
+      streak = 0;
+    }
+    last_primal = p.primal;
+    StopReason device_says;
+    const bool stop = loop.Meets(p.primal, p.gap, slack, &device_says);
+    Report(options, r, std::move(p));
+    if (!stop) continue;
+    if (auto s = Download(w, d_w, w.size()); !s.ok()) return s;
+    absl::StatusOr<Certificate> c = EvaluatePrimal(data, model, w);
+    if (!c.ok()) return c.status();
+    if (loop.Meets(c->primal, c->gap, 1.0, &why)) break;
+    slack *= 0.5;
+  }
+
+  if (auto s = Download(w, d_w, w.size()); !s.ok()) return s;
+  absl::StatusOr<Certificate> c = EvaluatePrimal(data, model, w);
+  if (!c.ok()) return c.status();
+  if (why == StopReason::kConverged || why == StopReason::kTargetReached) {
+    StopReason final_why;
+    if (!loop.Meets(c->primal, c->gap, 1.0, &final_why)) why = StopReason::kMaxEpochs;
+  }
+  r.w = std::move(w);
+  r.primal = c->primal;
+  r.dual = c->dual;
+  r.gap = c->gap;
+  r.epochs = loop.epoch;
+  r.rounds = loop.epoch;
+  r.seconds = loop.seconds();
+  r.reason = why;
+  r.note = DeviceNote(info, grid, max_grid, threads, halvings, doublings);
+  return r;
+}
+
+__global__ void CopyKernel(const float4* __restrict__ src, float4* __restrict__ dst, int64_t m) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < m;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    dst[i] = src[i];
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<DeviceInfo> QueryDeviceCuda(int index) {
+  int count = 0;
+  const cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();
+    return absl::UnavailableError(absl::StrFormat("no usable CUDA device: cudaGetDeviceCount failed: %s (%s)",
+                                                  cudaGetErrorString(err), cudaGetErrorName(err)));
+  }
+  if (index < 0 || index >= count) {
+    return absl::UnavailableError(
+        absl::StrFormat("no CUDA device %d: this machine has %d", index, count));
+  }
+  cudaDeviceProp prop{};
+  DML_CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&prop, index));
+  DeviceInfo info;
+  info.index = index;
+  info.name = prop.name;
+  info.memory_bytes = static_cast<int64_t>(prop.totalGlobalMem);
+  info.multiprocessors = prop.multiProcessorCount;
+  return info;
+}
+
+absl::StatusOr<TrainResult> TrainOnDevice(const Dataset& data, const ModelSpec& model,
+                                          const SolverOptions& options, const TpaScdOptions& gpu) {
+  absl::StatusOr<DeviceInfo> info = QueryDeviceCuda(gpu.device);
+  if (!info.ok()) return info.status();
+  DML_CUDA_RETURN_IF_ERROR(cudaSetDevice(gpu.device));
+  switch (model.kind) {
+    case ModelKind::kRidge: return RunDual<RidgeObjective>(data, model, options, gpu, *info);
+    case ModelKind::kLogisticL2: return RunDual<LogisticL2Objective>(data, model, options, gpu, *info);
+    case ModelKind::kHingeSvm: return RunDual<HingeSvmObjective>(data, model, options, gpu, *info);
+    case ModelKind::kSquaredHingeSvm:
+      return RunDual<SquaredHingeSvmObjective>(data, model, options, gpu, *info);
+    case ModelKind::kLasso: return RunPrimal<LassoObjective, 0>(data, model, options, gpu, *info);
+    case ModelKind::kElasticNet:
+      return RunPrimal<ElasticNetObjective, 0>(data, model, options, gpu, *info);
+    case ModelKind::kLogisticL1:
+      return RunPrimal<LogisticL1Objective, 1>(data, model, options, gpu, *info);
+  }
+  return absl::InvalidArgumentError("tpa-scd: unknown model");
+}
+
+absl::StatusOr<double> CopyBandwidthCuda(int index, int64_t bytes) {
+  absl::StatusOr<DeviceInfo> info = QueryDeviceCuda(index);
+  if (!info.ok()) return info.status();
+  DML_CUDA_RETURN_IF_ERROR(cudaSetDevice(index));
+  const int64_t m = std::max<int64_t>(1, bytes / 16);
+  DeviceBuffer<float4> src, dst;
+  if (auto s = src.Allocate(static_cast<std::size_t>(m)); !s.ok()) return s;
+  if (auto s = dst.Allocate(static_cast<std::size_t>(m)); !s.ok()) return s;
+  DML_CUDA_RETURN_IF_ERROR(cudaMemset(src.get(), 0x3c, src.bytes()));
+  cudaEvent_t begin, end;
+  DML_CUDA_RETURN_IF_ERROR(cudaEventCreate(&begin));
+  DML_CUDA_RETURN_IF_ERROR(cudaEventCreate(&end));
+  const int grid = std::max(1, info->multiprocessors) * 8;
+  std::vector<float> times;
+  absl::Status status;
+  for (int rep = 0; rep < 6 && status.ok(); ++rep) {
+    (void)cudaEventRecord(begin);
+    CopyKernel<<<grid, 256>>>(src.get(), dst.get(), m);
+    (void)cudaEventRecord(end);
+    const cudaError_t err = cudaEventSynchronize(end);
+    if (err != cudaSuccess) {
+      status.Update(CudaStatus(err, "CopyKernel", __FILE__, __LINE__));
+      break;
+    }
+    float ms = 0.0f;
+    (void)cudaEventElapsedTime(&ms, begin, end);
+    if (rep > 0) times.push_back(ms);  // the first is the warm-up
+  }
+  (void)cudaEventDestroy(begin);
+  (void)cudaEventDestroy(end);
+  if (!status.ok()) return status;
+  std::sort(times.begin(), times.end());
+  const double ms = times[times.size() / 2];
+  return 2.0 * 16.0 * static_cast<double>(m) / (ms * 1e-3);
+}
+
+}  // namespace dml::gpu::internal

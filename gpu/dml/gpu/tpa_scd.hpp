@@ -1,0 +1,107 @@
+#pragma once
+// TPA-SCD: asynchronous stochastic coordinate descent on a GPU (Parnell,
+// Duenner, Atasu, Sifalakis, Pozidis, "Large-scale stochastic learning using
+// GPUs", IPDPSW 2017), and its CPU twin.
+//
+//  - Dual models (ridge, L2-logistic, hinge, squared hinge): a coordinate per
+//    example over CSR rows, the shared vector w = A^T alpha / (lambda n).
+//  - Primal models (lasso, elastic net, L1-logistic): a coordinate per
+//    feature over CSC columns, the shared vector v = A w.
+// One thread block per coordinate, coordinates taken in a fresh random
+// permutation each epoch; the block reduces the inner product, one thread
+// takes the exact coordinate step with the objective's own step code
+// (dml/objective/*.hpp, compiled for host and device), and the block adds the
+// change to the shared vector with atomic adds while other blocks read it.
+//
+// Numerics: the data are float32 on the device; the shared vector, the dual
+// variables, the inner products and every sum of a certificate are double:
+// a float shared vector written by millions of atomic adds drifts from
+// A^T alpha by more than the 1e-6 relative gaps the solvers stop at, and a
+// float inner product of a long row loses the coordinate step's accuracy.
+// Asynchrony only makes steps use slightly stale values; every step's change
+// is applied in full, so the shared vector stays A^T alpha / (lambda n)
+// (or A w) to rounding. The gap checked each evaluation is computed on the
+// device from its state (per-coordinate gaps kept on the device, what DuHL
+// reads); the final certificate is recomputed on the host from alpha (or w)
+// alone, exactly as EvaluateDual / EvaluatePrimal do, and only it may say
+// "converged". If an evaluation finds the objective worse than at the one
+// before (too many stale steps in flight, e.g. a dense column), the number
+// of blocks in flight is halved and the shared vector rebuilt.
+//
+// This header mentions no CUDA type and compiles with or without CUDA.
+// Thread-safety: the functions are reentrant; one device may be used by
+// several callers at once (each call allocates its own device memory).
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "dml/data/sparse.hpp"
+#include "dml/gpu/spmv.hpp"
+#include "dml/objective/model.hpp"
+#include "dml/solver/solver.hpp"
+
+namespace dml::gpu {
+
+/// Where and how TPA-SCD runs. Plain value.
+struct TpaScdOptions {
+  int device = 0;  ///< CUDA device index
+  /// When the GPU cannot run the job (no CUDA compiled in, no driver or
+  /// device, no such index, the data over the memory budget): run the CPU
+  /// twin and send one line to `log` saying why. false: return the error.
+  bool allow_fallback = false;
+  /// Device memory the solver may take, in bytes; 0: 90% of what is free
+  /// when training starts. Data and state over it: ResourceExhausted
+  /// (streaming data larger than the budget is not built yet).
+  int64_t memory_budget_bytes = 0;
+  /// Blocks in flight at the start (0: as many as the device holds at
+  /// once, at most n/4). Tests use small values to exercise the halving.
+  int max_blocks = 0;
+  /// Threads of the CPU twin; 0: all cores.
+  int twin_threads = 0;
+  LogFn log;  ///< receives the fallback line; may be empty
+};
+
+/// A CUDA device as dml-train reports it.
+struct DeviceInfo {
+  int index = 0;
+  std::string name;
+  int64_t memory_bytes = 0;   ///< total global memory
+  int multiprocessors = 0;
+};
+
+/// The device `index`. Errors: Unavailable "libdml was built without CUDA",
+/// or naming the CUDA error / the number of devices present.
+absl::StatusOr<DeviceInfo> QueryDevice(int index);
+
+/// "NVIDIA H200 (device 0, 139.8 GiB, 132 multiprocessors)".
+std::string DescribeDevice(const DeviceInfo& info);
+
+/// TPA-SCD on the GPU (see the file comment), stopping by options.stop
+/// (gap checked every max(1, eval_every) epochs on the device). `options`
+/// other than stop, seed, eval_every and on_epoch are ignored. The result's
+/// note names the device, or the twin and why it ran.
+/// Errors: those of dml::Train for the model, data and options; Unavailable
+/// (no CUDA, no device, bad index) or ResourceExhausted (over the budget)
+/// unless allow_fallback; Internal with file:line for other CUDA failures.
+absl::StatusOr<TrainResult> TrainTpaScd(const Dataset& data, const ModelSpec& model,
+                                        const SolverOptions& options,
+                                        const TpaScdOptions& gpu = {});
+
+/// The CPU twin: the same asynchronous SCD (dml::Train with
+/// SolverKind::kAsyncScd) on gpu.twin_threads threads (0: all cores).
+absl::StatusOr<TrainResult> TrainTpaScdTwin(const Dataset& data, const ModelSpec& model,
+                                            const SolverOptions& options,
+                                            const TpaScdOptions& gpu = {});
+
+/// dml::Train, with SolverKind::kTpaScd going to TrainTpaScd: the entry
+/// point for callers that may ask for the GPU solver.
+absl::StatusOr<TrainResult> Train(const Dataset& data, const ModelSpec& model,
+                                  const SolverOptions& options, const TpaScdOptions& gpu = {});
+
+/// Device-to-device copy bandwidth of device `index` in bytes per second
+/// (bytes read plus bytes written over a copy of `bytes`, median of 5):
+/// the ceiling the benchmark compares TPA-SCD's streaming rate with.
+absl::StatusOr<double> MeasureCopyBandwidth(int index, int64_t bytes);
+
+}  // namespace dml::gpu

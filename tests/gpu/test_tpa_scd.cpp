@@ -1,0 +1,116 @@
+// TPA-SCD's CPU twin against sequential SCD for all seven models, and the
+// error and fallback contract of the GPU entry points on every host (a
+// device index no machine has forces "no device" even where there is one).
+#define BOOST_TEST_MODULE gpu_tpa_scd
+#include <boost/test/unit_test.hpp>
+
+#include <string>
+#include <vector>
+
+#include "dml/gpu/tpa_scd.hpp"
+#include "dml/objective/evaluate.hpp"
+#include "tpa_problems.hpp"
+
+namespace {
+
+using tpa_testing::RelDiff;
+
+BOOST_AUTO_TEST_CASE(twin_reaches_sequential_scds_optimum_for_every_model) {
+  for (dml::ModelKind kind : tpa_testing::AllModels()) {
+    BOOST_TEST_CONTEXT("model " << dml::ModelName(kind)) {
+      const dml::Dataset data = tpa_testing::Problem(kind);
+      const dml::ModelSpec spec = tpa_testing::Spec(kind);
+      auto ref = dml::Train(data, spec, tpa_testing::Tight(dml::SolverKind::kScd));
+      BOOST_REQUIRE_MESSAGE(ref.ok(), ref.status().ToString());
+      BOOST_REQUIRE((ref->reason == dml::StopReason::kConverged));
+
+      dml::gpu::TpaScdOptions gpu;
+      gpu.twin_threads = 2;
+      auto twin = dml::gpu::TrainTpaScdTwin(data, spec,
+                                            tpa_testing::Tight(dml::SolverKind::kTpaScd), gpu);
+      BOOST_REQUIRE_MESSAGE(twin.ok(), twin.status().ToString());
+      BOOST_TEST((twin->reason == dml::StopReason::kConverged));
+      BOOST_TEST(twin->note.rfind("tpa-scd ran its CPU twin (asynchronous SCD, ", 0) == 0,
+                 twin->note);
+      BOOST_TEST(RelDiff(twin->primal, ref->primal) <= 1e-6);
+      // The certificate is exact: recomputed here from the returned iterate.
+      auto c = dml::Evaluate(data, spec, twin->w, twin->alpha);
+      BOOST_REQUIRE(c.ok());
+      BOOST_TEST(RelDiff(c->primal, twin->primal) <= 1e-12);
+      BOOST_TEST(c->gap <= 1e-9 * std::abs(c->primal) * 1.0000001);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(no_device_is_an_error_that_names_it) {
+  const dml::Dataset data = tpa_testing::Problem(dml::ModelKind::kRidge, 200, 20);
+  dml::gpu::TpaScdOptions gpu;
+  gpu.device = 4096;  // no machine has this many
+  auto r = dml::gpu::TrainTpaScd(data, tpa_testing::Spec(dml::ModelKind::kRidge),
+                                 tpa_testing::Tight(dml::SolverKind::kTpaScd), gpu);
+  BOOST_REQUIRE(!r.ok());
+  BOOST_TEST((r.status().code() == absl::StatusCode::kUnavailable));
+  const std::string msg(r.status().message());
+  if (!dml::gpu::CudaCompiled()) {
+    BOOST_TEST(msg == "libdml was built without CUDA");
+  } else if (dml::gpu::CudaDeviceCount() > 0) {
+    BOOST_TEST(msg == "no CUDA device 4096: this machine has " +
+                          std::to_string(dml::gpu::CudaDeviceCount()));
+  } else {
+    const bool named = msg.rfind("no usable CUDA device", 0) == 0 ||
+                       msg == "no CUDA device 4096: this machine has 0";
+    BOOST_TEST(named, msg);
+  }
+  // dml::gpu::Train takes the same path; dml::Train refuses the kind.
+  dml::SolverOptions o = tpa_testing::Tight(dml::SolverKind::kTpaScd);
+  auto via = dml::gpu::Train(data, tpa_testing::Spec(dml::ModelKind::kRidge), o, gpu);
+  BOOST_TEST(via.status().message() == r.status().message());
+  auto core = dml::Train(data, tpa_testing::Spec(dml::ModelKind::kRidge), o);
+  BOOST_TEST(core.status().message() ==
+             "solver tpa-scd runs through dml::gpu::Train (dml/gpu/tpa_scd.hpp, library "
+             "dml::gpu); dml::Train has no GPU solver");
+  // Bad input is reported before any device question.
+  dml::ModelSpec bad = tpa_testing::Spec(dml::ModelKind::kRidge);
+  bad.lambda = -1;
+  auto invalid = dml::gpu::TrainTpaScd(data, bad, o, gpu);
+  BOOST_TEST((invalid.status().code() == absl::StatusCode::kInvalidArgument));
+  gpu.device = 0;
+  gpu.memory_budget_bytes = -5;
+  auto negative = dml::gpu::TrainTpaScd(data, tpa_testing::Spec(dml::ModelKind::kRidge), o, gpu);
+  BOOST_TEST(negative.status().message() ==
+             "tpa-scd options must be >= 0: memory_budget_bytes -5, max_blocks 0, twin_threads 0");
+}
+
+BOOST_AUTO_TEST_CASE(allowed_fallback_runs_the_twin_and_says_why_once) {
+  const dml::Dataset data = tpa_testing::Problem(dml::ModelKind::kLogisticL2, 500, 50);
+  const dml::ModelSpec spec = tpa_testing::Spec(dml::ModelKind::kLogisticL2);
+  dml::gpu::TpaScdOptions gpu;
+  gpu.device = 4096;
+  gpu.allow_fallback = true;
+  gpu.twin_threads = 1;
+  std::vector<std::string> lines;
+  gpu.log = [&](std::string_view l) { lines.emplace_back(l); };
+  auto r = dml::gpu::TrainTpaScd(data, spec, tpa_testing::Tight(dml::SolverKind::kTpaScd), gpu);
+  BOOST_REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+  BOOST_REQUIRE(lines.size() == 1u);
+  dml::gpu::TpaScdOptions strict;
+  strict.device = 4096;
+  auto direct =
+      dml::gpu::TrainTpaScd(data, spec, tpa_testing::Tight(dml::SolverKind::kTpaScd), strict);
+  BOOST_TEST(lines[0] ==
+             "tpa-scd: running the CPU twin: " + std::string(direct.status().message()));
+  BOOST_TEST(r->note == "tpa-scd ran its CPU twin (asynchronous SCD, 1 threads) (" +
+                            std::string(direct.status().message()) + ")");
+  BOOST_TEST((r->reason == dml::StopReason::kConverged));
+  auto ref = dml::Train(data, spec, tpa_testing::Tight(dml::SolverKind::kScd));
+  BOOST_REQUIRE(ref.ok());
+  BOOST_TEST(RelDiff(r->primal, ref->primal) <= 1e-6);
+  // Errors that are not about the device are never masked by the fallback.
+  dml::ModelSpec bad = spec;
+  bad.lambda = 0;
+  auto invalid = dml::gpu::TrainTpaScd(data, bad, tpa_testing::Tight(dml::SolverKind::kTpaScd), gpu);
+  BOOST_TEST((invalid.status().code() == absl::StatusCode::kInvalidArgument));
+  BOOST_TEST(lines.size() == 1u);
+}
+
+}  // namespace

@@ -1,0 +1,154 @@
+// TPA-SCD on a GPU against its CPU twin. Compiled only with CUDA; every case
+// is skipped at run time, with one line saying so, where no device is found.
+#define BOOST_TEST_MODULE gpu_tpa_scd_device
+#include <boost/test/unit_test.hpp>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "dml/gpu/tpa_scd.hpp"
+#include "dml/objective/evaluate.hpp"
+#include "tpa_problems.hpp"
+
+namespace {
+
+using tpa_testing::RelDiff;
+
+bool HaveDevice() {
+  static const bool have = [] {
+    auto info = dml::gpu::QueryDevice(0);
+    if (!info.ok()) {
+      std::printf("test_tpa_scd_device: skipped, no CUDA device: %s\n",
+                  std::string(info.status().message()).c_str());
+      return false;
+    }
+    std::printf("test_tpa_scd_device: on %s\n", dml::gpu::DescribeDevice(*info).c_str());
+    return true;
+  }();
+  return have;
+}
+
+BOOST_AUTO_TEST_CASE(gpu_matches_the_twin_for_every_model_over_five_runs) {
+  if (!HaveDevice()) return;
+  for (dml::ModelKind kind : tpa_testing::AllModels()) {
+    BOOST_TEST_CONTEXT("model " << dml::ModelName(kind)) {
+      const dml::Dataset data = tpa_testing::Problem(kind, 20000, 2000);
+      const dml::ModelSpec spec = tpa_testing::Spec(kind);
+      dml::gpu::TpaScdOptions gpu;
+      gpu.twin_threads = 4;
+      dml::SolverOptions tight = tpa_testing::Tight(dml::SolverKind::kTpaScd);
+      auto twin = dml::gpu::TrainTpaScdTwin(data, spec, tight, gpu);
+      BOOST_REQUIRE_MESSAGE(twin.ok(), twin.status().ToString());
+      BOOST_REQUIRE((twin->reason == dml::StopReason::kConverged));
+      std::vector<double> primals;
+      for (uint64_t seed = 1; seed <= 5; ++seed) {
+        auto r = dml::gpu::TrainTpaScd(data, spec, tpa_testing::Tight(dml::SolverKind::kTpaScd, seed),
+                                       gpu);
+        BOOST_REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+        std::printf("  %s seed %d: P %.12g gap %.3g epochs %g %.3f s (twin P %.12g, %.3f s) %s\n",
+                    std::string(dml::ModelName(kind)).c_str(), static_cast<int>(seed), r->primal,
+                    r->gap, r->epochs, r->seconds, twin->primal, twin->seconds, r->note.c_str());
+        BOOST_TEST((r->reason == dml::StopReason::kConverged));
+        BOOST_TEST(r->note.rfind("tpa-scd ran on ", 0) == 0, r->note);
+        BOOST_TEST(RelDiff(r->primal, twin->primal) <= 1e-6);
+        auto c = dml::Evaluate(data, spec, r->w, r->alpha);
+        BOOST_REQUIRE(c.ok());
+        BOOST_TEST(RelDiff(c->primal, r->primal) <= 1e-12);
+        BOOST_TEST(c->gap <= 1e-9 * std::abs(c->primal) * 1.0000001);
+        primals.push_back(r->primal);
+      }
+      for (double p : primals) BOOST_TEST(RelDiff(p, primals[0]) <= 1e-6);
+    }
+  }
+}
+
+// One column in every row and 20 copies of another: many blocks in flight
+// read and write the same entries of w at once.
+BOOST_AUTO_TEST_CASE(dense_and_duplicated_columns_do_not_diverge) {
+  if (!HaveDevice()) return;
+  for (dml::ModelKind kind : {dml::ModelKind::kRidge, dml::ModelKind::kLogisticL2,
+                              dml::ModelKind::kHingeSvm, dml::ModelKind::kLasso,
+                              dml::ModelKind::kLogisticL1}) {
+    BOOST_TEST_CONTEXT("model " << dml::ModelName(kind)) {
+      const dml::Dataset base = tpa_testing::Problem(kind, 20000, 200);
+      std::vector<int64_t> off{0};
+      std::vector<uint32_t> idx;
+      std::vector<float> val;
+      const int64_t d = base.x.cols();
+      for (int64_t i = 0; i < base.x.rows(); ++i) {
+        const dml::SparseView row = base.x.outer(i);
+        idx.push_back(0);  // the dense column
+        val.push_back(1.0f);
+        for (std::size_t k = 0; k < row.size; ++k) {
+          idx.push_back(row.index[k] + 1);
+          val.push_back(row.value[k]);
+        }
+        if (row.size > 0) {  // 20 copies of the row's first feature
+          for (int c = 0; c < 20; ++c) {
+            idx.push_back(static_cast<uint32_t>(d + 1 + c));
+            val.push_back(row.value[0]);
+          }
+        }
+        off.push_back(static_cast<int64_t>(idx.size()));
+      }
+      auto x = dml::CsrMatrix::FromArrays(base.x.rows(), d + 21, std::move(off), std::move(idx),
+                                          std::move(val));
+      BOOST_REQUIRE(x.ok());
+      dml::Dataset data{*std::move(x), base.y, base.task, {}};
+      const dml::ModelSpec spec = tpa_testing::Spec(kind);
+      dml::SolverOptions o = tpa_testing::Tight(dml::SolverKind::kTpaScd);
+      o.stop.gap_rel = 1e-6;
+      auto r = dml::gpu::TrainTpaScd(data, spec, o);
+      BOOST_REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+      std::printf("  dense+dup %s: P %.12g gap %.3g epochs %g %s\n",
+                  std::string(dml::ModelName(kind)).c_str(), r->primal, r->gap, r->epochs,
+                  r->note.c_str());
+      BOOST_TEST((r->reason == dml::StopReason::kConverged));
+      auto ref = dml::Train(data, spec, tpa_testing::Tight(dml::SolverKind::kScd));
+      BOOST_REQUIRE(ref.ok());
+      BOOST_TEST(RelDiff(r->primal, ref->primal) <= 2e-6);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(over_the_memory_budget_is_an_error_or_a_logged_fallback) {
+  if (!HaveDevice()) return;
+  const dml::Dataset data = tpa_testing::Problem(dml::ModelKind::kRidge, 2000, 100);
+  const dml::ModelSpec spec = tpa_testing::Spec(dml::ModelKind::kRidge);
+  dml::gpu::TpaScdOptions gpu;
+  gpu.memory_budget_bytes = 1000;
+  auto r = dml::gpu::TrainTpaScd(data, spec, tpa_testing::Tight(dml::SolverKind::kTpaScd), gpu);
+  BOOST_REQUIRE(!r.ok());
+  BOOST_TEST((r.status().code() == absl::StatusCode::kResourceExhausted));
+  const int64_t need = 2001 * 8 + static_cast<int64_t>(data.x.values().size()) * 8 + 2000 * 36 +
+                       100 * 8 + 64;
+  BOOST_TEST(std::string(r.status().message()) ==
+             "tpa-scd: the data and solver state need " + std::to_string(need) +
+                 " bytes of device memory, the budget is 1000 (streaming data larger than the "
+                 "budget is not built yet)");
+  std::vector<std::string> lines;
+  gpu.allow_fallback = true;
+  gpu.log = [&](std::string_view l) { lines.emplace_back(l); };
+  auto fb = dml::gpu::TrainTpaScd(data, spec, tpa_testing::Tight(dml::SolverKind::kTpaScd), gpu);
+  BOOST_REQUIRE(fb.ok());
+  BOOST_REQUIRE(lines.size() == 1u);
+  BOOST_TEST(lines[0] == "tpa-scd: running the CPU twin: " + std::string(r.status().message()));
+}
+
+// A single block in flight is sequential SCD on the device: the same optimum.
+BOOST_AUTO_TEST_CASE(one_block_in_flight_is_sequential) {
+  if (!HaveDevice()) return;
+  const dml::Dataset data = tpa_testing::Problem(dml::ModelKind::kHingeSvm, 2000, 100);
+  const dml::ModelSpec spec = tpa_testing::Spec(dml::ModelKind::kHingeSvm);
+  dml::gpu::TpaScdOptions gpu;
+  gpu.max_blocks = 1;
+  auto r = dml::gpu::TrainTpaScd(data, spec, tpa_testing::Tight(dml::SolverKind::kTpaScd), gpu);
+  BOOST_REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+  BOOST_TEST(r->note.find(": 1 blocks of 32 threads in flight") != std::string::npos, r->note);
+  auto ref = dml::Train(data, spec, tpa_testing::Tight(dml::SolverKind::kScd));
+  BOOST_REQUIRE(ref.ok());
+  BOOST_TEST(RelDiff(r->primal, ref->primal) <= 1e-6);
+}
+
+}  // namespace
