@@ -35,6 +35,10 @@ foreach(lib ZLIB BZIP2 LIBLZMA)
     string(APPEND DML_PC_EXTRA_LIBS " ${${lib}_LIBRARIES}")
   endif()
 endforeach()
+# The GPU kernels need the CUDA runtime where they were built in.
+if(DML_HAVE_CUDA)
+  string(APPEND DML_PC_EXTRA_LIBS " -L${CUDAToolkit_LIBRARY_DIR} -lcudart")
+endif()
 # The .pc finds its prefix from its own place, ${pcfiledir} = <prefix>/<libdir>/pkgconfig,
 # so an installed tree can move (and cmake --install --prefix works).
 string(REGEX REPLACE "[^/]+" ".." DML_PC_UP "${CMAKE_INSTALL_LIBDIR}/pkgconfig")

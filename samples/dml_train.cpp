@@ -412,6 +412,15 @@ Exit TrainOnRuntime(Run& run, std::shared_ptr<const dml::Dataset>& shared_data,
     return Fail(error);
   }
   job.cocoa.auto_local_epochs = Get(args, "--local-epochs") == "auto";
+  // --solver tpa-scd with --mode cocoa: the workers' local solver on a GPU.
+  if (run.opt.kind == dml::SolverKind::kTpaScd) {
+    if (job.mode.kind != dml::Mode::kCocoa) {
+      return Fail("--solver tpa-scd runs alone or as --mode cocoa's local solver");
+    }
+    job.cocoa.local_solver = dml::SolverKind::kTpaScd;
+    job.cocoa.gpu_fallback = args.values.count("--gpu-fallback") > 0;
+    if (!Number(args, {"--device"}, job.cocoa.device, error)) return Fail(error);
+  }
   job.recovery.path = Get(args, "--checkpoint");
   job.recovery.resume = args.values.count("--resume") > 0;
   job.sgd.svrg = args.values.count("--svrg") > 0;

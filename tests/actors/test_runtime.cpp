@@ -24,6 +24,7 @@
 #include <caf/exit_reason.hpp>
 #include <caf/scoped_actor.hpp>
 
+#include "dml/gpu/tpa_scd.hpp"
 #include "dml/actors/parameter_shard.hpp"
 #include "dml/actors/register_types.hpp"
 #include "dml/actors/runtime.hpp"
@@ -178,6 +179,53 @@ BOOST_AUTO_TEST_CASE(cocoa_reaches_the_gap_for_dual_and_primal_models) {
       BOOST_TEST(r.bytes_exchanged > 0);
     }
   }
+}
+
+// cocoa with tpa-scd as the workers' local solver: on a GPU where there is
+// one; elsewhere an error naming why, or (gpu_fallback) the CPU local
+// solver and the same optimum.
+BOOST_AUTO_TEST_CASE(cocoa_with_the_gpu_local_solver_or_its_fallback) {
+  dml::Runtime rt(WithThreads(2));
+  auto data = Problem(dml::Task::kClassification, 1200, 60);
+  dml::ModelSpec m{dml::ModelKind::kLogisticL2, 1e-3, 0.5};
+  const double p_star = Optimum(*data, m);
+  const bool gpu = dml::gpu::CudaDeviceCount() > 0;
+  for (bool fallback : {false, true}) {
+    BOOST_TEST_CONTEXT("gpu_fallback " << fallback) {
+      dml::JobSpec s;
+      s.data.dataset = data;
+      s.model = m;
+      s.mode.kind = dml::Mode::kCocoa;
+      s.mode.workers = 2;
+      s.stop.gap_rel = 1e-6;
+      s.stop.max_epochs = 3000;
+      s.cocoa.local_solver = dml::SolverKind::kTpaScd;
+      s.cocoa.gpu_fallback = fallback;
+      auto j = rt.Submit(s);
+      BOOST_REQUIRE_MESSAGE(j.ok(), j.status().ToString());
+      auto r = j->Wait();
+      if (!gpu && !fallback) {
+        BOOST_REQUIRE(!r.ok());
+        const std::string msg(r.status().message());
+        const bool named = msg.find("libdml was built without CUDA") != std::string::npos ||
+                           msg.find("no usable CUDA device") != std::string::npos;
+        BOOST_TEST(named, msg);
+        BOOST_TEST(msg.find("worker") != std::string::npos, msg);
+        continue;
+      }
+      BOOST_REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+      BOOST_TEST((r->reason == dml::StopReason::kConverged));
+      BOOST_TEST(r->primal - p_star <= 1e-6 * std::abs(p_star) + 1e-12);
+      BOOST_TEST(r->primal >= p_star - 1e-9 * std::abs(p_star));
+    }
+  }
+  dml::JobSpec bad;
+  bad.data.dataset = data;
+  bad.model = m;
+  bad.mode.kind = dml::Mode::kCocoa;
+  bad.cocoa.local_solver = dml::SolverKind::kNewton;
+  BOOST_TEST(rt.Submit(bad).status().message() ==
+             "JobSpec.cocoa.local_solver: must be scd or tpa-scd, got newton");
 }
 
 // Automatic H changes the work per round, never what is certified: the job

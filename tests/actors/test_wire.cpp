@@ -297,6 +297,9 @@ struct Wire<worker_spec> {
     x.gamma = 0.5;
     x.sigma_prime = 3.0;
     x.feature_steps = {0.5, 2.0, 1.0, 0x1p-40};
+    x.local_solver = 1;
+    x.device = 3;
+    x.gpu_fallback = true;
     return x;
   }
   static void Expect(const worker_spec& got, const worker_spec& want) {
@@ -322,6 +325,9 @@ struct Wire<worker_spec> {
     DML_EXPECT_BITS(got.gamma, want.gamma);
     DML_EXPECT_BITS(got.sigma_prime, want.sigma_prime);
     BOOST_TEST(got.feature_steps == want.feature_steps);
+    BOOST_TEST(got.local_solver == want.local_solver);
+    BOOST_TEST(got.device == want.device);
+    BOOST_TEST(got.gpu_fallback == want.gpu_fallback);
   }
 };
 
@@ -939,6 +945,12 @@ BOOST_AUTO_TEST_CASE(worker_spec_invariants) {
   ExpectRefused<worker_spec>([](worker_spec& x) { x.sigma_prime = 0; },
                              [](B e) { e.getWorkerSpec().setSigmaPrime(0); },
                              "WorkerSpec.sigmaPrime: 0 is not > 0");
+  ExpectRefused<worker_spec>([](worker_spec& x) { x.local_solver = 2; },
+                             [](B e) { e.getWorkerSpec().setLocalSolver(2); },
+                             "WorkerSpec.localSolver: 2 is not 0 or 1");
+  ExpectRefused<worker_spec>([](worker_spec& x) { x.device = -1; },
+                             [](B e) { e.getWorkerSpec().setDevice(-1); },
+                             "WorkerSpec.device: -1 < 0");
   // Load options: what the node passes to ReadLibsvm.
   ExpectRefused<worker_spec>([](worker_spec& x) { x.load.num_features = -1; },
                              [](B e) { e.getWorkerSpec().getLoad().setNumFeatures(-1); },

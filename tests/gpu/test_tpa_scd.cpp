@@ -113,4 +113,58 @@ BOOST_AUTO_TEST_CASE(allowed_fallback_runs_the_twin_and_says_why_once) {
   BOOST_TEST(lines.size() == 1u);
 }
 
+BOOST_AUTO_TEST_CASE(local_solver_without_a_device_is_an_error_or_the_cpu_one) {
+  const dml::Dataset data = tpa_testing::Problem(dml::ModelKind::kHingeSvm, 1000, 50);
+  const dml::ModelSpec spec = tpa_testing::Spec(dml::ModelKind::kHingeSvm);
+  auto block_of = [&] {
+    dml::LocalBlock b;
+    b.rows = data.x;
+    b.y = data.y;
+    b.n_global = data.x.rows();
+    return b;
+  };
+  dml::gpu::TpaScdOptions gpu;
+  gpu.device = 4096;
+  auto strict = dml::gpu::MakeTpaScdLocalSolver(block_of(), spec, 1, gpu);
+  BOOST_REQUIRE(!strict.ok());
+  BOOST_TEST((strict.status().code() == absl::StatusCode::kUnavailable));
+  // Bad input first, on every host.
+  dml::LocalBlock bad = block_of();
+  bad.y[3] = 0.5f;
+  auto invalid = dml::gpu::MakeTpaScdLocalSolver(std::move(bad), spec, 1, gpu);
+  BOOST_TEST(invalid.status().message() ==
+             "model svm needs labels in {-1,+1}; block row 3 has label 0.5");
+  // The fallback: the CPU local solver, one line saying why, and the same
+  // CoCoA+ iterates as MakeLocalSolver's (same seeds).
+  std::vector<std::string> lines;
+  gpu.allow_fallback = true;
+  gpu.log = [&](std::string_view l) { lines.emplace_back(l); };
+  auto via = tpa_testing::RunCocoa(data, spec, 2, 30, [&](dml::LocalBlock b, uint64_t seed) {
+    return dml::gpu::MakeTpaScdLocalSolver(std::move(b), spec, seed, gpu);
+  });
+  auto cpu = tpa_testing::RunCocoa(data, spec, 2, 30, [&](dml::LocalBlock b, uint64_t seed) {
+    return dml::MakeLocalSolver(std::move(b), spec, seed);
+  });
+  BOOST_REQUIRE(lines.size() == 2u);
+  BOOST_TEST(lines[0] == "tpa-scd: cocoa's CPU local solver instead: " +
+                             std::string(strict.status().message()));
+  BOOST_TEST(via.first == cpu.first);
+  BOOST_TEST(via.second == cpu.second);
+  // Primal models have no device local solver: Unimplemented, or the CPU one.
+  const dml::ModelSpec lasso = tpa_testing::Spec(dml::ModelKind::kLasso);
+  dml::gpu::TpaScdOptions plain;
+  dml::LocalBlock cols;
+  cols.cols = data.x.Convert();
+  cols.y = data.y;
+  cols.n_global = data.x.rows();
+  cols.loss_row_end = data.x.rows();
+  auto primal = dml::gpu::MakeTpaScdLocalSolver(cols, lasso, 1, plain);
+  BOOST_TEST((primal.status().code() == absl::StatusCode::kUnimplemented));
+  BOOST_TEST(primal.status().message() ==
+             "tpa-scd as cocoa's local solver runs the dual models (ridge, logistic, svm, "
+             "svm-squared); lasso needs the CPU local solver");
+  plain.allow_fallback = true;
+  BOOST_TEST(dml::gpu::MakeTpaScdLocalSolver(cols, lasso, 1, plain).ok());
+}
+
 }  // namespace

@@ -151,4 +151,63 @@ BOOST_AUTO_TEST_CASE(one_block_in_flight_is_sequential) {
   BOOST_TEST(RelDiff(r->primal, ref->primal) <= 1e-6);
 }
 
+// CoCoA+ over 3 blocks with the device local solvers against the CPU ones:
+// the same optimum, and Certify agrees with the CPU block's at the same point.
+BOOST_AUTO_TEST_CASE(device_local_solver_matches_the_cpu_one_in_cocoa) {
+  if (!HaveDevice()) return;
+  for (dml::ModelKind kind : {dml::ModelKind::kRidge, dml::ModelKind::kLogisticL2,
+                              dml::ModelKind::kHingeSvm, dml::ModelKind::kSquaredHingeSvm}) {
+    BOOST_TEST_CONTEXT("model " << dml::ModelName(kind)) {
+      const dml::Dataset data = tpa_testing::Problem(kind, 20000, 500);
+      const dml::ModelSpec spec = tpa_testing::Spec(kind);
+      dml::gpu::TpaScdOptions gpu;
+      std::vector<std::string> lines;
+      gpu.log = [&](std::string_view l) { lines.emplace_back(l); };
+      auto dev = tpa_testing::RunCocoa(data, spec, 3, 300, [&](dml::LocalBlock b, uint64_t seed) {
+        return dml::gpu::MakeTpaScdLocalSolver(std::move(b), spec, seed, gpu);
+      });
+      auto cpu = tpa_testing::RunCocoa(data, spec, 3, 300, [&](dml::LocalBlock b, uint64_t seed) {
+        return dml::MakeLocalSolver(std::move(b), spec, seed);
+      });
+      BOOST_REQUIRE(lines.size() == 3u);
+      BOOST_TEST(lines[0].rfind("tpa-scd: cocoa's local solver on ", 0) == 0, lines[0]);
+      auto cd = dml::EvaluateDual(data, spec, dev.second);
+      auto cc = dml::EvaluateDual(data, spec, cpu.second);
+      BOOST_REQUIRE(cd.ok());
+      BOOST_REQUIRE(cc.ok());
+      std::printf("  cocoa %s: device P %.12g gap %.3g, cpu P %.12g gap %.3g\n",
+                  std::string(dml::ModelName(kind)).c_str(), cd->primal, cd->gap, cc->primal,
+                  cc->gap);
+      BOOST_TEST(cd->gap <= 1e-6 * std::abs(cd->primal));
+      BOOST_TEST(RelDiff(cd->primal, cc->primal) <= 2e-6);
+      // The shared w the rounds built is A^T alpha / (lambda n).
+      const std::vector<double> w = dml::PrimalFromDual(data.x, dev.second, spec.lambda);
+      double err = 0, norm = 0;
+      for (std::size_t j = 0; j < w.size(); ++j) {
+        err = std::max(err, std::abs(w[j] - dev.first[j]));
+        norm = std::max(norm, std::abs(w[j]));
+      }
+      BOOST_TEST(err <= 1e-9 * norm);
+      // Certify on the device = Certify on the CPU at the same alpha and w.
+      dml::LocalBlock b1, b2;
+      b1.rows = b2.rows = data.x;
+      b1.y = b2.y = data.y;
+      b1.n_global = b2.n_global = data.x.rows();
+      auto ds = dml::gpu::MakeTpaScdLocalSolver(std::move(b1), spec, 1, gpu);
+      auto cs = dml::MakeLocalSolver(std::move(b2), spec, 1);
+      BOOST_REQUIRE(ds.ok());
+      BOOST_REQUIRE(cs.ok());
+      BOOST_REQUIRE((*ds)->set_coordinates(dev.second).ok());
+      BOOST_REQUIRE((*cs)->set_coordinates(dev.second).ok());
+      auto c1 = (*ds)->Certify(dev.first);
+      auto c2 = (*cs)->Certify(dev.first);
+      BOOST_REQUIRE(c1.ok());
+      BOOST_REQUIRE(c2.ok());
+      BOOST_TEST(RelDiff(c1->loss_sum, c2->loss_sum) <= 1e-12);
+      BOOST_TEST(std::abs(c1->gap_sum - c2->gap_sum) <= 1e-12 * c2->loss_sum + 1e-15);
+      BOOST_TEST((*ds)->coordinates() == dev.second);
+    }
+  }
+}
+
 }  // namespace

@@ -5,11 +5,14 @@
 #include <boost/test/unit_test.hpp>
 
 #include <cmath>
+#include <memory>
+#include <utility>
 #include <cstdint>
 #include <vector>
 
 #include "dml/data/synthetic.hpp"
 #include "dml/objective/model.hpp"
+#include "dml/solver/cocoa_local.hpp"
 #include "dml/solver/solver.hpp"
 
 namespace tpa_testing {
@@ -55,5 +58,48 @@ inline dml::SolverOptions Tight(dml::SolverKind kind, uint64_t seed = 1) {
 }
 
 inline double RelDiff(double a, double b) { return std::abs(a - b) / std::max(1e-300, std::abs(b)); }
+
+}  // namespace tpa_testing
+
+namespace tpa_testing {
+
+/// CoCoA+ (adding: gamma 1, sigma' K) over K row blocks of `data` with the
+/// local solvers `make` returns, `rounds` rounds of one local epoch each;
+/// returns the final w (shared vector) and the blocks' alphas in row order.
+template <class Make>
+std::pair<std::vector<double>, std::vector<double>> RunCocoa(const dml::Dataset& data,
+                                                             const dml::ModelSpec& spec, int k,
+                                                             int rounds, Make make) {
+  const int64_t n = data.x.rows();
+  std::vector<std::unique_ptr<dml::LocalSolver>> solvers;
+  std::vector<int64_t> sizes;
+  for (int b = 0; b < k; ++b) {
+    const int64_t begin = n * b / k, end = n * (b + 1) / k;
+    dml::LocalBlock block;
+    block.rows = data.x.SliceOuter(begin, end);
+    block.y.assign(data.y.begin() + begin, data.y.begin() + end);
+    block.n_global = n;
+    auto s = make(std::move(block), static_cast<uint64_t>(b + 1));
+    BOOST_REQUIRE_MESSAGE(s.ok(), s.status().ToString());
+    solvers.push_back(*std::move(s));
+    sizes.push_back(end - begin);
+  }
+  std::vector<double> w(static_cast<std::size_t>(data.x.cols()), 0.0);
+  for (int r = 0; r < rounds; ++r) {
+    std::vector<double> sum(w.size(), 0.0);
+    for (int b = 0; b < k; ++b) {
+      auto up = solvers[b]->Solve(w, static_cast<double>(k), 1.0, sizes[b]);
+      BOOST_REQUIRE_MESSAGE(up.ok(), up.status().ToString());
+      for (std::size_t j = 0; j < w.size(); ++j) sum[j] += up->delta_shared[j];
+    }
+    for (std::size_t j = 0; j < w.size(); ++j) w[j] += sum[j];
+  }
+  std::vector<double> alpha;
+  for (auto& s : solvers) {
+    const std::vector<double>& c = s->coordinates();
+    alpha.insert(alpha.end(), c.begin(), c.end());
+  }
+  return {w, alpha};
+}
 
 }  // namespace tpa_testing

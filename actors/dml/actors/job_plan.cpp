@@ -39,6 +39,9 @@ worker_config JobPlan::worker(int32_t k) const {
   c.local_epochs = spec.cocoa.local_epochs;
   c.gamma = spec.cocoa.gamma;
   c.sigma_prime = spec.cocoa.sigma_prime;
+  c.local_solver = spec.cocoa.local_solver == SolverKind::kTpaScd ? 1 : 0;
+  c.device = spec.cocoa.device;
+  c.gpu_fallback = spec.cocoa.gpu_fallback;
   c.feature_steps = feature_steps;
   return c;
 }

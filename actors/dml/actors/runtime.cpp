@@ -124,6 +124,13 @@ absl::Status ValidateSpec(const JobSpec& s) {
   if (!(s.cocoa.sigma_prime >= 0) || !std::isfinite(s.cocoa.sigma_prime)) {
     return Invalid("cocoa.sigma_prime", absl::StrCat("must be >= 0 (0 = gamma K), got ", s.cocoa.sigma_prime));
   }
+  if (s.cocoa.local_solver != SolverKind::kScd && s.cocoa.local_solver != SolverKind::kTpaScd) {
+    return Invalid("cocoa.local_solver", absl::StrCat("must be scd or tpa-scd, got ",
+                                                      AsAbsl(SolverName(s.cocoa.local_solver))));
+  }
+  if (s.cocoa.device < 0) {
+    return Invalid("cocoa.device", absl::StrCat("must be >= 0, got ", s.cocoa.device));
+  }
   if (!(s.sgd.eval_every_epochs > 0)) {
     return Invalid("sgd.eval_every_epochs", absl::StrCat("must be positive, got ", s.sgd.eval_every_epochs));
   }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <functional>
 #include <cmath>
 #include <memory>
@@ -26,6 +27,7 @@
 #include "dml/actors/topology/topology.hpp"
 #include "dml/data/libsvm.hpp"
 #include "dml/data/partition.hpp"
+#include "dml/gpu/tpa_scd.hpp"
 #include "dml/objective/evaluate.hpp"
 #include "dml/objective/newton_certificate.hpp"
 #include "dml/solver/cocoa_local.hpp"
@@ -61,6 +63,23 @@ std::string ConnectError(const worker_state& st, std::size_t shards, const int64
   return "";
 }
 
+// The cocoa local solver the spec names: the CPU SCD, or TPA-SCD on a GPU
+// of this process (its fallback, when allowed, is logged to stderr: the
+// worker has no other channel for a line that is not an error).
+absl::StatusOr<std::unique_ptr<LocalSolver>> MakeWorkerLocalSolver(LocalBlock block,
+                                                                   const worker_config& cfg,
+                                                                   uint64_t seed) {
+  if (cfg.local_solver != 1) return MakeLocalSolver(std::move(block), cfg.model, seed);
+  gpu::TpaScdOptions gpu;
+  gpu.device = cfg.device;
+  gpu.allow_fallback = cfg.gpu_fallback;
+  const int32_t index = cfg.index;
+  gpu.log = [index](std::string_view line) {
+    std::fprintf(stderr, "worker %d: %s\n", static_cast<int>(index), std::string(line).c_str());
+  };
+  return gpu::MakeTpaScdLocalSolver(std::move(block), cfg.model, seed, gpu);
+}
+
 absl::Status LoadAndPartition(worker_state& st) {
   const worker_config& cfg = st.cfg;
   std::shared_ptr<const Dataset> full = cfg.data;
@@ -92,7 +111,7 @@ absl::Status LoadAndPartition(worker_state& st) {
     block.n_global = x.rows();
     block.loss_row_begin = x.rows() * cfg.index / cfg.workers;
     block.loss_row_end = x.rows() * (cfg.index + 1) / cfg.workers;
-    auto solver = MakeLocalSolver(std::move(block), cfg.model, cfg.seed * 1000003 + cfg.index);
+    auto solver = MakeWorkerLocalSolver(std::move(block), cfg, cfg.seed * 1000003 + cfg.index);
     if (!solver.ok()) return solver.status();
     st.solver = *std::move(solver);
     st.default_steps = std::max<int64_t>(1, std::llround(cfg.local_epochs * r.size()));
@@ -121,7 +140,7 @@ absl::Status LoadAndPartition(worker_state& st) {
     block.rows = st.local.x;
     block.y = st.local.y;
     block.n_global = x.rows();
-    auto solver = MakeLocalSolver(std::move(block), cfg.model, cfg.seed * 1000003 + cfg.index);
+    auto solver = MakeWorkerLocalSolver(std::move(block), cfg, cfg.seed * 1000003 + cfg.index);
     if (!solver.ok()) return solver.status();
     st.solver = *std::move(solver);
     st.default_steps = std::max<int64_t>(1, std::llround(cfg.local_epochs * r.size()));

@@ -5,6 +5,7 @@
 #include "dml/gpu/tpa_scd.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 #include <thread>
 
@@ -83,6 +84,75 @@ absl::StatusOr<TrainResult> Train(const Dataset& data, const ModelSpec& model,
                                   const SolverOptions& options, const TpaScdOptions& gpu) {
   if (options.kind == SolverKind::kTpaScd) return TrainTpaScd(data, model, options, gpu);
   return dml::Train(data, model, options);
+}
+
+namespace {
+
+// MakeLocalSolver's checks of a dual block, made before any device work so
+// that bad input fails the same way on every host.
+absl::Status CheckDualBlock(const LocalBlock& block, const ModelSpec& model) {
+  if (auto s = Validate(model); !s.ok()) return s;
+  const int64_t nk = block.rows.rows();
+  if (nk == 0) return absl::InvalidArgumentError("empty block: no examples");
+  if (static_cast<int64_t>(block.y.size()) != nk) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("block has ", nk, " rows but ", block.y.size(), " labels"));
+  }
+  if (block.n_global < nk) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "n_global = ", block.n_global, " is smaller than the block's ", nk, " examples"));
+  }
+  const bool classification = TaskOf(model.kind) == Task::kClassification;
+  for (int64_t i = 0; i < nk; ++i) {
+    const float y = block.y[i];
+    if (!std::isfinite(y) || (classification && y != 1.0f && y != -1.0f)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "model ", std::string(ModelName(model.kind)), classification ? " needs labels in {-1,+1}" : " needs finite labels",
+          "; block row ", i, " has label ", y));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<LocalSolver>> MakeTpaScdLocalSolver(LocalBlock block,
+                                                                   const ModelSpec& model,
+                                                                   uint64_t seed,
+                                                                   const TpaScdOptions& gpu) {
+  absl::StatusOr<std::unique_ptr<LocalSolver>> r = absl::UnimplementedError("");
+  if (FormulationOf(model.kind) == Formulation::kDual) {
+    if (auto s = CheckDualBlock(block, model); !s.ok()) return s;
+    if (gpu.memory_budget_bytes < 0 || gpu.max_blocks < 0) {
+      return absl::InvalidArgumentError("tpa-scd options must be >= 0");
+    }
+#if defined(DML_HAVE_CUDA)
+    // The block is needed again if the device refuses it.
+    r = internal::MakeDeviceLocalSolver(gpu.allow_fallback ? block : std::move(block), model, seed,
+                                        gpu);
+#else
+    r = absl::UnavailableError("libdml was built without CUDA");
+#endif
+  } else {
+    r = absl::UnimplementedError(absl::StrCat(
+        "tpa-scd as cocoa's local solver runs the dual models (ridge, logistic, svm, "
+        "svm-squared); ", std::string(ModelName(model.kind)), " needs the CPU local solver"));
+  }
+  if (r.ok()) {
+    absl::StatusOr<DeviceInfo> info = QueryDevice(gpu.device);
+    if (gpu.log && info.ok()) {
+      gpu.log(absl::StrCat("tpa-scd: cocoa's local solver on ", DescribeDevice(*info)));
+    }
+    return r;
+  }
+  if (!gpu.allow_fallback) return r;
+  const absl::StatusCode code = r.status().code();
+  if (code != absl::StatusCode::kUnavailable && code != absl::StatusCode::kResourceExhausted &&
+      code != absl::StatusCode::kUnimplemented) {
+    return r;
+  }
+  if (gpu.log) gpu.log(absl::StrCat("tpa-scd: cocoa's CPU local solver instead: ", r.status().message()));
+  return MakeLocalSolver(std::move(block), model, seed);
 }
 
 absl::StatusOr<double> MeasureCopyBandwidth(int index, int64_t bytes) {

@@ -33,12 +33,14 @@
 // several callers at once (each call allocates its own device memory).
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "dml/data/sparse.hpp"
 #include "dml/gpu/spmv.hpp"
 #include "dml/objective/model.hpp"
+#include "dml/solver/cocoa_local.hpp"
 #include "dml/solver/solver.hpp"
 
 namespace dml::gpu {
@@ -98,6 +100,23 @@ absl::StatusOr<TrainResult> TrainTpaScdTwin(const Dataset& data, const ModelSpec
 /// point for callers that may ask for the GPU solver.
 absl::StatusOr<TrainResult> Train(const Dataset& data, const ModelSpec& model,
                                   const SolverOptions& options, const TpaScdOptions& gpu = {});
+
+/// CoCoA+'s local solver (dml/solver/cocoa_local.hpp) on a GPU, for the
+/// dual models: the block's rows stay on device gpu.device; each Solve runs
+/// TPA-SCD on the local subproblem (the step of the CPU local solver with
+/// sigma' q and u = w + sigma' delta_w, a fresh permutation per pass) and
+/// commits gamma dA. The interrupt flag is read once per pass over the
+/// block. Certify runs on the device. coordinates() copies alpha back.
+/// With gpu.allow_fallback, where the device cannot run it (Unavailable,
+/// ResourceExhausted, or Unimplemented for a primal model) the CPU local
+/// solver (MakeLocalSolver) is returned and one line goes to gpu.log; on
+/// the device, one line names it.
+/// Errors: InvalidArgument for the model or block (as MakeLocalSolver);
+/// the device errors above without fallback.
+absl::StatusOr<std::unique_ptr<LocalSolver>> MakeTpaScdLocalSolver(LocalBlock block,
+                                                                   const ModelSpec& model,
+                                                                   uint64_t seed,
+                                                                   const TpaScdOptions& gpu = {});
 
 /// Device-to-device copy bandwidth of device `index` in bytes per second
 /// (bytes read plus bytes written over a copy of `bytes`, median of 5):

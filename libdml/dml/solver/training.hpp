@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "dml/solver/solver.hpp"
 
 namespace dml {
 
@@ -44,6 +45,16 @@ struct CocoaOptions {
   /// Choose H while the job runs (dml/solver/local_epochs_tuner.hpp),
   /// starting from local_epochs; every change is a "local_epochs" event.
   bool auto_local_epochs = false;
+  /// The workers' local solver: kScd (the CPU SCD of cocoa_local.hpp) or
+  /// kTpaScd (TPA-SCD on a GPU of the worker's process, dual models:
+  /// dml/gpu/tpa_scd.hpp MakeTpaScdLocalSolver). Every worker of a process
+  /// uses CUDA device `device`.
+  SolverKind local_solver = SolverKind::kScd;
+  int device = 0;
+  /// kTpaScd where a worker's process cannot run it (no CUDA, device or
+  /// memory; a primal model): that worker runs the CPU local solver and
+  /// the job goes on, instead of failing.
+  bool gpu_fallback = false;
 };
 
 }  // namespace dml

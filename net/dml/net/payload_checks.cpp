@@ -179,6 +179,10 @@ absl::Status Check(const worker_spec& x) {
     return Invalid("WorkerSpec.sigmaPrime", absl::StrCat(x.sigma_prime, " is not > 0"));
   }
   DML_RETURN_IF_ERROR(CheckStepFactors(x.feature_steps, "WorkerSpec.featureSteps"));
+  if (x.local_solver != 0 && x.local_solver != 1) {
+    return Invalid("WorkerSpec.localSolver", absl::StrCat(x.local_solver, " is not 0 or 1"));
+  }
+  if (x.device < 0) return Invalid("WorkerSpec.device", absl::StrCat(x.device, " < 0"));
   return CheckLoad(x.load);
 }
 absl::Status Check(const shard_config& x) {

@@ -233,6 +233,9 @@ void Build(const worker_spec& x, wire::Envelope::Builder env) {
   b.setLocalEpochs(x.local_epochs);
   b.setGamma(x.gamma);
   b.setSigmaPrime(x.sigma_prime);
+  b.setLocalSolver(x.local_solver);
+  b.setDevice(x.device);
+  b.setGpuFallback(x.gpu_fallback);
   PutList<double>(b.initFeatureSteps(static_cast<unsigned>(x.feature_steps.size())),
                   &x.feature_steps);
 }
@@ -384,6 +387,9 @@ absl::Status Read(wire::Envelope::Reader env, worker_spec* out) {
   out->local_epochs = r.getLocalEpochs();
   out->gamma = r.getGamma();
   out->sigma_prime = r.getSigmaPrime();
+  out->local_solver = r.getLocalSolver();
+  out->device = r.getDevice();
+  out->gpu_fallback = r.getGpuFallback();
   // Read once: the traversal limit is the message's size.
   auto steps = r.getFeatureSteps();
   DML_RETURN_IF_ERROR(CheckVectorLength<double>(steps.size(), "WorkerSpec.featureSteps"));

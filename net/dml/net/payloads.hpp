@@ -197,6 +197,9 @@ struct worker_spec {
   /// SGD: per-feature step factors (dml::FeatureStepFactors; d of them, each
   /// > 0); empty: all 1 (or not known yet: the coordinator sends them).
   std::vector<double> feature_steps;
+  int32_t local_solver = 0;   ///< cocoa: 0 the CPU SCD, 1 tpa-scd (GPU)
+  int32_t device = 0;         ///< cocoa with tpa-scd: the CUDA device, >= 0
+  bool gpu_fallback = false;  ///< cocoa with tpa-scd: the CPU solver where no GPU can run it
   std::string wire_error;     ///< set when a peer's bytes did not decode
 };
 

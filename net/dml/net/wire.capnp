@@ -163,6 +163,9 @@ struct WorkerSpec {
   gamma @12 :Float64;        # cocoa aggregation, (0, 1]
   sigmaPrime @13 :Float64;   # cocoa subproblem scaling, > 0
   featureSteps @14 :List(Float64);  # SGD: per-feature step factors (d, each > 0); empty: all 1
+  localSolver @15 :Int32;    # cocoa: 0 the CPU SCD, 1 tpa-scd on a GPU
+  device @16 :Int32;         # cocoa with tpa-scd: the CUDA device, >= 0
+  gpuFallback @17 :Bool;     # cocoa with tpa-scd: the CPU solver where no GPU can run it
 }
 
 struct ShardSpec {

@@ -3,11 +3,13 @@
 // Plain C++ types only, so tpa_scd.cpp compiles without CUDA headers.
 
 #include <cstdint>
+#include <memory>
 
 #include "absl/status/statusor.h"
 #include "dml/data/sparse.hpp"
 #include "dml/gpu/tpa_scd.hpp"
 #include "dml/objective/model.hpp"
+#include "dml/solver/cocoa_local.hpp"
 #include "dml/solver/solver.hpp"
 
 namespace dml::gpu::internal {
@@ -21,6 +23,15 @@ absl::StatusOr<DeviceInfo> QueryDeviceCuda(int index);
 /// training), Internal with file:line for a failed CUDA call.
 absl::StatusOr<TrainResult> TrainOnDevice(const Dataset& data, const ModelSpec& model,
                                           const SolverOptions& options, const TpaScdOptions& gpu);
+
+/// MakeTpaScdLocalSolver's device part: the block resident on gpu.device.
+/// Preconditions: a valid model and block. Errors: Unavailable (no such
+/// device), Unimplemented (a primal model), ResourceExhausted (over the
+/// budget), Internal with file:line.
+absl::StatusOr<std::unique_ptr<LocalSolver>> MakeDeviceLocalSolver(LocalBlock block,
+                                                                    const ModelSpec& model,
+                                                                    uint64_t seed,
+                                                                    const TpaScdOptions& gpu);
 
 /// MeasureCopyBandwidth on a CUDA build.
 absl::StatusOr<double> CopyBandwidthCuda(int index, int64_t bytes);

@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -32,6 +33,8 @@
 #include "dml/objective/logistic_l2.hpp"
 #include "dml/objective/ridge.hpp"
 #include "dml/objective/squared_hinge_svm.hpp"
+#include "dml/solver/cocoa_local.hpp"
+#include "dml/util/status.hpp"
 
 namespace dml::gpu::internal {
 namespace {
@@ -107,16 +110,18 @@ struct DualArgs {
   const float* y;
   const double* q;  // ||x_i||^2 / (lambda n)
   int64_t n;
-  double inv_lambda_n;
+  double inv_lambda_n;  // what a unit of alpha_i moves w by, per x_ij
   double* alpha;
   double* w;
+  double q_scale = 1.0;  // CoCoA+'s sigma' (1: plain SCD)
 };
 
+// Steps on the first `count` coordinates of permutation p (count <= p.n).
 template <class Obj>
-__global__ void DualEpochKernel(DualArgs a, Permutation p) {
+__global__ void DualEpochKernel(DualArgs a, Permutation p, uint64_t count) {
   __shared__ double sh[33];
   __shared__ double s_delta;
-  for (uint64_t k = blockIdx.x; k < p.n; k += gridDim.x) {
+  for (uint64_t k = blockIdx.x; k < count; k += gridDim.x) {
     const uint64_t i = Walk(k, p);
     const int64_t begin = a.off[i], end = a.off[i + 1];
     double s = 0.0;
@@ -126,7 +131,7 @@ __global__ void DualEpochKernel(DualArgs a, Permutation p) {
     s = BlockSum(s, sh);
     if (threadIdx.x == 0) {
       const double old = a.alpha[i];
-      double next = Obj::Step(a.y[i], old, s, a.q[i]);
+      double next = Obj::Step(a.y[i], old, s, a.q[i] * a.q_scale);
       if (!isfinite(next)) next = old;  // a stale read gone wild: skip the step
       a.alpha[i] = next;
       s_delta = (next - old) * a.inv_lambda_n;
@@ -523,7 +528,8 @@ absl::StatusOr<TrainResult> RunDual(const Dataset& data, const ModelSpec& model,
   const int max_grid = grid;
   int streak = 0, halvings = 0, doublings = 0;
   while (!loop.Stop(&why)) {
-    DualEpochKernel<Obj><<<grid, threads>>>(args, MakePermutation(static_cast<uint64_t>(n), rng));
+    DualEpochKernel<Obj><<<grid, threads>>>(args, MakePermutation(static_cast<uint64_t>(n), rng),
+                                            static_cast<uint64_t>(n));
     DML_CUDA_RETURN_IF_ERROR(cudaGetLastError());
     DML_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
     ++loop.epoch;
@@ -769,6 +775,196 @@ absl::StatusOr<TrainResult> RunPrimal(const Dataset& data, const ModelSpec& mode
   return r;
 }
 
+// ---------------------------------------------------------------------------
+// CoCoA+'s local solver on the device (dual models): the block's rows stay
+// resident; each Solve runs TPA-SCD passes on the local subproblem (the
+// step of cocoa_local_dual.cpp with q' = sigma' q and the local vector
+// u = w + sigma' delta_w), then commits gamma * dA.
+
+// dA_i = local_i - alpha_i; alpha_i += gamma dA_i (kept in the domain, as
+// the CPU solver does against rounding).
+template <class Obj>
+__global__ void CommitKernel(const float* y, const double* local, double* alpha, double* da,
+                             int64_t n, double gamma) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const double d = local[i] - alpha[i];
+    da[i] = d;
+    if (d == 0.0) continue;
+    double next = gamma == 1.0 ? local[i] : alpha[i] + gamma * d;
+    if (!Obj::InDomain(y[i], next)) next = gamma >= 0.5 ? local[i] : alpha[i];
+    alpha[i] = next;
+  }
+}
+
+template <class Obj>
+class DeviceDualLocalSolver final : public LocalSolver {
+ public:
+  static absl::StatusOr<std::unique_ptr<LocalSolver>> Make(LocalBlock block, const ModelSpec& model,
+                                                           uint64_t seed, const TpaScdOptions& gpu,
+                                                           const DeviceInfo& info) {
+    auto s = std::unique_ptr<DeviceDualLocalSolver>(new DeviceDualLocalSolver(info, seed));
+    if (auto st = s->Init(std::move(block), model, gpu); !st.ok()) return st;
+    return std::unique_ptr<LocalSolver>(std::move(s));
+  }
+
+  absl::StatusOr<LocalUpdate> Solve(const std::vector<double>& shared, double sigma_prime,
+                                    double gamma, int64_t steps,
+                                    const std::atomic<bool>* interrupt) override {
+    if (static_cast<int64_t>(shared.size()) != d_) {
+      return absl::InvalidArgumentError(absl::StrCat("shared w has ", shared.size(),
+                                                     " entries but the block has ", d_,
+                                                     " features"));
+    }
+    if (!(sigma_prime > 0.0) || !std::isfinite(sigma_prime)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("sigma' must be positive and finite, got ", sigma_prime));
+    }
+    if (!(gamma > 0.0 && gamma <= 1.0)) {
+      return absl::InvalidArgumentError(absl::StrCat("gamma must be in (0, 1], got ", gamma));
+    }
+    if (steps < 0) {
+      return absl::InvalidArgumentError(absl::StrCat("steps must be >= 0, got ", steps));
+    }
+    DML_CUDA_RETURN_IF_ERROR(cudaSetDevice(info_.index));
+    DML_CUDA_RETURN_IF_ERROR(cudaMemcpy(d_u_.get(), shared.data(), shared.size() * sizeof(double),
+                                        cudaMemcpyHostToDevice));
+    DML_CUDA_RETURN_IF_ERROR(cudaMemcpy(d_local_.get(), d_alpha_.get(), d_alpha_.bytes(),
+                                        cudaMemcpyDeviceToDevice));
+    DualArgs a = Args(d_local_.get(), d_u_.get(), sigma_prime * inv_ln_);
+    a.q_scale = sigma_prime;
+    LocalUpdate up;
+    int64_t left = steps;
+    while (left > 0) {
+      if (interrupt != nullptr && interrupt->load(std::memory_order_relaxed)) break;
+      const int64_t count = std::min(left, nk_);
+      DualEpochKernel<Obj><<<grid_, threads_>>>(a, MakePermutation(static_cast<uint64_t>(nk_), rng_),
+                                                static_cast<uint64_t>(count));
+      DML_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+      DML_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
+      left -= count;
+      up.steps += count;
+    }
+    up.nnz_touched = static_cast<int64_t>(static_cast<double>(up.steps) * mean_row_ * 2.0);
+    const int eval_grid = std::max(1, info_.multiprocessors) * 8;
+    CommitKernel<Obj><<<eval_grid, 256>>>(d_y_.get(), d_local_.get(), d_alpha_.get(), d_da_.get(),
+                                          nk_, gamma);
+    DML_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+    // delta_w exactly from dA (A_k^T dA / (lambda n)), not scaled by gamma.
+    DML_CUDA_RETURN_IF_ERROR(cudaMemset(d_u_.get(), 0, static_cast<std::size_t>(d_) * sizeof(double)));
+    DualRebuildKernel<<<eval_grid, threads_>>>(Args(d_da_.get(), d_u_.get(), inv_ln_));
+    DML_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+    if (auto st = Download(up.delta_shared, d_u_, static_cast<std::size_t>(d_)); !st.ok()) return st;
+    return up;
+  }
+
+  absl::StatusOr<BlockCertificate> Certify(const std::vector<double>& shared) const override {
+    if (static_cast<int64_t>(shared.size()) != d_) {
+      return absl::InvalidArgumentError(absl::StrCat("certify: shared w has ", shared.size(),
+                                                     " entries but the block has ", d_,
+                                                     " features"));
+    }
+    DML_CUDA_RETURN_IF_ERROR(cudaSetDevice(info_.index));
+    DML_CUDA_RETURN_IF_ERROR(cudaMemcpy(d_u_.get(), shared.data(), shared.size() * sizeof(double),
+                                        cudaMemcpyHostToDevice));
+    DML_CUDA_RETURN_IF_ERROR(cudaMemset(d_sums_.get(), 0, 4 * sizeof(double)));
+    const int eval_grid = std::max(1, info_.multiprocessors) * 8;
+    DualGapKernel<Obj><<<eval_grid, threads_>>>(Args(d_alpha_.get(), d_u_.get(), inv_ln_), 1.0,
+                                                d_sums_.get(), d_da_.get());
+    DML_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+    double sums[4];
+    DML_CUDA_RETURN_IF_ERROR(cudaMemcpy(sums, d_sums_.get(), sizeof sums, cudaMemcpyDeviceToHost));
+    BlockCertificate c;
+    c.loss_sum = sums[0];
+    c.gap_sum = sums[2];
+    return c;
+  }
+
+  const std::vector<double>& coordinates() const override {
+    // The interface returns a reference: a host copy refreshed on each call.
+    if (cudaSetDevice(info_.index) != cudaSuccess ||
+        !Download(host_alpha_, d_alpha_, static_cast<std::size_t>(nk_)).ok()) {
+      (void)cudaGetLastError();
+    }
+    return host_alpha_;
+  }
+
+  absl::Status set_coordinates(std::vector<double> c) override {
+    if (static_cast<int64_t>(c.size()) != nk_) {
+      return absl::InvalidArgumentError(absl::StrCat("block has ", nk_, " examples but ", c.size(),
+                                                     " coordinates were given"));
+    }
+    for (std::size_t i = 0; i < c.size(); ++i) {
+      if (!Obj::InDomain(y_[i], c[i])) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "coordinate ", i, " = ", c[i], " is outside the dual domain (label ", y_[i], ")"));
+      }
+    }
+    DML_CUDA_RETURN_IF_ERROR(cudaSetDevice(info_.index));
+    DML_CUDA_RETURN_IF_ERROR(cudaMemcpy(d_alpha_.get(), c.data(), c.size() * sizeof(double),
+                                        cudaMemcpyHostToDevice));
+    host_alpha_ = std::move(c);
+    return absl::OkStatus();
+  }
+
+ private:
+  DeviceDualLocalSolver(const DeviceInfo& info, uint64_t seed) : info_(info), rng_(seed) {}
+
+  absl::Status Init(LocalBlock block, const ModelSpec& model, const TpaScdOptions& gpu) {
+    const CsrMatrix& x = block.rows;
+    nk_ = x.rows();
+    d_ = x.cols();
+    const int64_t nnz = static_cast<int64_t>(x.values().size());
+    inv_ln_ = 1.0 / (model.lambda * static_cast<double>(block.n_global));
+    mean_row_ = nk_ > 0 ? static_cast<double>(nnz) / static_cast<double>(nk_) : 0.0;
+    std::vector<double> q(static_cast<std::size_t>(nk_));
+    for (int64_t i = 0; i < nk_; ++i) {
+      const SparseView row = x.outer(i);
+      double s = 0.0;
+      for (std::size_t k = 0; k < row.size; ++k) s += static_cast<double>(row.value[k]) * row.value[k];
+      q[i] = s * inv_ln_;
+    }
+    const int64_t need = (nk_ + 1) * 8 + nnz * 8 + nk_ * (4 + 8 + 8 + 8 + 8) + d_ * 8 + 64;
+    if (auto s = CheckBudget(need, gpu); !s.ok()) return s;
+    DML_CUDA_RETURN_IF_ERROR(cudaSetDevice(info_.index));
+    std::vector<double> zeros(static_cast<std::size_t>(nk_), 0.0);
+    if (auto s = Upload(d_off_, x.offsets().data(), x.offsets().size()); !s.ok()) return s;
+    if (auto s = Upload(d_idx_, x.indices().data(), x.indices().size()); !s.ok()) return s;
+    if (auto s = Upload(d_val_, x.values().data(), x.values().size()); !s.ok()) return s;
+    if (auto s = Upload(d_y_, block.y.data(), block.y.size()); !s.ok()) return s;
+    if (auto s = Upload(d_q_, q.data(), q.size()); !s.ok()) return s;
+    if (auto s = Upload(d_alpha_, zeros.data(), zeros.size()); !s.ok()) return s;
+    if (auto s = d_local_.Allocate(static_cast<std::size_t>(nk_)); !s.ok()) return s;
+    if (auto s = d_da_.Allocate(static_cast<std::size_t>(nk_)); !s.ok()) return s;
+    if (auto s = d_u_.Allocate(static_cast<std::size_t>(std::max<int64_t>(d_, 1))); !s.ok()) return s;
+    if (auto s = d_sums_.Allocate(4); !s.ok()) return s;
+    y_ = std::move(block.y);
+    host_alpha_ = std::move(zeros);
+    threads_ = ThreadsFor(nnz, nk_);
+    absl::StatusOr<int> grid = GridFor(DualEpochKernel<Obj>, threads_, nk_, gpu, info_);
+    if (!grid.ok()) return grid.status();
+    grid_ = *grid;
+    return absl::OkStatus();
+  }
+
+  DualArgs Args(double* alpha, double* w, double inv_lambda_n) const {
+    return DualArgs{d_off_.get(), d_idx_.get(), d_val_.get(), d_y_.get(), d_q_.get(),
+                    nk_,          inv_lambda_n, alpha,        w};
+  }
+
+  DeviceInfo info_;
+  std::mt19937_64 rng_;
+  int64_t nk_ = 0, d_ = 0;
+  double inv_ln_ = 0.0, mean_row_ = 0.0;
+  int threads_ = 32, grid_ = 1;
+  std::vector<float> y_;
+  mutable std::vector<double> host_alpha_;
+  DeviceBuffer<int64_t> d_off_;
+  DeviceBuffer<uint32_t> d_idx_;
+  DeviceBuffer<float> d_val_, d_y_;
+  DeviceBuffer<double> d_q_, d_alpha_, d_local_, d_da_, d_u_, d_sums_;
+};
+
 __global__ void CopyKernel(const float4* __restrict__ src, float4* __restrict__ dst, int64_t m) {
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < m;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -818,6 +1014,31 @@ absl::StatusOr<TrainResult> TrainOnDevice(const Dataset& data, const ModelSpec& 
       return RunPrimal<LogisticL1Objective, 1>(data, model, options, gpu, *info);
   }
   return absl::InvalidArgumentError("tpa-scd: unknown model");
+}
+
+absl::StatusOr<std::unique_ptr<LocalSolver>> MakeDeviceLocalSolver(LocalBlock block,
+                                                                    const ModelSpec& model,
+                                                                    uint64_t seed,
+                                                                    const TpaScdOptions& gpu) {
+  absl::StatusOr<DeviceInfo> info = QueryDeviceCuda(gpu.device);
+  if (!info.ok()) return info.status();
+  switch (model.kind) {
+    case ModelKind::kRidge:
+      return DeviceDualLocalSolver<RidgeObjective>::Make(std::move(block), model, seed, gpu, *info);
+    case ModelKind::kLogisticL2:
+      return DeviceDualLocalSolver<LogisticL2Objective>::Make(std::move(block), model, seed, gpu,
+                                                              *info);
+    case ModelKind::kHingeSvm:
+      return DeviceDualLocalSolver<HingeSvmObjective>::Make(std::move(block), model, seed, gpu,
+                                                            *info);
+    case ModelKind::kSquaredHingeSvm:
+      return DeviceDualLocalSolver<SquaredHingeSvmObjective>::Make(std::move(block), model, seed,
+                                                                   gpu, *info);
+    default:
+      return absl::UnimplementedError(absl::StrCat(
+          "tpa-scd as cocoa's local solver runs the dual models (ridge, logistic, svm, "
+          "svm-squared); ", AsAbsl(ModelName(model.kind)), " needs the CPU local solver"));
+  }
 }
 
 absl::StatusOr<double> CopyBandwidthCuda(int index, int64_t bytes) {
