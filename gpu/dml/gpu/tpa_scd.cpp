@@ -167,4 +167,16 @@ absl::StatusOr<double> MeasureCopyBandwidth(int index, int64_t bytes) {
 #endif
 }
 
+absl::StatusOr<double> MeasureHostToDeviceBandwidth(int index, int64_t bytes) {
+  if (bytes < 16) {
+    return absl::InvalidArgumentError(absl::StrCat("copy of ", bytes, " bytes: at least 16"));
+  }
+#if defined(DML_HAVE_CUDA)
+  return internal::HostToDeviceBandwidthCuda(index, bytes);
+#else
+  (void)index;
+  return absl::UnavailableError("libdml was built without CUDA");
+#endif
+}
+
 }  // namespace dml::gpu

@@ -53,8 +53,11 @@ struct TpaScdOptions {
   /// twin and send one line to `log` saying why. false: return the error.
   bool allow_fallback = false;
   /// Device memory the solver may take, in bytes; 0: 90% of what is free
-  /// when training starts. Data and state over it: ResourceExhausted
-  /// (streaming data larger than the budget is not built yet).
+  /// when training starts. Dual models whose rows do not fit beside the
+  /// per-example state stream the rows in chunks through two buffers (the
+  /// next chunk's copy overlapping this chunk's compute); where not even the
+  /// state and two buffers fit, and for primal models over it (their
+  /// columns are not streamed yet): ResourceExhausted.
   int64_t memory_budget_bytes = 0;
   /// Blocks in flight at the start (0: as many as the device holds at
   /// once, at most n/4). Tests use small values to exercise the halving.
@@ -122,5 +125,10 @@ absl::StatusOr<std::unique_ptr<LocalSolver>> MakeTpaScdLocalSolver(LocalBlock bl
 /// (bytes read plus bytes written over a copy of `bytes`, median of 5):
 /// the ceiling the benchmark compares TPA-SCD's streaming rate with.
 absl::StatusOr<double> MeasureCopyBandwidth(int index, int64_t bytes);
+
+/// Host-to-device copy bandwidth of device `index` in bytes per second,
+/// from page-locked memory (median of 5 copies of `bytes`): what bounds an
+/// epoch of streamed rows.
+absl::StatusOr<double> MeasureHostToDeviceBandwidth(int index, int64_t bytes);
 
 }  // namespace dml::gpu

@@ -33,6 +33,9 @@ absl::StatusOr<std::unique_ptr<LocalSolver>> MakeDeviceLocalSolver(LocalBlock bl
                                                                     uint64_t seed,
                                                                     const TpaScdOptions& gpu);
 
+/// MeasureHostToDeviceBandwidth on a CUDA build.
+absl::StatusOr<double> HostToDeviceBandwidthCuda(int index, int64_t bytes);
+
 /// MeasureCopyBandwidth on a CUDA build.
 absl::StatusOr<double> CopyBandwidthCuda(int index, int64_t bytes);
 

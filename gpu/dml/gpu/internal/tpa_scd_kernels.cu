@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <random>
 #include <string>
@@ -114,6 +115,9 @@ struct DualArgs {
   double* alpha;
   double* w;
   double q_scale = 1.0;  // CoCoA+'s sigma' (1: plain SCD)
+  // A streamed chunk: off holds the chunk's slice of the global offsets,
+  // which point `base` nonzeros before its idx/val (0 when resident).
+  int64_t base = 0;
 };
 
 // Steps on the first `count` coordinates of permutation p (count <= p.n).
@@ -123,7 +127,7 @@ __global__ void DualEpochKernel(DualArgs a, Permutation p, uint64_t count) {
   __shared__ double s_delta;
   for (uint64_t k = blockIdx.x; k < count; k += gridDim.x) {
     const uint64_t i = Walk(k, p);
-    const int64_t begin = a.off[i], end = a.off[i + 1];
+    const int64_t begin = a.off[i] - a.base, end = a.off[i + 1] - a.base;
     double s = 0.0;
     for (int64_t t = begin + threadIdx.x; t < end; t += blockDim.x) {
       s += static_cast<double>(a.val[t]) * __ldcg(a.w + a.idx[t]);
@@ -154,7 +158,7 @@ __global__ void DualGapKernel(DualArgs a, double inv_n, double* sums, double* cg
   __shared__ double sh[33];
   double loss_acc = 0.0, negconj_acc = 0.0, gap_acc = 0.0;
   for (int64_t i = blockIdx.x; i < a.n; i += gridDim.x) {
-    const int64_t begin = a.off[i], end = a.off[i + 1];
+    const int64_t begin = a.off[i] - a.base, end = a.off[i + 1] - a.base;
     double s = 0.0;
     for (int64_t t = begin + threadIdx.x; t < end; t += blockDim.x) {
       s += static_cast<double>(a.val[t]) * a.w[a.idx[t]];
@@ -182,7 +186,7 @@ __global__ void DualRebuildKernel(DualArgs a) {
   for (int64_t i = blockIdx.x; i < a.n; i += gridDim.x) {
     const double c = a.alpha[i] * a.inv_lambda_n;
     if (c == 0.0) continue;  // block-uniform
-    for (int64_t t = a.off[i] + threadIdx.x; t < a.off[i + 1]; t += blockDim.x) {
+    for (int64_t t = a.off[i] - a.base + threadIdx.x; t < a.off[i + 1] - a.base; t += blockDim.x) {
       atomicAdd(a.w + a.idx[t], c * static_cast<double>(a.val[t]));
     }
   }
@@ -394,7 +398,7 @@ absl::Status CheckBudget(int64_t need, const TpaScdOptions& gpu) {
   if (need > *budget) {
     return absl::ResourceExhaustedError(absl::StrFormat(
         "tpa-scd: the data and solver state need %d bytes of device memory, the budget is %d "
-        "(streaming data larger than the budget is not built yet)",
+        "(only the rows of TrainTpaScd's dual models are streamed)",
         need, *budget));
   }
   return absl::OkStatus();
@@ -474,6 +478,171 @@ void Report(const SolverOptions& options, TrainResult& r, Progress p) {
   r.history.push_back(std::move(p));
 }
 
+// The rows of a dual problem on the device: all resident, or streamed in
+// contiguous chunks through two buffers, the next chunk's copy (its own
+// stream, from page-locked host memory) overlapping this chunk's compute.
+// A streamed epoch visits the chunks in a random order and each chunk's
+// rows in a random order.
+class RowData {
+ public:
+  RowData() = default;
+  RowData(const RowData&) = delete;
+  RowData& operator=(const RowData&) = delete;
+  ~RowData() {
+    for (const void* p : registered_) (void)cudaHostUnregister(const_cast<void*>(p));
+    for (cudaEvent_t e : events_) (void)cudaEventDestroy(e);
+    for (cudaStream_t st : streams_) (void)cudaStreamDestroy(st);
+  }
+
+  // `buffer_bytes` <= 0: resident; else two buffers of at most that many
+  // bytes each (offsets 8 and nonzeros 8 bytes apiece).
+  absl::Status Init(const CsrMatrix& x, int64_t buffer_bytes) {
+    x_ = &x;
+    const int64_t n = x.rows();
+    const std::vector<int64_t>& off = x.offsets();
+    if (buffer_bytes <= 0) {
+      chunks_.push_back({0, n});
+    } else {
+      int64_t row0 = 0;
+      while (row0 < n) {
+        int64_t end = row0;
+        while (end < n && (end + 2 - row0) * 8 + (off[end + 1] - off[row0]) * 8 <= buffer_bytes) ++end;
+        if (end == row0) {
+          return absl::ResourceExhaustedError(absl::StrFormat(
+              "tpa-scd: row %d has %d nonzeros, more than a streaming buffer of %d bytes holds",
+              row0, off[row0 + 1] - off[row0], buffer_bytes));
+        }
+        chunks_.push_back({row0, end - row0});
+        row0 = end;
+      }
+    }
+    int64_t max_rows = 0, max_nnz = 0;
+    for (const Chunk& c : chunks_) {
+      max_rows = std::max(max_rows, c.rows);
+      max_nnz = std::max(max_nnz, off[c.row0 + c.rows] - off[c.row0]);
+    }
+    max_rows_ = max_rows;
+    const int buffers = streamed() ? 2 : 1;
+    for (int b = 0; b < buffers; ++b) {
+      if (auto st = buf_[b].off.Allocate(static_cast<std::size_t>(max_rows + 1)); !st.ok()) return st;
+      if (auto st = buf_[b].idx.Allocate(static_cast<std::size_t>(std::max<int64_t>(max_nnz, 1))); !st.ok()) return st;
+      if (auto st = buf_[b].val.Allocate(static_cast<std::size_t>(std::max<int64_t>(max_nnz, 1))); !st.ok()) return st;
+    }
+    if (!streamed()) {
+      return Copy(0, 0, nullptr);
+    }
+    // Page-locked host memory makes the copies asynchronous; where the
+    // system refuses, they still run, synchronously.
+    for (const void* p : {static_cast<const void*>(off.data()),
+                          static_cast<const void*>(x.indices().data()),
+                          static_cast<const void*>(x.values().data())}) {
+      const std::size_t bytes = p == off.data() ? off.size() * 8 : x.indices().size() * 4;
+      if (cudaHostRegister(const_cast<void*>(p), bytes, cudaHostRegisterDefault) == cudaSuccess) {
+        registered_.push_back(p);
+      } else {
+        (void)cudaGetLastError();
+      }
+    }
+    for (int k = 0; k < 2; ++k) {
+      cudaStream_t st;
+      DML_CUDA_RETURN_IF_ERROR(cudaStreamCreate(&st));
+      streams_.push_back(st);
+    }
+    for (int k = 0; k < 4; ++k) {
+      cudaEvent_t e;
+      DML_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+      events_.push_back(e);
+    }
+    return absl::OkStatus();
+  }
+
+  bool streamed() const { return chunks_.size() > 1 || !streams_.empty(); }
+  int64_t chunk_count() const { return static_cast<int64_t>(chunks_.size()); }
+  int64_t max_rows() const { return max_rows_; }
+
+  // Calls launch(args, row0, rows, stream) for every chunk, args being
+  // `whole` (the per-example arrays of all n rows) narrowed to the chunk;
+  // waits for the last launch. `rng`: chunk order (null: in order).
+  template <class Launch>
+  absl::Status ForEach(const DualArgs& whole, std::mt19937_64* rng, Launch launch) {
+    if (!streamed()) {
+      DualArgs a = whole;
+      a.off = buf_[0].off.get();
+      a.idx = buf_[0].idx.get();
+      a.val = buf_[0].val.get();
+      a.base = 0;
+      launch(a, int64_t{0}, chunks_[0].rows, cudaStream_t{nullptr});
+      DML_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+      DML_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
+      return absl::OkStatus();
+    }
+    std::vector<int64_t> order(chunks_.size());
+    for (std::size_t c = 0; c < order.size(); ++c) order[c] = static_cast<int64_t>(c);
+    if (rng != nullptr) std::shuffle(order.begin(), order.end(), *rng);
+    cudaStream_t copy = streams_[0], compute = streams_[1];
+    for (std::size_t t = 0; t < order.size(); ++t) {
+      const int b = static_cast<int>(t % 2);
+      const Chunk& c = chunks_[order[t]];
+      // The buffer is free once the chunk computed from it two turns ago is done.
+      if (t >= 2) DML_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(copy, events_[2 + b], 0));
+      if (auto st = Copy(b, order[t], copy); !st.ok()) return st;
+      DML_CUDA_RETURN_IF_ERROR(cudaEventRecord(events_[b], copy));
+      DML_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(compute, events_[b], 0));
+      DualArgs a = whole;
+      a.off = buf_[b].off.get();
+      a.idx = buf_[b].idx.get();
+      a.val = buf_[b].val.get();
+      a.base = x_->offsets()[c.row0];
+      a.y += c.row0;
+      a.q += c.row0;
+      a.alpha += c.row0;
+      a.n = c.rows;
+      launch(a, c.row0, c.rows, compute);
+      DML_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+      DML_CUDA_RETURN_IF_ERROR(cudaEventRecord(events_[2 + b], compute));
+    }
+    DML_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(compute));
+    return absl::OkStatus();
+  }
+
+ private:
+  struct Chunk {
+    int64_t row0 = 0, rows = 0;
+  };
+  struct Buffer {
+    DeviceBuffer<int64_t> off;
+    DeviceBuffer<uint32_t> idx;
+    DeviceBuffer<float> val;
+  };
+
+  absl::Status Copy(int b, int64_t chunk, cudaStream_t stream) {
+    const Chunk& c = chunks_[chunk];
+    const std::vector<int64_t>& off = x_->offsets();
+    const int64_t k0 = off[c.row0], k1 = off[c.row0 + c.rows];
+    DML_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(buf_[b].off.get(), off.data() + c.row0,
+                                             static_cast<std::size_t>(c.rows + 1) * 8,
+                                             cudaMemcpyHostToDevice, stream));
+    if (k1 > k0) {
+      DML_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(buf_[b].idx.get(), x_->indices().data() + k0,
+                                               static_cast<std::size_t>(k1 - k0) * 4,
+                                               cudaMemcpyHostToDevice, stream));
+      DML_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(buf_[b].val.get(), x_->values().data() + k0,
+                                               static_cast<std::size_t>(k1 - k0) * 4,
+                                               cudaMemcpyHostToDevice, stream));
+    }
+    if (stream == nullptr) DML_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
+    return absl::OkStatus();
+  }
+
+  const CsrMatrix* x_ = nullptr;
+  std::vector<Chunk> chunks_;
+  int64_t max_rows_ = 0;
+  Buffer buf_[2];
+  std::vector<const void*> registered_;
+  std::vector<cudaStream_t> streams_;
+  std::vector<cudaEvent_t> events_;
+};
+
 template <class Obj>
 absl::StatusOr<TrainResult> RunDual(const Dataset& data, const ModelSpec& model,
                                     const SolverOptions& options, const TpaScdOptions& gpu,
@@ -492,16 +661,28 @@ absl::StatusOr<TrainResult> RunDual(const Dataset& data, const ModelSpec& model,
   }
   std::vector<double> w = PrimalFromDual(x, alpha, model.lambda);
 
-  const int64_t need = (n + 1) * 8 + nnz * 8 + n * (4 + 8 + 8 + 8 + 8) + d * 8 + 64;
-  if (auto s = CheckBudget(need, gpu); !s.ok()) return s;
+  // Per-example state stays resident; the rows too where they fit, else
+  // they are streamed through two buffers that share what is left.
+  const int64_t state = n * (4 + 8 + 8 + 8 + 8) + d * 8 + 64;
+  const int64_t rows_bytes = (n + 1) * 8 + nnz * 8;
+  absl::StatusOr<int64_t> budget = Budget(gpu);
+  if (!budget.ok()) return budget.status();
+  int64_t buffer_bytes = 0;
+  if (state + rows_bytes > *budget) {
+    buffer_bytes = (*budget - state) / 2;
+    if (buffer_bytes < 1024) {
+      return absl::ResourceExhaustedError(absl::StrFormat(
+          "tpa-scd: the per-example state needs %d bytes of device memory and the rows %d; the "
+          "budget of %d bytes holds neither all of them nor the state and two streaming buffers",
+          state, rows_bytes, *budget));
+    }
+  }
 
-  DeviceBuffer<int64_t> d_off;
-  DeviceBuffer<uint32_t> d_idx;
-  DeviceBuffer<float> d_val, d_y;
+  std::mt19937_64 rng(options.seed);
+  RowData rows;
+  if (auto s = rows.Init(x, buffer_bytes); !s.ok()) return s;
+  DeviceBuffer<float> d_y;
   DeviceBuffer<double> d_q, d_alpha, d_saved, d_w, d_cg, d_sums;
-  if (auto s = Upload(d_off, x.offsets().data(), x.offsets().size()); !s.ok()) return s;
-  if (auto s = Upload(d_idx, x.indices().data(), x.indices().size()); !s.ok()) return s;
-  if (auto s = Upload(d_val, x.values().data(), x.values().size()); !s.ok()) return s;
   if (auto s = Upload(d_y, data.y.data(), data.y.size()); !s.ok()) return s;
   if (auto s = Upload(d_q, q.data(), q.size()); !s.ok()) return s;
   if (auto s = Upload(d_alpha, alpha.data(), alpha.size()); !s.ok()) return s;
@@ -509,35 +690,40 @@ absl::StatusOr<TrainResult> RunDual(const Dataset& data, const ModelSpec& model,
   if (auto s = Upload(d_w, w.data(), w.size()); !s.ok()) return s;
   if (auto s = d_cg.Allocate(static_cast<std::size_t>(n)); !s.ok()) return s;
   if (auto s = d_sums.Allocate(4); !s.ok()) return s;
-  const DualArgs args{d_off.get(), d_idx.get(), d_val.get(), d_y.get(), d_q.get(),
-                      n, 1.0 / lambda_n, d_alpha.get(), d_w.get()};
+  const DualArgs args{nullptr, nullptr, nullptr, d_y.get(), d_q.get(),
+                      n,       1.0 / lambda_n, d_alpha.get(), d_w.get()};
 
   const int threads = ThreadsFor(nnz, n);
-  absl::StatusOr<int> grid_or = GridFor(DualEpochKernel<Obj>, threads, n, gpu, info);
+  absl::StatusOr<int> grid_or = GridFor(DualEpochKernel<Obj>, threads, rows.max_rows(), gpu, info);
   if (!grid_or.ok()) return grid_or.status();
   int grid = *grid_or;
   const int eval_grid = std::max(1, info.multiprocessors) * 8;
+  auto epoch = [&](const DualArgs& a, int64_t, int64_t count, cudaStream_t st) {
+    DualEpochKernel<Obj><<<grid, threads, 0, st>>>(a, MakePermutation(static_cast<uint64_t>(count), rng),
+                                                   static_cast<uint64_t>(count));
+  };
+  auto gap = [&](const DualArgs& a, int64_t row0, int64_t, cudaStream_t st) {
+    DualGapKernel<Obj><<<eval_grid, threads, 0, st>>>(a, inv_n, d_sums.get(), d_cg.get() + row0);
+  };
+  auto rebuild = [&](const DualArgs& a, int64_t, int64_t, cudaStream_t st) {
+    DualRebuildKernel<<<eval_grid, threads, 0, st>>>(a);
+  };
 
   TrainResult r;
   r.threads = 1;
   Loop loop{options};
-  std::mt19937_64 rng(options.seed);
   double last_dual = -std::numeric_limits<double>::infinity();
   double slack = 1.0;  // tightened when the host's certificate disagrees
   StopReason why = StopReason::kMaxEpochs;
   const int max_grid = grid;
   int streak = 0, halvings = 0, doublings = 0;
   while (!loop.Stop(&why)) {
-    DualEpochKernel<Obj><<<grid, threads>>>(args, MakePermutation(static_cast<uint64_t>(n), rng),
-                                            static_cast<uint64_t>(n));
-    DML_CUDA_RETURN_IF_ERROR(cudaGetLastError());
-    DML_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
+    if (auto s = rows.ForEach(args, &rng, epoch); !s.ok()) return s;
     ++loop.epoch;
     if (!loop.EvaluateNow()) continue;
 
     DML_CUDA_RETURN_IF_ERROR(cudaMemset(d_sums.get(), 0, 4 * sizeof(double)));
-    DualGapKernel<Obj><<<eval_grid, threads>>>(args, inv_n, d_sums.get(), d_cg.get());
-    DML_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+    if (auto s = rows.ForEach(args, nullptr, gap); !s.ok()) return s;
     SquaredNormKernel<<<eval_grid, 256>>>(d_w.get(), d, d_sums.get() + 3);
     DML_CUDA_RETURN_IF_ERROR(cudaGetLastError());
     double sums[4];
@@ -570,9 +756,7 @@ absl::StatusOr<TrainResult> RunDual(const Dataset& data, const ModelSpec& model,
       DML_CUDA_RETURN_IF_ERROR(cudaMemcpy(d_alpha.get(), d_saved.get(), d_alpha.bytes(),
                                           cudaMemcpyDeviceToDevice));
       DML_CUDA_RETURN_IF_ERROR(cudaMemset(d_w.get(), 0, static_cast<std::size_t>(d) * sizeof(double)));
-      DualRebuildKernel<<<eval_grid, threads>>>(args);
-      DML_CUDA_RETURN_IF_ERROR(cudaGetLastError());
-      DML_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
+      if (auto s = rows.ForEach(args, nullptr, rebuild); !s.ok()) return s;
       Report(options, r, std::move(p));
       continue;
     }
@@ -613,6 +797,10 @@ absl::StatusOr<TrainResult> RunDual(const Dataset& data, const ModelSpec& model,
   r.seconds = loop.seconds();
   r.reason = why;
   r.note = DeviceNote(info, grid, max_grid, threads, halvings, doublings);
+  if (rows.streamed()) {
+    absl::StrAppendFormat(&r.note, "; rows streamed in %d chunks of at most %d bytes",
+                          rows.chunk_count(), buffer_bytes);
+  }
   return r;
 }
 
@@ -1039,6 +1227,29 @@ absl::StatusOr<std::unique_ptr<LocalSolver>> MakeDeviceLocalSolver(LocalBlock bl
           "tpa-scd as cocoa's local solver runs the dual models (ridge, logistic, svm, "
           "svm-squared); ", AsAbsl(ModelName(model.kind)), " needs the CPU local solver"));
   }
+}
+
+absl::StatusOr<double> HostToDeviceBandwidthCuda(int index, int64_t bytes) {
+  absl::StatusOr<DeviceInfo> info = QueryDeviceCuda(index);
+  if (!info.ok()) return info.status();
+  DML_CUDA_RETURN_IF_ERROR(cudaSetDevice(index));
+  void* host = nullptr;
+  DML_CUDA_RETURN_IF_ERROR(cudaMallocHost(&host, static_cast<std::size_t>(bytes)));
+  std::memset(host, 0x3c, static_cast<std::size_t>(bytes));
+  DeviceBuffer<char> dev;
+  absl::Status status = dev.Allocate(static_cast<std::size_t>(bytes));
+  std::vector<double> times;
+  for (int rep = 0; rep < 6 && status.ok(); ++rep) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const cudaError_t err = cudaMemcpy(dev.get(), host, static_cast<std::size_t>(bytes),
+                                       cudaMemcpyHostToDevice);
+    if (err != cudaSuccess) status.Update(CudaStatus(err, "cudaMemcpy", __FILE__, __LINE__));
+    if (rep > 0) times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  (void)cudaFreeHost(host);
+  if (!status.ok()) return status;
+  std::sort(times.begin(), times.end());
+  return static_cast<double>(bytes) / times[times.size() / 2];
 }
 
 absl::StatusOr<double> CopyBandwidthCuda(int index, int64_t bytes) {
