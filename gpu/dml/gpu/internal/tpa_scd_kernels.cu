@@ -11,6 +11,7 @@
 // values) and written with double atomicAdd (native on sm_60 and later).
 
 #include <cuda_runtime.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -533,12 +534,19 @@ class RowData {
     }
     // Page-locked host memory makes the copies asynchronous; where the
     // system refuses, they still run, synchronously.
+    // Whole pages: a range that starts or ends inside a page is refused by
+    // some drivers.
+    const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
     for (const void* p : {static_cast<const void*>(off.data()),
                           static_cast<const void*>(x.indices().data()),
                           static_cast<const void*>(x.values().data())}) {
       const std::size_t bytes = p == off.data() ? off.size() * 8 : x.indices().size() * 4;
-      if (cudaHostRegister(const_cast<void*>(p), bytes, cudaHostRegisterDefault) == cudaSuccess) {
-        registered_.push_back(p);
+      if (p == nullptr || bytes == 0) continue;
+      const uintptr_t begin = reinterpret_cast<uintptr_t>(p) / page * page;
+      const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + bytes + page - 1) / page * page;
+      void* base = reinterpret_cast<void*>(begin);
+      if (cudaHostRegister(base, end - begin, cudaHostRegisterDefault) == cudaSuccess) {
+        registered_.push_back(base);
       } else {
         (void)cudaGetLastError();
       }
@@ -557,6 +565,9 @@ class RowData {
   }
 
   bool streamed() const { return chunks_.size() > 1 || !streams_.empty(); }
+  // Whether the streamed copies come from page-locked memory (else the
+  // driver stages them and they do not overlap the compute).
+  bool page_locked() const { return registered_.size() == 3; }
   int64_t chunk_count() const { return static_cast<int64_t>(chunks_.size()); }
   int64_t max_rows() const { return max_rows_; }
 
@@ -798,8 +809,9 @@ absl::StatusOr<TrainResult> RunDual(const Dataset& data, const ModelSpec& model,
   r.reason = why;
   r.note = DeviceNote(info, grid, max_grid, threads, halvings, doublings);
   if (rows.streamed()) {
-    absl::StrAppendFormat(&r.note, "; rows streamed in %d chunks of at most %d bytes",
-                          rows.chunk_count(), buffer_bytes);
+    absl::StrAppendFormat(&r.note, "; rows streamed in %d chunks of at most %d bytes%s",
+                          rows.chunk_count(), buffer_bytes,
+                          rows.page_locked() ? "" : " (host rows not page-locked: copies staged)");
   }
   return r;
 }
@@ -985,6 +997,22 @@ __global__ void CommitKernel(const float* y, const double* local, double* alpha,
   }
 }
 
+// da_i = local_i - alpha_i; *sum += sum_i NegConj(y_i, local_i) - NegConj(y_i, alpha_i).
+template <class Obj>
+__global__ void LocalChangeKernel(const float* y, const double* local, const double* alpha,
+                                  double* da, int64_t n, double* sum) {
+  __shared__ double sh[33];
+  double acc = 0.0;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const double d = local[i] - alpha[i];
+    da[i] = d;
+    if (d != 0.0) acc += Obj::NegConj(y[i], local[i]) - Obj::NegConj(y[i], alpha[i]);
+  }
+  acc = BlockSum(acc, sh);
+  if (threadIdx.x == 0) atomicAdd(sum, acc);
+}
+
 template <class Obj>
 class DeviceDualLocalSolver final : public LocalSolver {
  public:
@@ -1015,34 +1043,65 @@ class DeviceDualLocalSolver final : public LocalSolver {
       return absl::InvalidArgumentError(absl::StrCat("steps must be >= 0, got ", steps));
     }
     DML_CUDA_RETURN_IF_ERROR(cudaSetDevice(info_.index));
-    DML_CUDA_RETURN_IF_ERROR(cudaMemcpy(d_u_.get(), shared.data(), shared.size() * sizeof(double),
-                                        cudaMemcpyHostToDevice));
-    DML_CUDA_RETURN_IF_ERROR(cudaMemcpy(d_local_.get(), d_alpha_.get(), d_alpha_.bytes(),
-                                        cudaMemcpyDeviceToDevice));
-    DualArgs a = Args(d_local_.get(), d_u_.get(), sigma_prime * inv_ln_);
-    a.q_scale = sigma_prime;
+    const int eval_grid = std::max(1, info_.multiprocessors) * 8;
     LocalUpdate up;
-    int64_t left = steps;
-    while (left > 0) {
-      if (interrupt != nullptr && interrupt->load(std::memory_order_relaxed)) break;
-      const int64_t count = std::min(left, nk_);
-      DualEpochKernel<Obj><<<grid_, threads_>>>(a, MakePermutation(static_cast<uint64_t>(nk_), rng_),
-                                                static_cast<uint64_t>(count));
+    for (;;) {
+      DML_CUDA_RETURN_IF_ERROR(cudaMemcpy(d_u_.get(), shared.data(), shared.size() * sizeof(double),
+                                          cudaMemcpyHostToDevice));
+      DML_CUDA_RETURN_IF_ERROR(cudaMemcpy(d_local_.get(), d_alpha_.get(), d_alpha_.bytes(),
+                                          cudaMemcpyDeviceToDevice));
+      DualArgs a = Args(d_local_.get(), d_u_.get(), sigma_prime * inv_ln_);
+      a.q_scale = sigma_prime;
+      up.steps = 0;
+      int64_t left = steps;
+      while (left > 0) {
+        if (interrupt != nullptr && interrupt->load(std::memory_order_relaxed)) break;
+        const int64_t count = std::min(left, nk_);
+        DualEpochKernel<Obj><<<grid_, threads_>>>(a, MakePermutation(static_cast<uint64_t>(nk_), rng_),
+                                                  static_cast<uint64_t>(count));
+        DML_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+        DML_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
+        left -= count;
+        up.steps += count;
+      }
+      DML_CUDA_RETURN_IF_ERROR(cudaMemset(d_sums_.get(), 0, sizeof(double)));
+      LocalChangeKernel<Obj><<<eval_grid, 256>>>(d_y_.get(), d_local_.get(), d_alpha_.get(),
+                                                 d_da_.get(), nk_, d_sums_.get());
       DML_CUDA_RETURN_IF_ERROR(cudaGetLastError());
-      DML_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
-      left -= count;
-      up.steps += count;
+      // delta_w exactly from dA (A_k^T dA / (lambda n)), not scaled by gamma.
+      DML_CUDA_RETURN_IF_ERROR(cudaMemset(d_u_.get(), 0, static_cast<std::size_t>(d_) * sizeof(double)));
+      DualRebuildKernel<<<eval_grid, threads_>>>(Args(d_da_.get(), d_u_.get(), inv_ln_));
+      DML_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+      if (auto st = Download(up.delta_shared, d_u_, static_cast<std::size_t>(d_)); !st.ok()) return st;
+      double negconj_change = 0.0;
+      DML_CUDA_RETURN_IF_ERROR(cudaMemcpy(&negconj_change, d_sums_.get(), sizeof(double),
+                                          cudaMemcpyDeviceToHost));
+      // The local subproblem's gain (cocoa_local_dual.cpp's G_k(dA), 0 at
+      // dA = 0) never falls below 0 under exact steps; where it did, stale
+      // steps overshot: the passes again from alpha with half the blocks
+      // (one block is sequential SCD).
+      double wd = 0.0, dd = 0.0;
+      for (int64_t j = 0; j < d_; ++j) {
+        wd += shared[j] * up.delta_shared[j];
+        dd += up.delta_shared[j] * up.delta_shared[j];
+      }
+      const double inv_n = lambda_ * inv_ln_;
+      const double gain = negconj_change * inv_n - lambda_ * wd - 0.5 * sigma_prime * lambda_ * dd;
+      const double scale =
+          std::abs(negconj_change * inv_n) + lambda_ * std::abs(wd) + 0.5 * sigma_prime * lambda_ * dd;
+      if ((std::isfinite(gain) && gain >= -1e-12 * scale) || grid_ == 1) break;
+      grid_ = std::max(1, grid_ / 2);
+      streak_ = 0;
     }
     up.nnz_touched = static_cast<int64_t>(static_cast<double>(up.steps) * mean_row_ * 2.0);
-    const int eval_grid = std::max(1, info_.multiprocessors) * 8;
     CommitKernel<Obj><<<eval_grid, 256>>>(d_y_.get(), d_local_.get(), d_alpha_.get(), d_da_.get(),
                                           nk_, gamma);
     DML_CUDA_RETURN_IF_ERROR(cudaGetLastError());
-    // delta_w exactly from dA (A_k^T dA / (lambda n)), not scaled by gamma.
-    DML_CUDA_RETURN_IF_ERROR(cudaMemset(d_u_.get(), 0, static_cast<std::size_t>(d_) * sizeof(double)));
-    DualRebuildKernel<<<eval_grid, threads_>>>(Args(d_da_.get(), d_u_.get(), inv_ln_));
-    DML_CUDA_RETURN_IF_ERROR(cudaGetLastError());
-    if (auto st = Download(up.delta_shared, d_u_, static_cast<std::size_t>(d_)); !st.ok()) return st;
+    DML_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
+    if (++streak_ >= kRegrow && grid_ < max_grid_) {
+      grid_ = std::min(max_grid_, 2 * grid_);
+      streak_ = 0;
+    }
     return up;
   }
 
@@ -1104,6 +1163,7 @@ class DeviceDualLocalSolver final : public LocalSolver {
     d_ = x.cols();
     const int64_t nnz = static_cast<int64_t>(x.values().size());
     inv_ln_ = 1.0 / (model.lambda * static_cast<double>(block.n_global));
+    lambda_ = model.lambda;
     mean_row_ = nk_ > 0 ? static_cast<double>(nnz) / static_cast<double>(nk_) : 0.0;
     std::vector<double> q(static_cast<std::size_t>(nk_));
     for (int64_t i = 0; i < nk_; ++i) {
@@ -1131,7 +1191,7 @@ class DeviceDualLocalSolver final : public LocalSolver {
     threads_ = ThreadsFor(nnz, nk_);
     absl::StatusOr<int> grid = GridFor(DualEpochKernel<Obj>, threads_, nk_, gpu, info_);
     if (!grid.ok()) return grid.status();
-    grid_ = *grid;
+    grid_ = max_grid_ = *grid;
     return absl::OkStatus();
   }
 
@@ -1143,8 +1203,8 @@ class DeviceDualLocalSolver final : public LocalSolver {
   DeviceInfo info_;
   std::mt19937_64 rng_;
   int64_t nk_ = 0, d_ = 0;
-  double inv_ln_ = 0.0, mean_row_ = 0.0;
-  int threads_ = 32, grid_ = 1;
+  double inv_ln_ = 0.0, lambda_ = 0.0, mean_row_ = 0.0;
+  int threads_ = 32, grid_ = 1, max_grid_ = 1, streak_ = 0;
   std::vector<float> y_;
   mutable std::vector<double> host_alpha_;
   DeviceBuffer<int64_t> d_off_;
