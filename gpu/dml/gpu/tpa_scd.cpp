@@ -86,43 +86,13 @@ absl::StatusOr<TrainResult> Train(const Dataset& data, const ModelSpec& model,
   return dml::Train(data, model, options);
 }
 
-namespace {
-
-// MakeLocalSolver's checks of a dual block, made before any device work so
-// that bad input fails the same way on every host.
-absl::Status CheckDualBlock(const LocalBlock& block, const ModelSpec& model) {
-  if (auto s = Validate(model); !s.ok()) return s;
-  const int64_t nk = block.rows.rows();
-  if (nk == 0) return absl::InvalidArgumentError("empty block: no examples");
-  if (static_cast<int64_t>(block.y.size()) != nk) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("block has ", nk, " rows but ", block.y.size(), " labels"));
-  }
-  if (block.n_global < nk) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "n_global = ", block.n_global, " is smaller than the block's ", nk, " examples"));
-  }
-  const bool classification = TaskOf(model.kind) == Task::kClassification;
-  for (int64_t i = 0; i < nk; ++i) {
-    const float y = block.y[i];
-    if (!std::isfinite(y) || (classification && y != 1.0f && y != -1.0f)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "model ", std::string(ModelName(model.kind)), classification ? " needs labels in {-1,+1}" : " needs finite labels",
-          "; block row ", i, " has label ", y));
-    }
-  }
-  return absl::OkStatus();
-}
-
-}  // namespace
-
 absl::StatusOr<std::unique_ptr<LocalSolver>> MakeTpaScdLocalSolver(LocalBlock block,
                                                                    const ModelSpec& model,
                                                                    uint64_t seed,
                                                                    const TpaScdOptions& gpu) {
   absl::StatusOr<std::unique_ptr<LocalSolver>> r = absl::UnimplementedError("");
   if (FormulationOf(model.kind) == Formulation::kDual) {
-    if (auto s = CheckDualBlock(block, model); !s.ok()) return s;
+    if (auto s = dml::CheckDualBlock(block, model); !s.ok()) return s;
     if (gpu.memory_budget_bytes < 0 || gpu.max_blocks < 0) {
       return absl::InvalidArgumentError("tpa-scd options must be >= 0");
     }

@@ -101,6 +101,16 @@ class LocalSolver {
   }
 };
 
+/// MakeLocalSolver's checks of a dual model's block (rows, labels,
+/// n_global), for every local solver of such blocks (the GPU's too).
+/// Errors: InvalidArgument naming the field or the block row.
+absl::Status CheckDualBlock(const LocalBlock& block, const ModelSpec& model);
+
+/// A dual local solver's checks of Solve's arguments for a block of
+/// `features` columns. Errors: InvalidArgument naming the argument.
+absl::Status CheckDualSolve(const std::vector<double>& shared, int64_t features,
+                            double sigma_prime, double gamma, int64_t steps);
+
 /// A LocalSolver (dual or primal by the model) that owns `block`, with its
 /// coordinates at 0 and its step order seeded by `seed`. Errors:
 /// InvalidArgument for an invalid model, an empty block, or labels not in

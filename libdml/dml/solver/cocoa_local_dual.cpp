@@ -47,21 +47,7 @@ class DualLocalSolver final : public LocalSolver {
                                     double gamma, int64_t steps,
                                     const std::atomic<bool>* interrupt) override {
     const CsrMatrix& x = block_.rows;
-    if (static_cast<int64_t>(shared.size()) != x.cols()) {
-      return absl::InvalidArgumentError(absl::StrCat("shared w has ", shared.size(),
-                                                     " entries but the block has ", x.cols(),
-                                                     " features"));
-    }
-    if (!(sigma_prime > 0.0) || !std::isfinite(sigma_prime)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("sigma' must be positive and finite, got ", sigma_prime));
-    }
-    if (!(gamma > 0.0 && gamma <= 1.0)) {
-      return absl::InvalidArgumentError(absl::StrCat("gamma must be in (0, 1], got ", gamma));
-    }
-    if (steps < 0) {
-      return absl::InvalidArgumentError(absl::StrCat("steps must be >= 0, got ", steps));
-    }
+    DML_RETURN_IF_ERROR(CheckDualSolve(shared, x.cols(), sigma_prime, gamma, steps));
     const int64_t nk = x.rows();
     const uint32_t* idx = x.indices().data();
     const float* val = x.values().data();
@@ -168,6 +154,20 @@ absl::StatusOr<std::unique_ptr<LocalSolver>> MakeDualLocalSolver(LocalBlock bloc
     return absl::InvalidArgumentError(absl::StrCat("MakeDualLocalSolver needs a dual model; got ",
                                                    AsAbsl(ModelName(model.kind))));
   }
+  DML_RETURN_IF_ERROR(CheckDualBlock(block, model));
+  return VisitDualObjective(
+      model.kind, [&](auto obj) -> absl::StatusOr<std::unique_ptr<LocalSolver>> {
+        using Obj = decltype(obj);
+        return std::unique_ptr<LocalSolver>(
+            std::make_unique<DualLocalSolver<Obj>>(std::move(block), model, seed));
+      });
+}
+
+}  // namespace dml::internal
+
+namespace dml {
+
+absl::Status CheckDualBlock(const LocalBlock& block, const ModelSpec& model) {
   DML_RETURN_IF_ERROR(Validate(model));
   const int64_t nk = block.rows.rows();
   if (nk == 0) return absl::InvalidArgumentError("empty block: no examples");
@@ -191,12 +191,27 @@ absl::StatusOr<std::unique_ptr<LocalSolver>> MakeDualLocalSolver(LocalBlock bloc
           " has label ", y));
     }
   }
-  return VisitDualObjective(
-      model.kind, [&](auto obj) -> absl::StatusOr<std::unique_ptr<LocalSolver>> {
-        using Obj = decltype(obj);
-        return std::unique_ptr<LocalSolver>(
-            std::make_unique<DualLocalSolver<Obj>>(std::move(block), model, seed));
-      });
+  return absl::OkStatus();
 }
 
-}  // namespace dml::internal
+absl::Status CheckDualSolve(const std::vector<double>& shared, int64_t features,
+                            double sigma_prime, double gamma, int64_t steps) {
+  if (static_cast<int64_t>(shared.size()) != features) {
+    return absl::InvalidArgumentError(absl::StrCat("shared w has ", shared.size(),
+                                                   " entries but the block has ", features,
+                                                   " features"));
+  }
+  if (!(sigma_prime > 0.0) || !std::isfinite(sigma_prime)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("sigma' must be positive and finite, got ", sigma_prime));
+  }
+  if (!(gamma > 0.0 && gamma <= 1.0)) {
+    return absl::InvalidArgumentError(absl::StrCat("gamma must be in (0, 1], got ", gamma));
+  }
+  if (steps < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("steps must be >= 0, got ", steps));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace dml

@@ -1027,21 +1027,7 @@ class DeviceDualLocalSolver final : public LocalSolver {
   absl::StatusOr<LocalUpdate> Solve(const std::vector<double>& shared, double sigma_prime,
                                     double gamma, int64_t steps,
                                     const std::atomic<bool>* interrupt) override {
-    if (static_cast<int64_t>(shared.size()) != d_) {
-      return absl::InvalidArgumentError(absl::StrCat("shared w has ", shared.size(),
-                                                     " entries but the block has ", d_,
-                                                     " features"));
-    }
-    if (!(sigma_prime > 0.0) || !std::isfinite(sigma_prime)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("sigma' must be positive and finite, got ", sigma_prime));
-    }
-    if (!(gamma > 0.0 && gamma <= 1.0)) {
-      return absl::InvalidArgumentError(absl::StrCat("gamma must be in (0, 1], got ", gamma));
-    }
-    if (steps < 0) {
-      return absl::InvalidArgumentError(absl::StrCat("steps must be >= 0, got ", steps));
-    }
+    if (auto st = CheckDualSolve(shared, d_, sigma_prime, gamma, steps); !st.ok()) return st;
     DML_CUDA_RETURN_IF_ERROR(cudaSetDevice(info_.index));
     const int eval_grid = std::max(1, info_.multiprocessors) * 8;
     LocalUpdate up;
