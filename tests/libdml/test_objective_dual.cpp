@@ -21,6 +21,8 @@
 #include "dml/objective/ridge.hpp"
 #include "dml/objective/squared_hinge_svm.hpp"
 #include "dml/solver/cocoa_local.hpp"
+#include "dml/solver/internal/scd_dual_kernel.hpp"
+#include "dml/solver/internal/stopping.hpp"
 #include "dml/solver/solver.hpp"
 #include "dml/util/rng.hpp"
 
@@ -875,3 +877,49 @@ BOOST_AUTO_TEST_CASE(local_solver_validates) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+// The dual driver tells its engine when an exact certificate finds the dual
+// lower than the one before (beyond rounding): the asynchronous engine then
+// runs one thread. A fake engine scripts the certified duals.
+namespace {
+struct ScriptedEngine {
+  std::vector<double> duals;
+  std::size_t next = 0;
+  std::vector<int> fell;
+  dml::internal::DualEpochSums RunEpoch() {
+    dml::internal::DualEpochSums s;
+    s.gap_sum = 1.0;
+    s.nnz = 1;
+    return s;
+  }
+  dml::internal::DualExact Certify() {
+    dml::internal::DualExact e;
+    e.dual = duals[next++];
+    e.gap = 1.0;
+    e.primal = e.dual + e.gap;
+    return e;
+  }
+  double NegConjSum() { return 0.0; }
+  double WSq() { return 0.0; }
+  int64_t Nnz() { return 1; }
+  void Unshrink() {}
+  std::vector<double> Alpha() { return {}; }
+  std::vector<double> W() { return {}; }
+  void DualFell(int epoch) { fell.push_back(epoch); }
+};
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(dual_driver_reports_a_falling_dual_to_its_engine) {
+  ScriptedEngine eng;
+  eng.duals = {0.1, 0.2, 0.15, 0.3, 0.3 - 1e-12};
+  dml::SolverOptions o;
+  o.eval_every = 1;
+  o.stop.max_epochs = 5;
+  o.stop.gap_rel = 0;
+  dml::internal::StopChecker checker(o.stop, nullptr);
+  const dml::TrainResult r =
+      dml::internal::DriveDualScd<dml::RidgeObjective>(o, 1.0, 1, eng, checker);
+  BOOST_TEST(r.epochs == 5);
+  BOOST_TEST(eng.next == 5u);
+  BOOST_TEST(eng.fell == std::vector<int>{3}, boost::test_tools::per_element());
+}

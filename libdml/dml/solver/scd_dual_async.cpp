@@ -140,6 +140,17 @@ class AsyncEngine {
   /// -1 where not measured.
   const double* NsPerNnz() const { return ns_per_nnz_; }
   bool ShrunkMerge() const { return shrunk_merge_; }
+  /// The epoch after which a falling dual merged the threads, or 0.
+  int FellMerge() const { return fell_merge_; }
+
+  /// The exact dual fell between certificates: the threads' stale steps
+  /// overshoot on this data, so the rest runs on one thread (sequential
+  /// SCD from the current, feasible alpha, which converges).
+  void DualFell(int epoch) {
+    if (blocks_.size() <= 1) return;
+    fell_merge_ = epoch;
+    MergeBlocks();
+  }
 
   ~AsyncEngine() { Stop(); }
 
@@ -318,6 +329,7 @@ class AsyncEngine {
   int64_t wsq_work_ = 0;   // nonzeros read since ||w||^2 was measured
   int probe_epochs_ = 0;   // epochs of the thread-count probe run; 3: decided
   bool shrunk_merge_ = false;  // merged because shrinking left short epochs
+  int fell_merge_ = 0;         // merged after this epoch because the dual fell
   double ns_per_nnz_[2] = {-1.0, -1.0};
 };
 
@@ -336,7 +348,11 @@ absl::StatusOr<TrainResult> TrainAsyncScdDual(const Dataset& data, const ModelSp
     TrainResult r = DriveDualScd<Obj>(options, model.lambda, data.x.rows(), engine, checker);
     r.threads = engine.Threads();
     if (r.threads == options.threads) return r;
-    if (engine.ShrunkMerge()) {
+    if (engine.FellMerge() > 0) {
+      r.note = absl::StrCat("ran 1 thread of ", options.threads, " after epoch ", engine.FellMerge(),
+                            ": the exact dual fell between certificates (the threads' steps on a "
+                            "stale w overshot)");
+    } else if (engine.ShrunkMerge()) {
       r.note = absl::StrCat(options.threads, " threads until shrinking left epochs of fewer than ",
                             kMinParallelNnz, " nonzeros, then 1");
     } else if (engine.NsPerNnz()[1] >= 0) {

@@ -445,6 +445,9 @@ std::vector<DualCoord> MakeDualCoords(const Dataset& data, double lambda) {
 ///   void Unshrink();               bring every shrunk coordinate back
 ///   std::vector<double> Alpha();   the current alpha
 ///   std::vector<double> W();       the current w (after Certify: w(alpha))
+///   void DualFell(int epoch);      the exact dual fell since the last
+///                                  certificate (several threads: stale
+///                                  steps overshot; one thread: rounding)
 ///
 /// Running estimates (O(1) per step): D exactly (up to rounding; up to the
 /// races for several threads) from sum NegConj and ||w||^2 tracked through
@@ -478,6 +481,7 @@ TrainResult DriveDualScd(const SolverOptions& opt, double lambda, int64_t n, Eng
   const double half_life = 4.0 * static_cast<double>(std::max<int64_t>(1, eng.Nnz()));
   double kappa_cal = kKappa0;
   double work_since_cert = 0.0;
+  double last_dual = -std::numeric_limits<double>::infinity();
   for (;;) {
     if (auto r = checker.BeforeEpoch(epoch + 1)) {
       reason = *r;
@@ -500,6 +504,11 @@ TrainResult DriveDualScd(const SolverOptions& opt, double lambda, int64_t n, Eng
     if (!periodic && !est_ok) continue;
     exact = eng.Certify();
     certified = true;
+    // Exact coordinate ascent never lowers the dual; asynchronous steps on
+    // a stale w can (PASSCoDe's bound on the delay fails on dense columns
+    // with many threads): the engine is told, and runs fewer threads.
+    if (exact.dual < last_dual - 1e-9 * std::abs(last_dual)) eng.DualFell(epoch);
+    last_dual = exact.dual;
     if (gap_est > 0.0) kappa_cal = std::min(4.0, std::max(0.25, 1.1 * exact.gap / gap_est));
     work_since_cert = 0.0;
     negconj_sum = exact.negconj_sum;
