@@ -71,7 +71,10 @@ absl::StatusOr<std::unique_ptr<LocalSolver>> MakeWorkerLocalSolver(LocalBlock bl
                                                                    uint64_t seed) {
   if (cfg.local_solver != 1) return MakeLocalSolver(std::move(block), cfg.model, seed);
   gpu::TpaScdOptions gpu;
-  gpu.device = cfg.device;
+  // The workers of a process take the devices from cfg.device on in turn:
+  // one GPU solver per device where there are as many workers as devices.
+  const int count = gpu::CudaDeviceCount();
+  gpu.device = count > cfg.device ? cfg.device + cfg.index % (count - cfg.device) : cfg.device;
   gpu.allow_fallback = cfg.gpu_fallback;
   const int32_t index = cfg.index;
   gpu.log = [index](std::string_view line) {

@@ -47,8 +47,9 @@ struct CocoaOptions {
   bool auto_local_epochs = false;
   /// The workers' local solver: kScd (the CPU SCD of cocoa_local.hpp) or
   /// kTpaScd (TPA-SCD on a GPU of the worker's process, dual models:
-  /// dml/gpu/tpa_scd.hpp MakeTpaScdLocalSolver). Every worker of a process
-  /// uses CUDA device `device`.
+  /// dml/gpu/tpa_scd.hpp MakeTpaScdLocalSolver). Worker k of a process
+  /// with G CUDA devices uses device + k mod (G - device): the devices from
+  /// `device` on, in turn.
   SolverKind local_solver = SolverKind::kScd;
   int device = 0;
   /// kTpaScd where a worker's process cannot run it (no CUDA, device or
