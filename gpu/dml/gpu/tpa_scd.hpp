@@ -30,7 +30,9 @@
 //
 // This header mentions no CUDA type and compiles with or without CUDA.
 // Thread-safety: the functions are reentrant; one device may be used by
-// several callers at once (each call allocates its own device memory).
+// several callers at once (each call allocates its own device memory). A
+// streamed training page-locks its dataset's arrays while it runs: two
+// streamed trainings on the same Dataset object at once are not supported.
 
 #include <cstdint>
 #include <memory>

@@ -490,6 +490,9 @@ class RowData {
   RowData(const RowData&) = delete;
   RowData& operator=(const RowData&) = delete;
   ~RowData() {
+    // On an error return work may still run on the streams, reading the
+    // registered host memory: it must end before that memory is released.
+    if (!streams_.empty()) (void)cudaDeviceSynchronize();
     for (const void* p : registered_) (void)cudaHostUnregister(const_cast<void*>(p));
     for (cudaEvent_t e : events_) (void)cudaEventDestroy(e);
     for (cudaStream_t st : streams_) (void)cudaStreamDestroy(st);
@@ -517,38 +520,37 @@ class RowData {
         row0 = end;
       }
     }
-    int64_t max_rows = 0, max_nnz = 0;
+    // Each slot is one allocation that a chunk's offsets (rows + 1, 8 bytes
+    // each) and then its indices and values (4 bytes each) are laid out in:
+    // the chunking keeps every chunk within it.
+    int64_t slot = 0;
     for (const Chunk& c : chunks_) {
-      max_rows = std::max(max_rows, c.rows);
-      max_nnz = std::max(max_nnz, off[c.row0 + c.rows] - off[c.row0]);
+      max_rows_ = std::max(max_rows_, c.rows);
+      slot = std::max(slot, SlotBytes(c));
     }
-    max_rows_ = max_rows;
     const int buffers = streamed() ? 2 : 1;
     for (int b = 0; b < buffers; ++b) {
-      if (auto st = buf_[b].off.Allocate(static_cast<std::size_t>(max_rows + 1)); !st.ok()) return st;
-      if (auto st = buf_[b].idx.Allocate(static_cast<std::size_t>(std::max<int64_t>(max_nnz, 1))); !st.ok()) return st;
-      if (auto st = buf_[b].val.Allocate(static_cast<std::size_t>(std::max<int64_t>(max_nnz, 1))); !st.ok()) return st;
+      if (auto st = buf_[b].Allocate(static_cast<std::size_t>(slot)); !st.ok()) return st;
     }
     if (!streamed()) {
       return Copy(0, 0, nullptr);
     }
-    // Page-locked host memory makes the copies asynchronous; where the
-    // system refuses, they still run, synchronously.
-    // Whole pages: a range that starts or ends inside a page is refused by
-    // some drivers.
-    const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+    // Page-locked host memory makes the copies asynchronous. A copy range
+    // must be wholly registered or not at all, so either all three arrays
+    // are registered, exactly, or none is (then the driver stages the
+    // copies and they do not overlap the compute).
     for (const void* p : {static_cast<const void*>(off.data()),
                           static_cast<const void*>(x.indices().data()),
                           static_cast<const void*>(x.values().data())}) {
       const std::size_t bytes = p == off.data() ? off.size() * 8 : x.indices().size() * 4;
       if (p == nullptr || bytes == 0) continue;
-      const uintptr_t begin = reinterpret_cast<uintptr_t>(p) / page * page;
-      const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + bytes + page - 1) / page * page;
-      void* base = reinterpret_cast<void*>(begin);
-      if (cudaHostRegister(base, end - begin, cudaHostRegisterDefault) == cudaSuccess) {
-        registered_.push_back(base);
+      if (cudaHostRegister(const_cast<void*>(p), bytes, cudaHostRegisterDefault) == cudaSuccess) {
+        registered_.push_back(p);
       } else {
         (void)cudaGetLastError();
+        for (const void* q : registered_) (void)cudaHostUnregister(const_cast<void*>(q));
+        registered_.clear();
+        break;
       }
     }
     for (int k = 0; k < 2; ++k) {
@@ -578,9 +580,7 @@ class RowData {
   absl::Status ForEach(const DualArgs& whole, std::mt19937_64* rng, Launch launch) {
     if (!streamed()) {
       DualArgs a = whole;
-      a.off = buf_[0].off.get();
-      a.idx = buf_[0].idx.get();
-      a.val = buf_[0].val.get();
+      SetPointers(a, 0, chunks_[0]);
       a.base = 0;
       launch(a, int64_t{0}, chunks_[0].rows, cudaStream_t{nullptr});
       DML_CUDA_RETURN_IF_ERROR(cudaGetLastError());
@@ -600,9 +600,7 @@ class RowData {
       DML_CUDA_RETURN_IF_ERROR(cudaEventRecord(events_[b], copy));
       DML_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(compute, events_[b], 0));
       DualArgs a = whole;
-      a.off = buf_[b].off.get();
-      a.idx = buf_[b].idx.get();
-      a.val = buf_[b].val.get();
+      SetPointers(a, b, c);
       a.base = x_->offsets()[c.row0];
       a.y += c.row0;
       a.q += c.row0;
@@ -620,24 +618,36 @@ class RowData {
   struct Chunk {
     int64_t row0 = 0, rows = 0;
   };
-  struct Buffer {
-    DeviceBuffer<int64_t> off;
-    DeviceBuffer<uint32_t> idx;
-    DeviceBuffer<float> val;
-  };
+  int64_t Nnz(const Chunk& c) const {
+    return x_->offsets()[c.row0 + c.rows] - x_->offsets()[c.row0];
+  }
+  int64_t SlotBytes(const Chunk& c) const { return (c.rows + 1) * 8 + Nnz(c) * 8; }
+  // Where chunk c's arrays lie in slot b.
+  int64_t* OffIn(int b) const { return reinterpret_cast<int64_t*>(buf_[b].get()); }
+  uint32_t* IdxIn(int b, const Chunk& c) const {
+    return reinterpret_cast<uint32_t*>(buf_[b].get() + (c.rows + 1) * 8);
+  }
+  float* ValIn(int b, const Chunk& c) const {
+    return reinterpret_cast<float*>(buf_[b].get() + (c.rows + 1) * 8 + Nnz(c) * 4);
+  }
+  void SetPointers(DualArgs& a, int b, const Chunk& c) const {
+    a.off = OffIn(b);
+    a.idx = IdxIn(b, c);
+    a.val = ValIn(b, c);
+  }
 
   absl::Status Copy(int b, int64_t chunk, cudaStream_t stream) {
     const Chunk& c = chunks_[chunk];
     const std::vector<int64_t>& off = x_->offsets();
     const int64_t k0 = off[c.row0], k1 = off[c.row0 + c.rows];
-    DML_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(buf_[b].off.get(), off.data() + c.row0,
+    DML_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(OffIn(b), off.data() + c.row0,
                                              static_cast<std::size_t>(c.rows + 1) * 8,
                                              cudaMemcpyHostToDevice, stream));
     if (k1 > k0) {
-      DML_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(buf_[b].idx.get(), x_->indices().data() + k0,
+      DML_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(IdxIn(b, c), x_->indices().data() + k0,
                                                static_cast<std::size_t>(k1 - k0) * 4,
                                                cudaMemcpyHostToDevice, stream));
-      DML_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(buf_[b].val.get(), x_->values().data() + k0,
+      DML_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(ValIn(b, c), x_->values().data() + k0,
                                                static_cast<std::size_t>(k1 - k0) * 4,
                                                cudaMemcpyHostToDevice, stream));
     }
@@ -648,7 +658,7 @@ class RowData {
   const CsrMatrix* x_ = nullptr;
   std::vector<Chunk> chunks_;
   int64_t max_rows_ = 0;
-  Buffer buf_[2];
+  DeviceBuffer<char> buf_[2];
   std::vector<const void*> registered_;
   std::vector<cudaStream_t> streams_;
   std::vector<cudaEvent_t> events_;
@@ -754,8 +764,13 @@ absl::StatusOr<TrainResult> RunDual(const Dataset& data, const ModelSpec& model,
     // sequential: a fall there is rounding). After kRegrow good evaluations
     // in a row the blocks double again, up to the start: an early fall
     // (large steps from alpha = 0) does not slow the whole run.
-    const bool bad = !std::isfinite(p.dual) || !std::isfinite(p.gap) ||
-                     (grid > 1 && p.dual < last_dual - 1e-9 * std::abs(last_dual));
+    const bool finite = std::isfinite(p.dual) && std::isfinite(p.gap);
+    if (!finite && grid == 1) {
+      return absl::InternalError(absl::StrFormat(
+          "tpa-scd: the objective is not finite after epoch %d with one block in flight",
+          loop.epoch));
+    }
+    const bool bad = !finite || (grid > 1 && p.dual < last_dual - 1e-9 * std::abs(last_dual));
     if (bad) {
       grid = std::max(1, grid / 2);
       p.events.push_back({"concurrency_halved",
@@ -773,7 +788,9 @@ absl::StatusOr<TrainResult> RunDual(const Dataset& data, const ModelSpec& model,
     }
     DML_CUDA_RETURN_IF_ERROR(cudaMemcpy(d_saved.get(), d_alpha.get(), d_alpha.bytes(),
                                         cudaMemcpyDeviceToDevice));
-    if (++streak >= kRegrow && grid < max_grid) {
+    // Each halving makes the next doubling wait longer (kRegrow << halvings,
+    // at most 16x): a grid that overshoots again is not retried every time.
+    if (++streak >= (kRegrow << std::min(halvings, 4)) && grid < max_grid) {
       grid = std::min(max_grid, 2 * grid);
       ++doublings;
       streak = 0;
@@ -918,8 +935,13 @@ absl::StatusOr<TrainResult> RunPrimal(const Dataset& data, const ModelSpec& mode
     // stale steps overshot: back to the w of the last good evaluation, v
     // rebuilt as A w, and half the blocks in flight (doubled again after
     // kRegrow good evaluations, as for the dual).
-    const bool bad = !std::isfinite(p.primal) || !std::isfinite(p.gap) ||
-                     (grid > 1 && p.primal > last_primal + 1e-9 * std::abs(last_primal));
+    const bool finite = std::isfinite(p.primal) && std::isfinite(p.gap);
+    if (!finite && grid == 1) {
+      return absl::InternalError(absl::StrFormat(
+          "tpa-scd: the objective is not finite after epoch %d with one block in flight",
+          loop.epoch));
+    }
+    const bool bad = !finite || (grid > 1 && p.primal > last_primal + 1e-9 * std::abs(last_primal));
     if (bad) {
       grid = std::max(1, grid / 2);
       p.events.push_back({"concurrency_halved",
@@ -939,7 +961,9 @@ absl::StatusOr<TrainResult> RunPrimal(const Dataset& data, const ModelSpec& mode
     }
     DML_CUDA_RETURN_IF_ERROR(cudaMemcpy(d_saved.get(), d_w.get(), d_w.bytes(),
                                         cudaMemcpyDeviceToDevice));
-    if (++streak >= kRegrow && grid < max_grid) {
+    // Each halving makes the next doubling wait longer (kRegrow << halvings,
+    // at most 16x): a grid that overshoots again is not retried every time.
+    if (++streak >= (kRegrow << std::min(halvings, 4)) && grid < max_grid) {
       grid = std::min(max_grid, 2 * grid);
       ++doublings;
       streak = 0;
@@ -997,20 +1021,30 @@ __global__ void CommitKernel(const float* y, const double* local, double* alpha,
   }
 }
 
-// da_i = local_i - alpha_i; *sum += sum_i NegConj(y_i, local_i) - NegConj(y_i, alpha_i).
+// da_i = local_i - alpha_i; sums[0] += sum_i NegConj(y_i, local_i) -
+// NegConj(y_i, alpha_i), sums[1] += the terms' magnitudes (for the rounding
+// of that difference).
 template <class Obj>
 __global__ void LocalChangeKernel(const float* y, const double* local, const double* alpha,
-                                  double* da, int64_t n, double* sum) {
+                                  double* da, int64_t n, double* sums) {
   __shared__ double sh[33];
-  double acc = 0.0;
+  double acc = 0.0, mag = 0.0;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const double d = local[i] - alpha[i];
     da[i] = d;
-    if (d != 0.0) acc += Obj::NegConj(y[i], local[i]) - Obj::NegConj(y[i], alpha[i]);
+    if (d != 0.0) {
+      const double after = Obj::NegConj(y[i], local[i]), before = Obj::NegConj(y[i], alpha[i]);
+      acc += after - before;
+      mag += fabs(after) + fabs(before);
+    }
   }
   acc = BlockSum(acc, sh);
-  if (threadIdx.x == 0) atomicAdd(sum, acc);
+  mag = BlockSum(mag, sh);
+  if (threadIdx.x == 0) {
+    atomicAdd(sums, acc);
+    atomicAdd(sums + 1, mag);
+  }
 }
 
 template <class Obj>
@@ -1050,7 +1084,7 @@ class DeviceDualLocalSolver final : public LocalSolver {
         left -= count;
         up.steps += count;
       }
-      DML_CUDA_RETURN_IF_ERROR(cudaMemset(d_sums_.get(), 0, sizeof(double)));
+      DML_CUDA_RETURN_IF_ERROR(cudaMemset(d_sums_.get(), 0, 2 * sizeof(double)));
       LocalChangeKernel<Obj><<<eval_grid, 256>>>(d_y_.get(), d_local_.get(), d_alpha_.get(),
                                                  d_da_.get(), nk_, d_sums_.get());
       DML_CUDA_RETURN_IF_ERROR(cudaGetLastError());
@@ -1059,23 +1093,29 @@ class DeviceDualLocalSolver final : public LocalSolver {
       DualRebuildKernel<<<eval_grid, threads_>>>(Args(d_da_.get(), d_u_.get(), inv_ln_));
       DML_CUDA_RETURN_IF_ERROR(cudaGetLastError());
       if (auto st = Download(up.delta_shared, d_u_, static_cast<std::size_t>(d_)); !st.ok()) return st;
-      double negconj_change = 0.0;
-      DML_CUDA_RETURN_IF_ERROR(cudaMemcpy(&negconj_change, d_sums_.get(), sizeof(double),
+      double change[2] = {0.0, 0.0};  // the NegConj change and its terms' magnitudes
+      DML_CUDA_RETURN_IF_ERROR(cudaMemcpy(change, d_sums_.get(), sizeof change,
                                           cudaMemcpyDeviceToHost));
+      const double negconj_change = change[0];
       // The local subproblem's gain (cocoa_local_dual.cpp's G_k(dA), 0 at
       // dA = 0) never falls below 0 under exact steps; where it did, stale
       // steps overshot: the passes again from alpha with half the blocks
       // (one block is sequential SCD).
-      double wd = 0.0, dd = 0.0;
+      double wd = 0.0, wd_mag = 0.0, dd = 0.0;
       for (int64_t j = 0; j < d_; ++j) {
         wd += shared[j] * up.delta_shared[j];
+        wd_mag += std::abs(shared[j] * up.delta_shared[j]);
         dd += up.delta_shared[j] * up.delta_shared[j];
       }
       const double inv_n = lambda_ * inv_ln_;
       const double gain = negconj_change * inv_n - lambda_ * wd - 0.5 * sigma_prime * lambda_ * dd;
-      const double scale =
-          std::abs(negconj_change * inv_n) + lambda_ * std::abs(wd) + 0.5 * sigma_prime * lambda_ * dd;
-      if ((std::isfinite(gain) && gain >= -1e-12 * scale) || grid_ == 1) break;
+      // What rounding alone can make of a zero gain: the NegConj difference
+      // cancels terms of size change[1], w.dw terms of size wd_mag. Near the
+      // optimum the true gain is second order and may be smaller than that.
+      constexpr double kEps = 2.220446049250313e-16;
+      const double tol = 16.0 * kEps *
+                         (change[1] * inv_n + lambda_ * wd_mag + 0.5 * sigma_prime * lambda_ * dd);
+      if ((std::isfinite(gain) && gain >= -tol) || grid_ == 1) break;
       grid_ = std::max(1, grid_ / 2);
       streak_ = 0;
     }
