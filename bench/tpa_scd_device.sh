@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The GPU checks of TPA-SCD in one call on a device machine: the device
-# tests, one memcheck run, then the benchmark. Expects binaries built here
-# and their libraries in .devrun/ (see the closing notes of the GPU issue):
+# tests, memcheck and racecheck on one case, the cocoa runtime case and a
+# cocoa job on news20 with GPU local solvers, then the benchmark. Expects
+# what bench/tpa_scd_pack.sh puts in .devrun/ (carry it):
 #   bench/tpa_scd_device.sh [tests|bench|all] [bench args...]
 set -u
 what=${1:-all}; shift || true
@@ -16,6 +17,9 @@ if [[ $what == tests || $what == all ]]; then
     --run_test=one_block_in_flight_is_sequential 2>&1 | tail -4
   timeout 90 compute-sanitizer --tool racecheck "$D/test_tpa_scd_device" \
     --run_test=one_block_in_flight_is_sequential 2>&1 | tail -4
+  timeout 60 "$D/test_runtime" --run_test=cocoa_with_the_gpu_local_solver_or_its_fallback 2>&1 | tail -2
+  [[ -f $D/news20.binary.svm ]] && timeout 60 "$D/dml-train" --model logistic --mode cocoa \
+    --workers 2 --solver tpa-scd --tol 1e-4 "$D/news20.binary.svm" 2>&1 | grep -v '^round' | tail -5
 fi
 if [[ $what == bench || $what == all ]]; then
   timeout 420 "$D/tpa_scd_bench" "$@" 2>&1 | tee "$OUT/bench.txt"
