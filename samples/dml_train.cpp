@@ -150,7 +150,9 @@ Distributed (the actor runtime):
   --shards S          parameter shards (1)
   --staleness s       ssp: the staleness bound (2)
   --svrg              sync, async, ssp: SVRG steps, each evaluation's model the snapshot (off)
-  --tau T             easgd, model-averaging: local steps per exchange (8)
+  --tau T             easgd, model-averaging: local steps per exchange (easgd 8; model
+                      averaging auto: at least 8, enough that the model exchanged is no
+                      larger than the data read)
   --local-epochs H    cocoa: local epochs per round, or auto (chosen while running, from 1) (1)
   --gamma G           cocoa: aggregation, 1 = adding (1)
   --nodes H:P,...     run the workers and shards on these dml-node processes (none: in-process)
@@ -457,6 +459,10 @@ Exit TrainOnRuntime(Run& run, std::shared_ptr<const dml::Dataset>& shared_data,
     }
     job.data.load = run.load_opts;
     job.data.load.num_features = shared_data->x.cols();
+    // Nodes get only the path: the exchange period is chosen here, from the data read.
+    if (job.sgd.tau == 0 && job.mode.kind == dml::Mode::kModelAveraging) {
+      job.sgd.tau = dml::AutoTau(*shared_data, job.sgd.batch_size);
+    }
   } else {
     job.data.dataset = shared_data;
   }

@@ -13,6 +13,7 @@
 #include "dml/actors/internal/shard_core.hpp"
 #include "dml/actors/job_plan.hpp"
 #include "dml/actors/topology/topology.hpp"
+#include "dml/data/synthetic.hpp"
 
 namespace {
 
@@ -118,6 +119,37 @@ BOOST_AUTO_TEST_CASE(the_plan_resolves_every_default_once) {
   BOOST_TEST(plan.shared_length(100, 7) == 7);
   spec.cocoa.sigma_prime = 3.0;  // set by the user: kept
   BOOST_TEST(dml::actors::ResolvePlan(spec).spec.cocoa.sigma_prime == 3.0);
+  BOOST_TEST(plan.spec.sgd.tau == 8);  // easgd: 8 whatever the data
+}
+
+// Model averaging's exchange period: at least 8 steps, else the model's
+// values both ways over a step's nonzeros (batch * mean row), at most 1024.
+BOOST_AUTO_TEST_CASE(model_averaging_exchanges_no_more_than_it_reads) {
+  auto data_of = [](int64_t rows, int64_t cols, int64_t nnz) {
+    dml::SyntheticOptions o;
+    o.rows = rows;
+    o.cols = cols;
+    o.nnz_per_row = nnz;
+    auto d = dml::GenerateSynthetic(o);
+    BOOST_REQUIRE(d.ok());
+    return std::make_shared<const dml::Dataset>(std::move(d->data));
+  };
+  const auto wide = data_of(500, 100000, 20);   // 2e5 / (64 * 20) = 156.25
+  BOOST_TEST(dml::AutoTau(*wide, 64) == 157);
+  BOOST_TEST(dml::AutoTau(*wide, 256) == 40);   // 2e5 / 5120 = 39.06
+  BOOST_TEST(dml::AutoTau(*wide, 1) == 1024);   // 1e4: capped
+  BOOST_TEST(dml::AutoTau(*data_of(500, 100, 20), 64) == 8);  // 0.16: the floor
+  dml::JobSpec spec;
+  spec.mode.kind = Mode::kModelAveraging;
+  spec.data.dataset = wide;
+  BOOST_TEST(dml::actors::ResolvePlan(spec).spec.sgd.tau == 157);
+  BOOST_TEST(dml::actors::ResolvePlan(spec).worker(0).tau == 157);
+  spec.sgd.tau = 5;  // set by the user: kept
+  BOOST_TEST(dml::actors::ResolvePlan(spec).spec.sgd.tau == 5);
+  spec.sgd.tau = 0;
+  spec.data.dataset = nullptr;  // a path only: the data is not here
+  spec.data.path = "/data/train.svm";
+  BOOST_TEST(dml::actors::ResolvePlan(spec).spec.sgd.tau == 8);
 }
 
 // sync: the K gradients of a clock are averaged in worker order and one

@@ -12,6 +12,11 @@ JobPlan ResolvePlan(JobSpec spec) {
   if (!(spec.cocoa.sigma_prime > 0)) spec.cocoa.sigma_prime = spec.cocoa.gamma * k;
   // beta = K alpha = 0.9, the EASGD paper's choice.
   if (!(spec.sgd.easgd_alpha > 0)) spec.sgd.easgd_alpha = 0.9 / k;
+  if (spec.sgd.tau == 0) {
+    spec.sgd.tau = spec.mode.kind == Mode::kModelAveraging && spec.data.dataset
+                       ? AutoTau(*spec.data.dataset, spec.sgd.batch_size)
+                       : 8;
+  }
   // A given step0 fixes the decay now; a calibrated one (step0 == 0) once
   // the workers have found it (coordinator.cpp).
   if (spec.sgd.step0 > 0) {

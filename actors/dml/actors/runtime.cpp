@@ -1,6 +1,7 @@
 #include "dml/actors/runtime.hpp"
 
 #include <chrono>
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <mutex>
@@ -72,6 +73,14 @@ std::vector<Progress> Job::Poll() {
 
 // -------------------------------------------------------------- runtime
 
+int AutoTau(const Dataset& data, int batch) {
+  const double rows = static_cast<double>(std::max<int64_t>(1, data.x.rows()));
+  const double mean_nnz = std::max(1.0, static_cast<double>(data.x.nnz()) / rows);
+  const double steps = 2.0 * static_cast<double>(data.x.cols()) /
+                       (static_cast<double>(std::max(1, batch)) * mean_nnz);
+  return static_cast<int>(std::min(1024.0, std::max(8.0, std::ceil(steps))));
+}
+
 namespace {
 
 absl::Status Invalid(std::string_view field, std::string what) {
@@ -111,7 +120,9 @@ absl::Status ValidateSpec(const JobSpec& s) {
     return Invalid("sgd.svrg", absl::StrCat("modes sync, async and ssp only, not ",
                                             AsAbsl(ModeName(s.mode.kind))));
   }
-  if (s.sgd.tau < 1) return Invalid("sgd.tau", absl::StrCat("must be >= 1, got ", s.sgd.tau));
+  if (s.sgd.tau < 0) {
+    return Invalid("sgd.tau", absl::StrCat("must be >= 1, or 0 for AutoTau, got ", s.sgd.tau));
+  }
   if (!(s.sgd.easgd_alpha >= 0 && s.sgd.easgd_alpha < 1)) {
     return Invalid("sgd.easgd_alpha", absl::StrCat("must be in [0, 1), got ", s.sgd.easgd_alpha));
   }

@@ -56,7 +56,11 @@ struct JobTopology {
 /// modes' own parameters.
 struct JobSgd : SgdOptions {
   int staleness = 2;         ///< ssp: s
-  int tau = 8;               ///< easgd and model-averaging: local steps per exchange
+  /// easgd and model-averaging: local steps per exchange; 0: 8 for easgd,
+  /// AutoTau of the in-memory dataset for model averaging (8 for a job that
+  /// names only a path). easgd's elastic pull weakens with a longer period:
+  /// on news20, K = 4, tau 24 took 1050 epochs to 1e-3 against 722 with 8.
+  int tau = 0;
   double easgd_alpha = 0.0;  ///< easgd: 0 = 0.9 / K (so beta = K alpha = 0.9)
   /// Evaluate the objective every this many epochs (each evaluation is also
   /// the restart point after a node loss).
@@ -69,6 +73,15 @@ struct JobSgd : SgdOptions {
   /// a minibatch's nonzeros, or the target is tight (bench/results).
   bool svrg = false;
 };
+
+/// Model averaging's default exchange period for `data` with
+/// `batch` rows per step: at least 8 steps, and enough that an exchange
+/// (the whole model, both ways) moves no more values than the steps between
+/// two exchanges read nonzeros: ceil(2 d / (batch * mean nonzeros per row)),
+/// at most 1024. On a 1M x 100k set with 20 nonzeros a row and batch 64
+/// model averaging exchanged 3.2 GB per epoch with 8 and took 2.2x the
+/// tuned run's time (bench/results/modes_gen1Mx100k_defaults_k2.txt).
+int AutoTau(const Dataset& data, int batch);
 
 /// Checkpoints and node loss.
 struct JobRecovery {
