@@ -33,6 +33,19 @@ std::string DescribeDevice(const DeviceInfo& info) {
                          info.multiprocessors);
 }
 
+namespace {
+
+absl::Status CheckOptions(const TpaScdOptions& gpu) {
+  if (gpu.memory_budget_bytes < 0 || gpu.max_blocks < 0 || gpu.twin_threads < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tpa-scd options must be >= 0: memory_budget_bytes ", gpu.memory_budget_bytes,
+        ", max_blocks ", gpu.max_blocks, ", twin_threads ", gpu.twin_threads));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<TrainResult> TrainTpaScdTwin(const Dataset& data, const ModelSpec& model,
                                             const SolverOptions& options,
                                             const TpaScdOptions& gpu) {
@@ -58,11 +71,7 @@ absl::StatusOr<TrainResult> TrainTpaScd(const Dataset& data, const ModelSpec& mo
                                         const SolverOptions& options, const TpaScdOptions& gpu) {
   // Argument errors first, so the same call fails the same way on every host.
   if (auto s = CheckTrainInputs(data, model, options); !s.ok()) return s;
-  if (gpu.memory_budget_bytes < 0 || gpu.max_blocks < 0 || gpu.twin_threads < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "tpa-scd options must be >= 0: memory_budget_bytes ", gpu.memory_budget_bytes,
-        ", max_blocks ", gpu.max_blocks, ", twin_threads ", gpu.twin_threads));
-  }
+  if (auto s = CheckOptions(gpu); !s.ok()) return s;
 #if defined(DML_HAVE_CUDA)
   absl::StatusOr<TrainResult> r = internal::TrainOnDevice(data, model, options, gpu);
 #else
@@ -93,9 +102,7 @@ absl::StatusOr<std::unique_ptr<LocalSolver>> MakeTpaScdLocalSolver(LocalBlock bl
   absl::StatusOr<std::unique_ptr<LocalSolver>> r = absl::UnimplementedError("");
   if (FormulationOf(model.kind) == Formulation::kDual) {
     if (auto s = dml::CheckDualBlock(block, model); !s.ok()) return s;
-    if (gpu.memory_budget_bytes < 0 || gpu.max_blocks < 0) {
-      return absl::InvalidArgumentError("tpa-scd options must be >= 0");
-    }
+    if (auto s = CheckOptions(gpu); !s.ok()) return s;
 #if defined(DML_HAVE_CUDA)
     // The block is needed again if the device refuses it.
     r = internal::MakeDeviceLocalSolver(gpu.allow_fallback ? block : std::move(block), model, seed,

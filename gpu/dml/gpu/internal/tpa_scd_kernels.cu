@@ -28,6 +28,7 @@
 #include "dml/gpu/internal/cuda_check.cuh"
 #include "dml/gpu/internal/tpa_scd_device.hpp"
 #include "dml/objective/elastic_net.hpp"
+#include "dml/metrics/metrics.hpp"
 #include "dml/objective/evaluate.hpp"
 #include "dml/objective/hinge_svm.hpp"
 #include "dml/objective/lasso.hpp"
@@ -463,15 +464,77 @@ struct Loop {
 // Good evaluations in a row after which the blocks in flight double again.
 constexpr int kRegrow = 8;
 
-std::string DeviceNote(const DeviceInfo& info, int grid, int max_grid, int threads, int halvings,
-                       int doublings) {
-  std::string note = absl::StrFormat("tpa-scd ran on %s: %d blocks of %d threads in flight",
-                                     DescribeDevice(info), grid, threads);
-  if (halvings > 0) {
-    absl::StrAppendFormat(&note, " (from %d: halved %d times where the objective went back, "
-                          "doubled %d times)", max_grid, halvings, doublings);
+// The blocks in flight of a training run, and what its evaluations did to
+// them. Exact coordinate descent never sets its objective back; where an
+// evaluation finds it went back (or not finite), stale steps overshot: the
+// caller returns to the last good evaluation and the blocks halve (one
+// block is sequential: a setback there is rounding, and a non-finite
+// objective an error). After kRegrow good evaluations in a row they double
+// again, up to the start, so that an early setback (large steps from the
+// starting point) does not slow the whole run; each halving makes the next
+// doubling wait longer (kRegrow << halvings, at most 16x), so that a grid
+// that overshoots again is not retried every time.
+class Blocks {
+ public:
+  explicit Blocks(int grid) : grid_(grid), max_(grid) {}
+  int grid() const { return grid_; }
+
+  // Judges evaluation `p` of `epoch`: `worse`, whether its objective went
+  // back beyond rounding. True: roll back (the blocks are halved and `p`
+  // carries an event saying `what` happened). Error: not finite with one
+  // block in flight.
+  absl::StatusOr<bool> Judge(bool finite, bool worse, const char* what, int epoch, Progress& p) {
+    if (!finite && grid_ == 1) {
+      return absl::InternalError(absl::StrFormat(
+          "tpa-scd: the objective is not finite after epoch %d with one block in flight", epoch));
+    }
+    if (!finite || (grid_ > 1 && worse)) {
+      grid_ = std::max(1, grid_ / 2);
+      p.events.push_back({"concurrency_halved",
+                          absl::StrCat(what, ": back to the last evaluation, ", grid_,
+                                       " blocks in flight from now on")});
+      p.event = p.events.back().what;
+      ++halvings_;
+      streak_ = 0;
+      return true;
+    }
+    if (++streak_ >= (kRegrow << std::min(halvings_, 4)) && grid_ < max_) {
+      grid_ = std::min(max_, 2 * grid_);
+      ++doublings_;
+      streak_ = 0;
+    }
+    return false;
   }
-  return note;
+
+  // What TrainResult::note says of the device and the blocks.
+  std::string Note(const DeviceInfo& info, int threads) const {
+    std::string note = absl::StrFormat("tpa-scd ran on %s: %d blocks of %d threads in flight",
+                                       DescribeDevice(info), grid_, threads);
+    if (halvings_ > 0) {
+      absl::StrAppendFormat(&note, " (from %d: halved %d times where the objective went back, "
+                            "doubled %d times)", max_, halvings_, doublings_);
+    }
+    return note;
+  }
+
+ private:
+  int grid_, max_, streak_ = 0, halvings_ = 0, doublings_ = 0;
+};
+
+// Fills r from the final exact certificate `c` and the loop; a gap or
+// target stop that `c` does not bear out is reported as max epochs.
+void Finish(const Loop& loop, StopReason why, const Certificate& c, TrainResult& r) {
+  if (why == StopReason::kConverged || why == StopReason::kTargetReached) {
+    StopReason final_why;
+    if (!loop.Meets(c.primal, c.gap, 1.0, &final_why)) why = StopReason::kMaxEpochs;
+  }
+  r.primal = c.primal;
+  r.dual = c.dual;
+  r.gap = c.gap;
+  r.epochs = loop.epoch;
+  r.rounds = loop.epoch;
+  r.seconds = loop.seconds();
+  r.reason = why;
 }
 
 void Report(const SolverOptions& options, TrainResult& r, Progress p) {
@@ -672,12 +735,9 @@ absl::StatusOr<TrainResult> RunDual(const Dataset& data, const ModelSpec& model,
   const int64_t n = x.rows(), d = x.cols(), nnz = static_cast<int64_t>(x.values().size());
   const double lambda_n = model.lambda * static_cast<double>(n);
   const double inv_n = 1.0 / static_cast<double>(n);
-  std::vector<double> q(static_cast<std::size_t>(n)), alpha(static_cast<std::size_t>(n));
+  std::vector<double> q = x.OuterSquaredNorms(), alpha(static_cast<std::size_t>(n));
   for (int64_t i = 0; i < n; ++i) {
-    const SparseView row = x.outer(i);
-    double s = 0.0;
-    for (std::size_t k = 0; k < row.size; ++k) s += static_cast<double>(row.value[k]) * row.value[k];
-    q[i] = s / lambda_n;
+    q[i] /= lambda_n;
     alpha[i] = Obj::Initial(data.y[i], lambda_n);
   }
   std::vector<double> w = PrimalFromDual(x, alpha, model.lambda);
@@ -717,11 +777,11 @@ absl::StatusOr<TrainResult> RunDual(const Dataset& data, const ModelSpec& model,
   const int threads = ThreadsFor(nnz, n);
   absl::StatusOr<int> grid_or = GridFor(DualEpochKernel<Obj>, threads, rows.max_rows(), gpu, info);
   if (!grid_or.ok()) return grid_or.status();
-  int grid = *grid_or;
+  Blocks blocks(*grid_or);
   const int eval_grid = std::max(1, info.multiprocessors) * 8;
   auto epoch = [&](const DualArgs& a, int64_t, int64_t count, cudaStream_t st) {
-    DualEpochKernel<Obj><<<grid, threads, 0, st>>>(a, MakePermutation(static_cast<uint64_t>(count), rng),
-                                                   static_cast<uint64_t>(count));
+    DualEpochKernel<Obj><<<blocks.grid(), threads, 0, st>>>(
+        a, MakePermutation(static_cast<uint64_t>(count), rng), static_cast<uint64_t>(count));
   };
   auto gap = [&](const DualArgs& a, int64_t row0, int64_t, cudaStream_t st) {
     DualGapKernel<Obj><<<eval_grid, threads, 0, st>>>(a, inv_n, d_sums.get(), d_cg.get() + row0);
@@ -736,8 +796,6 @@ absl::StatusOr<TrainResult> RunDual(const Dataset& data, const ModelSpec& model,
   double last_dual = -std::numeric_limits<double>::infinity();
   double slack = 1.0;  // tightened when the host's certificate disagrees
   StopReason why = StopReason::kMaxEpochs;
-  const int max_grid = grid;
-  int streak = 0, halvings = 0, doublings = 0;
   while (!loop.Stop(&why)) {
     if (auto s = rows.ForEach(args, &rng, epoch); !s.ok()) return s;
     ++loop.epoch;
@@ -758,27 +816,13 @@ absl::StatusOr<TrainResult> RunDual(const Dataset& data, const ModelSpec& model,
     p.dual = sums[1] * inv_n - half_norm;
     p.gap = sums[2] * inv_n;
     p.nnz_touched = 2 * nnz;
-    // The dual of exact coordinate ascent never falls. Where it fell,
-    // stale steps overshot: back to the alpha of the last good evaluation,
-    // w rebuilt from it, and half the blocks in flight (one block is
-    // sequential: a fall there is rounding). After kRegrow good evaluations
-    // in a row the blocks double again, up to the start: an early fall
-    // (large steps from alpha = 0) does not slow the whole run.
-    const bool finite = std::isfinite(p.dual) && std::isfinite(p.gap);
-    if (!finite && grid == 1) {
-      return absl::InternalError(absl::StrFormat(
-          "tpa-scd: the objective is not finite after epoch %d with one block in flight",
-          loop.epoch));
-    }
-    const bool bad = !finite || (grid > 1 && p.dual < last_dual - 1e-9 * std::abs(last_dual));
-    if (bad) {
-      grid = std::max(1, grid / 2);
-      p.events.push_back({"concurrency_halved",
-                          absl::StrCat("the dual fell: back to the last evaluation, ", grid,
-                                       " blocks in flight from now on")});
-      p.event = p.events.back().what;
-      ++halvings;
-      streak = 0;
+    // The dual of exact coordinate ascent never falls (Blocks): where it
+    // fell, back to the last good alpha, w rebuilt from it.
+    absl::StatusOr<bool> back =
+        blocks.Judge(std::isfinite(p.dual) && std::isfinite(p.gap),
+                     p.dual < last_dual - 1e-9 * std::abs(last_dual), "the dual fell", loop.epoch, p);
+    if (!back.ok()) return back.status();
+    if (*back) {
       DML_CUDA_RETURN_IF_ERROR(cudaMemcpy(d_alpha.get(), d_saved.get(), d_alpha.bytes(),
                                           cudaMemcpyDeviceToDevice));
       DML_CUDA_RETURN_IF_ERROR(cudaMemset(d_w.get(), 0, static_cast<std::size_t>(d) * sizeof(double)));
@@ -788,13 +832,6 @@ absl::StatusOr<TrainResult> RunDual(const Dataset& data, const ModelSpec& model,
     }
     DML_CUDA_RETURN_IF_ERROR(cudaMemcpy(d_saved.get(), d_alpha.get(), d_alpha.bytes(),
                                         cudaMemcpyDeviceToDevice));
-    // Each halving makes the next doubling wait longer (kRegrow << halvings,
-    // at most 16x): a grid that overshoots again is not retried every time.
-    if (++streak >= (kRegrow << std::min(halvings, 4)) && grid < max_grid) {
-      grid = std::min(max_grid, 2 * grid);
-      ++doublings;
-      streak = 0;
-    }
     last_dual = p.dual;
     StopReason device_says;
     const bool stop = loop.Meets(p.primal, p.gap, slack, &device_says);
@@ -811,37 +848,16 @@ absl::StatusOr<TrainResult> RunDual(const Dataset& data, const ModelSpec& model,
   if (auto s = Download(alpha, d_alpha, alpha.size()); !s.ok()) return s;
   absl::StatusOr<Certificate> c = EvaluateDual(data, model, alpha);
   if (!c.ok()) return c.status();
-  if (why == StopReason::kConverged || why == StopReason::kTargetReached) {
-    StopReason final_why;
-    if (!loop.Meets(c->primal, c->gap, 1.0, &final_why)) why = StopReason::kMaxEpochs;
-  }
   r.w = PrimalFromDual(x, alpha, model.lambda);
   r.alpha = std::move(alpha);
-  r.primal = c->primal;
-  r.dual = c->dual;
-  r.gap = c->gap;
-  r.epochs = loop.epoch;
-  r.rounds = loop.epoch;
-  r.seconds = loop.seconds();
-  r.reason = why;
-  r.note = DeviceNote(info, grid, max_grid, threads, halvings, doublings);
+  Finish(loop, why, *c, r);
+  r.note = blocks.Note(info, threads);
   if (rows.streamed()) {
     absl::StrAppendFormat(&r.note, "; rows streamed in %d chunks of at most %d bytes%s",
                           rows.chunk_count(), buffer_bytes,
                           rows.page_locked() ? "" : " (host rows not page-locked: copies staged)");
   }
   return r;
-}
-
-std::vector<double> MarginsOf(const CsrMatrix& x, const std::vector<double>& w) {
-  std::vector<double> v(static_cast<std::size_t>(x.rows()));
-  for (int64_t i = 0; i < x.rows(); ++i) {
-    const SparseView row = x.outer(i);
-    double s = 0.0;
-    for (std::size_t k = 0; k < row.size; ++k) s += static_cast<double>(row.value[k]) * w[row.index[k]];
-    v[i] = s;
-  }
-  return v;
 }
 
 // kModel: 0 lasso / elastic net (the exact squared step), 1 L1-logistic.
@@ -852,13 +868,8 @@ absl::StatusOr<TrainResult> RunPrimal(const Dataset& data, const ModelSpec& mode
   const CscMatrix a = data.x.Convert();
   const int64_t n = data.x.rows(), d = data.x.cols(), nnz = static_cast<int64_t>(a.values().size());
   const double inv_n = 1.0 / static_cast<double>(n);
-  std::vector<double> q(static_cast<std::size_t>(d));
-  for (int64_t j = 0; j < d; ++j) {
-    const SparseView col = a.outer(j);
-    double s = 0.0;
-    for (std::size_t k = 0; k < col.size; ++k) s += static_cast<double>(col.value[k]) * col.value[k];
-    q[j] = s * inv_n;
-  }
+  std::vector<double> q = a.OuterSquaredNorms();
+  for (double& qj : q) qj *= inv_n;
   const Obj obj = Obj::Make(model, data.y);
   std::vector<double> w(static_cast<std::size_t>(d), 0.0), v(static_cast<std::size_t>(n), 0.0);
 
@@ -892,7 +903,7 @@ absl::StatusOr<TrainResult> RunPrimal(const Dataset& data, const ModelSpec& mode
     }
   }();
   if (!grid_or.ok()) return grid_or.status();
-  int grid = *grid_or;
+  Blocks blocks(*grid_or);
   const int eval_grid = std::max(1, info.multiprocessors) * 8;
 
   TrainResult r;
@@ -902,14 +913,12 @@ absl::StatusOr<TrainResult> RunPrimal(const Dataset& data, const ModelSpec& mode
   double last_primal = std::numeric_limits<double>::infinity();
   double slack = 1.0;
   StopReason why = StopReason::kMaxEpochs;
-  const int max_grid = grid;
-  int streak = 0, halvings = 0, doublings = 0;
   while (!loop.Stop(&why)) {
     const Permutation perm = MakePermutation(static_cast<uint64_t>(d), rng);
     if constexpr (kModel == 0) {
-      SquaredEpochKernel<Obj><<<grid, threads>>>(args, obj, perm);
+      SquaredEpochKernel<Obj><<<blocks.grid(), threads>>>(args, obj, perm);
     } else {
-      LogisticL1EpochKernel<<<grid, threads>>>(args, model.lambda, perm);
+      LogisticL1EpochKernel<<<blocks.grid(), threads>>>(args, model.lambda, perm);
     }
     DML_CUDA_RETURN_IF_ERROR(cudaGetLastError());
     DML_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
@@ -931,29 +940,17 @@ absl::StatusOr<TrainResult> RunPrimal(const Dataset& data, const ModelSpec& mode
     p.gap = sums[2];
     p.dual = p.primal - p.gap;
     p.nnz_touched = 2 * nnz;
-    // Exact coordinate descent never raises the primal. Where it rose,
-    // stale steps overshot: back to the w of the last good evaluation, v
-    // rebuilt as A w, and half the blocks in flight (doubled again after
-    // kRegrow good evaluations, as for the dual).
-    const bool finite = std::isfinite(p.primal) && std::isfinite(p.gap);
-    if (!finite && grid == 1) {
-      return absl::InternalError(absl::StrFormat(
-          "tpa-scd: the objective is not finite after epoch %d with one block in flight",
-          loop.epoch));
-    }
-    const bool bad = !finite || (grid > 1 && p.primal > last_primal + 1e-9 * std::abs(last_primal));
-    if (bad) {
-      grid = std::max(1, grid / 2);
-      p.events.push_back({"concurrency_halved",
-                          absl::StrCat("the primal rose: back to the last evaluation, ", grid,
-                                       " blocks in flight from now on")});
-      p.event = p.events.back().what;
-      ++halvings;
-      streak = 0;
+    // Exact coordinate descent never raises the primal (Blocks): where it
+    // rose, back to the last good w, v rebuilt as A w.
+    absl::StatusOr<bool> back = blocks.Judge(
+        std::isfinite(p.primal) && std::isfinite(p.gap),
+        p.primal > last_primal + 1e-9 * std::abs(last_primal), "the primal rose", loop.epoch, p);
+    if (!back.ok()) return back.status();
+    if (*back) {
       DML_CUDA_RETURN_IF_ERROR(cudaMemcpy(d_w.get(), d_saved.get(), d_w.bytes(),
                                           cudaMemcpyDeviceToDevice));
       if (auto s = Download(w, d_w, w.size()); !s.ok()) return s;
-      v = MarginsOf(data.x, w);
+      v = Predict(data.x, w);
       DML_CUDA_RETURN_IF_ERROR(cudaMemcpy(d_v.get(), v.data(), v.size() * sizeof(double),
                                           cudaMemcpyHostToDevice));
       Report(options, r, std::move(p));
@@ -961,13 +958,6 @@ absl::StatusOr<TrainResult> RunPrimal(const Dataset& data, const ModelSpec& mode
     }
     DML_CUDA_RETURN_IF_ERROR(cudaMemcpy(d_saved.get(), d_w.get(), d_w.bytes(),
                                         cudaMemcpyDeviceToDevice));
-    // Each halving makes the next doubling wait longer (kRegrow << halvings,
-    // at most 16x): a grid that overshoots again is not retried every time.
-    if (++streak >= (kRegrow << std::min(halvings, 4)) && grid < max_grid) {
-      grid = std::min(max_grid, 2 * grid);
-      ++doublings;
-      streak = 0;
-    }
     last_primal = p.primal;
     StopReason device_says;
     const bool stop = loop.Meets(p.primal, p.gap, slack, &device_says);
@@ -983,19 +973,9 @@ absl::StatusOr<TrainResult> RunPrimal(const Dataset& data, const ModelSpec& mode
   if (auto s = Download(w, d_w, w.size()); !s.ok()) return s;
   absl::StatusOr<Certificate> c = EvaluatePrimal(data, model, w);
   if (!c.ok()) return c.status();
-  if (why == StopReason::kConverged || why == StopReason::kTargetReached) {
-    StopReason final_why;
-    if (!loop.Meets(c->primal, c->gap, 1.0, &final_why)) why = StopReason::kMaxEpochs;
-  }
+  Finish(loop, why, *c, r);
   r.w = std::move(w);
-  r.primal = c->primal;
-  r.dual = c->dual;
-  r.gap = c->gap;
-  r.epochs = loop.epoch;
-  r.rounds = loop.epoch;
-  r.seconds = loop.seconds();
-  r.reason = why;
-  r.note = DeviceNote(info, grid, max_grid, threads, halvings, doublings);
+  r.note = blocks.Note(info, threads);
   return r;
 }
 
@@ -1191,13 +1171,8 @@ class DeviceDualLocalSolver final : public LocalSolver {
     inv_ln_ = 1.0 / (model.lambda * static_cast<double>(block.n_global));
     lambda_ = model.lambda;
     mean_row_ = nk_ > 0 ? static_cast<double>(nnz) / static_cast<double>(nk_) : 0.0;
-    std::vector<double> q(static_cast<std::size_t>(nk_));
-    for (int64_t i = 0; i < nk_; ++i) {
-      const SparseView row = x.outer(i);
-      double s = 0.0;
-      for (std::size_t k = 0; k < row.size; ++k) s += static_cast<double>(row.value[k]) * row.value[k];
-      q[i] = s * inv_ln_;
-    }
+    std::vector<double> q = x.OuterSquaredNorms();
+    for (double& qi : q) qi *= inv_ln_;
     const int64_t need = (nk_ + 1) * 8 + nnz * 8 + nk_ * (4 + 8 + 8 + 8 + 8) + d_ * 8 + 64;
     if (auto s = CheckBudget(need, gpu); !s.ok()) return s;
     DML_CUDA_RETURN_IF_ERROR(cudaSetDevice(info_.index));
