@@ -22,5 +22,5 @@ if [[ $what == tests || $what == all ]]; then
     --workers 2 --solver tpa-scd --tol 1e-4 "$D/news20.binary.svm" 2>&1 | grep -v '^round' | tail -5
 fi
 if [[ $what == bench || $what == all ]]; then
-  timeout 420 "$D/tpa_scd_bench" "$@" 2>&1 | tee "$OUT/bench.txt"
+  timeout "${BENCH_TIMEOUT:-420}" "$D/tpa_scd_bench" "$@" 2>&1 | tee "$OUT/bench.txt"
 fi
