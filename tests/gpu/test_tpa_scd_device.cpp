@@ -122,7 +122,7 @@ BOOST_AUTO_TEST_CASE(over_the_memory_budget_is_an_error_or_a_logged_fallback) {
   auto r = dml::gpu::TrainTpaScd(data, spec, tpa_testing::Tight(dml::SolverKind::kTpaScd), gpu);
   BOOST_REQUIRE(!r.ok());
   BOOST_TEST((r.status().code() == absl::StatusCode::kResourceExhausted));
-  const int64_t state = 2000 * 36 + 100 * 8 + 64;
+  const int64_t state = 2000 * 36 + 100 * 16 + 64;  // two d-vectors: shared and certificate
   const int64_t rows = 2001 * 8 + static_cast<int64_t>(data.x.values().size()) * 8;
   BOOST_TEST(std::string(r.status().message()) ==
              "tpa-scd: the per-example state needs " + std::to_string(state) +

@@ -22,9 +22,12 @@
 // is applied in full, so the shared vector stays A^T alpha / (lambda n)
 // (or A w) to rounding. The gap checked each evaluation is computed on the
 // device from its state (per-coordinate gaps kept on the device, what DuHL
-// reads); the final certificate is recomputed on the host from alpha (or w)
-// alone, exactly as EvaluateDual / EvaluatePrimal do, and only it may say
-// "converged". If an evaluation finds the objective worse than at the one
+// reads). Only an exact certificate, of alpha (or w) alone, may say
+// "converged": for dual models it is EvaluateDual's computation done on the
+// device (w rebuilt as A^T alpha / (lambda n) into a vector of its own, not
+// the shared vector the steps wrote, then the loss and gaps against it, in
+// double; the same result up to the order of the sums), for primal models
+// EvaluatePrimal on the host. If an evaluation finds the objective worse than at the one
 // before (too many stale steps in flight, e.g. a dense column), the number
 // of blocks in flight is halved and the shared vector rebuilt.
 //

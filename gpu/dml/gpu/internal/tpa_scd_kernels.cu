@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -153,6 +154,88 @@ __global__ void DualEpochKernel(DualArgs a, Permutation p, uint64_t count) {
   }
 }
 
+// The same steps with a block of one warp (rows of at most ~128 nonzeros):
+// no shared memory and no barrier. The inner product is summed by a
+// butterfly, which leaves the bitwise same sum in every lane, so every lane
+// takes the same step and lane 0 alone stores it. Latency hiding, since the
+// device holds only so many blocks: the step's inputs and the next
+// coordinate's row bounds are loaded before the gather, and the first
+// kWarpCache nonzeros per lane stay in registers for the update.
+constexpr int kWarpCache = 4;
+
+template <class Obj>
+__global__ void __launch_bounds__(32) DualEpochWarpKernel(DualArgs a, Permutation p, uint64_t count) {
+  const int lane = static_cast<int>(threadIdx.x);
+  uint64_t k = blockIdx.x;
+  if (k >= count) return;
+  uint64_t i = Walk(k, p);
+  int64_t begin = a.off[i] - a.base, end = a.off[i + 1] - a.base;
+  for (;;) {
+    const double y = a.y[i], q = a.q[i] * a.q_scale, old = a.alpha[i];
+    const uint64_t k_next = k + gridDim.x;
+    uint64_t i_next = 0;
+    int64_t begin_next = 0, end_next = 0;
+    if (k_next < count) {
+      i_next = Walk(k_next, p);
+      begin_next = a.off[i_next] - a.base;
+      end_next = a.off[i_next + 1] - a.base;
+    }
+    uint32_t ci[kWarpCache];
+    float cv[kWarpCache];
+#pragma unroll
+    for (int c = 0; c < kWarpCache; ++c) {
+      const int64_t t = begin + lane + 32 * c;
+      ci[c] = t < end ? a.idx[t] : 0u;
+      cv[c] = t < end ? a.val[t] : 0.0f;
+    }
+    double s = 0.0;
+#pragma unroll
+    for (int c = 0; c < kWarpCache; ++c) {
+      if (cv[c] != 0.0f) s += static_cast<double>(cv[c]) * __ldcg(a.w + ci[c]);
+    }
+    for (int64_t t = begin + lane + 32 * kWarpCache; t < end; t += 32) {
+      s += static_cast<double>(a.val[t]) * __ldcg(a.w + a.idx[t]);
+    }
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(kFullMask, s, o);
+    double next = Obj::Step(y, old, s, q);
+    if (!isfinite(next)) next = old;  // a stale read gone wild: skip the step
+    if (lane == 0) a.alpha[i] = next;
+    const double d = (next - old) * a.inv_lambda_n;
+    if (d != 0.0) {
+#pragma unroll
+      for (int c = 0; c < kWarpCache; ++c) {
+        if (cv[c] != 0.0f) atomicAdd(a.w + ci[c], d * static_cast<double>(cv[c]));
+      }
+      for (int64_t t = begin + lane + 32 * kWarpCache; t < end; t += 32) {
+        atomicAdd(a.w + a.idx[t], d * static_cast<double>(a.val[t]));
+      }
+    }
+    if (k_next >= count) break;
+    k = k_next;
+    i = i_next;
+    begin = begin_next;
+    end = end_next;
+  }
+}
+
+// Launches an epoch's steps on `count` coordinates with `threads` per
+// block (32: the warp kernel).
+template <class Obj>
+void LaunchDualEpoch(int grid, int threads, cudaStream_t stream, const DualArgs& a,
+                     const Permutation& p, uint64_t count) {
+  if (threads == 32) {
+    DualEpochWarpKernel<Obj><<<grid, 32, 0, stream>>>(a, p, count);
+  } else {
+    DualEpochKernel<Obj><<<grid, threads, 0, stream>>>(a, p, count);
+  }
+}
+
+// Blocks of the dual epoch kernel that `threads` selects, for GridFor.
+template <class Obj>
+auto DualEpochKernelFor(int threads) {
+  return threads == 32 ? DualEpochWarpKernel<Obj> : DualEpochKernel<Obj>;
+}
+
 // sums[0] += sum_i loss(y_i, z_i), sums[1] += sum_i NegConj(y_i, alpha_i),
 // sums[2] += sum_i gap_i; cg[i] = gap_i / n.
 template <class Obj>
@@ -191,6 +274,21 @@ __global__ void DualRebuildKernel(DualArgs a) {
     for (int64_t t = a.off[i] - a.base + threadIdx.x; t < a.off[i + 1] - a.base; t += blockDim.x) {
       atomicAdd(a.w + a.idx[t], c * static_cast<double>(a.val[t]));
     }
+  }
+}
+
+// q[i] = scale ||x_i||^2 (q narrowed to the chunk, as cg is).
+__global__ void RowSquaredNormKernel(DualArgs a, double scale, double* q) {
+  __shared__ double sh[33];
+  for (int64_t i = blockIdx.x; i < a.n; i += gridDim.x) {
+    double s = 0.0;
+    for (int64_t t = a.off[i] - a.base + threadIdx.x; t < a.off[i + 1] - a.base; t += blockDim.x) {
+      const double v = a.val[t];
+      s += v * v;
+    }
+    s = BlockSum(s, sh);
+    if (threadIdx.x == 0) q[i] = s * scale;
+    __syncthreads();
   }
 }
 
@@ -461,19 +559,20 @@ struct Loop {
   }
 };
 
-// Good evaluations in a row after which the blocks in flight double again.
-constexpr int kRegrow = 8;
+// Good evaluations in a row after which the blocks in flight double again,
+// times 2^(failures of the grid they double to), at most 16x.
+constexpr int kRegrow = 2;
 
 // The blocks in flight of a training run, and what its evaluations did to
 // them. Exact coordinate descent never sets its objective back; where an
 // evaluation finds it went back (or not finite), stale steps overshot: the
 // caller returns to the last good evaluation and the blocks halve (one
 // block is sequential: a setback there is rounding, and a non-finite
-// objective an error). After kRegrow good evaluations in a row they double
-// again, up to the start, so that an early setback (large steps from the
-// starting point) does not slow the whole run; each halving makes the next
-// doubling wait longer (kRegrow << halvings, at most 16x), so that a grid
-// that overshoots again is not retried every time.
+// objective an error). After good evaluations they double again, up to the
+// start: soon to a grid that has not failed (the large steps from the
+// starting point overshoot at grids that are fine later on, and a grid too
+// small for the problem makes every epoch slow), later the more often that
+// grid failed, so a grid that keeps overshooting is retried rarely.
 class Blocks {
  public:
   explicit Blocks(int grid) : grid_(grid), max_(grid) {}
@@ -489,7 +588,9 @@ class Blocks {
           "tpa-scd: the objective is not finite after epoch %d with one block in flight", epoch));
     }
     if (!finite || (grid_ > 1 && worse)) {
-      grid_ = std::max(1, grid_ / 2);
+      ++fails_[std::min(level_, kLevels - 1)];
+      ++level_;
+      grid_ = std::max(1, max_ >> std::min(level_, 30));
       p.events.push_back({"concurrency_halved",
                           absl::StrCat(what, ": back to the last evaluation, ", grid_,
                                        " blocks in flight from now on")});
@@ -498,8 +599,9 @@ class Blocks {
       streak_ = 0;
       return true;
     }
-    if (++streak_ >= (kRegrow << std::min(halvings_, 4)) && grid_ < max_) {
-      grid_ = std::min(max_, 2 * grid_);
+    if (level_ > 0 && ++streak_ >= (kRegrow << std::min(fails_[std::min(level_ - 1, kLevels - 1)], 4))) {
+      --level_;
+      grid_ = std::max(1, max_ >> std::min(level_, 30));
       ++doublings_;
       streak_ = 0;
     }
@@ -518,7 +620,9 @@ class Blocks {
   }
 
  private:
-  int grid_, max_, streak_ = 0, halvings_ = 0, doublings_ = 0;
+  static constexpr int kLevels = 32;
+  int grid_, max_, level_ = 0, streak_ = 0, halvings_ = 0, doublings_ = 0;
+  int fails_[kLevels] = {};
 };
 
 // Fills r from the final exact certificate `c` and the loop; a gap or
@@ -735,16 +839,14 @@ absl::StatusOr<TrainResult> RunDual(const Dataset& data, const ModelSpec& model,
   const int64_t n = x.rows(), d = x.cols(), nnz = static_cast<int64_t>(x.values().size());
   const double lambda_n = model.lambda * static_cast<double>(n);
   const double inv_n = 1.0 / static_cast<double>(n);
-  std::vector<double> q = x.OuterSquaredNorms(), alpha(static_cast<std::size_t>(n));
-  for (int64_t i = 0; i < n; ++i) {
-    q[i] /= lambda_n;
-    alpha[i] = Obj::Initial(data.y[i], lambda_n);
-  }
-  std::vector<double> w = PrimalFromDual(x, alpha, model.lambda);
+  std::vector<double> alpha(static_cast<std::size_t>(n));
+  for (int64_t i = 0; i < n; ++i) alpha[i] = Obj::Initial(data.y[i], lambda_n);
 
   // Per-example state stays resident; the rows too where they fit, else
-  // they are streamed through two buffers that share what is left.
-  const int64_t state = n * (4 + 8 + 8 + 8 + 8) + d * 8 + 64;
+  // they are streamed through two buffers that share what is left. Beside
+  // the shared vector, a second d-vector holds w rebuilt from alpha alone
+  // for the certificates.
+  const int64_t state = n * (4 + 8 + 8 + 8 + 8) + d * 16 + 64;
   const int64_t rows_bytes = (n + 1) * 8 + nnz * 8;
   absl::StatusOr<int64_t> budget = Budget(gpu);
   if (!budget.ok()) return budget.status();
@@ -763,25 +865,28 @@ absl::StatusOr<TrainResult> RunDual(const Dataset& data, const ModelSpec& model,
   RowData rows;
   if (auto s = rows.Init(x, buffer_bytes); !s.ok()) return s;
   DeviceBuffer<float> d_y;
-  DeviceBuffer<double> d_q, d_alpha, d_saved, d_w, d_cg, d_sums;
+  DeviceBuffer<double> d_q, d_alpha, d_saved, d_w, d_wx, d_cg, d_sums;
   if (auto s = Upload(d_y, data.y.data(), data.y.size()); !s.ok()) return s;
-  if (auto s = Upload(d_q, q.data(), q.size()); !s.ok()) return s;
+  if (auto s = d_q.Allocate(static_cast<std::size_t>(std::max<int64_t>(n, 1))); !s.ok()) return s;
   if (auto s = Upload(d_alpha, alpha.data(), alpha.size()); !s.ok()) return s;
   if (auto s = Upload(d_saved, alpha.data(), alpha.size()); !s.ok()) return s;
-  if (auto s = Upload(d_w, w.data(), w.size()); !s.ok()) return s;
+  if (auto s = d_w.Allocate(static_cast<std::size_t>(std::max<int64_t>(d, 1))); !s.ok()) return s;
+  if (auto s = d_wx.Allocate(static_cast<std::size_t>(std::max<int64_t>(d, 1))); !s.ok()) return s;
   if (auto s = d_cg.Allocate(static_cast<std::size_t>(n)); !s.ok()) return s;
   if (auto s = d_sums.Allocate(4); !s.ok()) return s;
   const DualArgs args{nullptr, nullptr, nullptr, d_y.get(), d_q.get(),
                       n,       1.0 / lambda_n, d_alpha.get(), d_w.get()};
 
   const int threads = ThreadsFor(nnz, n);
-  absl::StatusOr<int> grid_or = GridFor(DualEpochKernel<Obj>, threads, rows.max_rows(), gpu, info);
+  absl::StatusOr<int> grid_or =
+      GridFor(DualEpochKernelFor<Obj>(threads), threads, rows.max_rows(), gpu, info);
   if (!grid_or.ok()) return grid_or.status();
   Blocks blocks(*grid_or);
   const int eval_grid = std::max(1, info.multiprocessors) * 8;
   auto epoch = [&](const DualArgs& a, int64_t, int64_t count, cudaStream_t st) {
-    DualEpochKernel<Obj><<<blocks.grid(), threads, 0, st>>>(
-        a, MakePermutation(static_cast<uint64_t>(count), rng), static_cast<uint64_t>(count));
+    LaunchDualEpoch<Obj>(blocks.grid(), threads, st, a,
+                         MakePermutation(static_cast<uint64_t>(count), rng),
+                         static_cast<uint64_t>(count));
   };
   auto gap = [&](const DualArgs& a, int64_t row0, int64_t, cudaStream_t st) {
     DualGapKernel<Obj><<<eval_grid, threads, 0, st>>>(a, inv_n, d_sums.get(), d_cg.get() + row0);
@@ -789,12 +894,46 @@ absl::StatusOr<TrainResult> RunDual(const Dataset& data, const ModelSpec& model,
   auto rebuild = [&](const DualArgs& a, int64_t, int64_t, cudaStream_t st) {
     DualRebuildKernel<<<eval_grid, threads, 0, st>>>(a);
   };
+  // q and the starting w from the rows on the device (a host pass over a
+  // large problem's nonzeros costs more than its epochs).
+  if (auto s = rows.ForEach(args, nullptr,
+                            [&](const DualArgs& a, int64_t row0, int64_t, cudaStream_t st) {
+                              RowSquaredNormKernel<<<eval_grid, threads, 0, st>>>(
+                                  a, 1.0 / lambda_n, d_q.get() + row0);
+                            });
+      !s.ok()) {
+    return s;
+  }
+  DML_CUDA_RETURN_IF_ERROR(cudaMemset(d_w.get(), 0, static_cast<std::size_t>(d) * sizeof(double)));
+  if (auto s = rows.ForEach(args, nullptr, rebuild); !s.ok()) return s;
+  // The certificate of alpha alone, EvaluateDual's computation on the
+  // device: w rebuilt as A^T alpha / (lambda n) into its own vector (not the
+  // shared vector the steps wrote, which carries their rounding), then the
+  // loss and the per-coordinate gaps against it, all in double.
+  auto certify = [&]() -> absl::StatusOr<Certificate> {
+    DualArgs exact = args;
+    exact.w = d_wx.get();
+    DML_CUDA_RETURN_IF_ERROR(cudaMemset(d_wx.get(), 0, static_cast<std::size_t>(d) * sizeof(double)));
+    if (auto s = rows.ForEach(exact, nullptr, rebuild); !s.ok()) return s;
+    DML_CUDA_RETURN_IF_ERROR(cudaMemset(d_sums.get(), 0, 4 * sizeof(double)));
+    if (auto s = rows.ForEach(exact, nullptr, gap); !s.ok()) return s;
+    SquaredNormKernel<<<eval_grid, 256>>>(d_wx.get(), d, d_sums.get() + 3);
+    DML_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+    double sums[4];
+    DML_CUDA_RETURN_IF_ERROR(cudaMemcpy(sums, d_sums.get(), sizeof sums, cudaMemcpyDeviceToHost));
+    Certificate c;
+    c.primal = sums[0] * inv_n + 0.5 * model.lambda * sums[3];
+    c.gap = sums[2] * inv_n;
+    c.dual = c.primal - c.gap;
+    return c;
+  };
 
   TrainResult r;
   r.threads = 1;
   Loop loop{options};
   double last_dual = -std::numeric_limits<double>::infinity();
-  double slack = 1.0;  // tightened when the host's certificate disagrees
+  double slack = 1.0;  // tightened when the exact certificate disagrees
+  std::optional<Certificate> final_certificate;
   StopReason why = StopReason::kMaxEpochs;
   while (!loop.Stop(&why)) {
     if (auto s = rows.ForEach(args, &rng, epoch); !s.ok()) return s;
@@ -837,20 +976,32 @@ absl::StatusOr<TrainResult> RunDual(const Dataset& data, const ModelSpec& model,
     const bool stop = loop.Meets(p.primal, p.gap, slack, &device_says);
     Report(options, r, std::move(p));
     if (!stop) continue;
-    // The host's exact certificate decides.
-    if (auto s = Download(alpha, d_alpha, alpha.size()); !s.ok()) return s;
-    absl::StatusOr<Certificate> c = EvaluateDual(data, model, alpha);
+    // The exact certificate decides.
+    absl::StatusOr<Certificate> c = certify();
     if (!c.ok()) return c.status();
-    if (loop.Meets(c->primal, c->gap, 1.0, &why)) break;
+    if (loop.Meets(c->primal, c->gap, 1.0, &why)) {
+      final_certificate = *c;
+      break;
+    }
     slack *= 0.5;
   }
 
+  if (!final_certificate) {
+    absl::StatusOr<Certificate> c = certify();
+    if (!c.ok()) return c.status();
+    final_certificate = *c;
+  }
   if (auto s = Download(alpha, d_alpha, alpha.size()); !s.ok()) return s;
-  absl::StatusOr<Certificate> c = EvaluateDual(data, model, alpha);
-  if (!c.ok()) return c.status();
-  r.w = PrimalFromDual(x, alpha, model.lambda);
+  for (int64_t i = 0; i < n; ++i) {
+    if (!Obj::InDomain(data.y[i], alpha[i])) {  // the steps keep alpha in it: a defect
+      return absl::InternalError(absl::StrFormat(
+          "tpa-scd: alpha[%d] = %g left the dual domain of %s (label %g)", i, alpha[i],
+          AsAbsl(ModelName(model.kind)), data.y[i]));
+    }
+  }
+  if (auto s = Download(r.w, d_wx, static_cast<std::size_t>(d)); !s.ok()) return s;
   r.alpha = std::move(alpha);
-  Finish(loop, why, *c, r);
+  Finish(loop, why, *final_certificate, r);
   r.note = blocks.Note(info, threads);
   if (rows.streamed()) {
     absl::StrAppendFormat(&r.note, "; rows streamed in %d chunks of at most %d bytes%s",
@@ -1027,6 +1178,10 @@ __global__ void LocalChangeKernel(const float* y, const double* local, const dou
   }
 }
 
+// Solves in a row without an overshoot after which the local solver's
+// blocks double again.
+constexpr int kLocalRegrow = 8;
+
 template <class Obj>
 class DeviceDualLocalSolver final : public LocalSolver {
  public:
@@ -1057,8 +1212,9 @@ class DeviceDualLocalSolver final : public LocalSolver {
       while (left > 0) {
         if (interrupt != nullptr && interrupt->load(std::memory_order_relaxed)) break;
         const int64_t count = std::min(left, nk_);
-        DualEpochKernel<Obj><<<grid_, threads_>>>(a, MakePermutation(static_cast<uint64_t>(nk_), rng_),
-                                                  static_cast<uint64_t>(count));
+        LaunchDualEpoch<Obj>(grid_, threads_, nullptr, a,
+                             MakePermutation(static_cast<uint64_t>(nk_), rng_),
+                             static_cast<uint64_t>(count));
         DML_CUDA_RETURN_IF_ERROR(cudaGetLastError());
         DML_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
         left -= count;
@@ -1104,7 +1260,7 @@ class DeviceDualLocalSolver final : public LocalSolver {
                                           nk_, gamma);
     DML_CUDA_RETURN_IF_ERROR(cudaGetLastError());
     DML_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
-    if (++streak_ >= kRegrow && grid_ < max_grid_) {
+    if (++streak_ >= kLocalRegrow && grid_ < max_grid_) {
       grid_ = std::min(max_grid_, 2 * grid_);
       streak_ = 0;
     }
@@ -1190,7 +1346,7 @@ class DeviceDualLocalSolver final : public LocalSolver {
     y_ = std::move(block.y);
     host_alpha_ = std::move(zeros);
     threads_ = ThreadsFor(nnz, nk_);
-    absl::StatusOr<int> grid = GridFor(DualEpochKernel<Obj>, threads_, nk_, gpu, info_);
+    absl::StatusOr<int> grid = GridFor(DualEpochKernelFor<Obj>(threads_), threads_, nk_, gpu, info_);
     if (!grid.ok()) return grid.status();
     grid_ = max_grid_ = *grid;
     return absl::OkStatus();
