@@ -18,8 +18,9 @@ if [[ $what == tests || $what == all ]]; then
   timeout 90 compute-sanitizer --tool racecheck "$D/test_tpa_scd_device" \
     --run_test=one_block_in_flight_is_sequential 2>&1 | tail -4
   timeout 60 "$D/test_runtime" --run_test=cocoa_with_the_gpu_local_solver_or_its_fallback 2>&1 | tail -2
+  timeout 60 "$D/test_gpu_solver" 2>&1 | tail -2
   [[ -f $D/news20.binary.svm ]] && timeout 60 "$D/dml-train" --model logistic --mode cocoa \
-    --workers 2 --solver tpa-scd --tol 1e-4 "$D/news20.binary.svm" 2>&1 | grep -v '^round' | tail -5
+    --workers 2 --solver tpa-scd --tol 1e-4 "$D/news20.binary.svm" 2>&1 | grep -v '^round' | tail -8
 fi
 if [[ $what == bench || $what == all ]]; then
   timeout "${BENCH_TIMEOUT:-420}" "$D/tpa_scd_bench" "$@" 2>&1 | tee "$OUT/bench.txt"

@@ -47,6 +47,8 @@ CAF_BEGIN_TYPE_ID_BLOCK(dml_actors, caf::first_custom_type_id)
   CAF_ADD_ATOM(dml_actors, dml::actors, refine_atom, "refine")
   CAF_ADD_ATOM(dml_actors, dml::actors, features_atom, "features")
   CAF_ADD_ATOM(dml_actors, dml::actors, permit_atom, "permit")
+  CAF_ADD_ATOM(dml_actors, dml::actors, solve_atom, "solve")
+  CAF_ADD_ATOM(dml_actors, dml::actors, certify_atom, "certify")
 
   // Payload types.
   CAF_ADD_TYPE_ID(dml_actors, (dml::actors::dense_block))

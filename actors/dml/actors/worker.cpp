@@ -22,6 +22,7 @@
 #include <caf/typed_response_promise.hpp>
 
 #include "dml/actors/internal/bulk_resolve.hpp"
+#include "dml/actors/gpu_solver.hpp"
 #include "dml/actors/internal/worker_state.hpp"
 #include "dml/actors/parameter_shard.hpp"
 #include "dml/actors/topology/topology.hpp"
@@ -64,15 +65,17 @@ std::string ConnectError(const worker_state& st, std::size_t shards, const int64
 }
 
 // The cocoa local solver the spec names: the CPU SCD, or TPA-SCD on a GPU
-// of this process (its fallback, when allowed, is logged to stderr: the
-// worker has no other channel for a line that is not an error).
-absl::StatusOr<std::unique_ptr<LocalSolver>> MakeWorkerLocalSolver(LocalBlock block,
+// of this process, held by that device's gpu_solver (its fallback, when
+// allowed, is logged to stderr: the worker has no other channel for a line
+// that is not an error).
+absl::StatusOr<std::unique_ptr<LocalSolver>> MakeWorkerLocalSolver(caf::actor_system& sys,
+                                                                   LocalBlock block,
                                                                    const worker_config& cfg,
                                                                    uint64_t seed) {
   if (cfg.local_solver != 1) return MakeLocalSolver(std::move(block), cfg.model, seed);
   gpu::TpaScdOptions gpu;
   // The workers of a process take the devices from cfg.device on in turn:
-  // one GPU solver per device where there are as many workers as devices.
+  // one gpu_solver per device, holding the blocks of the workers on it.
   const int count = gpu::CudaDeviceCount();
   gpu.device = count > cfg.device ? cfg.device + cfg.index % (count - cfg.device) : cfg.device;
   gpu.allow_fallback = cfg.gpu_fallback;
@@ -80,10 +83,10 @@ absl::StatusOr<std::unique_ptr<LocalSolver>> MakeWorkerLocalSolver(LocalBlock bl
   gpu.log = [index](std::string_view line) {
     std::fprintf(stderr, "worker %d: %s\n", static_cast<int>(index), std::string(line).c_str());
   };
-  return gpu::MakeTpaScdLocalSolver(std::move(block), cfg.model, seed, gpu);
+  return MakeGpuLocalSolver(sys, std::move(block), cfg.model, seed, gpu, cfg.interrupt);
 }
 
-absl::Status LoadAndPartition(worker_state& st) {
+absl::Status LoadAndPartition(caf::actor_system& sys, worker_state& st) {
   const worker_config& cfg = st.cfg;
   std::shared_ptr<const Dataset> full = cfg.data;
   if (!full) {
@@ -114,7 +117,7 @@ absl::Status LoadAndPartition(worker_state& st) {
     block.n_global = x.rows();
     block.loss_row_begin = x.rows() * cfg.index / cfg.workers;
     block.loss_row_end = x.rows() * (cfg.index + 1) / cfg.workers;
-    auto solver = MakeWorkerLocalSolver(std::move(block), cfg, cfg.seed * 1000003 + cfg.index);
+    auto solver = MakeWorkerLocalSolver(sys, std::move(block), cfg, cfg.seed * 1000003 + cfg.index);
     if (!solver.ok()) return solver.status();
     st.solver = *std::move(solver);
     st.default_steps = std::max<int64_t>(1, std::llround(cfg.local_epochs * r.size()));
@@ -143,7 +146,7 @@ absl::Status LoadAndPartition(worker_state& st) {
     block.rows = st.local.x;
     block.y = st.local.y;
     block.n_global = x.rows();
-    auto solver = MakeWorkerLocalSolver(std::move(block), cfg, cfg.seed * 1000003 + cfg.index);
+    auto solver = MakeWorkerLocalSolver(sys, std::move(block), cfg, cfg.seed * 1000003 + cfg.index);
     if (!solver.ok()) return solver.status();
     st.solver = *std::move(solver);
     st.default_steps = std::max<int64_t>(1, std::llround(cfg.local_epochs * r.size()));
@@ -348,7 +351,7 @@ worker_actor::behavior_type worker_impl(self_ptr self, worker_config cfg) {
   return {
       [self](init_atom) -> caf::result<int64_t, int64_t> {
         auto& st = self->state;
-        absl::Status s = LoadAndPartition(st);
+        absl::Status s = LoadAndPartition(self->system(), st);
         st.cfg.data.reset();  // the partition is ours now; let the host's copy go
         if (!s.ok()) return as_error(st, s);
         const int64_t m = st.topo->shares_predictions(st.cfg.model.kind) ? st.n_global : st.d;

@@ -122,13 +122,20 @@ absl::StatusOr<std::unique_ptr<LocalSolver>> MakeTpaScdLocalSolver(LocalBlock bl
     }
     return r;
   }
-  if (!gpu.allow_fallback) return r;
-  const absl::StatusCode code = r.status().code();
-  if (code != absl::StatusCode::kUnavailable && code != absl::StatusCode::kResourceExhausted &&
-      code != absl::StatusCode::kUnimplemented) {
-    return r;
+  return LocalSolverFallback(r.status(), std::move(block), model, seed, gpu);
+}
+
+absl::StatusOr<std::unique_ptr<LocalSolver>> LocalSolverFallback(absl::Status why, LocalBlock block,
+                                                                 const ModelSpec& model,
+                                                                 uint64_t seed,
+                                                                 const TpaScdOptions& gpu) {
+  const absl::StatusCode code = why.code();
+  if (why.ok() || !gpu.allow_fallback ||
+      (code != absl::StatusCode::kUnavailable && code != absl::StatusCode::kResourceExhausted &&
+       code != absl::StatusCode::kUnimplemented)) {
+    return why.ok() ? absl::InternalError("LocalSolverFallback: no error to fall back from") : why;
   }
-  if (gpu.log) gpu.log(absl::StrCat("tpa-scd: cocoa's CPU local solver instead: ", r.status().message()));
+  if (gpu.log) gpu.log(absl::StrCat("tpa-scd: cocoa's CPU local solver instead: ", why.message()));
   return MakeLocalSolver(std::move(block), model, seed);
 }
 

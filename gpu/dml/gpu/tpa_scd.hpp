@@ -126,6 +126,16 @@ absl::StatusOr<std::unique_ptr<LocalSolver>> MakeTpaScdLocalSolver(LocalBlock bl
                                                                    uint64_t seed,
                                                                    const TpaScdOptions& gpu = {});
 
+/// What MakeTpaScdLocalSolver does where the device refused a block with
+/// `why`: with gpu.allow_fallback and `why` Unavailable, ResourceExhausted
+/// or Unimplemented, one line to gpu.log and the CPU local solver
+/// (MakeLocalSolver) of `block`; else `why` itself. For callers that place
+/// the device solver elsewhere (the gpu_solver actor).
+absl::StatusOr<std::unique_ptr<LocalSolver>> LocalSolverFallback(absl::Status why, LocalBlock block,
+                                                                 const ModelSpec& model,
+                                                                 uint64_t seed,
+                                                                 const TpaScdOptions& gpu);
+
 /// Device-to-device copy bandwidth of device `index` in bytes per second
 /// (bytes read plus bytes written over a copy of `bytes`, median of 5):
 /// the ceiling the benchmark compares TPA-SCD's streaming rate with.
