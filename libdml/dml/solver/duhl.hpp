@@ -1,0 +1,99 @@
+#pragma once
+// DuHL: training with a device that holds only part of the data (Duenner,
+// Parnell, Jaggi, "Efficient use of limited-memory accelerators for linear
+// learning on heterogeneous systems", NeurIPS 2017). Each round the device
+// solves the CoCoA+ subproblem of a block P of coordinates (examples of dual
+// models, features of primal ones) that fits its memory budget, for a few
+// passes over P, while CPU threads refresh the gap memory (gap_memory.hpp)
+// against the last state; then P is chosen again and only the coordinates
+// new to it are copied to the device.
+//
+// Selection rules: `gap` samples P without replacement with probability
+// proportional to the coordinates' gaps (Efraimidis-Spirakis keys): the
+// default, because greedy top-m by gap (`gap-greedy`) can keep choosing
+// coordinates whose block-local optimum is already reached and stall;
+// `random`, `sequential` (cyclic: streaming the data through in batches)
+// and `resident` (all of it; the budget must hold the data).
+//
+// The device here is a LocalSolver built per round from the block
+// (DuhlOptions::make_solver: the CPU local solver by default, the twin of a
+// device's). The block lives in its own buffer: coordinates that stay are
+// copied from the previous block, the new ones from the host arrays, and
+// only those count as bytes moved to the device.
+//
+// Thread-safety: TrainDuhl is reentrant; it runs DuhlOptions::gap_threads
+// threads beside the caller's.
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "dml/data/sparse.hpp"
+#include "dml/objective/model.hpp"
+#include "dml/solver/cocoa_local.hpp"
+#include "dml/solver/solver.hpp"
+
+namespace dml {
+
+enum class DuhlSelection { kGap, kGapGreedy, kRandom, kSequential, kResident };
+
+/// "gap", "gap-greedy", "random", "sequential", "resident".
+std::string_view DuhlSelectionName(DuhlSelection s);
+/// Errors: InvalidArgument listing the names.
+absl::StatusOr<DuhlSelection> ParseDuhlSelection(std::string_view name);
+
+struct DuhlOptions {
+  /// The device's budget for the block in bytes; 0: device_fraction of the
+  /// data's bytes (DuhlCoordinateBytes summed over all coordinates).
+  int64_t device_bytes = 0;
+  double device_fraction = 0.1;  ///< in (0, 1]
+  DuhlSelection selection = DuhlSelection::kGap;
+  /// Threads refreshing the gap memory while the block is solved; 0: every
+  /// gap recomputed in the caller's thread before each selection (fresh).
+  int gap_threads = 1;
+  /// Passes over the block per round (steps = passes * |P|).
+  double passes = 5.0;
+  /// Builds the block's solver (its coordinates start at 0 and are then
+  /// set): empty = MakeLocalSolver, the CPU twin.
+  std::function<absl::StatusOr<std::unique_ptr<LocalSolver>>(LocalBlock, const ModelSpec&,
+                                                             uint64_t seed)>
+      make_solver;
+};
+
+/// One round.
+struct DuhlRound {
+  int round = 0;
+  int64_t coordinates = 0;  ///< in the block
+  int64_t swaps = 0;        ///< of them new to the device this round
+  int64_t bytes = 0;        ///< moved to the device this round
+  double seconds = 0.0;     ///< since training started, at the end of the round
+  double gap = -1.0;        ///< the exact gap after the round (-1: not evaluated)
+};
+
+struct DuhlResult {
+  TrainResult train;        ///< train.history: one Progress per evaluation,
+                            ///< bytes_exchanged = bytes moved to the device so far
+  int64_t data_bytes = 0;   ///< of all coordinates
+  int64_t budget_bytes = 0;
+  int64_t device_bytes = 0;  ///< moved to the device in the whole run
+  std::vector<DuhlRound> rounds;
+};
+
+/// What a coordinate with `nnz` nonzeros takes on the device: 8 bytes per
+/// nonzero (index, value) and 20 (offset, label, coordinate).
+int64_t DuhlCoordinateBytes(int64_t nnz);
+
+/// Trains by DuHL to options.stop (epochs = coordinate steps / coordinates;
+/// the exact certificate every max(1, options.eval_every) rounds). options
+/// other than stop, seed, eval_every and on_epoch are ignored.
+/// Errors: those of dml::Train's checks; InvalidArgument for the options
+/// (naming the field); ResourceExhausted where a coordinate alone is over
+/// the budget or `resident` is asked with a budget under the data's bytes;
+/// the block solver's errors.
+absl::StatusOr<DuhlResult> TrainDuhl(const Dataset& data, const ModelSpec& model,
+                                     const SolverOptions& options, const DuhlOptions& duhl);
+
+}  // namespace dml
