@@ -32,6 +32,7 @@
 #include "dml/util/status.hpp"
 #include "cli_flags.hpp"
 #include "dml/gpu/tpa_scd.hpp"
+#include "dml/solver/duhl.hpp"
 #include "dml/solver/solver.hpp"
 
 namespace {
@@ -52,7 +53,7 @@ const char* const kValueFlags[] = {"-c", "-e", "-o", "-s", "-B", "--lambda", "--
                                    "--tau", "--local-epochs", "--gamma", "--nodes",
                                    "--local-nodes", "--checkpoint", "--checkpoint-every",
                                    "--node-silence", "--secret-file", "--tls-cert", "--tls-key",
-                                   "--tls-ca"};
+                                   "--tls-ca", "--device-memory", "--selection", "--gap-threads"};
 
 int Fail(const std::string& msg) {
   std::fflush(stdout);  // what was printed comes before the error, also when piped
@@ -144,6 +145,12 @@ Solver (one process, without --mode):
   --feature-steps 0|1 SGD: per-feature steps, about 1 / (the feature's mean square + lambda) (1)
   --certificate-cg N  SGD's certificate for ridge, logistic, squared hinge: a Newton-refined
                       dual point, N conjugate-gradient passes at most; -1: the plain one (16)
+DuHL (a device holding part of the data; one process, the device its CPU twin):
+  --mode duhl         each round the device solves a block of coordinates chosen by their
+                      duality gaps, kept fresh by CPU threads; done: ends with device_bytes=N
+  --device-memory M   the device's budget: a percentage of the data (10%) or bytes (10%)
+  --selection R       gap (sampled by gap), gap-greedy, random, sequential, resident (gap)
+  --gap-threads N     threads refreshing the gaps while the device solves (1)
 Distributed (the actor runtime):
   --mode M            sync async ssp easgd hogwild model-averaging cocoa (none: one process)
   --workers K         workers (2)
@@ -388,6 +395,34 @@ Exit ChooseNodes(const Run& run, dml::JobSpec& job,
   return std::nullopt;
 }
 
+// --mode duhl's flags, checked before any data is read.
+Exit ParseDuhl(const Args& args, dml::DuhlOptions& d) {
+  const std::string memory = Get(args, "--device-memory", "10%");
+  char* end = nullptr;
+  const double v = std::strtod(memory.c_str(), &end);
+  if (end != nullptr && std::string(end) == "%") {
+    if (!(v > 0 && v <= 100)) {
+      return Fail("--device-memory: a percentage in (0, 100], got \"" + memory + "\"");
+    }
+    d.device_fraction = v / 100.0;
+  } else {
+    if (end == memory.c_str() || *end != '\0' || !(v >= 1 && v <= 9.2e18) || v != std::floor(v)) {
+      return Fail("--device-memory: a percentage (10%) or a whole number of bytes, got \"" + memory +
+                  "\"");
+    }
+    d.device_bytes = static_cast<int64_t>(v);
+  }
+  auto rule = dml::ParseDuhlSelection(Get(args, "--selection", "gap"));
+  if (!rule.ok()) return Fail("--selection: " + std::string(rule.status().message()));
+  d.selection = *rule;
+  std::string error;
+  if (!Number(args, {"--gap-threads"}, d.gap_threads, error)) return Fail(error);
+  if (d.gap_threads < 0 || d.gap_threads > 1024) {
+    return Fail("--gap-threads: must be in [0, 1024], got " + std::to_string(d.gap_threads));
+  }
+  return std::nullopt;
+}
+
 // --mode: the job on the actor runtime (in-process, or on nodes).
 Exit TrainOnRuntime(Run& run, std::shared_ptr<const dml::Dataset>& shared_data,
                     absl::StatusOr<dml::TrainResult>& result) {
@@ -552,6 +587,18 @@ int main(int argc, char** argv) {
     return Fail("--model-format: expected text or capnp, got \"" + f + "\"");
   }
   if (Exit e = ParseModelAndSolver(run)) return *e;
+  const bool duhl = Get(run.args, "--mode") == "duhl";
+  dml::DuhlOptions duhl_options;
+  if (duhl) {
+    if (Exit e = ParseDuhl(run.args, duhl_options)) return *e;
+    if (run.opt.kind == dml::SolverKind::kTpaScd) {
+      return Fail("--mode duhl runs its device's CPU twin; --solver tpa-scd is not its device yet");
+    }
+  } else {
+    for (const char* f : {"--device-memory", "--selection", "--gap-threads"}) {
+      if (run.args.values.count(f)) return Fail(std::string(f) + " is a --mode duhl flag");
+    }
+  }
   if (run.args.values.count("--metrics-out") &&
       !run.metrics->Open(Get(run.args, "--metrics-out"))) {
     return Fail("--metrics-out: cannot open " + Get(run.args, "--metrics-out") + " for writing");
@@ -574,9 +621,16 @@ int main(int argc, char** argv) {
   absl::StatusOr<dml::TrainResult> result;
   // The runtime shares the data with its workers; metrics read it from there.
   std::shared_ptr<const dml::Dataset> shared_data;
-  const bool on_runtime = run.args.values.count("--mode") > 0;
+  const bool on_runtime = run.args.values.count("--mode") > 0 && !duhl;
   if (on_runtime) {
     if (Exit e = TrainOnRuntime(run, shared_data, result)) return *e;
+  } else if (duhl) {
+    absl::StatusOr<dml::DuhlResult> d = dml::TrainDuhl(run.data, run.spec, run.opt, duhl_options);
+    if (d.ok()) {
+      result = std::move(d->train);
+    } else {
+      result = d.status();
+    }
   } else {
     run.metrics->Job(absl::StrCat(
         "\"solver\":", dml::JsonString(std::string(dml::SolverName(run.opt.kind))),
@@ -600,9 +654,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "dml-train: %s\n", std::string(result.status().message()).c_str());
     return result.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
   }
-  std::printf("done: %s after %d epochs in %.3fs: primal %.10g dual %.10g duality gap %.3e\n",
+  std::printf("done: %s after %d epochs in %.3fs: primal %.10g dual %.10g duality gap %.3e%s\n",
               std::string(dml::StopReasonName(result->reason)).c_str(),
-              static_cast<int>(std::ceil(result->epochs)), result->seconds, result->primal, result->dual, result->gap);
+              static_cast<int>(std::ceil(result->epochs)), result->seconds, result->primal,
+              result->dual, result->gap,
+              duhl ? (" device_bytes=" + std::to_string(result->bytes_exchanged)).c_str() : "");
   if (!result->note.empty() && !run.quiet) std::printf("solver: %s\n", result->note.c_str());
   Report(run, "train", trained_on, result->w);
   if (run.args.values.count("--test")) {

@@ -87,7 +87,8 @@ struct DuhlResult {
 int64_t DuhlCoordinateBytes(int64_t nnz);
 
 /// Trains by DuHL to options.stop (epochs = coordinate steps / coordinates;
-/// the exact certificate every max(1, options.eval_every) rounds). options
+/// the exact certificate every max(1, options.eval_every) rounds, and in
+/// any round where the gap memory's sum meets the gap rule). options
 /// other than stop, seed, eval_every and on_epoch are ignored.
 /// Errors: those of dml::Train's checks; InvalidArgument for the options
 /// (naming the field); ResourceExhausted where a coordinate alone is over

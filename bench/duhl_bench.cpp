@@ -1,0 +1,183 @@
+// DuHL's selection rules against each other in one run: bytes moved to the
+// device and wall time to a relative gap (default 1e-4) for gap,
+// gap-greedy, random and sequential selection at device budgets of 10% and
+// 25% of the data, as ratios against sequential (cyclic streaming) measured
+// in the same run. The device is the CPU twin (the block solved by the CPU
+// local solver in its own buffer; bytes counted as they would be copied).
+// Writes the table to stdout and every evaluation (policy, budget, bytes,
+// gap) to a CSV for bench/duhl_plot.py.
+//
+//   duhl_bench [--models lasso,svm] [--budgets 0.1,0.25] [--gap 1e-4]
+//              [--seconds 120] [--gap-threads 1] [--lasso-lambda L]
+//              [--gen-rows N] [--csv FILE] FILE.svm ...
+//
+// lasso's lambda defaults to 1e-2 of lambda_max = ||A^T y||_inf / n (a
+// sparse but not trivial model); svm's is LIBLINEAR's C = 1 (1 / n).
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_split.h"
+#include "dml/data/libsvm.hpp"
+#include "dml/data/synthetic.hpp"
+#include "dml/solver/duhl.hpp"
+
+namespace {
+
+struct Case {
+  std::string name;
+  dml::Dataset data;
+};
+
+double LassoLambdaMax(const dml::Dataset& data) {
+  std::vector<double> g(static_cast<std::size_t>(data.x.cols()), 0.0);
+  for (int64_t i = 0; i < data.x.rows(); ++i) {
+    const dml::SparseView r = data.x.outer(i);
+    for (std::size_t k = 0; k < r.size; ++k) g[r.index[k]] += r.value[k] * data.y[i];
+  }
+  double m = 0.0;
+  for (double x : g) m = std::max(m, std::abs(x));
+  return m / static_cast<double>(data.x.rows());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> models = {"lasso", "svm"}, files;
+  std::vector<double> budgets = {0.1, 0.25};
+  double gap = 1e-4, seconds = 120, lasso_fraction = 1e-2;
+  int gap_threads = 1;
+  int64_t gen_rows = 0;
+  std::string csv = "duhl_bench.csv";
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "%s needs a value\n", a.c_str());
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (a == "--models") models = absl::StrSplit(next(), ',');
+    else if (a == "--budgets") {
+      budgets.clear();
+      for (auto b : absl::StrSplit(next(), ',')) budgets.push_back(std::atof(std::string(b).c_str()));
+    } else if (a == "--gap") gap = std::atof(next().c_str());
+    else if (a == "--seconds") seconds = std::atof(next().c_str());
+    else if (a == "--gap-threads") gap_threads = std::atoi(next().c_str());
+    else if (a == "--lasso-lambda") lasso_fraction = std::atof(next().c_str());
+    else if (a == "--gen-rows") gen_rows = std::atoll(next().c_str());
+    else if (a == "--csv") csv = next();
+    else files.push_back(a);
+  }
+  std::vector<Case> cases;
+  for (const std::string& f : files) {
+    dml::LibsvmOptions lo;
+    auto d = dml::ReadLibsvm(f, lo);
+    if (!d.ok()) {
+      std::fprintf(stderr, "%s: %s\n", f.c_str(), std::string(d.status().message()).c_str());
+      return 1;
+    }
+    cases.push_back({f.substr(f.find_last_of('/') + 1), *std::move(d)});
+  }
+  if (gen_rows > 0) {
+    // news20's shape scaled: 80 nonzeros a row over 10x its columns.
+    dml::SyntheticOptions so;
+    so.rows = gen_rows;
+    so.cols = 600000;
+    so.nnz_per_row = 80;
+    so.noise = 0.5;
+    so.model_density = 0.01;
+    so.task = dml::Task::kClassification;
+    auto d = dml::GenerateSynthetic(so);
+    if (!d.ok()) {
+      std::fprintf(stderr, "generate: %s\n", std::string(d.status().message()).c_str());
+      return 1;
+    }
+    cases.push_back({"gen-" + std::to_string(gen_rows) + "x80", std::move(d->data)});
+  }
+  std::FILE* out = std::fopen(csv.c_str(), "w");
+  if (out == nullptr) {
+    std::fprintf(stderr, "cannot write %s\n", csv.c_str());
+    return 1;
+  }
+  std::fprintf(out, "data,model,budget,selection,round,seconds,device_bytes,data_bytes,gap_rel\n");
+  std::printf("host: %u hardware threads; gap threads %d; relative gap %g; the device: the CPU twin\n",
+              std::thread::hardware_concurrency(), gap_threads, gap);
+  std::printf("%-20s %-6s %6s %-11s %6s %9s %12s %8s %8s %8s %s\n", "data", "model", "budget",
+              "selection", "rounds", "seconds", "bytes moved", "x data", "bytes/seq", "time/seq",
+              "end");
+  const dml::DuhlSelection rules[] = {dml::DuhlSelection::kSequential, dml::DuhlSelection::kGap,
+                                      dml::DuhlSelection::kRandom,
+                                      dml::DuhlSelection::kGapGreedy};
+  for (const Case& c : cases) {
+    for (const std::string& mname : models) {
+      dml::ModelSpec m;
+      auto kind = dml::ParseModelKind(mname);
+      if (!kind.ok()) {
+        std::fprintf(stderr, "%s\n", std::string(kind.status().message()).c_str());
+        return 2;
+      }
+      m.kind = *kind;
+      m.lambda = m.kind == dml::ModelKind::kLasso ? lasso_fraction * LassoLambdaMax(c.data)
+                                                  : 1.0 / static_cast<double>(c.data.x.rows());
+      for (double budget : budgets) {
+        double seq_bytes = 0, seq_seconds = 0;
+        for (dml::DuhlSelection rule : rules) {
+          dml::SolverOptions o;
+          o.stop.gap_rel = gap;
+          o.stop.max_epochs = 100000;
+          o.stop.max_seconds = seconds;
+          o.seed = 1;
+          o.eval_every = 10;  // and whenever the gap memory says the target may be met
+          dml::DuhlOptions d;
+          d.device_fraction = budget;
+          d.selection = rule;
+          d.gap_threads = gap_threads;
+          std::vector<std::pair<double, double>> evals;
+          const auto t0 = std::chrono::steady_clock::now();
+          auto r = dml::TrainDuhl(c.data, m, o, d);
+          const double wall =
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+          if (!r.ok()) {
+            std::printf("%-20s %-6s %6.2f %-11s error: %s\n", c.name.c_str(), mname.c_str(), budget,
+                        std::string(dml::DuhlSelectionName(rule)).c_str(),
+                        std::string(r.status().message()).c_str());
+            continue;
+          }
+          for (const dml::Progress& p : r->train.history) {
+            std::fprintf(out, "%s,%s,%g,%s,%d,%.6g,%lld,%lld,%.6g\n", c.name.c_str(),
+                         mname.c_str(), budget, std::string(dml::DuhlSelectionName(rule)).c_str(),
+                         p.round, p.seconds, static_cast<long long>(p.bytes_exchanged),
+                         static_cast<long long>(r->data_bytes),
+                         p.gap / std::max(1e-300, std::abs(p.primal)));
+          }
+          const bool done = r->train.reason == dml::StopReason::kConverged;
+          if (rule == dml::DuhlSelection::kSequential) {
+            seq_bytes = done ? static_cast<double>(r->device_bytes) : 0;
+            seq_seconds = done ? wall : 0;
+          }
+          std::printf("%-20s %-6s %6.2f %-11s %6zu %9.3f %12lld %8.2f %8.3f %8.3f %s (gap %.2e)\n",
+                      c.name.c_str(), mname.c_str(), budget,
+                      std::string(dml::DuhlSelectionName(rule)).c_str(), r->rounds.size(), wall,
+                      static_cast<long long>(r->device_bytes),
+                      static_cast<double>(r->device_bytes) / static_cast<double>(r->data_bytes),
+                      done && seq_bytes > 0 ? static_cast<double>(r->device_bytes) / seq_bytes : 0.0,
+                      done && seq_seconds > 0 ? wall / seq_seconds : 0.0,
+                      std::string(dml::StopReasonName(r->train.reason)).c_str(),
+                      r->train.gap / std::abs(r->train.primal));
+          std::fflush(stdout);
+        }
+      }
+    }
+  }
+  std::fclose(out);
+  std::printf("csv: %s\n", csv.c_str());
+  return 0;
+}
