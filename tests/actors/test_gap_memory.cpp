@@ -1,0 +1,140 @@
+// gap_memory actor: its threads bring every value to the published state
+// (ages 0), the values then sum to the exact gap, top(m) is the m largest,
+// and bad requests are errors with the library's message.
+#define BOOST_TEST_MODULE actors_gap_memory
+#include <boost/test/unit_test.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <numeric>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <caf/scoped_actor.hpp>
+#include <caf/send.hpp>
+
+#include "dml/actors/gap_memory.hpp"
+#include "dml/actors/register_types.hpp"
+#include "dml/data/synthetic.hpp"
+#include "dml/objective/evaluate.hpp"
+#include "dml/solver/solver.hpp"
+
+namespace {
+
+using dml::actors::dvec;
+using dml::actors::int64_list;
+
+constexpr auto kTimeout = std::chrono::seconds(20);
+
+struct test_config : caf::actor_system_config {
+  test_config() {
+    dml::actors::RegisterTypes(*this);
+    set("scheduler.max-threads", 2);
+  }
+};
+
+std::shared_ptr<const dml::Dataset> Problem() {
+  dml::SyntheticOptions o;
+  o.rows = 600;
+  o.cols = 50;
+  o.nnz_per_row = 6;
+  o.noise = 0.3;
+  o.task = dml::Task::kClassification;
+  o.seed = 4;
+  o.threads = 1;
+  auto g = dml::GenerateSynthetic(o);
+  BOOST_REQUIRE(g.ok());
+  return std::make_shared<const dml::Dataset>(std::move(g->data));
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(threads_refresh_to_the_published_state_and_top_is_the_largest) {
+  test_config cfg;
+  caf::actor_system sys{cfg};
+  caf::scoped_actor self{sys};
+  auto data = Problem();
+  dml::ModelSpec m;
+  m.kind = dml::ModelKind::kHingeSvm;
+  m.lambda = 1e-2;
+  auto actor = dml::actors::SpawnGapMemory(sys, data, m, 2);
+  BOOST_REQUIRE(actor.ok());
+
+  // Before any state: no value measured, every age "never" (last + 1 = 1).
+  self->request(*actor, kTimeout, dml::actors::gaps_atom_v)
+      .receive(
+          [&](dvec& z, int64_list& ages) {
+            BOOST_TEST(std::isinf((*z.as_vector())[0]));
+            BOOST_TEST(std::all_of(ages.values.begin(), ages.values.end(),
+                                   [](int64_t a) { return a == 1; }));
+          },
+          [&](caf::error& e) { BOOST_FAIL(sys.render(e)); });
+
+  dml::SolverOptions few;
+  few.kind = dml::SolverKind::kScd;
+  few.stop.max_epochs = 2;
+  auto t = dml::Train(*data, m, few);
+  BOOST_REQUIRE(t.ok());
+  const std::vector<double> w = dml::PrimalFromDual(data->x, t->alpha, m.lambda);
+  int64_t version = 0;
+  self->request(*actor, kTimeout, dml::actors::publish_atom_v, dvec(w), dvec(t->alpha))
+      .receive([&](int64_t v) { version = v; }, [&](caf::error& e) { BOOST_FAIL(sys.render(e)); });
+  BOOST_TEST(version == 1);
+
+  std::vector<double> z;
+  bool fresh = false;
+  for (int i = 0; i < 2000 && !fresh; ++i) {
+    self->request(*actor, kTimeout, dml::actors::gaps_atom_v)
+        .receive(
+            [&](dvec& values, int64_list& ages) {
+              z = *values.as_vector();
+              fresh = std::all_of(ages.values.begin(), ages.values.end(),
+                                  [](int64_t a) { return a == 0; });
+            },
+            [&](caf::error& e) { BOOST_FAIL(sys.render(e)); });
+    if (!fresh) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  BOOST_REQUIRE(fresh);
+  auto c = dml::EvaluateDual(*data, m, t->alpha);
+  BOOST_REQUIRE(c.ok());
+  BOOST_TEST(std::abs(std::accumulate(z.begin(), z.end(), 0.0) - c->gap) <= 1e-9 * c->gap);
+
+  std::vector<int64_t> top;
+  self->request(*actor, kTimeout, dml::actors::top_atom_v, int64_t{25})
+      .receive([&](int64_list& ids) { top = ids.values; },
+               [&](caf::error& e) { BOOST_FAIL(sys.render(e)); });
+  BOOST_REQUIRE(top.size() == 25u);
+  BOOST_TEST(std::is_sorted(top.begin(), top.end()));
+  double smallest_in = INFINITY, largest_out = -INFINITY;
+  std::vector<char> in(z.size(), 0);
+  for (int64_t i : top) {
+    in[i] = 1;
+    smallest_in = std::min(smallest_in, z[i]);
+  }
+  for (std::size_t i = 0; i < z.size(); ++i) {
+    if (!in[i]) largest_out = std::max(largest_out, z[i]);
+  }
+  BOOST_TEST(smallest_in >= largest_out);
+  BOOST_TEST(largest_out > 0.0);  // not a trivial split
+
+  self->request(*actor, kTimeout, dml::actors::top_atom_v, int64_t{100000})
+      .receive([&](int64_list& ids) { BOOST_TEST(ids.values.size() == z.size()); },
+               [&](caf::error& e) { BOOST_FAIL(sys.render(e)); });
+
+  std::string error;
+  self->request(*actor, kTimeout, dml::actors::publish_atom_v, dvec(std::vector<double>(3, 0.0)),
+                dvec(t->alpha))
+      .receive([&](int64_t) { BOOST_FAIL("a short state was accepted"); },
+               [&](caf::error& e) { error = sys.render(e); });
+  BOOST_TEST(error.find("gap memory: a state of 3 shared and 600 coordinate values; expected 50 "
+                        "and 600") != std::string::npos, error);
+  self->request(*actor, kTimeout, dml::actors::top_atom_v, int64_t{-1})
+      .receive([&](int64_list&) { BOOST_FAIL("top -1 was accepted"); },
+               [&](caf::error& e) { error = sys.render(e); });
+  BOOST_TEST(error.find("gap memory: top -1; at least 0") != std::string::npos, error);
+  self->send_exit(*actor, caf::exit_reason::user_shutdown);
+}
