@@ -53,7 +53,8 @@ const char* const kValueFlags[] = {"-c", "-e", "-o", "-s", "-B", "--lambda", "--
                                    "--tau", "--local-epochs", "--gamma", "--nodes",
                                    "--local-nodes", "--checkpoint", "--checkpoint-every",
                                    "--node-silence", "--secret-file", "--tls-cert", "--tls-key",
-                                   "--tls-ca", "--device-memory", "--selection", "--gap-threads"};
+                                   "--tls-ca", "--device-memory", "--selection", "--gap-threads",
+                                   "--local"};
 
 int Fail(const std::string& msg) {
   std::fflush(stdout);  // what was printed comes before the error, also when piped
@@ -151,6 +152,7 @@ DuHL (a device holding part of the data; one process, the device its CPU twin):
   --device-memory M   the device's budget: a percentage of the data (10%) or bytes (10%)
   --selection R       gap (sampled by gap), gap-greedy, random, sequential, resident (gap)
   --gap-threads N     threads refreshing the gaps while the device solves (1)
+  --mode cocoa --local duhl  the same as cocoa's local solver on every worker's block
 Distributed (the actor runtime):
   --mode M            sync async ssp easgd hogwild model-averaging cocoa (none: one process)
   --workers K         workers (2)
@@ -449,6 +451,20 @@ Exit TrainOnRuntime(Run& run, std::shared_ptr<const dml::Dataset>& shared_data,
     return Fail(error);
   }
   job.cocoa.auto_local_epochs = Get(args, "--local-epochs") == "auto";
+  if (args.values.count("--local")) {
+    if (job.mode.kind != dml::Mode::kCocoa) return Fail("--local: only with --mode cocoa");
+    auto local = dml::ParseSolverKind(Get(args, "--local"));
+    if (!local.ok() || (*local != dml::SolverKind::kScd && *local != dml::SolverKind::kDuhl &&
+                        *local != dml::SolverKind::kTpaScd)) {
+      return Fail("--local: expected scd, tpa-scd or duhl, got \"" + Get(args, "--local") + "\"");
+    }
+    job.cocoa.local_solver = *local;
+    if (*local == dml::SolverKind::kDuhl) {
+      dml::DuhlOptions d;
+      if (Exit e = ParseDuhl(args, d)) return e;
+      job.cocoa.duhl = d;
+    }
+  }
   // --solver tpa-scd with --mode cocoa: the workers' local solver on a GPU.
   if (run.opt.kind == dml::SolverKind::kTpaScd) {
     if (job.mode.kind != dml::Mode::kCocoa) {
@@ -588,15 +604,18 @@ int main(int argc, char** argv) {
   }
   if (Exit e = ParseModelAndSolver(run)) return *e;
   const bool duhl = Get(run.args, "--mode") == "duhl";
+  const bool local_duhl = Get(run.args, "--local") == "duhl";
   dml::DuhlOptions duhl_options;
-  if (duhl) {
+  if (duhl || local_duhl) {
     if (Exit e = ParseDuhl(run.args, duhl_options)) return *e;
     if (run.opt.kind == dml::SolverKind::kTpaScd) {
-      return Fail("--mode duhl runs its device's CPU twin; --solver tpa-scd is not its device yet");
+      return Fail("duhl runs its device's CPU twin; --solver tpa-scd is not its device yet");
     }
   } else {
     for (const char* f : {"--device-memory", "--selection", "--gap-threads"}) {
-      if (run.args.values.count(f)) return Fail(std::string(f) + " is a --mode duhl flag");
+      if (run.args.values.count(f)) {
+        return Fail(std::string(f) + " is a flag of --mode duhl and --mode cocoa --local duhl");
+      }
     }
   }
   if (run.args.values.count("--metrics-out") &&

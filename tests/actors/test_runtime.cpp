@@ -225,7 +225,44 @@ BOOST_AUTO_TEST_CASE(cocoa_with_the_gpu_local_solver_or_its_fallback) {
   bad.mode.kind = dml::Mode::kCocoa;
   bad.cocoa.local_solver = dml::SolverKind::kNewton;
   BOOST_TEST(rt.Submit(bad).status().message() ==
-             "JobSpec.cocoa.local_solver: must be scd or tpa-scd, got newton");
+             "JobSpec.cocoa.local_solver: must be scd, tpa-scd or duhl, got newton");
+}
+
+// DuHL as the workers' local solver (its device the CPU twin): dual and
+// primal models reach the optimum; a bad DuHL option is refused by field.
+BOOST_AUTO_TEST_CASE(cocoa_with_the_duhl_local_solver) {
+  dml::Runtime rt(WithThreads(2));
+  for (dml::ModelKind kind : {dml::ModelKind::kHingeSvm, dml::ModelKind::kLasso}) {
+    BOOST_TEST_CONTEXT(dml::ModelName(kind)) {
+      auto data = Problem(dml::TaskOf(kind), 1200, 60);
+      dml::ModelSpec m{kind, 1e-3, 0.5};
+      const double p_star = Optimum(*data, m);
+      dml::JobSpec s;
+      s.data.dataset = data;
+      s.model = m;
+      s.mode.kind = dml::Mode::kCocoa;
+      s.mode.workers = 2;
+      s.stop.gap_rel = 1e-6;
+      s.stop.max_epochs = 3000;
+      s.cocoa.local_solver = dml::SolverKind::kDuhl;
+      s.cocoa.duhl.device_fraction = 0.25;
+      auto j = rt.Submit(s);
+      BOOST_REQUIRE_MESSAGE(j.ok(), j.status().ToString());
+      auto r = j->Wait();
+      BOOST_REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+      BOOST_TEST((r->reason == dml::StopReason::kConverged));
+      BOOST_TEST(r->primal - p_star <= 1e-6 * std::abs(p_star) + 1e-12);
+      BOOST_TEST(r->primal >= p_star - 1e-9 * std::abs(p_star));
+    }
+  }
+  dml::JobSpec bad;
+  bad.data.dataset = Problem(dml::Task::kClassification, 100, 10);
+  bad.model = {dml::ModelKind::kHingeSvm, 1e-3, 0.5};
+  bad.mode.kind = dml::Mode::kCocoa;
+  bad.cocoa.local_solver = dml::SolverKind::kDuhl;
+  bad.cocoa.duhl.device_fraction = 0;
+  BOOST_TEST(rt.Submit(bad).status().message() ==
+             "JobSpec.cocoa.duhl.device_fraction: must be in (0, 1], got 0");
 }
 
 // Automatic H changes the work per round, never what is certified: the job

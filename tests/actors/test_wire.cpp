@@ -300,6 +300,11 @@ struct Wire<worker_spec> {
     x.local_solver = 1;
     x.device = 3;
     x.gpu_fallback = true;
+    x.duhl_device_bytes = 123456789012;
+    x.duhl_device_fraction = 0.375;
+    x.duhl_selection = 3;
+    x.duhl_gap_threads = 7;
+    x.duhl_passes = 2.5;
     return x;
   }
   static void Expect(const worker_spec& got, const worker_spec& want) {
@@ -328,6 +333,11 @@ struct Wire<worker_spec> {
     BOOST_TEST(got.local_solver == want.local_solver);
     BOOST_TEST(got.device == want.device);
     BOOST_TEST(got.gpu_fallback == want.gpu_fallback);
+    BOOST_TEST(got.duhl_device_bytes == want.duhl_device_bytes);
+    DML_EXPECT_BITS(got.duhl_device_fraction, want.duhl_device_fraction);
+    BOOST_TEST(got.duhl_selection == want.duhl_selection);
+    BOOST_TEST(got.duhl_gap_threads == want.duhl_gap_threads);
+    DML_EXPECT_BITS(got.duhl_passes, want.duhl_passes);
   }
 };
 
@@ -945,9 +955,24 @@ BOOST_AUTO_TEST_CASE(worker_spec_invariants) {
   ExpectRefused<worker_spec>([](worker_spec& x) { x.sigma_prime = 0; },
                              [](B e) { e.getWorkerSpec().setSigmaPrime(0); },
                              "WorkerSpec.sigmaPrime: 0 is not > 0");
-  ExpectRefused<worker_spec>([](worker_spec& x) { x.local_solver = 2; },
-                             [](B e) { e.getWorkerSpec().setLocalSolver(2); },
-                             "WorkerSpec.localSolver: 2 is not 0 or 1");
+  ExpectRefused<worker_spec>([](worker_spec& x) { x.local_solver = 3; },
+                             [](B e) { e.getWorkerSpec().setLocalSolver(3); },
+                             "WorkerSpec.localSolver: 3 is not 0, 1 or 2");
+  ExpectRefused<worker_spec>([](worker_spec& x) { x.duhl_device_bytes = -1; },
+                             [](B e) { e.getWorkerSpec().setDuhlDeviceBytes(-1); },
+                             "WorkerSpec.duhlDeviceBytes: -1 < 0");
+  ExpectRefused<worker_spec>([](worker_spec& x) { x.duhl_device_fraction = kNaN; },
+                             [](B e) { e.getWorkerSpec().setDuhlDeviceFraction(kNaN); },
+                             "WorkerSpec.duhlDeviceFraction: nan outside (0, 1]");
+  ExpectRefused<worker_spec>([](worker_spec& x) { x.duhl_selection = 5; },
+                             [](B e) { e.getWorkerSpec().setDuhlSelection(5); },
+                             "WorkerSpec.duhlSelection: 5 outside [0, 4]");
+  ExpectRefused<worker_spec>([](worker_spec& x) { x.duhl_gap_threads = 5000; },
+                             [](B e) { e.getWorkerSpec().setDuhlGapThreads(5000); },
+                             "WorkerSpec.duhlGapThreads: 5000 outside [0, 1024]");
+  ExpectRefused<worker_spec>([](worker_spec& x) { x.duhl_passes = 0; },
+                             [](B e) { e.getWorkerSpec().setDuhlPasses(0); },
+                             "WorkerSpec.duhlPasses: 0 outside (0, 1e6]");
   ExpectRefused<worker_spec>([](worker_spec& x) { x.device = -1; },
                              [](B e) { e.getWorkerSpec().setDevice(-1); },
                              "WorkerSpec.device: -1 < 0");

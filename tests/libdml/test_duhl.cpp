@@ -247,3 +247,68 @@ BOOST_AUTO_TEST_CASE(bad_budgets_and_options_are_errors) {
              "unknown selection 'best'; expected gap, gap-greedy, random, sequential or resident");
   BOOST_TEST((*dml::ParseDuhlSelection("gap-greedy") == dml::DuhlSelection::kGapGreedy));
 }
+
+// DuHL as CoCoA+'s local solver: two row blocks, sigma' = 2, gamma = 1,
+// each Solve a few rounds on a fifth of its block; the sum of the blocks'
+// changes reaches SCD's optimum, and the blocks' certificates add up to the
+// exact one.
+BOOST_AUTO_TEST_CASE(as_cocoas_local_solver_it_reaches_the_optimum) {
+  for (dml::ModelKind kind : {dml::ModelKind::kLogisticL2, dml::ModelKind::kHingeSvm}) {
+    BOOST_TEST_CONTEXT(dml::ModelName(kind)) {
+      const dml::Dataset data = Problem(kind, 600, 60, 21);
+      const dml::ModelSpec m = Spec(kind);
+      const int64_t n = data.x.rows(), half = n / 2;
+      std::vector<std::unique_ptr<dml::DuhlLocalSolver>> blocks;
+      for (int k = 0; k < 2; ++k) {
+        const int64_t b = k == 0 ? 0 : half, e = k == 0 ? half : n;
+        dml::LocalBlock block;
+        block.rows = data.x.SliceOuter(b, e);
+        block.y.assign(data.y.begin() + b, data.y.begin() + e);
+        block.n_global = n;
+        dml::DuhlOptions o;
+        o.device_fraction = 0.2;
+        o.gap_threads = 1;
+        auto s = dml::MakeDuhlLocalSolver(std::move(block), m, 5 + k, o);
+        BOOST_REQUIRE_MESSAGE(s.ok(), s.status().ToString());
+        blocks.push_back(*std::move(s));
+      }
+      std::vector<double> w(static_cast<std::size_t>(data.x.cols()), 0.0);
+      double gap = 1e300, primal = 0.0;
+      for (int round = 0; round < 400 && gap > 1e-8 * std::abs(primal); ++round) {
+        std::vector<double> sum(w.size(), 0.0);
+        for (auto& b : blocks) {
+          auto up = b->Solve(w, 2.0, 1.0, half);
+          BOOST_REQUIRE(up.ok());
+          for (std::size_t j = 0; j < w.size(); ++j) sum[j] += up->delta_shared[j];
+        }
+        for (std::size_t j = 0; j < w.size(); ++j) w[j] += sum[j];
+        double loss = 0.0, gaps = 0.0;
+        for (auto& b : blocks) {
+          auto c = b->Certify(w);
+          BOOST_REQUIRE(c.ok());
+          loss += c->loss_sum;
+          gaps += c->gap_sum;
+        }
+        double wsq = 0.0;
+        for (double x : w) wsq += x * x;
+        primal = loss / static_cast<double>(n) + 0.5 * m.lambda * wsq;
+        gap = gaps / static_cast<double>(n);
+      }
+      BOOST_TEST(gap <= 1e-8 * std::abs(primal));
+      std::vector<double> alpha;
+      for (auto& b : blocks) {
+        alpha.insert(alpha.end(), b->coordinates().begin(), b->coordinates().end());
+        BOOST_TEST(b->rounds().size() >= 2u);
+        BOOST_TEST(b->device_bytes() > 0);
+      }
+      auto exact = dml::EvaluateDual(data, m, alpha);
+      BOOST_REQUIRE(exact.ok());
+      BOOST_TEST(std::abs(exact->primal - primal) <= 1e-9 * std::abs(primal));
+      dml::SolverOptions scd = Tight();
+      scd.kind = dml::SolverKind::kScd;
+      auto ref = dml::Train(data, m, scd);
+      BOOST_REQUIRE(ref.ok());
+      BOOST_TEST(std::abs(exact->primal - ref->primal) <= 1e-7 * std::abs(ref->primal));
+    }
+  }
+}

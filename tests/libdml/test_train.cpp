@@ -53,7 +53,7 @@ BOOST_AUTO_TEST_CASE(model_and_solver_names_round_trip) {
     BOOST_TEST((*parsed == k));
   }
   BOOST_TEST(dml::ParseSolverKind("lbfgs").status().message() ==
-             "unknown solver \"lbfgs\"; expected one of scd, async-scd, sgd, newton, auto, tpa-scd");
+             "unknown solver \"lbfgs\"; expected one of scd, async-scd, sgd, newton, auto, tpa-scd, duhl");
   BOOST_TEST((dml::FormulationOf(dml::ModelKind::kLasso) == dml::Formulation::kPrimal));
   BOOST_TEST((dml::FormulationOf(dml::ModelKind::kHingeSvm) == dml::Formulation::kDual));
   BOOST_TEST(dml::LambdaFromC(2.0, 100) == 0.005);

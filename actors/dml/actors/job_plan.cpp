@@ -44,7 +44,14 @@ worker_config JobPlan::worker(int32_t k) const {
   c.local_epochs = spec.cocoa.local_epochs;
   c.gamma = spec.cocoa.gamma;
   c.sigma_prime = spec.cocoa.sigma_prime;
-  c.local_solver = spec.cocoa.local_solver == SolverKind::kTpaScd ? 1 : 0;
+  c.local_solver = spec.cocoa.local_solver == SolverKind::kTpaScd ? 1
+                   : spec.cocoa.local_solver == SolverKind::kDuhl ? 2
+                                                                  : 0;
+  c.duhl_device_bytes = spec.cocoa.duhl.device_bytes;
+  c.duhl_device_fraction = spec.cocoa.duhl.device_fraction;
+  c.duhl_selection = static_cast<int32_t>(spec.cocoa.duhl.selection);
+  c.duhl_gap_threads = spec.cocoa.duhl.gap_threads;
+  c.duhl_passes = spec.cocoa.duhl.passes;
   c.device = spec.cocoa.device;
   c.gpu_fallback = spec.cocoa.gpu_fallback;
   c.feature_steps = feature_steps;

@@ -135,12 +135,28 @@ absl::Status ValidateSpec(const JobSpec& s) {
   if (!(s.cocoa.sigma_prime >= 0) || !std::isfinite(s.cocoa.sigma_prime)) {
     return Invalid("cocoa.sigma_prime", absl::StrCat("must be >= 0 (0 = gamma K), got ", s.cocoa.sigma_prime));
   }
-  if (s.cocoa.local_solver != SolverKind::kScd && s.cocoa.local_solver != SolverKind::kTpaScd) {
-    return Invalid("cocoa.local_solver", absl::StrCat("must be scd or tpa-scd, got ",
+  if (s.cocoa.local_solver != SolverKind::kScd && s.cocoa.local_solver != SolverKind::kTpaScd &&
+      s.cocoa.local_solver != SolverKind::kDuhl) {
+    return Invalid("cocoa.local_solver", absl::StrCat("must be scd, tpa-scd or duhl, got ",
                                                       AsAbsl(SolverName(s.cocoa.local_solver))));
   }
   if (s.cocoa.device < 0) {
     return Invalid("cocoa.device", absl::StrCat("must be >= 0, got ", s.cocoa.device));
+  }
+  const DuhlConfig& duhl = s.cocoa.duhl;
+  if (duhl.device_bytes < 0) {
+    return Invalid("cocoa.duhl.device_bytes", absl::StrCat("must be >= 0, got ", duhl.device_bytes));
+  }
+  if (!(duhl.device_fraction > 0 && duhl.device_fraction <= 1)) {
+    return Invalid("cocoa.duhl.device_fraction",
+                   absl::StrCat("must be in (0, 1], got ", duhl.device_fraction));
+  }
+  if (duhl.gap_threads < 0 || duhl.gap_threads > 1024) {
+    return Invalid("cocoa.duhl.gap_threads",
+                   absl::StrCat("must be in [0, 1024], got ", duhl.gap_threads));
+  }
+  if (!(duhl.passes > 0 && duhl.passes <= 1e6)) {
+    return Invalid("cocoa.duhl.passes", absl::StrCat("must be in (0, 1e6], got ", duhl.passes));
   }
   if (!(s.sgd.eval_every_epochs > 0)) {
     return Invalid("sgd.eval_every_epochs", absl::StrCat("must be positive, got ", s.sgd.eval_every_epochs));

@@ -32,6 +32,7 @@
 #include "dml/objective/evaluate.hpp"
 #include "dml/objective/newton_certificate.hpp"
 #include "dml/solver/cocoa_local.hpp"
+#include "dml/solver/duhl.hpp"
 #include "dml/solver/sgd.hpp"
 #include "dml/util/rng.hpp"
 #include "dml/util/status.hpp"
@@ -72,6 +73,18 @@ absl::StatusOr<std::unique_ptr<LocalSolver>> MakeWorkerLocalSolver(caf::actor_sy
                                                                    LocalBlock block,
                                                                    const worker_config& cfg,
                                                                    uint64_t seed) {
+  if (cfg.local_solver == 2) {
+    DuhlOptions d;
+    d.device_bytes = cfg.duhl_device_bytes;
+    d.device_fraction = cfg.duhl_device_fraction;
+    d.selection = static_cast<DuhlSelection>(cfg.duhl_selection);
+    d.gap_threads = cfg.duhl_gap_threads;
+    d.passes = cfg.duhl_passes;
+    absl::StatusOr<std::unique_ptr<DuhlLocalSolver>> s =
+        MakeDuhlLocalSolver(std::move(block), cfg.model, seed, d);
+    if (!s.ok()) return s.status();
+    return std::unique_ptr<LocalSolver>(*std::move(s));
+  }
   if (cfg.local_solver != 1) return MakeLocalSolver(std::move(block), cfg.model, seed);
   gpu::TpaScdOptions gpu;
   // The workers of a process take the devices from cfg.device on in turn:

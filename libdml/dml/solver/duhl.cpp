@@ -175,68 +175,262 @@ absl::StatusOr<DuhlSelection> ParseDuhlSelection(std::string_view name) {
 
 int64_t DuhlCoordinateBytes(int64_t nnz) { return 8 * nnz + 20; }
 
+namespace {
+
+// The DuHL local solver: see duhl.hpp.
+class Duhl final : public DuhlLocalSolver {
+ public:
+  static absl::StatusOr<std::unique_ptr<DuhlLocalSolver>> Make(LocalBlock block,
+                                                              const ModelSpec& model,
+                                                              uint64_t seed,
+                                                              const DuhlOptions& options) {
+    DML_RETURN_IF_ERROR(Validate(model));
+    DML_RETURN_IF_ERROR(CheckOptions(options));
+    auto d = std::unique_ptr<Duhl>(new Duhl(std::move(block), model, seed, options));
+    DML_RETURN_IF_ERROR(d->Init());
+    return std::unique_ptr<DuhlLocalSolver>(std::move(d));
+  }
+
+  absl::StatusOr<LocalUpdate> Solve(const std::vector<double>& shared, double sigma_prime,
+                                    double gamma, int64_t steps,
+                                    const std::atomic<bool>* interrupt) override {
+    if (static_cast<int64_t>(shared.size()) != shared_size_) {
+      return absl::InvalidArgumentError(absl::StrCat("shared vector has ", shared.size(),
+                                                     " entries; the block needs ", shared_size_));
+    }
+    if (!(sigma_prime >= 1.0) || !std::isfinite(sigma_prime)) {
+      return absl::InvalidArgumentError(absl::StrCat("sigma_prime is ", sigma_prime, "; at least 1"));
+    }
+    if (!(gamma > 0.0 && gamma <= 1.0)) {
+      return absl::InvalidArgumentError(absl::StrCat("gamma is ", gamma, "; in (0, 1]"));
+    }
+    if (steps < 1) return absl::InvalidArgumentError(absl::StrCat("steps is ", steps, "; at least 1"));
+    LocalUpdate up;
+    up.delta_shared.assign(shared.size(), 0.0);
+    std::vector<double> local(coords_);  // coordinates with this Solve's change
+    std::vector<double> view(shared);    // shared + sigma' * the change of the shared vector
+    while (up.steps < steps) {
+      if (interrupt != nullptr && interrupt->load(std::memory_order_relaxed)) break;
+      absl::StatusOr<int64_t> round = Round(view, local, sigma_prime, &up);
+      if (!round.ok()) return round.status();
+      for (std::size_t j = 0; j < view.size(); ++j) {
+        view[j] = shared[j] + sigma_prime * up.delta_shared[j];
+      }
+      if (auto v = memory_->Publish(view, local); !v.ok()) return v.status();
+    }
+    // Commit gamma of the change (a convex combination: in the domain).
+    for (std::size_t i = 0; i < coords_.size(); ++i) {
+      coords_[i] = gamma == 1.0 ? local[i] : coords_[i] + gamma * (local[i] - coords_[i]);
+    }
+    return up;
+  }
+
+  absl::StatusOr<BlockCertificate> Certify(const std::vector<double>& shared) const override {
+    // A CPU local solver over the whole block, made on first use.
+    if (!certifier_) {
+      absl::StatusOr<std::unique_ptr<LocalSolver>> c = MakeLocalSolver(block_, model_, seed_);
+      if (!c.ok()) return c.status();
+      certifier_ = *std::move(c);
+    }
+    DML_RETURN_IF_ERROR(certifier_->set_coordinates(coords_));
+    return certifier_->Certify(shared);
+  }
+
+  const std::vector<double>& coordinates() const override { return coords_; }
+
+  absl::Status set_coordinates(std::vector<double> c) override {
+    if (static_cast<int64_t>(c.size()) != count_) {
+      return absl::InvalidArgumentError(absl::StrCat("block has ", count_, " coordinates but ",
+                                                     c.size(), " were given"));
+    }
+    // The CPU local solver's checks of the domain.
+    absl::StatusOr<std::unique_ptr<LocalSolver>> check = MakeLocalSolver(block_, model_, seed_);
+    if (!check.ok()) return check.status();
+    DML_RETURN_IF_ERROR((*check)->set_coordinates(c));
+    coords_ = std::move(c);
+    if (auto v = memory_->Publish(last_view_, coords_); !v.ok()) return v.status();
+    return absl::OkStatus();
+  }
+
+  const std::vector<DuhlRound>& rounds() const override { return rounds_; }
+  int64_t data_bytes() const override { return data_bytes_; }
+  int64_t budget_bytes() const override { return budget_bytes_; }
+  int64_t device_bytes() const override { return device_bytes_; }
+  double gap_estimate() const override {
+    double sum = 0.0;
+    for (double z : memory_->Values()) sum += z;
+    return sum;
+  }
+  int64_t gaps_refreshed() const override { return memory_->refreshed(); }
+
+ private:
+  Duhl(LocalBlock block, const ModelSpec& model, uint64_t seed, const DuhlOptions& options)
+      : block_(std::move(block)), model_(model), seed_(seed), options_(options), rng_(seed) {}
+
+  bool dual() const { return FormulationOf(model_.kind) == Formulation::kDual; }
+
+  absl::Status Init() {
+    const bool d = dual();
+    count_ = d ? block_.rows.rows() : block_.cols.cols();
+    shared_size_ = d ? block_.rows.cols() : block_.cols.rows();
+    if (count_ == 0) return absl::InvalidArgumentError("duhl: an empty block");
+    bytes_.resize(static_cast<std::size_t>(count_));
+    for (int64_t i = 0; i < count_; ++i) {
+      bytes_[i] = DuhlCoordinateBytes(d ? block_.rows.outer_nnz(i) : block_.cols.outer_nnz(i));
+      data_bytes_ += bytes_[i];
+    }
+    budget_bytes_ = options_.device_bytes > 0
+                        ? options_.device_bytes
+                        : static_cast<int64_t>(std::ceil(options_.device_fraction *
+                                                         static_cast<double>(data_bytes_)));
+    for (int64_t i = 0; i < count_; ++i) {
+      if (bytes_[i] > budget_bytes_) {
+        return absl::ResourceExhaustedError(absl::StrFormat(
+            "duhl: %s %d takes %d bytes on the device, more than the budget of %d",
+            d ? "example" : "feature", i, bytes_[i], budget_bytes_));
+      }
+    }
+    if (options_.selection == DuhlSelection::kResident && budget_bytes_ < data_bytes_) {
+      return absl::ResourceExhaustedError(absl::StrFormat(
+          "duhl: resident selection needs the whole data on the device (%d bytes); the budget "
+          "is %d",
+          data_bytes_, budget_bytes_));
+    }
+    // The gap memory reads the block as a dataset: its rows (dual), or all
+    // n rows over its columns (primal).
+    view_data_.x = d ? block_.rows : block_.cols.Convert();
+    view_data_.y = block_.y;
+    absl::StatusOr<std::unique_ptr<GapMemory>> m =
+        GapMemory::Make(view_data_, model_, options_.gap_threads);
+    if (!m.ok()) return m.status();
+    memory_ = *std::move(m);
+    coords_.assign(static_cast<std::size_t>(count_), 0.0);
+    last_view_.assign(static_cast<std::size_t>(shared_size_), 0.0);
+    DML_RETURN_IF_ERROR(memory_->Publish(last_view_, coords_).status());
+    memory_->RefreshAll();  // the first selection sees every gap
+    resident_.assign(static_cast<std::size_t>(count_), 0);
+    make_ = options_.make_solver;
+    if (!make_) {
+      make_ = [](LocalBlock b, const ModelSpec& m, uint64_t seed) {
+        return MakeLocalSolver(std::move(b), m, seed);
+      };
+    }
+    return absl::OkStatus();
+  }
+
+  // One round against `view` (the shared vector with this Solve's change):
+  // select, load, solve passes * |P| steps; `local` and `up` take the change.
+  absl::StatusOr<int64_t> Round(const std::vector<double>& view, std::vector<double>& local,
+                                double sigma_prime, LocalUpdate* up) {
+    last_view_ = view;
+    if (options_.gap_threads == 0) memory_->RefreshAll();
+    std::vector<int64_t> ids = Select(options_.selection, memory_->Values(), bytes_, budget_bytes_,
+                                      resident_, rng_, &cursor_);
+    std::sort(ids.begin(), ids.end());
+    DuhlRound info;
+    info.round = static_cast<int>(rounds_.size()) + 1;
+    info.coordinates = static_cast<int64_t>(ids.size());
+    LocalBlock b;
+    b.n_global = block_.n_global;
+    if (dual()) {
+      block_rows_ = BuildBlock(block_.rows, block_rows_, block_ids_, ids, bytes_, &info.bytes,
+                               &info.swaps);
+      b.rows = block_rows_;
+      b.y.reserve(ids.size());
+      for (int64_t i : ids) b.y.push_back(block_.y[i]);
+    } else {
+      block_cols_ = BuildBlock(block_.cols, block_cols_, block_ids_, ids, bytes_, &info.bytes,
+                               &info.swaps);
+      b.cols = block_cols_;
+      b.y = block_.y;
+      b.loss_row_begin = block_.loss_row_begin;
+      b.loss_row_end = block_.loss_row_end;
+    }
+    for (int64_t i : block_ids_) resident_[i] = 0;
+    for (int64_t i : ids) resident_[i] = 1;
+    block_ids_ = ids;
+    device_bytes_ += info.bytes;
+    absl::StatusOr<std::unique_ptr<LocalSolver>> solver =
+        make_(std::move(b), model_, seed_ * 1000003 + static_cast<uint64_t>(info.round));
+    if (!solver.ok()) return solver.status();
+    std::vector<double> mine(ids.size());
+    for (std::size_t k = 0; k < ids.size(); ++k) mine[k] = local[ids[k]];
+    DML_RETURN_IF_ERROR((*solver)->set_coordinates(std::move(mine)));
+    const int64_t steps = std::max<int64_t>(
+        1, std::llround(options_.passes * static_cast<double>(ids.size())));
+    absl::StatusOr<LocalUpdate> r = (*solver)->Solve(view, sigma_prime, 1.0, steps);
+    if (!r.ok()) return r.status();
+    for (std::size_t j = 0; j < up->delta_shared.size(); ++j) {
+      up->delta_shared[j] += r->delta_shared[j];
+    }
+    const std::vector<double>& after = (*solver)->coordinates();
+    for (std::size_t k = 0; k < ids.size(); ++k) local[ids[k]] = after[k];
+    up->steps += r->steps;
+    up->nnz_touched += r->nnz_touched;
+    rounds_.push_back(info);
+    return r->steps;
+  }
+
+  LocalBlock block_;
+  ModelSpec model_;
+  uint64_t seed_;
+  DuhlOptions options_;
+  std::mt19937_64 rng_;
+  int64_t count_ = 0, shared_size_ = 0, data_bytes_ = 0, budget_bytes_ = 0, device_bytes_ = 0;
+  int64_t cursor_ = 0;
+  std::vector<int64_t> bytes_;
+  Dataset view_data_;  // before memory_: its threads read it
+  std::unique_ptr<GapMemory> memory_;
+  std::vector<double> coords_, last_view_;
+  std::vector<char> resident_;
+  std::vector<int64_t> block_ids_;
+  CsrMatrix block_rows_;
+  CscMatrix block_cols_;
+  std::vector<DuhlRound> rounds_;
+  decltype(DuhlOptions::make_solver) make_;
+  mutable std::unique_ptr<LocalSolver> certifier_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<DuhlLocalSolver>> MakeDuhlLocalSolver(LocalBlock block,
+                                                                   const ModelSpec& model,
+                                                                   uint64_t seed,
+                                                                   const DuhlOptions& options) {
+  return Duhl::Make(std::move(block), model, seed, options);
+}
+
 absl::StatusOr<DuhlResult> TrainDuhl(const Dataset& data, const ModelSpec& model,
                                      const SolverOptions& options, const DuhlOptions& duhl) {
   DML_RETURN_IF_ERROR(CheckTrainInputs(data, model, options));
-  DML_RETURN_IF_ERROR(CheckOptions(duhl));
   const auto start = std::chrono::steady_clock::now();
   auto seconds = [&] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   };
   const bool dual = FormulationOf(model.kind) == Formulation::kDual;
   const int64_t n = data.x.rows(), d = data.x.cols();
-  CscMatrix cols;
-  if (!dual) cols = data.x.Convert();
+  LocalBlock whole;
+  whole.n_global = n;
+  whole.y = data.y;
+  if (dual) {
+    whole.rows = data.x;
+  } else {
+    whole.cols = data.x.Convert();
+    whole.loss_row_begin = 0;
+    whole.loss_row_end = n;
+  }
   const int64_t count = dual ? n : d;
+  absl::StatusOr<std::unique_ptr<DuhlLocalSolver>> made =
+      MakeDuhlLocalSolver(std::move(whole), model, options.seed, duhl);
+  if (!made.ok()) return made.status();
+  DuhlLocalSolver& solver = **made;
 
   DuhlResult out;
-  std::vector<int64_t> bytes(static_cast<std::size_t>(count));
-  for (int64_t i = 0; i < count; ++i) {
-    bytes[i] = DuhlCoordinateBytes(dual ? data.x.outer_nnz(i) : cols.outer_nnz(i));
-    out.data_bytes += bytes[i];
-  }
-  out.budget_bytes = duhl.device_bytes > 0
-                         ? duhl.device_bytes
-                         : static_cast<int64_t>(std::ceil(duhl.device_fraction *
-                                                          static_cast<double>(out.data_bytes)));
-  const char* what = dual ? "example" : "feature";
-  for (int64_t i = 0; i < count; ++i) {
-    if (bytes[i] > out.budget_bytes) {
-      return absl::ResourceExhaustedError(absl::StrFormat(
-          "duhl: %s %d takes %d bytes on the device, more than the budget of %d", what, i,
-          bytes[i], out.budget_bytes));
-    }
-  }
-  if (duhl.selection == DuhlSelection::kResident && out.budget_bytes < out.data_bytes) {
-    return absl::ResourceExhaustedError(absl::StrFormat(
-        "duhl: resident selection needs the whole data on the device (%d bytes); the budget is %d",
-        out.data_bytes, out.budget_bytes));
-  }
-
-  absl::StatusOr<std::unique_ptr<GapMemory>> memory =
-      GapMemory::Make(data, model, duhl.gap_threads);
-  if (!memory.ok()) return memory.status();
-  GapMemory& gm = **memory;
-  decltype(duhl.make_solver) make = duhl.make_solver;
-  if (!make) {
-    make = [](LocalBlock b, const ModelSpec& m, uint64_t seed) {
-      return MakeLocalSolver(std::move(b), m, seed);
-    };
-  }
-
-  std::vector<double> coords(static_cast<std::size_t>(count), 0.0);
-  std::vector<double> shared(static_cast<std::size_t>(dual ? d : n), 0.0);
-  if (auto v = gm.Publish(shared, coords); !v.ok()) return v.status();
-  gm.RefreshAll();  // the first selection sees every gap
-
-  std::mt19937_64 rng(options.seed);
-  int64_t cursor = 0;
-  std::vector<int64_t> block_ids;
-  std::vector<char> resident(static_cast<std::size_t>(count), 0);
-  CsrMatrix block_rows;
-  CscMatrix block_cols;
+  out.data_bytes = solver.data_bytes();
+  out.budget_bytes = solver.budget_bytes();
   TrainResult& r = out.train;
   r.model = model;
+  std::vector<double> shared(static_cast<std::size_t>(dual ? d : n), 0.0);
   double steps_done = 0.0;
   const int every = std::max(1, options.eval_every);
   StopReason why = StopReason::kMaxEpochs;
@@ -254,60 +448,19 @@ absl::StatusOr<DuhlResult> TrainDuhl(const Dataset& data, const ModelSpec& model
       why = StopReason::kTimeBudget;
       break;
     }
-    if (duhl.gap_threads == 0) gm.RefreshAll();
-    std::vector<int64_t> ids =
-        Select(duhl.selection, gm.Values(), bytes, out.budget_bytes, resident, rng, &cursor);
-    std::sort(ids.begin(), ids.end());
-    DuhlRound info;
-    info.round = round;
-    info.coordinates = static_cast<int64_t>(ids.size());
-    LocalBlock block;
-    block.n_global = n;
-    if (dual) {
-      block_rows = BuildBlock(data.x, block_rows, block_ids, ids, bytes, &info.bytes, &info.swaps);
-      block.rows = block_rows;
-      block.y.reserve(ids.size());
-      for (int64_t i : ids) block.y.push_back(data.y[i]);
-    } else {
-      block_cols = BuildBlock(cols, block_cols, block_ids, ids, bytes, &info.bytes, &info.swaps);
-      block.cols = block_cols;
-      block.y = data.y;
-      block.loss_row_begin = 0;
-      block.loss_row_end = n;
-    }
-    for (int64_t i : block_ids) resident[i] = 0;
-    for (int64_t i : ids) resident[i] = 1;
-    block_ids = ids;
-    out.device_bytes += info.bytes;
-
-    absl::StatusOr<std::unique_ptr<LocalSolver>> solver =
-        make(std::move(block), model, options.seed * 1000003 + static_cast<uint64_t>(round));
-    if (!solver.ok()) return solver.status();
-    std::vector<double> mine(ids.size());
-    for (std::size_t k = 0; k < ids.size(); ++k) mine[k] = coords[ids[k]];
-    DML_RETURN_IF_ERROR((*solver)->set_coordinates(std::move(mine)));
-    const int64_t steps = std::max<int64_t>(
-        1, std::llround(duhl.passes * static_cast<double>(ids.size())));
-    absl::StatusOr<LocalUpdate> up = (*solver)->Solve(shared, 1.0, 1.0, steps);
+    // One round: a Solve of one step runs exactly one.
+    absl::StatusOr<LocalUpdate> up = solver.Solve(shared, 1.0, 1.0, 1);
     if (!up.ok()) return up.status();
     for (std::size_t j = 0; j < shared.size(); ++j) shared[j] += up->delta_shared[j];
-    const std::vector<double>& after = (*solver)->coordinates();
-    for (std::size_t k = 0; k < ids.size(); ++k) coords[ids[k]] = after[k];
     steps_done += static_cast<double>(up->steps);
-    if (auto v = gm.Publish(shared, coords); !v.ok()) return v.status();
-
+    DuhlRound info = solver.rounds().back();
     // The exact certificate every `every` rounds, and sooner where the gap
     // memory (stale values, summed) says the target may be met.
-    bool evaluate = round % every == 0 || !last;
-    if (!evaluate) {
-      const std::vector<double> z = gm.Values();
-      double estimate = 0.0;
-      for (double x : z) estimate += x;
-      evaluate = estimate <= GapTarget(options.stop, last->primal);
-    }
+    const bool evaluate = round % every == 0 || !last ||
+                          solver.gap_estimate() <= GapTarget(options.stop, last->primal);
     if (evaluate) {
-      absl::StatusOr<Certificate> c =
-          dual ? EvaluateDual(data, model, coords) : EvaluatePrimal(data, model, coords);
+      absl::StatusOr<Certificate> c = dual ? EvaluateDual(data, model, solver.coordinates())
+                                           : EvaluatePrimal(data, model, solver.coordinates());
       if (!c.ok()) return c.status();
       last = *c;
       info.gap = c->gap;
@@ -319,7 +472,7 @@ absl::StatusOr<DuhlResult> TrainDuhl(const Dataset& data, const ModelSpec& model
       p.dual = c->dual;
       p.gap = c->gap;
       p.nnz_touched = up->nnz_touched;
-      p.bytes_exchanged = out.device_bytes;
+      p.bytes_exchanged = solver.device_bytes();
       if (options.on_epoch) options.on_epoch(p);
       r.history.push_back(std::move(p));
     }
@@ -336,9 +489,11 @@ absl::StatusOr<DuhlResult> TrainDuhl(const Dataset& data, const ModelSpec& model
       }
     }
   }
+  std::vector<double> coords = solver.coordinates();
   absl::StatusOr<Certificate> c =
       dual ? EvaluateDual(data, model, coords) : EvaluatePrimal(data, model, coords);
   if (!c.ok()) return c.status();
+  out.device_bytes = solver.device_bytes();
   r.primal = c->primal;
   r.dual = c->dual;
   r.gap = c->gap;
@@ -360,7 +515,7 @@ absl::StatusOr<DuhlResult> TrainDuhl(const Dataset& data, const ModelSpec& model
       100.0 * static_cast<double>(out.budget_bytes) / static_cast<double>(out.data_bytes),
       out.device_bytes,
       static_cast<double>(out.device_bytes) / static_cast<double>(out.data_bytes),
-      r.rounds, gm.refreshed(), duhl.gap_threads);
+      r.rounds, solver.gaps_refreshed(), duhl.gap_threads);
   return out;
 }
 

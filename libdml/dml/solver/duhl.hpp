@@ -34,28 +34,13 @@
 #include "dml/data/sparse.hpp"
 #include "dml/objective/model.hpp"
 #include "dml/solver/cocoa_local.hpp"
+#include "dml/solver/duhl_config.hpp"
 #include "dml/solver/solver.hpp"
 
 namespace dml {
 
-enum class DuhlSelection { kGap, kGapGreedy, kRandom, kSequential, kResident };
-
-/// "gap", "gap-greedy", "random", "sequential", "resident".
-std::string_view DuhlSelectionName(DuhlSelection s);
-/// Errors: InvalidArgument listing the names.
-absl::StatusOr<DuhlSelection> ParseDuhlSelection(std::string_view name);
-
-struct DuhlOptions {
-  /// The device's budget for the block in bytes; 0: device_fraction of the
-  /// data's bytes (DuhlCoordinateBytes summed over all coordinates).
-  int64_t device_bytes = 0;
-  double device_fraction = 0.1;  ///< in (0, 1]
-  DuhlSelection selection = DuhlSelection::kGap;
-  /// Threads refreshing the gap memory while the block is solved; 0: every
-  /// gap recomputed in the caller's thread before each selection (fresh).
-  int gap_threads = 1;
-  /// Passes over the block per round (steps = passes * |P|).
-  double passes = 5.0;
+/// The options of TrainDuhl and MakeDuhlLocalSolver.
+struct DuhlOptions : DuhlConfig {
   /// Builds the block's solver (its coordinates start at 0 and are then
   /// set): empty = MakeLocalSolver, the CPU twin.
   std::function<absl::StatusOr<std::unique_ptr<LocalSolver>>(LocalBlock, const ModelSpec&,
@@ -81,6 +66,36 @@ struct DuhlResult {
   int64_t device_bytes = 0;  ///< moved to the device in the whole run
   std::vector<DuhlRound> rounds;
 };
+
+/// DuHL as CoCoA+'s local solver over a block (a worker's partition, or
+/// the whole data for TrainDuhl): each Solve runs rounds, each on a block P
+/// of this block's coordinates chosen by the rule from the gap memory
+/// (measured against the shared vector plus sigma' times this Solve's
+/// change), until `steps` coordinate steps are done (at least one round),
+/// then commits gamma of the change. The rounds' block subproblems are
+/// exactly the local subproblem restricted to P. Certify runs the CPU local
+/// solver over the whole block. Not thread-safe (one per worker); its gap
+/// threads run until it is destroyed.
+class DuhlLocalSolver : public LocalSolver {
+ public:
+  /// Every round so far.
+  virtual const std::vector<DuhlRound>& rounds() const = 0;
+  virtual int64_t data_bytes() const = 0;
+  virtual int64_t budget_bytes() const = 0;
+  /// Bytes moved to the device so far.
+  virtual int64_t device_bytes() const = 0;
+  /// The sum of the gap memory's values (stale ones included).
+  virtual double gap_estimate() const = 0;
+  /// Values the gap memory computed so far.
+  virtual int64_t gaps_refreshed() const = 0;
+};
+
+/// Errors: InvalidArgument for the model, options or an empty block;
+/// ResourceExhausted as TrainDuhl's.
+absl::StatusOr<std::unique_ptr<DuhlLocalSolver>> MakeDuhlLocalSolver(LocalBlock block,
+                                                                   const ModelSpec& model,
+                                                                   uint64_t seed,
+                                                                   const DuhlOptions& options);
 
 /// What a coordinate with `nnz` nonzeros takes on the device: 8 bytes per
 /// nonzero (index, value) and 20 (offset, label, coordinate).

@@ -39,8 +39,11 @@ enum class SolverKind {
   /// TPA-SCD on a GPU (dml/gpu/tpa_scd.hpp): run through dml::gpu::Train,
   /// which links the GPU library; dml::Train refuses it.
   kTpaScd,
+  /// DuHL (dml/solver/duhl.hpp): TrainDuhl, or cocoa's local solver;
+  /// dml::Train refuses it.
+  kDuhl,
 };
-/// "scd", "async-scd", "sgd", "newton", "auto", "tpa-scd".
+/// "scd", "async-scd", "sgd", "newton", "auto", "tpa-scd", "duhl".
 std::string_view SolverName(SolverKind kind);
 /// What kAuto runs for `model`.
 SolverKind AutoSolver(ModelKind model);

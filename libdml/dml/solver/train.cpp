@@ -17,6 +17,7 @@ std::string_view SolverName(SolverKind kind) {
     case SolverKind::kNewton: return "newton";
     case SolverKind::kAuto: return "auto";
     case SolverKind::kTpaScd: return "tpa-scd";
+    case SolverKind::kDuhl: return "duhl";
   }
   return "unknown";
 }
@@ -28,9 +29,10 @@ absl::StatusOr<SolverKind> ParseSolverKind(std::string_view name) {
   if (name == "newton") return SolverKind::kNewton;
   if (name == "auto") return SolverKind::kAuto;
   if (name == "tpa-scd" || name == "tpa") return SolverKind::kTpaScd;
+  if (name == "duhl") return SolverKind::kDuhl;
   return absl::InvalidArgumentError(
       absl::StrCat("unknown solver \"", AsAbsl(name),
-                   "\"; expected one of scd, async-scd, sgd, newton, auto, tpa-scd"));
+                   "\"; expected one of scd, async-scd, sgd, newton, auto, tpa-scd, duhl"));
 }
 
 SolverKind AutoSolver(ModelKind model) {
@@ -138,6 +140,10 @@ absl::StatusOr<TrainResult> Dispatch(const Dataset& data, const ModelSpec& model
       return absl::InvalidArgumentError(
           "solver tpa-scd runs through dml::gpu::Train (dml/gpu/tpa_scd.hpp, library dml::gpu); "
           "dml::Train has no GPU solver");
+    case SolverKind::kDuhl:
+      return absl::InvalidArgumentError(
+          "solver duhl runs through dml::TrainDuhl (dml/solver/duhl.hpp) or as cocoa's local "
+          "solver; dml::Train does not run it");
   }
   return absl::InvalidArgumentError("unknown solver kind");
 }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "dml/solver/duhl_config.hpp"
 #include "dml/solver/solver.hpp"
 
 namespace dml {
@@ -45,12 +46,15 @@ struct CocoaOptions {
   /// Choose H while the job runs (dml/solver/local_epochs_tuner.hpp),
   /// starting from local_epochs; every change is a "local_epochs" event.
   bool auto_local_epochs = false;
-  /// The workers' local solver: kScd (the CPU SCD of cocoa_local.hpp) or
+  /// The workers' local solver: kScd (the CPU SCD of cocoa_local.hpp),
   /// kTpaScd (TPA-SCD on a GPU of the worker's process, dual models:
-  /// dml/gpu/tpa_scd.hpp MakeTpaScdLocalSolver). Worker k of a process
+  /// dml/gpu/tpa_scd.hpp MakeTpaScdLocalSolver; worker k of a process
   /// with G CUDA devices uses device + k mod (G - device): the devices from
-  /// `device` on, in turn.
+  /// `device` on, in turn) or kDuhl (DuHL over the worker's block with the
+  /// `duhl` options: dml/solver/duhl.hpp MakeDuhlLocalSolver, its device
+  /// the CPU twin).
   SolverKind local_solver = SolverKind::kScd;
+  DuhlConfig duhl;
   int device = 0;
   /// kTpaScd where a worker's process cannot run it (no CUDA, device or
   /// memory; a primal model): that worker runs the CPU local solver and

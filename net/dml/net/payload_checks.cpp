@@ -179,10 +179,27 @@ absl::Status Check(const worker_spec& x) {
     return Invalid("WorkerSpec.sigmaPrime", absl::StrCat(x.sigma_prime, " is not > 0"));
   }
   DML_RETURN_IF_ERROR(CheckStepFactors(x.feature_steps, "WorkerSpec.featureSteps"));
-  if (x.local_solver != 0 && x.local_solver != 1) {
-    return Invalid("WorkerSpec.localSolver", absl::StrCat(x.local_solver, " is not 0 or 1"));
+  if (x.local_solver < 0 || x.local_solver > 2) {
+    return Invalid("WorkerSpec.localSolver", absl::StrCat(x.local_solver, " is not 0, 1 or 2"));
   }
   if (x.device < 0) return Invalid("WorkerSpec.device", absl::StrCat(x.device, " < 0"));
+  if (x.duhl_device_bytes < 0) {
+    return Invalid("WorkerSpec.duhlDeviceBytes", absl::StrCat(x.duhl_device_bytes, " < 0"));
+  }
+  if (!(x.duhl_device_fraction > 0 && x.duhl_device_fraction <= 1)) {
+    return Invalid("WorkerSpec.duhlDeviceFraction",
+                   absl::StrCat(x.duhl_device_fraction, " outside (0, 1]"));
+  }
+  if (x.duhl_selection < 0 || x.duhl_selection > 4) {
+    return Invalid("WorkerSpec.duhlSelection", absl::StrCat(x.duhl_selection, " outside [0, 4]"));
+  }
+  if (x.duhl_gap_threads < 0 || x.duhl_gap_threads > 1024) {
+    return Invalid("WorkerSpec.duhlGapThreads",
+                   absl::StrCat(x.duhl_gap_threads, " outside [0, 1024]"));
+  }
+  if (!(x.duhl_passes > 0 && x.duhl_passes <= 1e6)) {
+    return Invalid("WorkerSpec.duhlPasses", absl::StrCat(x.duhl_passes, " outside (0, 1e6]"));
+  }
   return CheckLoad(x.load);
 }
 absl::Status Check(const shard_config& x) {

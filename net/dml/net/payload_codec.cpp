@@ -236,6 +236,11 @@ void Build(const worker_spec& x, wire::Envelope::Builder env) {
   b.setLocalSolver(x.local_solver);
   b.setDevice(x.device);
   b.setGpuFallback(x.gpu_fallback);
+  b.setDuhlDeviceBytes(x.duhl_device_bytes);
+  b.setDuhlDeviceFraction(x.duhl_device_fraction);
+  b.setDuhlSelection(x.duhl_selection);
+  b.setDuhlGapThreads(x.duhl_gap_threads);
+  b.setDuhlPasses(x.duhl_passes);
   PutList<double>(b.initFeatureSteps(static_cast<unsigned>(x.feature_steps.size())),
                   &x.feature_steps);
 }
@@ -390,6 +395,11 @@ absl::Status Read(wire::Envelope::Reader env, worker_spec* out) {
   out->local_solver = r.getLocalSolver();
   out->device = r.getDevice();
   out->gpu_fallback = r.getGpuFallback();
+  out->duhl_device_bytes = r.getDuhlDeviceBytes();
+  out->duhl_device_fraction = r.getDuhlDeviceFraction();
+  out->duhl_selection = r.getDuhlSelection();
+  out->duhl_gap_threads = r.getDuhlGapThreads();
+  out->duhl_passes = r.getDuhlPasses();
   // Read once: the traversal limit is the message's size.
   auto steps = r.getFeatureSteps();
   DML_RETURN_IF_ERROR(CheckVectorLength<double>(steps.size(), "WorkerSpec.featureSteps"));

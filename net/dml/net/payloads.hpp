@@ -197,9 +197,16 @@ struct worker_spec {
   /// SGD: per-feature step factors (dml::FeatureStepFactors; d of them, each
   /// > 0); empty: all 1 (or not known yet: the coordinator sends them).
   std::vector<double> feature_steps;
-  int32_t local_solver = 0;   ///< cocoa: 0 the CPU SCD, 1 tpa-scd (GPU)
+  int32_t local_solver = 0;   ///< cocoa: 0 the CPU SCD, 1 tpa-scd (GPU), 2 duhl
   int32_t device = 0;         ///< cocoa with tpa-scd: the CUDA device, >= 0
   bool gpu_fallback = false;  ///< cocoa with tpa-scd: the CPU solver where no GPU can run it
+  /// cocoa with duhl (local_solver 2): dml::DuhlConfig's fields; selection
+  /// as dml::DuhlSelection's value.
+  int64_t duhl_device_bytes = 0;
+  double duhl_device_fraction = 0.1;
+  int32_t duhl_selection = 0;
+  int32_t duhl_gap_threads = 1;
+  double duhl_passes = 5.0;
   std::string wire_error;     ///< set when a peer's bytes did not decode
 };
 

@@ -163,9 +163,18 @@ struct WorkerSpec {
   gamma @12 :Float64;        # cocoa aggregation, (0, 1]
   sigmaPrime @13 :Float64;   # cocoa subproblem scaling, > 0
   featureSteps @14 :List(Float64);  # SGD: per-feature step factors (d, each > 0); empty: all 1
-  localSolver @15 :Int32;    # cocoa: 0 the CPU SCD, 1 tpa-scd on a GPU
+  localSolver @15 :Int32;    # cocoa: 0 the CPU SCD, 1 tpa-scd on a GPU, 2 duhl
   device @16 :Int32;         # cocoa with tpa-scd: the CUDA device, >= 0
   gpuFallback @17 :Bool;     # cocoa with tpa-scd: the CPU solver where no GPU can run it
+  # cocoa with duhl: the device budget (bytes, or 0 and a fraction of the
+  # block's bytes in (0, 1]), the selection rule (0 gap, 1 gap-greedy,
+  # 2 random, 3 sequential, 4 resident), gap threads in [0, 1024], passes
+  # over the block per round in (0, 1e6].
+  duhlDeviceBytes @18 :Int64;
+  duhlDeviceFraction @19 :Float64 = 0.1;
+  duhlSelection @20 :Int32;
+  duhlGapThreads @21 :Int32 = 1;
+  duhlPasses @22 :Float64 = 5.0;
 }
 
 struct ShardSpec {
