@@ -632,8 +632,9 @@ int main(int argc, char** argv) {
       if (quiet) return;
       if (tty) return status->Show(r);
       // "read": the data nonzeros this epoch read (not the model's nonzeros).
-      std::printf("epoch %4d  %8.3fs  primal %.10g  dual %.10g  gap %.3e  read %lld\n", r.round,
-                  r.seconds, r.primal, r.dual, r.gap, static_cast<long long>(r.nnz_touched));
+      std::printf("epoch %4d  %8.3fs  primal %.10g  dual %.10g  gap %.3e  read %lld%s%s\n", r.round,
+                  r.seconds, r.primal, r.dual, r.gap, static_cast<long long>(r.nnz_touched),
+                  r.event.empty() ? "" : "  ", r.event.c_str());
       std::fflush(stdout);
     };
   }

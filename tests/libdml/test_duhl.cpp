@@ -194,6 +194,19 @@ BOOST_AUTO_TEST_CASE(every_rule_ends_with_an_exact_certificate) {
         }
         BOOST_TEST(moved == r->device_bytes);
         BOOST_TEST(r->train.bytes_exchanged == r->device_bytes);
+        // The progress stream carries the copies: the events add up.
+        int64_t copied = 0;
+        for (const dml::Progress& p : r->train.history) {
+          BOOST_REQUIRE(p.events.size() == 1u);
+          BOOST_TEST(p.events[0].kind == "device_copies");
+          copied += std::stoll(p.events[0].what);
+        }
+        int64_t swaps = 0;
+        for (const dml::DuhlRound& k : r->rounds) swaps += k.swaps;
+        // Rounds after the last evaluation are not in an event (none here:
+        // the run stops at an evaluation or at max epochs after one).
+        BOOST_TEST(copied <= swaps);
+        BOOST_TEST(copied >= r->rounds[0].swaps);
       }
     }
   }

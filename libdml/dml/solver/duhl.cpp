@@ -435,6 +435,7 @@ absl::StatusOr<DuhlResult> TrainDuhl(const Dataset& data, const ModelSpec& model
   const int every = std::max(1, options.eval_every);
   StopReason why = StopReason::kMaxEpochs;
   std::optional<Certificate> last;
+  int64_t swaps_since = 0, bytes_since = 0, rounds_since = 0;  // since the last evaluation
   for (int round = 1;; ++round) {
     if (options.stop.cancel != nullptr && options.stop.cancel->load()) {
       why = StopReason::kCancelled;
@@ -454,6 +455,9 @@ absl::StatusOr<DuhlResult> TrainDuhl(const Dataset& data, const ModelSpec& model
     for (std::size_t j = 0; j < shared.size(); ++j) shared[j] += up->delta_shared[j];
     steps_done += static_cast<double>(up->steps);
     DuhlRound info = solver.rounds().back();
+    swaps_since += info.swaps;
+    bytes_since += info.bytes;
+    ++rounds_since;
     // The exact certificate every `every` rounds, and sooner where the gap
     // memory (stale values, summed) says the target may be met.
     const bool evaluate = round % every == 0 || !last ||
@@ -473,6 +477,12 @@ absl::StatusOr<DuhlResult> TrainDuhl(const Dataset& data, const ModelSpec& model
       p.gap = c->gap;
       p.nnz_touched = up->nnz_touched;
       p.bytes_exchanged = solver.device_bytes();
+      p.events.push_back(
+          {"device_copies",
+           absl::StrFormat("%d coordinates (%d bytes) copied to the device in %d rounds",
+                           swaps_since, bytes_since, rounds_since)});
+      p.event = p.events.back().what;
+      swaps_since = bytes_since = rounds_since = 0;
       if (options.on_epoch) options.on_epoch(p);
       r.history.push_back(std::move(p));
     }

@@ -59,8 +59,10 @@ struct DuhlRound {
 };
 
 struct DuhlResult {
-  TrainResult train;        ///< train.history: one Progress per evaluation,
-                            ///< bytes_exchanged = bytes moved to the device so far
+  /// train.history: one Progress per evaluation, bytes_exchanged = bytes
+  /// moved to the device so far, and a "device_copies" event: the
+  /// coordinates and bytes copied since the evaluation before.
+  TrainResult train;
   int64_t data_bytes = 0;   ///< of all coordinates
   int64_t budget_bytes = 0;
   int64_t device_bytes = 0;  ///< moved to the device in the whole run
