@@ -837,3 +837,69 @@ BOOST_AUTO_TEST_CASE(per_feature_steps_on_unscaled_features) {
     BOOST_TEST(RelativeSuboptimality(one.primal, p_star) > 3e-3);
   }
 }
+
+// The lazy model takes SgdStep's steps: after 300 steps of varying size
+// (a reload from a moved w half-way, as a worker's exchange does) it holds
+// the dense iterate to rounding, for an L2, an elastic-net and an L1 model,
+// with and without per-feature steps.
+BOOST_AUTO_TEST_CASE(lazy_sgd_model_takes_sgd_steps) {
+  dml::SyntheticOptions o;
+  o.rows = 400;
+  o.cols = 300;
+  o.nnz_per_row = 7;
+  o.noise = 0.3;
+  o.task = dml::Task::kClassification;
+  o.threads = 1;
+  auto g = dml::GenerateSynthetic(o);
+  BOOST_REQUIRE(g.ok());
+  const Dataset& data = g->data;
+  for (ModelKind kind : {ModelKind::kLogisticL2, ModelKind::kElasticNet, ModelKind::kLogisticL1,
+                         ModelKind::kHingeSvm}) {
+    for (bool with_factors : {false, true}) {
+      BOOST_TEST_CONTEXT(dml::ModelName(kind) << " factors " << with_factors) {
+        ModelSpec m{kind, 2e-3, 0.5};
+        std::vector<double> factors;
+        if (with_factors) {
+          for (int64_t j = 0; j < data.x.cols(); ++j) factors.push_back(j % 3 == 0 ? 0.5 : 2.0);
+        }
+        auto lazy = dml::MakeLazySgdModel(data, m, 16, factors);
+        BOOST_REQUIRE(lazy.ok());
+        std::vector<double> dense(static_cast<std::size_t>(data.x.cols()), 0.0);
+        (*lazy)->Load(dense);
+        dml::Rng rng(9);
+        for (int t = 0; t < 300; ++t) {
+          std::vector<int64_t> rows(static_cast<std::size_t>(1 + t % 16));
+          for (int64_t& r : rows) r = static_cast<int64_t>(rng.Below(400));
+          const double step = 0.5 / (1.0 + 0.01 * t);
+          BOOST_REQUIRE(dml::SgdStep(data, m, rows, step, dense, factors).ok());
+          BOOST_REQUIRE((*lazy)->Step(rows, step).ok());
+          if (t == 150) {
+            for (double& w : dense) w *= 0.75;  // an exchange moves the model
+            (*lazy)->Load(dense);
+          }
+        }
+        std::vector<double> held;
+        (*lazy)->Store(held);
+        BOOST_REQUIRE(held.size() == dense.size());
+        double scale = 0.0;
+        int zeros_dense = 0, zeros_lazy = 0;
+        for (std::size_t j = 0; j < dense.size(); ++j) {
+          scale = std::max(scale, std::abs(dense[j]));
+          zeros_dense += dense[j] == 0.0;
+          zeros_lazy += held[j] == 0.0;
+        }
+        BOOST_TEST(scale > 0.0);
+        for (std::size_t j = 0; j < dense.size(); ++j) {
+          BOOST_TEST(std::abs(held[j] - dense[j]) <= 1e-10 * scale);
+        }
+        if (kind == ModelKind::kLogisticL1) BOOST_TEST(zeros_lazy == zeros_dense);
+      }
+    }
+  }
+  ModelSpec m{ModelKind::kLogisticL2, 1e-3, 0.5};
+  auto lazy = dml::MakeLazySgdModel(data, m, 4);
+  BOOST_REQUIRE(lazy.ok());
+  CheckStatusError((*lazy)->Step({1, 2, 3, 4, 5}, 0.1), "a batch of 5 rows; the lazy model takes at most 4");
+  CheckStatusError((*lazy)->Step({1, 400}, 0.1), "400");
+  CheckStatusError((*lazy)->Step({1}, -1.0), "step");
+}

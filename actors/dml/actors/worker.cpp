@@ -458,6 +458,8 @@ worker_actor::behavior_type worker_impl(self_ptr self, worker_config cfg) {
         if (auto bad = CheckFeatureStepFactors(factors, factors.size()); !bad.ok()) {
           return as_error(st, bad);
         }
+        sync_local_model(st);
+        st.lazy.reset();  // its steps were for the old factors
         st.cfg.feature_steps = std::move(factors);
         return st.d;
       },
@@ -470,7 +472,10 @@ worker_actor::behavior_type worker_impl(self_ptr self, worker_config cfg) {
       },
       [self](coords_atom, int64_t r) -> caf::result<dvec> {
         auto& st = self->state;
-        if (!st.solver) return dvec(st.w);
+        if (!st.solver) {
+          sync_local_model(st);
+          return dvec(st.w);
+        }
         if (r == st.last_round) return dvec(st.round_start_coords);
         if (r == st.last_round + 1) return dvec(st.solver->coordinates());
         return fail(st.who + "coordinates of round " + std::to_string(r) +

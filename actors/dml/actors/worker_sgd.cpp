@@ -26,6 +26,7 @@ std::vector<key_list> batch_keys(const worker_state& st, const std::vector<int64
 void pull_all(self_ptr self, int64_t clock, std::function<void()> done,
               std::function<void(caf::error)> on_error, std::vector<key_list> keys) {
   auto& st = self->state;
+  st.lazy_ahead = false;  // what is pulled replaces the model
   auto counter = std::make_shared<fan_in>(st.shards.size());
   for (std::size_t s = 0; s < st.shards.size(); ++s) {
     key_list k = s < keys.size() ? keys[s] : key_list{};
@@ -193,6 +194,7 @@ template <class Send, class Fold, class Fail>
 void exchange_with_shards(self_ptr self, uint64_t loop, const char* what, Send send, Fold fold,
                           Fail on_error) {
   auto& st = self->state;
+  sync_local_model(st);  // the lazily stepped model goes out
   auto counter = std::make_shared<fan_in>(st.shards.size());
   for (std::size_t s = 0; s < st.shards.size(); ++s) {
     const int64_t b = st.bounds[s], e = st.bounds[s + 1];
@@ -254,7 +256,17 @@ class step_ops final : public worker_ops {
 
   absl::Status local_step() override {
     auto& st = self_->state;
-    return SgdStep(st.local, st.cfg.model, rows_, st.step_size(), st.w, st.cfg.feature_steps);
+    if (!st.lazy || rows_.size() > st.lazy_batch) {
+      sync_local_model(st);
+      st.lazy_batch = std::max<std::size_t>(rows_.size(), static_cast<std::size_t>(st.cfg.batch_size));
+      auto m = MakeLazySgdModel(st.local, st.cfg.model, st.lazy_batch, st.cfg.feature_steps);
+      if (!m.ok()) return m.status();
+      st.lazy = *std::move(m);
+    }
+    if (!st.lazy_ahead) st.lazy->Load(st.w);  // w moved (an exchange) since
+    if (auto s = st.lazy->Step(rows_, st.step_size()); !s.ok()) return s;
+    st.lazy_ahead = true;
+    return absl::OkStatus();
   }
 
   absl::Status shared_model_step() override {

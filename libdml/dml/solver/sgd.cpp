@@ -222,11 +222,23 @@ class LazyStepper {
 
   std::vector<double> Weights() const {
     std::vector<double> w(v_.size());
+    Store(w);
+    return w;
+  }
+  // w <- the model (O(d)).
+  void Store(std::vector<double>& w) const {
+    w.resize(v_.size());
     for (std::size_t j = 0; j < v_.size(); ++j) {
       const uint16_t g = groups_.of[j];
       w[j] = a_[g] * reg::SoftThreshold(v_[j], big_u_[g] - u_[j]);
     }
-    return w;
+  }
+  // The model <- w, nothing pending (O(d)).
+  void Load(const std::vector<double>& w) {
+    v_ = w;
+    std::fill(u_.begin(), u_.end(), 0.0);
+    std::fill(a_.begin(), a_.end(), 1.0);
+    std::fill(big_u_.begin(), big_u_.end(), 0.0);
   }
 
  private:
@@ -255,6 +267,23 @@ class LazyStepper {
   std::vector<double> v_;
   std::vector<double> u_;  // U of its group when each coordinate was last brought up to date
   std::vector<double> deriv_;
+};
+
+template <typename Loss>
+class LazyModel final : public LazySgdModel {
+ public:
+  LazyModel(const Dataset& data, const reg::ElasticNet& r, std::size_t max_batch,
+            const std::vector<double>& factors, const ModelSpec& model)
+      : stepper_(data, r, max_batch, factors), data_(data), model_(model), max_batch_(max_batch) {}
+  void Load(const std::vector<double>& w) override { stepper_.Load(w); }
+  void Store(std::vector<double>& w) const override { stepper_.Store(w); }
+  absl::Status Step(const std::vector<int64_t>& rows, double step) override;
+
+ private:
+  LazyStepper<Loss> stepper_;
+  const Dataset& data_;
+  ModelSpec model_;
+  std::size_t max_batch_;
 };
 
 /// Proximal heavy ball on a dense w: O(nnz(batch) + d) per step.
@@ -510,6 +539,33 @@ absl::StatusOr<std::vector<double>> SvrgGradient(const Dataset& data, const Mode
   AddRows(data.x, rows.data(), rows.size(), deriv.data(),
           [&g](uint32_t j, double delta) { g[j] += delta; });
   return g;
+}
+
+template <typename Loss>
+absl::Status LazyModel<Loss>::Step(const std::vector<int64_t>& rows, double step) {
+  DML_RETURN_IF_ERROR(CheckStep(step));
+  DML_RETURN_IF_ERROR(CheckBatch(data_, model_, rows, static_cast<std::size_t>(data_.x.cols())));
+  if (rows.size() > max_batch_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a batch of ", rows.size(), " rows; the lazy model takes at most ", max_batch_));
+  }
+  stepper_.Step(rows.data(), rows.size(), step);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<LazySgdModel>> MakeLazySgdModel(const Dataset& data,
+                                                              const ModelSpec& model,
+                                                              std::size_t max_batch,
+                                                              const std::vector<double>& factors) {
+  DML_RETURN_IF_ERROR(Validate(model));
+  DML_RETURN_IF_ERROR(
+      CheckFeatureStepFactors(factors, static_cast<std::size_t>(data.x.cols())));
+  if (max_batch < 1) return absl::InvalidArgumentError("lazy SGD model: max_batch is 0");
+  const reg::ElasticNet r = RegularizerOf(model);
+  return WithLoss(model.kind, [&](auto loss) -> std::unique_ptr<LazySgdModel> {
+    using Loss = decltype(loss);
+    return std::make_unique<LazyModel<Loss>>(data, r, max_batch, factors, model);
+  });
 }
 
 absl::Status SgdStep(const Dataset& data, const ModelSpec& model,

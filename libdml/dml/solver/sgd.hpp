@@ -19,6 +19,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -53,6 +54,29 @@ absl::StatusOr<std::vector<double>> MinibatchGradient(const Dataset& data,
 absl::Status SgdStep(const Dataset& data, const ModelSpec& model,
                      const std::vector<int64_t>& batch_rows, double step,
                      std::vector<double>& w, const std::vector<double>& factors = {});
+
+/// SgdStep's steps on a model held lazily (w = a_g * SoftThreshold(v, U_g -
+/// u_j), one scale and threshold sum per group of features with equal step
+/// factors): a step costs O(nnz of the batch + groups) instead of O(d), so
+/// a worker that steps its own model many times between exchanges pays the
+/// O(d) of Store/Load once per exchange. The same iterates as SgdStep up to
+/// rounding. Keeps `data` by reference. Not thread-safe.
+class LazySgdModel {
+ public:
+  virtual ~LazySgdModel() = default;
+  /// The model <- w (O(d)); w has d entries.
+  virtual void Load(const std::vector<double>& w) = 0;
+  /// w <- the model (O(d)).
+  virtual void Store(std::vector<double>& w) const = 0;
+  /// SgdStep(data, model, rows, step, w, factors) on the held model.
+  /// Errors: SgdStep's; more rows than max_batch.
+  virtual absl::Status Step(const std::vector<int64_t>& rows, double step) = 0;
+};
+/// Errors: invalid model, factors neither empty nor d positive values,
+/// max_batch 0.
+absl::StatusOr<std::unique_ptr<LazySgdModel>> MakeLazySgdModel(
+    const Dataset& data, const ModelSpec& model, std::size_t max_batch,
+    const std::vector<double>& factors = {});
 
 /// w <- prox_{step * lambda * R}(w), the regulariser half of SgdStep, for a
 /// server that applies aggregated loss gradients itself (per feature

@@ -46,6 +46,12 @@ struct worker_state {
   int64_t n_global = 0;
   int64_t d = 0;
   std::unique_ptr<LocalSolver> solver;  // cocoa
+  // easgd, model averaging: the local model between exchanges, stepped
+  // lazily (sgd.hpp: O(nnz of a batch), not O(d), per step); `lazy_ahead`:
+  // it holds steps that w has not (sync_local_model brings them over).
+  std::unique_ptr<LazySgdModel> lazy;
+  std::size_t lazy_batch = 0;
+  bool lazy_ahead = false;
   std::vector<parameter_shard> shards;
   std::vector<int64_t> bounds;  // S+1 key boundaries
   std::vector<double> w;        // pulled model, or the local model (easgd, mavg)
@@ -87,6 +93,12 @@ struct worker_state {
     return cfg.step0 / (1.0 + cfg.step_decay * static_cast<double>(clock));
   }
 };
+
+// w <- the lazily stepped local model, where it is ahead.
+inline void sync_local_model(worker_state& st) {
+  if (st.lazy && st.lazy_ahead) st.lazy->Store(st.w);
+  st.lazy_ahead = false;
+}
 
 using self_ptr = worker_actor::stateful_pointer<worker_state>;
 
