@@ -23,19 +23,42 @@ namespace {
 // the budget with them moves nothing.
 std::vector<int64_t> FillByKey(const std::vector<double>& key, const std::vector<int64_t>& bytes,
                                int64_t budget, const std::vector<char>& resident) {
-  std::vector<int64_t> order(key.size());
-  for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int64_t>(i);
-  std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+  auto before = [&](int64_t a, int64_t b) {
     if (key[a] != key[b]) return key[a] > key[b];
     if (resident[a] != resident[b]) return resident[a] > resident[b];
     return a < b;
-  });
+  };
+  std::vector<int64_t> order(key.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int64_t>(i);
+  // Only the first coordinates in key order can fit: partition out twice
+  // as many as the budget holds at the smallest size, sort those; the rest
+  // only where they did not fill it (O(n + m log m), not O(n log n)).
+  int64_t smallest = std::numeric_limits<int64_t>::max();
+  for (int64_t b : bytes) smallest = std::min(smallest, b);
+  const std::size_t head = static_cast<std::size_t>(
+      std::min<int64_t>(static_cast<int64_t>(order.size()), 2 * (budget / std::max<int64_t>(1, smallest)) + 16));
+  std::nth_element(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(head) -
+                                      (head == order.size() ? 1 : 0),
+                   order.end(), before);
+  std::sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(head), before);
   std::vector<int64_t> out;
   int64_t left = budget;
-  for (int64_t i : order) {
+  std::size_t k = 0;
+  for (; k < head && left >= smallest; ++k) {
+    const int64_t i = order[k];
     if (bytes[i] <= left) {
       out.push_back(i);
       left -= bytes[i];
+    }
+  }
+  if (left >= smallest && head < order.size()) {
+    std::sort(order.begin() + static_cast<std::ptrdiff_t>(head), order.end(), before);
+    for (k = head; k < order.size() && left >= smallest; ++k) {
+      const int64_t i = order[k];
+      if (bytes[i] <= left) {
+        out.push_back(i);
+        left -= bytes[i];
+      }
     }
   }
   return out;
