@@ -30,36 +30,41 @@ std::vector<int64_t> FillByKey(const std::vector<double>& key, const std::vector
   };
   std::vector<int64_t> order(key.size());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int64_t>(i);
-  // Only the first coordinates in key order can fit: partition out twice
-  // as many as the budget holds at the smallest size, sort those; the rest
-  // only where they did not fill it (O(n + m log m), not O(n log n)).
-  int64_t smallest = std::numeric_limits<int64_t>::max();
-  for (int64_t b : bytes) smallest = std::min(smallest, b);
-  const std::size_t head = static_cast<std::size_t>(
-      std::min<int64_t>(static_cast<int64_t>(order.size()), 2 * (budget / std::max<int64_t>(1, smallest)) + 16));
-  std::nth_element(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(head) -
-                                      (head == order.size() ? 1 : 0),
-                   order.end(), before);
-  std::sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(head), before);
+  // Only the first coordinates in key order can fit: partition out a head
+  // of about twice what the budget holds at the mean size (nth_element),
+  // sort and fill from it; the next head (twice as long) only where the
+  // budget is not yet full. O(n + m log m) a round, not O(n log n).
+  int64_t smallest = std::numeric_limits<int64_t>::max(), total = 0;
+  for (int64_t b : bytes) {
+    smallest = std::min(smallest, b);
+    total += b;
+  }
+  const std::size_t n = order.size();
+  const int64_t mean = std::max<int64_t>(1, total / std::max<int64_t>(1, static_cast<int64_t>(n)));
+  std::size_t head = static_cast<std::size_t>(std::min<int64_t>(
+      static_cast<int64_t>(n), 2 * (budget / mean) + 16));
+  // The budget counts as full within 1/256 of it (else the last bytes
+  // could cost a scan of every coordinate for the one small enough).
+  const int64_t slack = std::max(smallest, budget / 256);
   std::vector<int64_t> out;
   int64_t left = budget;
-  std::size_t k = 0;
-  for (; k < head && left >= smallest; ++k) {
-    const int64_t i = order[k];
-    if (bytes[i] <= left) {
-      out.push_back(i);
-      left -= bytes[i];
+  for (std::size_t begin = 0; begin < n && left >= slack;) {
+    const std::size_t end = std::min(n, begin + head);
+    if (end < n) {
+      std::nth_element(order.begin() + static_cast<std::ptrdiff_t>(begin),
+                       order.begin() + static_cast<std::ptrdiff_t>(end), order.end(), before);
     }
-  }
-  if (left >= smallest && head < order.size()) {
-    std::sort(order.begin() + static_cast<std::ptrdiff_t>(head), order.end(), before);
-    for (k = head; k < order.size() && left >= smallest; ++k) {
+    std::sort(order.begin() + static_cast<std::ptrdiff_t>(begin),
+              order.begin() + static_cast<std::ptrdiff_t>(end), before);
+    for (std::size_t k = begin; k < end && left >= smallest; ++k) {
       const int64_t i = order[k];
       if (bytes[i] <= left) {
         out.push_back(i);
         left -= bytes[i];
       }
     }
+    begin = end;
+    head *= 2;
   }
   return out;
 }
