@@ -9,7 +9,11 @@
 //
 //   duhl_bench [--models lasso,svm] [--budgets 0.1,0.25] [--gap 1e-4]
 //              [--seconds 120] [--gap-threads 1] [--lasso-lambda L]
-//              [--gen-rows N] [--csv FILE] FILE.svm ...
+//              [--gen-rows N] [--csv FILE] [--tpa-scd] FILE.svm ...
+//
+// --tpa-scd: the device is the GPU (dml::gpu::MakeTpaScdLocalSolver, the
+// block kept there between rounds; dual models); bytes are then what it
+// copied.
 //
 // lasso's lambda defaults to 1e-2 of lambda_max = ||A^T y||_inf / n (a
 // sparse but not trivial model); svm's is LIBLINEAR's C = 1 (1 / n).
@@ -26,6 +30,7 @@
 #include "absl/strings/str_split.h"
 #include "dml/data/libsvm.hpp"
 #include "dml/data/synthetic.hpp"
+#include "dml/gpu/tpa_scd.hpp"
 #include "dml/solver/duhl.hpp"
 
 namespace {
@@ -55,6 +60,7 @@ int main(int argc, char** argv) {
   int gap_threads = 1;
   int64_t gen_rows = 0;
   std::string csv = "duhl_bench.csv";
+  bool on_gpu = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -74,6 +80,7 @@ int main(int argc, char** argv) {
     else if (a == "--lasso-lambda") lasso_fraction = std::atof(next().c_str());
     else if (a == "--gen-rows") gen_rows = std::atoll(next().c_str());
     else if (a == "--csv") csv = next();
+    else if (a == "--tpa-scd") on_gpu = true;
     else files.push_back(a);
   }
   std::vector<Case> cases;
@@ -108,8 +115,9 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::fprintf(out, "data,model,budget,selection,round,seconds,device_bytes,data_bytes,gap_rel\n");
-  std::printf("host: %u hardware threads; gap threads %d; relative gap %g; the device: the CPU twin\n",
-              std::thread::hardware_concurrency(), gap_threads, gap);
+  std::printf("host: %u hardware threads; gap threads %d; relative gap %g; the device: %s\n",
+              std::thread::hardware_concurrency(), gap_threads, gap,
+              on_gpu ? "the GPU (tpa-scd)" : "the CPU twin");
   std::printf("%-20s %-6s %6s %-11s %6s %9s %12s %8s %8s %8s %s\n", "data", "model", "budget",
               "selection", "rounds", "seconds", "bytes moved", "x data", "bytes/seq", "time/seq",
               "end");
@@ -140,6 +148,11 @@ int main(int argc, char** argv) {
           d.device_fraction = budget;
           d.selection = rule;
           d.gap_threads = gap_threads;
+          if (on_gpu) {
+            d.make_solver = [](dml::LocalBlock b, const dml::ModelSpec& m, uint64_t seed) {
+              return dml::gpu::MakeTpaScdLocalSolver(std::move(b), m, seed, {});
+            };
+          }
           std::vector<std::pair<double, double>> evals;
           const auto t0 = std::chrono::steady_clock::now();
           auto r = dml::TrainDuhl(c.data, m, o, d);

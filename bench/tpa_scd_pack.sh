@@ -8,10 +8,10 @@
 set -euo pipefail
 build=${1:-build}
 data=${2:-$build/bench-data}
-cmake --build "$build" -j2 --target test_spmv test_tpa_scd_device tpa_scd_bench dml-train test_runtime \
+cmake --build "$build" -j2 --target test_spmv test_tpa_scd_device tpa_scd_bench duhl_bench dml-train test_runtime \
   test_gpu_solver
 rm -rf .devrun && mkdir -p .devrun/lib
-bins=("$build/tests/gpu/test_spmv" "$build/tests/gpu/test_tpa_scd_device" "$build/bench/tpa_scd_bench"
+bins=("$build/tests/gpu/test_spmv" "$build/tests/gpu/test_tpa_scd_device" "$build/bench/tpa_scd_bench" "$build/bench/duhl_bench"
       "$build/samples/dml-train" "$build/tests/actors/test_runtime" "$build/tests/actors/test_gpu_solver")
 cp "${bins[@]}" .devrun/
 ldd "${bins[@]}" | awk '/=>/ {print $3}' | sort -u |

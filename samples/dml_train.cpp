@@ -152,6 +152,8 @@ DuHL (a device holding part of the data; one process, the device its CPU twin):
   --device-memory M   the device's budget: a percentage of the data (10%) or bytes (10%)
   --selection R       gap (sampled by gap), gap-greedy, random, sequential, resident (gap)
   --gap-threads N     threads refreshing the gaps while the device solves (1)
+  --solver tpa-scd    the device is a GPU (dual models): TPA-SCD on the block, which stays
+                      there between rounds; only new rows are copied (--device, --gpu-fallback)
   --mode cocoa --local duhl  the same as cocoa's local solver on every worker's block
 Distributed (the actor runtime):
   --mode M            sync async ssp easgd hogwild model-averaging cocoa (none: one process)
@@ -608,8 +610,8 @@ int main(int argc, char** argv) {
   dml::DuhlOptions duhl_options;
   if (duhl || local_duhl) {
     if (Exit e = ParseDuhl(run.args, duhl_options)) return *e;
-    if (run.opt.kind == dml::SolverKind::kTpaScd) {
-      return Fail("duhl runs its device's CPU twin; --solver tpa-scd is not its device yet");
+    if (run.opt.kind == dml::SolverKind::kTpaScd && !duhl) {
+      return Fail("--local duhl runs its device's CPU twin; --solver tpa-scd is --mode duhl's only");
     }
   } else {
     for (const char* f : {"--device-memory", "--selection", "--gap-threads"}) {
@@ -645,6 +647,23 @@ int main(int argc, char** argv) {
   if (on_runtime) {
     if (Exit e = TrainOnRuntime(run, shared_data, result)) return *e;
   } else if (duhl) {
+    if (run.opt.kind == dml::SolverKind::kTpaScd) {
+      // The device holds the block: TPA-SCD on it, reloaded with each block.
+      dml::gpu::TpaScdOptions gpu;
+      gpu.allow_fallback = run.args.values.count("--gpu-fallback") > 0;
+      // A solver is made per block where the device cannot hold one: say
+      // so once.
+      gpu.log = [said = std::make_shared<bool>(false)](std::string_view line) {
+        if (*said) return;
+        *said = true;
+        std::fprintf(stderr, "dml-train: %s\n", std::string(line).c_str());
+      };
+      std::string device_error;
+      if (!Number(run.args, {"--device"}, gpu.device, device_error)) return Fail(device_error);
+      duhl_options.make_solver = [gpu](dml::LocalBlock b, const dml::ModelSpec& m, uint64_t seed) {
+        return dml::gpu::MakeTpaScdLocalSolver(std::move(b), m, seed, gpu);
+      };
+    }
     absl::StatusOr<dml::DuhlResult> d = dml::TrainDuhl(run.data, run.spec, run.opt, duhl_options);
     if (d.ok()) {
       result = std::move(d->train);

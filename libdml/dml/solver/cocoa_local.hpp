@@ -91,6 +91,18 @@ class LocalSolver {
   /// Replaces them (checkpoint restore, re-partition). Errors:
   /// InvalidArgument for the wrong count or a value outside the domain.
   virtual absl::Status set_coordinates(std::vector<double> c) = 0;
+  /// Replaces the block by `block` (DuHL's next block on a device that
+  /// holds part of the data): kept[k] >= 0 says that outer slot k of
+  /// `block` is slot kept[k] of the block held now, whose data this solver
+  /// already holds, so only the others are copied in. The coordinates are
+  /// then set with set_coordinates. Returns the bytes copied in (a device
+  /// solver: host to device, everything it uploads). Default: Unimplemented
+  /// (DuHL then makes a new solver per block).
+  virtual absl::StatusOr<int64_t> Reload(LocalBlock block, const std::vector<int64_t>& kept) {
+    (void)block;
+    (void)kept;
+    return absl::UnimplementedError("this local solver cannot reload its block");
+  }
 
  protected:
   /// For Solve's loop: whether to stop before step `step` (the flag is read

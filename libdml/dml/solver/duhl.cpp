@@ -136,7 +136,8 @@ std::vector<int64_t> Select(DuhlSelection rule, const std::vector<double>& z,
 template <class M>
 M BuildBlock(const M& host, const M& old, const std::vector<int64_t>& old_ids,
              const std::vector<int64_t>& ids, const std::vector<int64_t>& bytes, int64_t* moved,
-             int64_t* swaps) {
+             int64_t* swaps, std::vector<int64_t>* kept_at) {
+  kept_at->clear();
   std::vector<int64_t> offsets(1, 0);
   std::vector<uint32_t> indices;
   std::vector<float> values;
@@ -144,6 +145,7 @@ M BuildBlock(const M& host, const M& old, const std::vector<int64_t>& old_ids,
   for (int64_t id : ids) {
     while (o < old_ids.size() && old_ids[o] < id) ++o;
     const bool kept = o < old_ids.size() && old_ids[o] == id;
+    kept_at->push_back(kept ? static_cast<int64_t>(o) : -1);
     const SparseView v = kept ? old.outer(static_cast<int64_t>(o)) : host.outer(id);
     if (!kept) {
       *moved += bytes[id];
@@ -360,15 +362,16 @@ class Duhl final : public DuhlLocalSolver {
     info.coordinates = static_cast<int64_t>(ids.size());
     LocalBlock b;
     b.n_global = block_.n_global;
+    std::vector<int64_t> kept;
     if (dual()) {
       block_rows_ = BuildBlock(block_.rows, block_rows_, block_ids_, ids, bytes_, &info.bytes,
-                               &info.swaps);
+                               &info.swaps, &kept);
       b.rows = block_rows_;
       b.y.reserve(ids.size());
       for (int64_t i : ids) b.y.push_back(block_.y[i]);
     } else {
       block_cols_ = BuildBlock(block_.cols, block_cols_, block_ids_, ids, bytes_, &info.bytes,
-                               &info.swaps);
+                               &info.swaps, &kept);
       b.cols = block_cols_;
       b.y = block_.y;
       b.loss_row_begin = block_.loss_row_begin;
@@ -377,21 +380,39 @@ class Duhl final : public DuhlLocalSolver {
     for (int64_t i : block_ids_) resident_[i] = 0;
     for (int64_t i : ids) resident_[i] = 1;
     block_ids_ = ids;
+    // A solver that holds its block (a device's) reloads only what is new
+    // and says what it copied; others are made anew for each block.
+    bool reloaded = false;
+    if (held_ && reloads_) {
+      absl::StatusOr<int64_t> moved = held_->Reload(b, kept);
+      if (moved.ok()) {
+        info.bytes = *moved;
+        reloaded = true;
+      } else if (moved.status().code() != absl::StatusCode::kUnimplemented) {
+        return moved.status();
+      } else {
+        reloads_ = false;  // this kind of solver never will
+      }
+    }
+    if (!reloaded) {
+      absl::StatusOr<std::unique_ptr<LocalSolver>> made =
+          make_(std::move(b), model_, seed_ * 1000003 + static_cast<uint64_t>(info.round));
+      if (!made.ok()) return made.status();
+      held_ = *std::move(made);
+    }
     device_bytes_ += info.bytes;
-    absl::StatusOr<std::unique_ptr<LocalSolver>> solver =
-        make_(std::move(b), model_, seed_ * 1000003 + static_cast<uint64_t>(info.round));
-    if (!solver.ok()) return solver.status();
+    LocalSolver* solver = held_.get();
     std::vector<double> mine(ids.size());
     for (std::size_t k = 0; k < ids.size(); ++k) mine[k] = local[ids[k]];
-    DML_RETURN_IF_ERROR((*solver)->set_coordinates(std::move(mine)));
+    DML_RETURN_IF_ERROR(solver->set_coordinates(std::move(mine)));
     const int64_t steps = std::max<int64_t>(
         1, std::llround(options_.passes * static_cast<double>(ids.size())));
-    absl::StatusOr<LocalUpdate> r = (*solver)->Solve(view, sigma_prime, 1.0, steps);
+    absl::StatusOr<LocalUpdate> r = solver->Solve(view, sigma_prime, 1.0, steps);
     if (!r.ok()) return r.status();
     for (std::size_t j = 0; j < up->delta_shared.size(); ++j) {
       up->delta_shared[j] += r->delta_shared[j];
     }
-    const std::vector<double>& after = (*solver)->coordinates();
+    const std::vector<double>& after = solver->coordinates();
     for (std::size_t k = 0; k < ids.size(); ++k) local[ids[k]] = after[k];
     up->steps += r->steps;
     up->nnz_touched += r->nnz_touched;
@@ -416,6 +437,8 @@ class Duhl final : public DuhlLocalSolver {
   CscMatrix block_cols_;
   std::vector<DuhlRound> rounds_;
   decltype(DuhlOptions::make_solver) make_;
+  std::unique_ptr<LocalSolver> held_;  // the last block's solver
+  bool reloads_ = true;                // until held_ says it cannot
   mutable std::unique_ptr<LocalSolver> certifier_;
 };
 

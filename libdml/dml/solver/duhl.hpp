@@ -42,7 +42,9 @@ namespace dml {
 /// The options of TrainDuhl and MakeDuhlLocalSolver.
 struct DuhlOptions : DuhlConfig {
   /// Builds the block's solver (its coordinates start at 0 and are then
-  /// set): empty = MakeLocalSolver, the CPU twin.
+  /// set): empty = MakeLocalSolver, the CPU twin. A solver that implements
+  /// LocalSolver::Reload (dml::gpu::MakeTpaScdLocalSolver's) is made once
+  /// and then reloaded with each block.
   std::function<absl::StatusOr<std::unique_ptr<LocalSolver>>(LocalBlock, const ModelSpec&,
                                                              uint64_t seed)>
       make_solver;
@@ -53,7 +55,10 @@ struct DuhlRound {
   int round = 0;
   int64_t coordinates = 0;  ///< in the block
   int64_t swaps = 0;        ///< of them new to the device this round
-  int64_t bytes = 0;        ///< moved to the device this round
+  /// Moved to the device this round: DuhlCoordinateBytes of the new
+  /// coordinates, or, where the block's solver reloads its block
+  /// (LocalSolver::Reload, a device's), what it says it copied.
+  int64_t bytes = 0;
   double seconds = 0.0;     ///< since training started, at the end of the round
   double gap = -1.0;        ///< the exact gap after the round (-1: not evaluated)
 };

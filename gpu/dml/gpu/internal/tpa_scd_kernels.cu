@@ -1138,6 +1138,23 @@ absl::StatusOr<TrainResult> RunPrimal(const Dataset& data, const ModelSpec& mode
 
 // dA_i = local_i - alpha_i; alpha_i += gamma dA_i (kept in the domain, as
 // the CPU solver does against rounding).
+// DuHL's block reload: row r of the new block is row data copied from the
+// block held now (src[r] >= 0: its offset there) or from the rows just
+// uploaded (src[r] < 0: offset -src[r] - 1 in the staging arrays).
+__global__ void AssembleRowsKernel(const int64_t* off, const int64_t* src, const uint32_t* old_idx,
+                                   const float* old_val, const uint32_t* new_idx,
+                                   const float* new_val, uint32_t* idx, float* val, int64_t rows) {
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const int64_t begin = off[r], len = off[r + 1] - begin, s = src[r];
+    const uint32_t* from_idx = s >= 0 ? old_idx + s : new_idx + (-s - 1);
+    const float* from_val = s >= 0 ? old_val + s : new_val + (-s - 1);
+    for (int64_t t = threadIdx.x; t < len; t += blockDim.x) {
+      idx[begin + t] = from_idx[t];
+      val[begin + t] = from_val[t];
+    }
+  }
+}
+
 template <class Obj>
 __global__ void CommitKernel(const float* y, const double* local, double* alpha, double* da,
                              int64_t n, double gamma) {
@@ -1289,6 +1306,79 @@ class DeviceDualLocalSolver final : public LocalSolver {
     return c;
   }
 
+  absl::StatusOr<int64_t> Reload(LocalBlock block, const std::vector<int64_t>& kept) override {
+    const CsrMatrix& x = block.rows;
+    const int64_t m = x.rows();
+    if (x.cols() != d_ || static_cast<int64_t>(kept.size()) != m ||
+        static_cast<int64_t>(block.y.size()) != m || m == 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "reload: a block of ", m, " rows, ", x.cols(), " columns, ", block.y.size(),
+          " labels and ", kept.size(), " kept entries; this solver has ", d_, " columns"));
+    }
+    // Where each row's data comes from, and the new rows packed together.
+    std::vector<int64_t> src(static_cast<std::size_t>(m));
+    std::vector<uint32_t> new_idx;
+    std::vector<float> new_val;
+    for (int64_t k = 0; k < m; ++k) {
+      const SparseView r = x.outer(k);
+      if (kept[k] >= 0) {
+        if (kept[k] >= nk_ || host_off_[kept[k] + 1] - host_off_[kept[k]] !=
+                                  static_cast<int64_t>(r.size)) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("reload: row ", k, " is said to be kept row ", kept[k],
+                           ", which this solver does not hold with that length"));
+        }
+        src[k] = host_off_[kept[k]];
+      } else {
+        src[k] = -static_cast<int64_t>(new_idx.size()) - 1;
+        new_idx.insert(new_idx.end(), r.index, r.index + r.size);
+        new_val.insert(new_val.end(), r.value, r.value + r.size);
+      }
+    }
+    DML_CUDA_RETURN_IF_ERROR(cudaSetDevice(info_.index));
+    int64_t moved = 0;
+    DeviceBuffer<int64_t> off, d_src;
+    DeviceBuffer<uint32_t> staged_idx, idx;
+    DeviceBuffer<float> staged_val, val;
+    if (auto s = Upload(off, x.offsets().data(), x.offsets().size()); !s.ok()) return s;
+    if (auto s = Upload(d_src, src.data(), src.size()); !s.ok()) return s;
+    if (auto s = Upload(staged_idx, new_idx.data(), new_idx.size()); !s.ok()) return s;
+    if (auto s = Upload(staged_val, new_val.data(), new_val.size()); !s.ok()) return s;
+    if (auto s = Upload(d_y_, block.y.data(), block.y.size()); !s.ok()) return s;
+    moved += static_cast<int64_t>(x.offsets().size() * 8 + src.size() * 8 + new_idx.size() * 8 +
+                                  block.y.size() * 4);
+    const std::size_t nnz = x.values().size();
+    if (auto s = idx.Allocate(std::max<std::size_t>(nnz, 1)); !s.ok()) return s;
+    if (auto s = val.Allocate(std::max<std::size_t>(nnz, 1)); !s.ok()) return s;
+    AssembleRowsKernel<<<std::max(1, info_.multiprocessors) * 8, threads_>>>(
+        off.get(), d_src.get(), d_idx_.get(), d_val_.get(), staged_idx.get(), staged_val.get(),
+        idx.get(), val.get(), m);
+    DML_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+    DML_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
+    d_off_ = std::move(off);
+    d_idx_ = std::move(idx);
+    d_val_ = std::move(val);
+    if (m != nk_) {
+      for (DeviceBuffer<double>* b : {&d_q_, &d_alpha_, &d_local_, &d_da_}) {
+        if (auto s = b->Allocate(static_cast<std::size_t>(m)); !s.ok()) return s;
+      }
+    }
+    nk_ = m;
+    mean_row_ = static_cast<double>(nnz) / static_cast<double>(m);
+    RowSquaredNormKernel<<<std::max(1, info_.multiprocessors) * 8, threads_>>>(
+        Args(d_alpha_.get(), d_u_.get(), inv_ln_), inv_ln_, d_q_.get());
+    DML_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+    DML_CUDA_RETURN_IF_ERROR(cudaMemset(d_alpha_.get(), 0, static_cast<std::size_t>(m) * 8));
+    host_off_ = x.offsets();
+    y_ = std::move(block.y);
+    host_alpha_.assign(static_cast<std::size_t>(m), 0.0);
+    absl::StatusOr<int> grid = GridFor(DualEpochKernelFor<Obj>(threads_), threads_, nk_, gpu_, info_);
+    if (!grid.ok()) return grid.status();
+    max_grid_ = *grid;
+    grid_ = std::min(grid_, max_grid_);
+    return moved;
+  }
+
   const std::vector<double>& coordinates() const override {
     // The interface returns a reference: a host copy refreshed on each call.
     if (cudaSetDevice(info_.index) != cudaSuccess ||
@@ -1345,6 +1435,8 @@ class DeviceDualLocalSolver final : public LocalSolver {
     if (auto s = d_sums_.Allocate(4); !s.ok()) return s;
     y_ = std::move(block.y);
     host_alpha_ = std::move(zeros);
+    host_off_ = x.offsets();
+    gpu_ = gpu;
     threads_ = ThreadsFor(nnz, nk_);
     absl::StatusOr<int> grid = GridFor(DualEpochKernelFor<Obj>(threads_), threads_, nk_, gpu, info_);
     if (!grid.ok()) return grid.status();
@@ -1363,6 +1455,8 @@ class DeviceDualLocalSolver final : public LocalSolver {
   double inv_ln_ = 0.0, lambda_ = 0.0, mean_row_ = 0.0;
   int threads_ = 32, grid_ = 1, max_grid_ = 1, streak_ = 0;
   std::vector<float> y_;
+  std::vector<int64_t> host_off_;  // the held block's row offsets (Reload)
+  TpaScdOptions gpu_;
   mutable std::vector<double> host_alpha_;
   DeviceBuffer<int64_t> d_off_;
   DeviceBuffer<uint32_t> d_idx_;
