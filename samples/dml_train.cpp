@@ -154,7 +154,8 @@ DuHL (a device holding part of the data; one process, the device its CPU twin):
   --gap-threads N     threads refreshing the gaps while the device solves (1)
   --solver tpa-scd    the device is a GPU (dual models): TPA-SCD on the block, which stays
                       there between rounds; only new rows are copied (--device, --gpu-fallback)
-  --mode cocoa --local duhl  the same as cocoa's local solver on every worker's block
+  --mode cocoa --local duhl  the same as cocoa's local solver on every worker's block (with
+                      --solver tpa-scd: the blocks on the GPUs of the workers' processes)
 Distributed (the actor runtime):
   --mode M            sync async ssp easgd hogwild model-averaging cocoa (none: one process)
   --workers K         workers (2)
@@ -433,7 +434,9 @@ Exit TrainOnRuntime(Run& run, std::shared_ptr<const dml::Dataset>& shared_data,
   std::string error;
   const Args& args = run.args;
   auto mode = dml::ParseMode(Get(args, "--mode"));
-  if (!mode.ok()) return Fail(std::string(mode.status().message()));
+  if (!mode.ok()) {
+    return Fail(std::string(mode.status().message()) + "; or duhl (in this process)");
+  }
   dml::JobSpec job;
   job.mode.kind = *mode;
   job.model = run.spec;
@@ -465,10 +468,15 @@ Exit TrainOnRuntime(Run& run, std::shared_ptr<const dml::Dataset>& shared_data,
       dml::DuhlOptions d;
       if (Exit e = ParseDuhl(args, d)) return e;
       job.cocoa.duhl = d;
+      // --solver tpa-scd: DuHL's blocks on the workers' GPUs.
+      job.cocoa.duhl.gpu = run.opt.kind == dml::SolverKind::kTpaScd;
+      job.cocoa.gpu_fallback = args.values.count("--gpu-fallback") > 0;
+      if (!Number(args, {"--device"}, job.cocoa.device, error)) return Fail(error);
     }
   }
-  // --solver tpa-scd with --mode cocoa: the workers' local solver on a GPU.
-  if (run.opt.kind == dml::SolverKind::kTpaScd) {
+  // --solver tpa-scd with --mode cocoa: the workers' local solver on a GPU
+  // (with --local duhl: DuHL's blocks on it).
+  if (run.opt.kind == dml::SolverKind::kTpaScd && job.cocoa.local_solver != dml::SolverKind::kDuhl) {
     if (job.mode.kind != dml::Mode::kCocoa) {
       return Fail("--solver tpa-scd runs alone or as --mode cocoa's local solver");
     }
@@ -610,9 +618,7 @@ int main(int argc, char** argv) {
   dml::DuhlOptions duhl_options;
   if (duhl || local_duhl) {
     if (Exit e = ParseDuhl(run.args, duhl_options)) return *e;
-    if (run.opt.kind == dml::SolverKind::kTpaScd && !duhl) {
-      return Fail("--local duhl runs its device's CPU twin; --solver tpa-scd is --mode duhl's only");
-    }
+
   } else {
     for (const char* f : {"--device-memory", "--selection", "--gap-threads"}) {
       if (run.args.values.count(f)) {

@@ -119,6 +119,11 @@ BOOST_AUTO_TEST_CASE(a_block_behind_the_actor_solves_as_the_solver_itself) {
   BOOST_TEST(!want.ok());
   BOOST_TEST((got.code() == want.code()));
   BOOST_TEST(std::string(got.message()) == std::string(want.message()));
+  // Reload travels to the block's solver; the CPU one cannot (DuHL then
+  // makes a solver per block).
+  auto reload = (*remote)->Reload(block, std::vector<int64_t>(300, -1));
+  BOOST_TEST((reload.status().code() == absl::StatusCode::kUnimplemented));
+  BOOST_TEST(std::string(reload.status().message()) == "this local solver cannot reload its block");
   auto short_shared = (*remote)->Solve(std::vector<double>(39, 0.0), 2.0, 0.5, 10);
   BOOST_TEST((short_shared.status().code() == absl::StatusCode::kInvalidArgument));
   BOOST_TEST(std::string(short_shared.status().message()) ==

@@ -255,6 +255,30 @@ BOOST_AUTO_TEST_CASE(cocoa_with_the_duhl_local_solver) {
       BOOST_TEST(r->primal >= p_star - 1e-9 * std::abs(p_star));
     }
   }
+  // DuHL's blocks on a GPU (TPA-SCD through the gpu_solver), or where there
+  // is none, with the fallback, on the CPU: the same optimum.
+  {
+    auto data = Problem(dml::Task::kClassification, 1200, 60);
+    dml::ModelSpec m{dml::ModelKind::kHingeSvm, 1e-3, 0.5};
+    const double p_star = Optimum(*data, m);
+    dml::JobSpec s;
+    s.data.dataset = data;
+    s.model = m;
+    s.mode.kind = dml::Mode::kCocoa;
+    s.mode.workers = 2;
+    s.stop.gap_rel = 1e-6;
+    s.stop.max_epochs = 3000;
+    s.cocoa.local_solver = dml::SolverKind::kDuhl;
+    s.cocoa.duhl.device_fraction = 0.25;
+    s.cocoa.duhl.gpu = true;
+    s.cocoa.gpu_fallback = true;
+    auto j = rt.Submit(s);
+    BOOST_REQUIRE_MESSAGE(j.ok(), j.status().ToString());
+    auto r = j->Wait();
+    BOOST_REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+    BOOST_TEST((r->reason == dml::StopReason::kConverged));
+    BOOST_TEST(r->primal - p_star <= 1e-6 * std::abs(p_star) + 1e-12);
+  }
   dml::JobSpec bad;
   bad.data.dataset = Problem(dml::Task::kClassification, 100, 10);
   bad.model = {dml::ModelKind::kHingeSvm, 1e-3, 0.5};

@@ -305,6 +305,7 @@ struct Wire<worker_spec> {
     x.duhl_selection = 3;
     x.duhl_gap_threads = 7;
     x.duhl_passes = 2.5;
+    x.duhl_gpu = true;
     return x;
   }
   static void Expect(const worker_spec& got, const worker_spec& want) {
@@ -338,6 +339,7 @@ struct Wire<worker_spec> {
     BOOST_TEST(got.duhl_selection == want.duhl_selection);
     BOOST_TEST(got.duhl_gap_threads == want.duhl_gap_threads);
     DML_EXPECT_BITS(got.duhl_passes, want.duhl_passes);
+    BOOST_TEST(got.duhl_gpu == want.duhl_gpu);
   }
 };
 

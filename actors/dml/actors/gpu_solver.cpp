@@ -101,6 +101,14 @@ gpu_solver_actor::behavior_type gpu_solver_impl(solver_self self) {
         if (auto s = (*e)->solver->set_coordinates(std::move(v)); !s.ok()) return ToError(s);
         return true;
       },
+      [self](init_atom, int32_t id, const gpu_reload_ptr& r) -> caf::result<int64_t> {
+        auto e = Find(self, id);
+        if (!e.ok()) return ToError(e.status());
+        if (!r) return ToError(absl::InvalidArgumentError("gpu_solver: reload without a block"));
+        absl::StatusOr<int64_t> moved = (*e)->solver->Reload(std::move(r->block), r->kept);
+        if (!moved.ok()) return ToError(moved.status());
+        return *moved;
+      },
       [self](halt_atom, int32_t id) {
         self->state.blocks.erase(id);
         if (self->state.blocks.empty()) self->quit();
@@ -183,6 +191,17 @@ class RemoteLocalSolver final : public LocalSolver {
   absl::Status set_coordinates(std::vector<double> c) override {
     return Ask(
         sys_, solver_, [](bool) {}, coords_atom_v, id_, dvec(std::move(c)));
+  }
+
+  absl::StatusOr<int64_t> Reload(LocalBlock block, const std::vector<int64_t>& kept) override {
+    auto r = std::make_shared<gpu_reload>();
+    r->block = std::move(block);
+    r->kept = kept;
+    int64_t moved = 0;
+    absl::Status s = Ask(
+        sys_, solver_, [&](int64_t m) { moved = m; }, init_atom_v, id_, gpu_reload_ptr(r));
+    if (!s.ok()) return s;
+    return moved;
   }
 
  private:

@@ -19,6 +19,8 @@
 //  - certify(id, shared): the block's share of the certificate at `shared`
 //    (its loss and gap sums).
 //  - coords(id): the block's coordinates; coords(id, c): replaces them.
+//  - init(id, reload): LocalSolver::Reload of the block (DuHL's next
+//    block); replies the bytes copied in.
 //  - halt(id): drops the block; the actor ends with its last block, or
 //    when its first init fails.
 // Errors travel as caf errors whose context is (absl status code as
@@ -29,6 +31,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <vector>
 
 #include <caf/allowed_unsafe_message_type.hpp>
 #include <caf/fwd.hpp>
@@ -52,10 +55,18 @@ struct gpu_block {
 };
 using gpu_block_ptr = std::shared_ptr<gpu_block>;
 
+/// What reload hands a gpu_solver: LocalSolver::Reload's arguments.
+struct gpu_reload {
+  LocalBlock block;
+  std::vector<int64_t> kept;
+};
+using gpu_reload_ptr = std::shared_ptr<gpu_reload>;
+
 }  // namespace dml::actors
 
 // Local only: a gpu_solver lives in the process of the workers it serves.
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dml::actors::gpu_block_ptr)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dml::actors::gpu_reload_ptr)
 
 namespace dml::actors {
 
@@ -66,6 +77,7 @@ using gpu_solver_actor = caf::typed_actor<
     caf::replies_to<certify_atom, int32_t, dvec>::with<block_sums>,
     caf::replies_to<coords_atom, int32_t>::with<dvec>,
     caf::replies_to<coords_atom, int32_t, dvec>::with<bool>,
+    caf::replies_to<init_atom, int32_t, gpu_reload_ptr>::with<int64_t>,
     caf::reacts_to<halt_atom, int32_t>>;
 
 /// The gpu_solver of `device` in `sys`, spawned (detached) where none is

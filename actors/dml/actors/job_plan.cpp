@@ -52,6 +52,7 @@ worker_config JobPlan::worker(int32_t k) const {
   c.duhl_selection = static_cast<int32_t>(spec.cocoa.duhl.selection);
   c.duhl_gap_threads = spec.cocoa.duhl.gap_threads;
   c.duhl_passes = spec.cocoa.duhl.passes;
+  c.duhl_gpu = spec.cocoa.duhl.gpu;
   c.device = spec.cocoa.device;
   c.gpu_fallback = spec.cocoa.gpu_fallback;
   c.feature_steps = feature_steps;

@@ -73,19 +73,7 @@ absl::StatusOr<std::unique_ptr<LocalSolver>> MakeWorkerLocalSolver(caf::actor_sy
                                                                    LocalBlock block,
                                                                    const worker_config& cfg,
                                                                    uint64_t seed) {
-  if (cfg.local_solver == 2) {
-    DuhlOptions d;
-    d.device_bytes = cfg.duhl_device_bytes;
-    d.device_fraction = cfg.duhl_device_fraction;
-    d.selection = static_cast<DuhlSelection>(cfg.duhl_selection);
-    d.gap_threads = cfg.duhl_gap_threads;
-    d.passes = cfg.duhl_passes;
-    absl::StatusOr<std::unique_ptr<DuhlLocalSolver>> s =
-        MakeDuhlLocalSolver(std::move(block), cfg.model, seed, d);
-    if (!s.ok()) return s.status();
-    return std::unique_ptr<LocalSolver>(*std::move(s));
-  }
-  if (cfg.local_solver != 1) return MakeLocalSolver(std::move(block), cfg.model, seed);
+  if (cfg.local_solver == 0) return MakeLocalSolver(std::move(block), cfg.model, seed);
   gpu::TpaScdOptions gpu;
   // The workers of a process take the devices from cfg.device on in turn:
   // one gpu_solver per device, holding the blocks of the workers on it.
@@ -93,9 +81,32 @@ absl::StatusOr<std::unique_ptr<LocalSolver>> MakeWorkerLocalSolver(caf::actor_sy
   gpu.device = count > cfg.device ? cfg.device + cfg.index % (count - cfg.device) : cfg.device;
   gpu.allow_fallback = cfg.gpu_fallback;
   const int32_t index = cfg.index;
-  gpu.log = [index](std::string_view line) {
+  // DuHL makes a solver per block where the device cannot hold one: one
+  // line, not one a block.
+  gpu.log = [index, said = std::make_shared<bool>(false)](std::string_view line) {
+    if (*said) return;
+    *said = true;
     std::fprintf(stderr, "worker %d: %s\n", static_cast<int>(index), std::string(line).c_str());
   };
+  if (cfg.local_solver == 2) {
+    DuhlOptions d;
+    d.device_bytes = cfg.duhl_device_bytes;
+    d.device_fraction = cfg.duhl_device_fraction;
+    d.selection = static_cast<DuhlSelection>(cfg.duhl_selection);
+    d.gap_threads = cfg.duhl_gap_threads;
+    d.passes = cfg.duhl_passes;
+    if (cfg.duhl_gpu) {
+      // The blocks in the gpu_solver of the worker's device, reloaded there.
+      d.make_solver = [&sys, gpu, interrupt = cfg.interrupt](LocalBlock b, const ModelSpec& m,
+                                                            uint64_t s) {
+        return MakeGpuLocalSolver(sys, std::move(b), m, s, gpu, interrupt);
+      };
+    }
+    absl::StatusOr<std::unique_ptr<DuhlLocalSolver>> s =
+        MakeDuhlLocalSolver(std::move(block), cfg.model, seed, d);
+    if (!s.ok()) return s.status();
+    return std::unique_ptr<LocalSolver>(*std::move(s));
+  }
   return MakeGpuLocalSolver(sys, std::move(block), cfg.model, seed, gpu, cfg.interrupt);
 }
 

@@ -28,6 +28,10 @@ struct DuhlConfig {
   int gap_threads = 1;
   /// Passes over the block per round (steps = passes * |P|).
   double passes = 5.0;
+  /// As cocoa's local solver: the block on a GPU of the worker's process
+  /// (TPA-SCD, dual models; CocoaOptions::device and gpu_fallback apply)
+  /// instead of the CPU twin.
+  bool gpu = false;
 };
 
 }  // namespace dml

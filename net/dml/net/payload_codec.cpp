@@ -241,6 +241,7 @@ void Build(const worker_spec& x, wire::Envelope::Builder env) {
   b.setDuhlSelection(x.duhl_selection);
   b.setDuhlGapThreads(x.duhl_gap_threads);
   b.setDuhlPasses(x.duhl_passes);
+  b.setDuhlGpu(x.duhl_gpu);
   PutList<double>(b.initFeatureSteps(static_cast<unsigned>(x.feature_steps.size())),
                   &x.feature_steps);
 }
@@ -400,6 +401,7 @@ absl::Status Read(wire::Envelope::Reader env, worker_spec* out) {
   out->duhl_selection = r.getDuhlSelection();
   out->duhl_gap_threads = r.getDuhlGapThreads();
   out->duhl_passes = r.getDuhlPasses();
+  out->duhl_gpu = r.getDuhlGpu();
   // Read once: the traversal limit is the message's size.
   auto steps = r.getFeatureSteps();
   DML_RETURN_IF_ERROR(CheckVectorLength<double>(steps.size(), "WorkerSpec.featureSteps"));

@@ -207,6 +207,7 @@ struct worker_spec {
   int32_t duhl_selection = 0;
   int32_t duhl_gap_threads = 1;
   double duhl_passes = 5.0;
+  bool duhl_gpu = false;  ///< its blocks on a GPU (TPA-SCD); device, gpu_fallback apply
   std::string wire_error;     ///< set when a peer's bytes did not decode
 };
 

@@ -175,6 +175,7 @@ struct WorkerSpec {
   duhlSelection @20 :Int32;
   duhlGapThreads @21 :Int32 = 1;
   duhlPasses @22 :Float64 = 5.0;
+  duhlGpu @23 :Bool;         # cocoa with duhl: the blocks on a GPU (TPA-SCD)
 }
 
 struct ShardSpec {
