@@ -362,7 +362,10 @@ BOOST_AUTO_TEST_CASE(sgd_modes_with_defaults_certify_1e_3_on_unscaled_features) 
       BOOST_TEST((r.reason == dml::StopReason::kConverged));
       BOOST_TEST(r.epochs < 2000);
       BOOST_TEST(r.gap <= 1e-3 * r.primal);
-      BOOST_TEST(subopt <= 1e-3);
+      // The gap is relative to P, the suboptimality to P*: P - P* <= gap
+      // <= 1e-3 P bounds it by 1e-3 P / P* (a run that stops just under
+      // its rule is up to that factor above 1e-3 of P*).
+      BOOST_TEST(subopt <= 1e-3 * r.primal / p_star);
       BOOST_TEST(r.gap >= 0.0);
       BOOST_TEST(r.primal - r.gap <= p_star * (1 + 1e-12));
       auto exact = dml::PrimalValue(*data, m, r.w);

@@ -247,6 +247,7 @@ class Duhl final : public DuhlLocalSolver {
         view[j] = shared[j] + sigma_prime * up.delta_shared[j];
       }
       if (auto v = memory_->Publish(view, local); !v.ok()) return v.status();
+      memory_->Refresh(block_ids_);  // what the round changed, fresh now
     }
     // Commit gamma of the change (a convex combination: in the domain).
     for (std::size_t i = 0; i < coords_.size(); ++i) {

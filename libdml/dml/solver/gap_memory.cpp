@@ -138,6 +138,14 @@ class Memory final : public GapMemory {
     for (int64_t i = 0; i < m_.size(); ++i) Store(*s, i);
   }
 
+  void Refresh(const std::vector<int64_t>& ids) override {
+    std::shared_ptr<const Snap> s = Latest();
+    if (!s) return;
+    for (int64_t i : ids) {
+      if (i >= 0 && i < m_.size()) Store(*s, i);
+    }
+  }
+
   int64_t size() const override { return m_.size(); }
   int64_t version() const override {
     std::lock_guard<std::mutex> lock(mu_);

@@ -41,6 +41,11 @@ class GapMemory {
   /// Recomputes every value against the last published state, in the
   /// calling thread (then every value is fresh).
   virtual void RefreshAll() = 0;
+  /// Recomputes the values of `ids` (in range) against the last published
+  /// state, in the calling thread: DuHL's device refreshes the gaps of the
+  /// block it just solved, which changed most and which the threads may
+  /// not reach for a while.
+  virtual void Refresh(const std::vector<int64_t>& ids) = 0;
 
   /// Number of coordinates.
   virtual int64_t size() const = 0;
