@@ -257,12 +257,7 @@ class Duhl final : public DuhlLocalSolver {
   }
 
   absl::StatusOr<BlockCertificate> Certify(const std::vector<double>& shared) const override {
-    // A CPU local solver over the whole block, made on first use.
-    if (!certifier_) {
-      absl::StatusOr<std::unique_ptr<LocalSolver>> c = MakeLocalSolver(block_, model_, seed_);
-      if (!c.ok()) return c.status();
-      certifier_ = *std::move(c);
-    }
+    DML_RETURN_IF_ERROR(EnsureCertifier());
     DML_RETURN_IF_ERROR(certifier_->set_coordinates(coords_));
     return certifier_->Certify(shared);
   }
@@ -275,9 +270,8 @@ class Duhl final : public DuhlLocalSolver {
                                                      c.size(), " were given"));
     }
     // The CPU local solver's checks of the domain.
-    absl::StatusOr<std::unique_ptr<LocalSolver>> check = MakeLocalSolver(block_, model_, seed_);
-    if (!check.ok()) return check.status();
-    DML_RETURN_IF_ERROR((*check)->set_coordinates(c));
+    DML_RETURN_IF_ERROR(EnsureCertifier());
+    DML_RETURN_IF_ERROR(certifier_->set_coordinates(c));
     coords_ = std::move(c);
     if (auto v = memory_->Publish(last_view_, coords_); !v.ok()) return v.status();
     return absl::OkStatus();
@@ -297,6 +291,26 @@ class Duhl final : public DuhlLocalSolver {
  private:
   Duhl(LocalBlock block, const ModelSpec& model, uint64_t seed, const DuhlOptions& options)
       : block_(std::move(block)), model_(model), seed_(seed), options_(options), rng_(seed) {}
+
+  // A CPU local solver over the whole block (Certify, and the domain
+  // checks of set_coordinates), made on first use.
+  absl::Status EnsureCertifier() const {
+    if (certifier_) return absl::OkStatus();
+    LocalBlock whole;
+    whole.n_global = block_.n_global;
+    whole.loss_row_begin = block_.loss_row_begin;
+    whole.loss_row_end = block_.loss_row_end;
+    whole.y = view_data_.y;
+    if (dual()) {
+      whole.rows = view_data_.x;
+    } else {
+      whole.cols = block_.cols;
+    }
+    absl::StatusOr<std::unique_ptr<LocalSolver>> c = MakeLocalSolver(std::move(whole), model_, seed_);
+    if (!c.ok()) return c.status();
+    certifier_ = *std::move(c);
+    return absl::OkStatus();
+  }
 
   bool dual() const { return FormulationOf(model_.kind) == Formulation::kDual; }
 
@@ -329,8 +343,10 @@ class Duhl final : public DuhlLocalSolver {
     }
     // The gap memory reads the block as a dataset: its rows (dual), or all
     // n rows over its columns (primal).
-    view_data_.x = d ? block_.rows : block_.cols.Convert();
-    view_data_.y = block_.y;
+    // (Dual: the rows move there, kept once; primal: the CSC stays for the
+    // blocks, the gap memory reads a CSR of it.)
+    view_data_.x = d ? std::move(block_.rows) : block_.cols.Convert();
+    view_data_.y = std::move(block_.y);
     absl::StatusOr<std::unique_ptr<GapMemory>> m =
         GapMemory::Make(view_data_, model_, options_.gap_threads);
     if (!m.ok()) return m.status();
@@ -365,16 +381,16 @@ class Duhl final : public DuhlLocalSolver {
     b.n_global = block_.n_global;
     std::vector<int64_t> kept;
     if (dual()) {
-      block_rows_ = BuildBlock(block_.rows, block_rows_, block_ids_, ids, bytes_, &info.bytes,
+      block_rows_ = BuildBlock(view_data_.x, block_rows_, block_ids_, ids, bytes_, &info.bytes,
                                &info.swaps, &kept);
       b.rows = block_rows_;
       b.y.reserve(ids.size());
-      for (int64_t i : ids) b.y.push_back(block_.y[i]);
+      for (int64_t i : ids) b.y.push_back(view_data_.y[i]);
     } else {
       block_cols_ = BuildBlock(block_.cols, block_cols_, block_ids_, ids, bytes_, &info.bytes,
                                &info.swaps, &kept);
       b.cols = block_cols_;
-      b.y = block_.y;
+      b.y = view_data_.y;
       b.loss_row_begin = block_.loss_row_begin;
       b.loss_row_end = block_.loss_row_end;
     }
@@ -421,7 +437,7 @@ class Duhl final : public DuhlLocalSolver {
     return r->steps;
   }
 
-  LocalBlock block_;
+  LocalBlock block_;  // its rows and labels move to view_data_ at Init
   ModelSpec model_;
   uint64_t seed_;
   DuhlOptions options_;
