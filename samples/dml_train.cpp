@@ -616,6 +616,9 @@ int main(int argc, char** argv) {
   const bool duhl = Get(run.args, "--mode") == "duhl";
   const bool local_duhl = Get(run.args, "--local") == "duhl";
   dml::DuhlOptions duhl_options;
+  if (duhl && run.args.values.count("--local")) {
+    return Fail("--local: only with --mode cocoa (--mode duhl is DuHL itself)");
+  }
   if (duhl || local_duhl) {
     if (Exit e = ParseDuhl(run.args, duhl_options)) return *e;
 
