@@ -706,7 +706,8 @@ int main(int argc, char** argv) {
               std::string(dml::StopReasonName(result->reason)).c_str(),
               static_cast<int>(std::ceil(result->epochs)), result->seconds, result->primal,
               result->dual, result->gap,
-              duhl ? (" device_bytes=" + std::to_string(result->bytes_exchanged)).c_str() : "");
+              duhl || local_duhl ? (" device_bytes=" + std::to_string(result->device_bytes)).c_str()
+                                 : "");
   if (!result->note.empty() && !run.quiet) std::printf("solver: %s\n", result->note.c_str());
   Report(run, "train", trained_on, result->w);
   if (run.args.values.count("--test")) {

@@ -253,6 +253,11 @@ BOOST_AUTO_TEST_CASE(cocoa_with_the_duhl_local_solver) {
       BOOST_TEST((r->reason == dml::StopReason::kConverged));
       BOOST_TEST(r->primal - p_star <= 1e-6 * std::abs(p_star) + 1e-12);
       BOOST_TEST(r->primal >= p_star - 1e-9 * std::abs(p_star));
+      // The workers' bytes to their devices reach the progress and the
+      // result: at least each block's first quarter of the data.
+      BOOST_TEST(r->device_bytes > 0);
+      BOOST_TEST(r->history.back().device_bytes <= r->device_bytes);
+      BOOST_TEST(r->bytes_exchanged > 0);
     }
   }
   // DuHL's blocks on a GPU (TPA-SCD through the gpu_solver), or where there

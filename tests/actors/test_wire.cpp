@@ -193,14 +193,17 @@ struct Wire<worker_report> {
     return x;
   }
   static worker_report Sample() {
-    return Make(std::numeric_limits<int32_t>::max(), 12345, int64_t{1} << 40,
-                std::numeric_limits<int64_t>::max());
+    worker_report x = Make(std::numeric_limits<int32_t>::max(), 12345, int64_t{1} << 40,
+                           std::numeric_limits<int64_t>::max());
+    x.device_bytes = int64_t{1} << 50;
+    return x;
   }
   static void Expect(const worker_report& got, const worker_report& want) {
     BOOST_TEST(got.worker == want.worker);
     BOOST_TEST(got.clock == want.clock);
     BOOST_TEST(got.processed == want.processed);
     BOOST_TEST(got.bytes == want.bytes);
+    BOOST_TEST(got.device_bytes == want.device_bytes);
   }
 };
 
@@ -522,18 +525,21 @@ std::pair<std::size_t, std::size_t> ReadVarbyte(const std::vector<char>& buf) {
 BOOST_AUTO_TEST_SUITE(actors_wire)
 
 // worker_report{worker=1, clock=2, processed=3, bytes=4}, derived by hand
-// from the Cap'n Proto encoding spec (all integers little-endian). Any change
-// of these bytes breaks every peer: bump wire.capnp's schemaVersion instead.
+// from the Cap'n Proto encoding spec (all integers little-endian). A change
+// of these bytes other than a field appended with a new ordinal (which old
+// readers skip: deviceBytes @4, the 5th data word) breaks every peer: bump
+// wire.capnp's schemaVersion instead.
 BOOST_AUTO_TEST_CASE(exact_bytes_of_a_worker_report) {
   const std::string kPinned =
-      "0000000007000000"   // segment table: (count - 1) = 0, segment 0 = 7 words
+      "0000000008000000"   // segment table: (count - 1) = 0, segment 0 = 8 words
       "0000000001000100"   // w0 root pointer: struct, offset 0; 1 data word, 1 pointer
       "0100070000000000"   // w1 Envelope: schemaVersion 1, discriminant 7 = workerReport
-      "0000000004000000"   // w2 Envelope pointer: struct, offset 0; 4 data words, 0 pointers
+      "0000000005000000"   // w2 Envelope pointer: struct, offset 0; 5 data words, 0 pointers
       "0100000000000000"   // w3 worker = 1 (Int32, upper half padding)
       "0200000000000000"   // w4 clock = 2
       "0300000000000000"   // w5 processed = 3
-      "0400000000000000";  // w6 bytes = 4
+      "0400000000000000"   // w6 bytes = 4
+      "0000000000000000";  // w7 deviceBytes = 0
   const std::string wire = MustEncode(Wire<worker_report>::Make(1, 2, 3, 4));
   std::string hex;
   for (unsigned char c : wire) {
@@ -861,6 +867,9 @@ BOOST_AUTO_TEST_CASE(worker_report_counters_are_non_negative) {
   ExpectRefused<worker_report>([](worker_report& x) { x.bytes = -4; },
                                [](Envelope::Builder e) { e.getWorkerReport().setBytes(-4); },
                                "WorkerReport.bytes: negative (-4)");
+  ExpectRefused<worker_report>([](worker_report& x) { x.device_bytes = -5; },
+                               [](Envelope::Builder e) { e.getWorkerReport().setDeviceBytes(-5); },
+                               "WorkerReport.deviceBytes: negative (-5)");
 }
 
 BOOST_AUTO_TEST_CASE(shard_stats_counters_are_non_negative) {
@@ -1118,7 +1127,7 @@ BOOST_AUTO_TEST_CASE(structure_errors_are_data_loss) {
              s.ToString());
   // A segment table that claims more than arrived.
   std::string longer = bytes;
-  longer[4] = 8;
+  longer[4] = 9;  // the message has 8 words
   const absl::Status t = FromWire(longer, &out);
   BOOST_TEST(static_cast<int>(t.code()) == static_cast<int>(absl::StatusCode::kDataLoss),
              t.ToString());

@@ -122,6 +122,7 @@ void finish_job(self_ptr self, std::vector<double> w, int64_t max_granted_stalen
   r.seconds = st.seconds();
   r.reason = st.reason;
   r.bytes_exchanged = st.bytes();
+  r.device_bytes = st.all_device_bytes();
   r.history = st.history;
   r.max_granted_staleness = max_granted_staleness;
   st.job->finish(std::move(r));
@@ -152,6 +153,7 @@ void record(self_ptr self, double primal, double dual, double gap) {
   p.dual = dual;
   p.gap = gap;
   p.bytes_exchanged = st.bytes();
+  p.device_bytes = st.all_device_bytes();
   p.staleness.assign(st.workers.size(), 0);
   if (!st.clocks.empty()) {
     const int64_t slowest = *std::min_element(st.clocks.begin(), st.clocks.end());
@@ -172,6 +174,7 @@ void absorb(coord_state& st, const worker_report& r) {
   st.clocks[r.worker] = std::max(st.clocks[r.worker], r.clock);
   st.processed[r.worker] = std::max(st.processed[r.worker], r.processed);
   st.worker_bytes[r.worker] = std::max(st.worker_bytes[r.worker], r.bytes);
+  st.device_bytes[r.worker] = std::max(st.device_bytes[r.worker], r.device_bytes);
   int64_t total = 0;
   for (int64_t p : st.processed) total += p;
   const int64_t per_epoch = st.plan.shares_predictions() ? st.d : st.n;
@@ -554,6 +557,7 @@ void start(self_ptr self) {
   st.clocks.assign(K, 0);
   st.processed.assign(K, 0);
   st.worker_bytes.assign(K, 0);
+  st.device_bytes.assign(K, 0);
   st.driver = st.topo().coordinator_rounds() ? &RoundDriver() : &FreeRunningDriver();
   if (!st.topo().uses_shards()) st.hog = std::make_shared<hogwild_model>();
   st.node_alive.assign(st.nodes.size(), true);

@@ -544,7 +544,7 @@ absl::StatusOr<DuhlResult> TrainDuhl(const Dataset& data, const ModelSpec& model
       p.dual = c->dual;
       p.gap = c->gap;
       p.nnz_touched = up->nnz_touched;
-      p.bytes_exchanged = solver.device_bytes();
+      p.device_bytes = solver.device_bytes();
       p.events.push_back(
           {"device_copies",
            absl::StrFormat("%d coordinates (%d bytes) copied to the device in %d rounds",
@@ -578,7 +578,7 @@ absl::StatusOr<DuhlResult> TrainDuhl(const Dataset& data, const ModelSpec& model
   r.epochs = steps_done / static_cast<double>(count);
   r.rounds = static_cast<int>(out.rounds.size());
   r.reason = why;
-  r.bytes_exchanged = out.device_bytes;
+  r.device_bytes = out.device_bytes;
   if (dual) {
     r.w = PrimalFromDual(data.x, coords, model.lambda);
     r.alpha = std::move(coords);

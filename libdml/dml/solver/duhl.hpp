@@ -64,7 +64,7 @@ struct DuhlRound {
 };
 
 struct DuhlResult {
-  /// train.history: one Progress per evaluation, bytes_exchanged = bytes
+  /// train.history: one Progress per evaluation, device_bytes = bytes
   /// moved to the device so far, and a "device_copies" event: the
   /// coordinates and bytes copied since the evaluation before.
   TrainResult train;

@@ -101,7 +101,8 @@ absl::Status Check(const worker_report& x) {
   DML_RETURN_IF_ERROR(CheckNonNegative(x.worker, "WorkerReport.worker"));
   DML_RETURN_IF_ERROR(CheckNonNegative(x.clock, "WorkerReport.clock"));
   DML_RETURN_IF_ERROR(CheckNonNegative(x.processed, "WorkerReport.processed"));
-  return CheckNonNegative(x.bytes, "WorkerReport.bytes");
+  DML_RETURN_IF_ERROR(CheckNonNegative(x.bytes, "WorkerReport.bytes"));
+  return CheckNonNegative(x.device_bytes, "WorkerReport.deviceBytes");
 }
 absl::Status Check(const shard_stats& x) {
   DML_RETURN_IF_ERROR(CheckNonNegative(x.updates, "ShardStats.updates"));

@@ -192,6 +192,7 @@ void Build(const worker_report& x, wire::Envelope::Builder env) {
   b.setClock(x.clock);
   b.setProcessed(x.processed);
   b.setBytes(x.bytes);
+  b.setDeviceBytes(x.device_bytes);
 }
 void Build(const shard_stats& x, wire::Envelope::Builder env) {
   auto b = env.initShardStats();
@@ -344,6 +345,7 @@ absl::Status Read(wire::Envelope::Reader env, worker_report* out) {
   out->clock = r.getClock();
   out->processed = r.getProcessed();
   out->bytes = r.getBytes();
+  out->device_bytes = r.getDeviceBytes();
   return Check(*out);
 }
 absl::Status Read(wire::Envelope::Reader env, shard_stats* out) {

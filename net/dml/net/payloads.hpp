@@ -126,6 +126,7 @@ struct worker_report {
   int64_t processed = 0;  ///< examples or coordinates processed in total
   int64_t bytes = 0;      ///< payload bytes pushed and pulled in total
   std::string wire_error;  ///< set when a peer's bytes did not decode (or a failed push)
+  int64_t device_bytes = 0;  ///< cocoa with DuHL workers: bytes moved to its device in total
 };
 
 /// A shard's counters.

@@ -97,6 +97,7 @@ struct WorkerReport {
   clock @1 :Int64;       # steps (SGD modes) or rounds (cocoa) completed; >= 0
   processed @2 :Int64;   # examples or coordinates processed in total; >= 0
   bytes @3 :Int64;       # payload bytes pushed and pulled in total; >= 0
+  deviceBytes @4 :Int64; # cocoa with DuHL workers: bytes moved to its device in total; >= 0
 }
 
 struct ShardStats {

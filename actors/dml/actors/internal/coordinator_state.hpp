@@ -99,7 +99,7 @@ struct coord_state {
   int round = 0;
   double epochs = 0.0;
   int64_t coordinator_bytes = 0;
-  std::vector<int64_t> clocks, processed, worker_bytes;
+  std::vector<int64_t> clocks, processed, worker_bytes, device_bytes;
   std::vector<Progress> history;
   Progress last;
   StopReason reason = StopReason::kMaxEpochs;
@@ -184,6 +184,11 @@ struct coord_state {
   int64_t bytes() const {
     int64_t b = coordinator_bytes;
     for (int64_t x : worker_bytes) b += x;
+    return b;
+  }
+  int64_t all_device_bytes() const {
+    int64_t b = 0;
+    for (int64_t x : device_bytes) b += x;
     return b;
   }
 };

@@ -21,6 +21,7 @@
 #include "dml/actors/worker.hpp"
 #include "dml/objective/newton_certificate.hpp"
 #include "dml/solver/cocoa_local.hpp"
+#include "dml/solver/duhl.hpp"
 #include "dml/solver/sgd.hpp"
 
 namespace dml::actors::internal {
@@ -88,7 +89,11 @@ struct worker_state {
   caf::actor fetcher;  // fetches dvecs that arrive by reference (bulk_resolve.hpp)
   static inline const char* name = "dml.worker";
 
-  worker_report report() const { return {cfg.index, clock, processed, bytes, {}}; }
+  worker_report report() const {
+    worker_report r{cfg.index, clock, processed, bytes, {}};
+    if (auto* d = dynamic_cast<const DuhlLocalSolver*>(solver.get())) r.device_bytes = d->device_bytes();
+    return r;
+  }
   double step_size() const {
     return cfg.step0 / (1.0 + cfg.step_decay * static_cast<double>(clock));
   }
