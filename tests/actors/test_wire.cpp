@@ -406,6 +406,7 @@ struct Wire<Progress> {
     x.dual = -kInf;  // SGD modes track no dual
     x.gap = kInf;
     x.bytes_exchanged = 123456789012;
+    x.device_bytes = 98765432109;
     x.staleness = {0, 1, -1, 2};
     x.event = "lost node 127.0.0.1:4242";
     return x;
@@ -418,6 +419,7 @@ struct Wire<Progress> {
     DML_EXPECT_BITS(got.dual, want.dual);
     DML_EXPECT_BITS(got.gap, want.gap);
     BOOST_TEST(got.bytes_exchanged == want.bytes_exchanged);
+    BOOST_TEST(got.device_bytes == want.device_bytes);
     ExpectSameVec(got.staleness, want.staleness, "staleness");
     BOOST_TEST(got.event == want.event);
   }

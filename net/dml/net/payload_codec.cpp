@@ -273,6 +273,7 @@ void Build(const Progress& x, wire::Progress::Builder b) {
   b.setDual(x.dual);
   b.setGap(x.gap);
   b.setBytesExchanged(x.bytes_exchanged);
+  b.setDeviceBytes(x.device_bytes);
   PutList<int64_t>(b.initStaleness(static_cast<unsigned>(x.staleness.size())), &x.staleness);
   b.setEvent(AsText(x.event));
 }
@@ -446,6 +447,7 @@ void Read(wire::Progress::Reader r, Progress* out) {
   out->dual = r.getDual();
   out->gap = r.getGap();
   out->bytes_exchanged = r.getBytesExchanged();
+  out->device_bytes = r.getDeviceBytes();
   out->staleness = CopyList<int64_t>(r.getStaleness());
   out->event = FromText(r.getEvent());
 }

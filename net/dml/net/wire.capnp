@@ -205,6 +205,7 @@ struct Progress {
   bytesExchanged @6 :Int64;
   staleness @7 :List(Int64);
   event @8 :Text;        # what happened (a lost node, a restore), else empty
+  deviceBytes @9 :Int64; # DuHL: bytes moved to the device(s) so far
 }
 
 struct Error {
