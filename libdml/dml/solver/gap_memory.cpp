@@ -16,6 +16,7 @@
 #include "dml/objective/logistic_l2.hpp"
 #include "dml/objective/ridge.hpp"
 #include "dml/objective/squared_hinge_svm.hpp"
+#include "dml/solver/solver.hpp"
 #include "dml/util/status.hpp"
 
 namespace dml {
@@ -231,23 +232,11 @@ std::unique_ptr<GapMemory> Primal(const Dataset& data, const ModelSpec& model, i
 
 absl::StatusOr<std::unique_ptr<GapMemory>> GapMemory::Make(const Dataset& data,
                                                            const ModelSpec& model, int threads) {
-  DML_RETURN_IF_ERROR(Validate(model));
   if (threads < 0) {
     return absl::InvalidArgumentError(absl::StrCat("gap memory: ", threads, " threads"));
   }
-  if (static_cast<int64_t>(data.y.size()) != data.x.rows()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("data has ", data.x.rows(), " rows but ", data.y.size(), " labels"));
-  }
-  if (TaskOf(model.kind) == Task::kClassification) {
-    for (std::size_t i = 0; i < data.y.size(); ++i) {
-      if (data.y[i] != 1.0f && data.y[i] != -1.0f) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "model ", AsAbsl(ModelName(model.kind)), " needs labels in {-1,+1}; example ", i,
-            " has label ", data.y[i]));
-      }
-    }
-  }
+  // dml::Train's checks of the model, the data and its labels.
+  DML_RETURN_IF_ERROR(CheckTrainInputs(data, model, SolverOptions{}));
   switch (model.kind) {
     case ModelKind::kRidge: return Dual<RidgeObjective>(data, threads);
     case ModelKind::kLogisticL2: return Dual<LogisticL2Objective>(data, threads);

@@ -26,8 +26,9 @@ class GapMemory {
   /// Gap memory of `data` (kept by reference: it must outlive this) under
   /// `model`, with `threads` refresh threads (0: values change only by
   /// RefreshAll). Values start at +infinity, version 0 (never measured).
-  /// Errors: InvalidArgument for an invalid model, threads < 0, labels the
-  /// model does not accept.
+  /// Errors: InvalidArgument for threads < 0, and those of
+  /// dml::CheckTrainInputs (the model, no examples, labels not finite or
+  /// not ones the model accepts).
   static absl::StatusOr<std::unique_ptr<GapMemory>> Make(const Dataset& data,
                                                          const ModelSpec& model, int threads);
   virtual ~GapMemory() = default;
