@@ -503,6 +503,7 @@ absl::StatusOr<DuhlResult> TrainDuhl(const Dataset& data, const ModelSpec& model
   const int every = std::max(1, options.eval_every);
   StopReason why = StopReason::kMaxEpochs;
   std::optional<Certificate> last;
+  bool last_is_current = false;  // no round since `last` was taken
   int64_t swaps_since = 0, bytes_since = 0, rounds_since = 0;  // since the last evaluation
   for (int round = 1;; ++round) {
     if (options.stop.cancel != nullptr && options.stop.cancel->load()) {
@@ -520,6 +521,7 @@ absl::StatusOr<DuhlResult> TrainDuhl(const Dataset& data, const ModelSpec& model
     // One round: a Solve of one step runs exactly one.
     absl::StatusOr<LocalUpdate> up = solver.Solve(shared, 1.0, 1.0, 1);
     if (!up.ok()) return up.status();
+    last_is_current = false;
     for (std::size_t j = 0; j < shared.size(); ++j) shared[j] += up->delta_shared[j];
     steps_done += static_cast<double>(up->steps);
     DuhlRound info = solver.rounds().back();
@@ -535,6 +537,7 @@ absl::StatusOr<DuhlResult> TrainDuhl(const Dataset& data, const ModelSpec& model
                                            : EvaluatePrimal(data, model, solver.coordinates());
       if (!c.ok()) return c.status();
       last = *c;
+      last_is_current = true;
       info.gap = c->gap;
       Progress p;
       p.round = round;
@@ -568,8 +571,9 @@ absl::StatusOr<DuhlResult> TrainDuhl(const Dataset& data, const ModelSpec& model
     }
   }
   std::vector<double> coords = solver.coordinates();
-  absl::StatusOr<Certificate> c =
-      dual ? EvaluateDual(data, model, coords) : EvaluatePrimal(data, model, coords);
+  absl::StatusOr<Certificate> c = last_is_current ? absl::StatusOr<Certificate>(*last)
+                                  : dual          ? EvaluateDual(data, model, coords)
+                                                  : EvaluatePrimal(data, model, coords);
   if (!c.ok()) return c.status();
   out.device_bytes = solver.device_bytes();
   r.primal = c->primal;
