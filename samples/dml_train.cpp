@@ -79,6 +79,7 @@ constexpr Range kRanges[] = {
     {"--epochs", 1, 1e9, false, "must be >= 1"},
     {"--time-budget", 0, 1e300, true, "must be positive"},
     {"--threads", 1, 1024, false, "must be in [1, 1024]"},
+    {"--gap-threads", 0, 1024, false, "must be in [0, 1024]"},
     {"--eval-every", 0, 1e9, false, "must be >= 0"},
     {"--batch", 1, 1e9, false, "must be >= 1"},
     {"--step", 0, 1e300, true, "must be positive"},
@@ -421,10 +422,8 @@ Exit ParseDuhl(const Args& args, dml::DuhlOptions& d) {
   if (!rule.ok()) return Fail("--selection: " + std::string(rule.status().message()));
   d.selection = *rule;
   std::string error;
+  // Its range is checked with the other flags' (kRanges).
   if (!Number(args, {"--gap-threads"}, d.gap_threads, error)) return Fail(error);
-  if (d.gap_threads < 0 || d.gap_threads > 1024) {
-    return Fail("--gap-threads: must be in [0, 1024], got " + std::to_string(d.gap_threads));
-  }
   return std::nullopt;
 }
 
