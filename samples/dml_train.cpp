@@ -354,7 +354,7 @@ Exit LoadData(Run& run) {
     std::string solver = absl::StrCat("; solver ", dml::AsAbsl(dml::SolverName(run.opt.kind)));
     dml::SolverKind runs = run.opt.kind;
     if (runs == dml::SolverKind::kAuto) {
-      runs = dml::AutoSolver(run.spec.kind);
+      runs = dml::AutoSolver(run.spec, run.data, run.opt.threads);
       absl::StrAppend(&solver, ": ", dml::AsAbsl(dml::SolverName(runs)));
     }
     if (runs == dml::SolverKind::kAsyncScd || runs == dml::SolverKind::kNewton) {

@@ -181,12 +181,40 @@ BOOST_AUTO_TEST_CASE(agrees_with_scd_where_scd_converges) {
 }
 
 BOOST_AUTO_TEST_CASE(auto_runs_newton_for_smooth_models_and_scd_for_the_others) {
-  BOOST_TEST((dml::AutoSolver(dml::ModelKind::kLogisticL2) == dml::SolverKind::kNewton));
-  BOOST_TEST((dml::AutoSolver(dml::ModelKind::kSquaredHingeSvm) == dml::SolverKind::kNewton));
-  BOOST_TEST((dml::AutoSolver(dml::ModelKind::kRidge) == dml::SolverKind::kNewton));
-  BOOST_TEST((dml::AutoSolver(dml::ModelKind::kHingeSvm) == dml::SolverKind::kScd));
-  BOOST_TEST((dml::AutoSolver(dml::ModelKind::kLasso) == dml::SolverKind::kScd));
-  BOOST_TEST((dml::AutoSolver(dml::ModelKind::kLogisticL1) == dml::SolverKind::kScd));
+  using dml::ModelKind;
+  using dml::SolverKind;
+  const dml::Dataset tall = UnscaledProblem(40, 0.0);  // 40 x 4, one unit
+  auto pick = [](ModelKind k, const dml::Dataset& d, int threads) {
+    return dml::AutoSolver({k, 1e-3, 0.5}, d, threads);
+  };
+  BOOST_TEST((pick(ModelKind::kLogisticL2, tall, 1) == SolverKind::kNewton));
+  BOOST_TEST((pick(ModelKind::kSquaredHingeSvm, tall, 1) == SolverKind::kNewton));
+  BOOST_TEST((pick(ModelKind::kRidge, tall, 2) == SolverKind::kNewton));
+  BOOST_TEST((pick(ModelKind::kHingeSvm, tall, 1) == SolverKind::kScd));
+  BOOST_TEST((pick(ModelKind::kHingeSvm, tall, 2) == SolverKind::kAsyncScd));
+  BOOST_TEST((pick(ModelKind::kLogisticL1, tall, 2) == SolverKind::kAsyncScd));
+  BOOST_TEST((pick(ModelKind::kLasso, tall, 2) == SolverKind::kScd));
+  // Wide (more features than examples, as documents are): dual CD for the
+  // models whose dual step is closed-form; newton stays for logistic.
+  dml::Dataset wide;  // 6 x 12, two nonzeros a row
+  {
+    std::vector<int64_t> off;
+    std::vector<uint32_t> idx;
+    std::vector<float> val;
+    for (uint32_t i = 0; i < 6; ++i) {
+      off.push_back(2 * i);
+      idx.insert(idx.end(), {2 * i, 2 * i + 1});
+      val.insert(val.end(), {1.0f, 0.5f});
+      wide.y.push_back(i % 2 ? 1.0f : -1.0f);
+    }
+    off.push_back(12);
+    auto x = dml::CsrMatrix::FromArrays(6, 12, off, idx, val);
+    BOOST_REQUIRE(x.ok());
+    wide.x = *std::move(x);
+  }
+  BOOST_TEST((pick(ModelKind::kSquaredHingeSvm, wide, 1) == SolverKind::kScd));
+  BOOST_TEST((pick(ModelKind::kRidge, wide, 2) == SolverKind::kAsyncScd));
+  BOOST_TEST((pick(ModelKind::kLogisticL2, wide, 2) == SolverKind::kNewton));
   const dml::Dataset data = UnscaledProblem(40, 4.0);
   dml::SolverOptions o;
   o.kind = dml::SolverKind::kAuto;

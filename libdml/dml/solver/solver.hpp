@@ -45,8 +45,14 @@ enum class SolverKind {
 };
 /// "scd", "async-scd", "sgd", "newton", "auto", "tpa-scd", "duhl".
 std::string_view SolverName(SolverKind kind);
-/// What kAuto runs for `model`.
-SolverKind AutoSolver(ModelKind model);
+/// What kAuto runs for `model` on `data` with `threads` threads: newton for
+/// L2-logistic; for ridge and squared hinge, dual coordinate descent where
+/// there are more features than examples (unless the features' units
+/// differ by orders of magnitude: FeatureStepFactors), newton otherwise;
+/// coordinate descent for the others, asynchronous (which fits its threads
+/// to the machine) for hinge and L1-logistic when threads > 1. O(nnz) for
+/// ridge and squared hinge, O(1) for the others.
+SolverKind AutoSolver(const ModelSpec& model, const Dataset& data, int threads);
 /// Inverse of SolverName (also accepts "async"). Errors: InvalidArgument
 /// listing the valid names.
 absl::StatusOr<SolverKind> ParseSolverKind(std::string_view name);
