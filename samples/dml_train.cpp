@@ -147,9 +147,12 @@ Solver (one process, without --mode):
   --feature-steps 0|1 SGD: per-feature steps, about 1 / (the feature's mean square + lambda) (1)
   --certificate-cg N  SGD's certificate for ridge, logistic, squared hinge: a Newton-refined
                       dual point, N conjugate-gradient passes at most; -1: the plain one (16)
-DuHL (a device holding part of the data; one process, the device its CPU twin):
-  --mode duhl         each round the device solves a block of coordinates chosen by their
-                      duality gaps, kept fresh by CPU threads; done: ends with device_bytes=N
+DuHL (a device holding part of the data; without --solver tpa-scd, its CPU twin):
+  --mode duhl         a device worker: each round it solves a block of coordinates chosen
+                      by their duality gaps, kept fresh by the CPU threads of a gap-memory
+                      actor beside it; --workers K adds K-1 CPU workers on the rest of the
+                      data (1: the device alone); cocoa's rounds, shards, --checkpoint and
+                      --nodes apply; done: ends with device_bytes=N
   --device-memory M   the device's budget: a percentage of the data (10%) or bytes (10%)
   --selection R       gap (sampled by gap), gap-greedy, random, sequential, resident (gap)
   --gap-threads N     threads refreshing the gaps while the device solves (1)
@@ -158,7 +161,7 @@ DuHL (a device holding part of the data; one process, the device its CPU twin):
   --mode cocoa --local duhl  the same as cocoa's local solver on every worker's block (with
                       --solver tpa-scd: the blocks on the GPUs of the workers' processes)
 Distributed (the actor runtime):
-  --mode M            sync async ssp easgd hogwild model-averaging cocoa (none: one process)
+  --mode M            sync async ssp easgd hogwild model-averaging cocoa duhl (none: one process)
   --workers K         workers (2)
   --shards S          parameter shards (1)
   --staleness s       ssp: the staleness bound (2)
@@ -433,9 +436,7 @@ Exit TrainOnRuntime(Run& run, std::shared_ptr<const dml::Dataset>& shared_data,
   std::string error;
   const Args& args = run.args;
   auto mode = dml::ParseMode(Get(args, "--mode"));
-  if (!mode.ok()) {
-    return Fail(std::string(mode.status().message()) + "; or duhl (in this process)");
-  }
+  if (!mode.ok()) return Fail(std::string(mode.status().message()));
   dml::JobSpec job;
   job.mode.kind = *mode;
   job.model = run.spec;
@@ -463,19 +464,23 @@ Exit TrainOnRuntime(Run& run, std::shared_ptr<const dml::Dataset>& shared_data,
       return Fail("--local: expected scd, tpa-scd or duhl, got \"" + Get(args, "--local") + "\"");
     }
     job.cocoa.local_solver = *local;
-    if (*local == dml::SolverKind::kDuhl) {
-      dml::DuhlOptions d;
-      if (Exit e = ParseDuhl(args, d)) return e;
-      job.cocoa.duhl = d;
-      // --solver tpa-scd: DuHL's blocks on the workers' GPUs.
-      job.cocoa.duhl.gpu = run.opt.kind == dml::SolverKind::kTpaScd;
-      job.cocoa.gpu_fallback = args.values.count("--gpu-fallback") > 0;
-      if (!Number(args, {"--device"}, job.cocoa.device, error)) return Fail(error);
-    }
+  }
+  // --mode duhl: one device worker (worker 0) and --workers - 1 CPU ones.
+  const bool duhl_mode = job.mode.kind == dml::Mode::kDuhl;
+  if (duhl_mode && !args.values.count("--workers")) job.mode.workers = 1;
+  if (duhl_mode || job.cocoa.local_solver == dml::SolverKind::kDuhl) {
+    dml::DuhlOptions d;
+    if (Exit e = ParseDuhl(args, d)) return e;
+    job.cocoa.duhl = d;
+    // --solver tpa-scd: DuHL's blocks on the GPU of the worker's process.
+    job.cocoa.duhl.gpu = run.opt.kind == dml::SolverKind::kTpaScd;
+    job.cocoa.gpu_fallback = args.values.count("--gpu-fallback") > 0;
+    if (!Number(args, {"--device"}, job.cocoa.device, error)) return Fail(error);
   }
   // --solver tpa-scd with --mode cocoa: the workers' local solver on a GPU
-  // (with --local duhl: DuHL's blocks on it).
-  if (run.opt.kind == dml::SolverKind::kTpaScd && job.cocoa.local_solver != dml::SolverKind::kDuhl) {
+  // (with DuHL: DuHL's blocks on it).
+  if (run.opt.kind == dml::SolverKind::kTpaScd && !duhl_mode &&
+      job.cocoa.local_solver != dml::SolverKind::kDuhl) {
     if (job.mode.kind != dml::Mode::kCocoa) {
       return Fail("--solver tpa-scd runs alone or as --mode cocoa's local solver");
     }
@@ -532,6 +537,17 @@ Exit TrainOnRuntime(Run& run, std::shared_ptr<const dml::Dataset>& shared_data,
                 job.cluster.nodes.empty()
                     ? ""
                     : (", on " + std::to_string(job.cluster.nodes.size()) + " node processes").c_str());
+    const bool duhl_workers = job.cocoa.local_solver == dml::SolverKind::kDuhl;
+    if (job.mode.kind == dml::Mode::kDuhl || duhl_workers) {
+      const dml::DuhlConfig& d = job.cocoa.duhl;
+      const std::string budget = d.device_bytes > 0
+                                     ? absl::StrCat(d.device_bytes, " bytes")
+                                     : absl::StrCat(d.device_fraction * 100, "% of its data");
+      std::printf("duhl: %s %s selection, device budget %s, %d gap thread(s), device %s\n",
+                  duhl_workers ? "every worker:" : "worker 0 the device;",
+                  std::string(dml::DuhlSelectionName(d.selection)).c_str(), budget.c_str(),
+                  d.gap_threads, d.gpu ? "a GPU (TPA-SCD)" : "the CPU twin");
+    }
   }
   struct remove_on_exit {
     std::string path;
@@ -553,10 +569,14 @@ Exit TrainOnRuntime(Run& run, std::shared_ptr<const dml::Dataset>& shared_data,
     metrics->Write(p);
     if (quiet) return;
     if (tty) return status->Show(p);
-    std::printf("round %4d  %8.3fs  epochs %7.2f  primal %.10g  dual %.10g  gap %.3e  bytes %lld%s%s\n",
+    // DuHL: what was copied to the device so far (bytes, coordinates).
+    const std::string device =
+        p.device_bytes > 0 ? absl::StrCat("  device ", p.device_bytes, " swaps ", p.device_swaps)
+                           : "";
+    std::printf("round %4d  %8.3fs  epochs %7.2f  primal %.10g  dual %.10g  gap %.3e  bytes %lld%s%s%s\n",
                 p.round, p.seconds, p.epochs, p.primal, p.dual, p.gap,
-                static_cast<long long>(p.bytes_exchanged), p.event.empty() ? "" : "  event: ",
-                p.event.c_str());
+                static_cast<long long>(p.bytes_exchanged), device.c_str(),
+                p.event.empty() ? "" : "  event: ", p.event.c_str());
     std::fflush(stdout);
   });
   if (!handle.ok()) return Fail(std::string(handle.status().message()));
@@ -614,13 +634,13 @@ int main(int argc, char** argv) {
   if (Exit e = ParseModelAndSolver(run)) return *e;
   const bool duhl = Get(run.args, "--mode") == "duhl";
   const bool local_duhl = Get(run.args, "--local") == "duhl";
-  dml::DuhlOptions duhl_options;
   if (duhl && run.args.values.count("--local")) {
     return Fail("--local: only with --mode cocoa (--mode duhl is DuHL itself)");
   }
   if (duhl || local_duhl) {
-    if (Exit e = ParseDuhl(run.args, duhl_options)) return *e;
-
+    // Checked here, before any data is read; the job takes them later.
+    dml::DuhlOptions checked;
+    if (Exit e = ParseDuhl(run.args, checked)) return *e;
   } else {
     for (const char* f : {"--device-memory", "--selection", "--gap-threads"}) {
       if (run.args.values.count(f)) {
@@ -651,33 +671,9 @@ int main(int argc, char** argv) {
   absl::StatusOr<dml::TrainResult> result;
   // The runtime shares the data with its workers; metrics read it from there.
   std::shared_ptr<const dml::Dataset> shared_data;
-  const bool on_runtime = run.args.values.count("--mode") > 0 && !duhl;
+  const bool on_runtime = run.args.values.count("--mode") > 0;
   if (on_runtime) {
     if (Exit e = TrainOnRuntime(run, shared_data, result)) return *e;
-  } else if (duhl) {
-    if (run.opt.kind == dml::SolverKind::kTpaScd) {
-      // The device holds the block: TPA-SCD on it, reloaded with each block.
-      dml::gpu::TpaScdOptions gpu;
-      gpu.allow_fallback = run.args.values.count("--gpu-fallback") > 0;
-      // A solver is made per block where the device cannot hold one: say
-      // so once.
-      gpu.log = [said = std::make_shared<bool>(false)](std::string_view line) {
-        if (*said) return;
-        *said = true;
-        std::fprintf(stderr, "dml-train: %s\n", std::string(line).c_str());
-      };
-      std::string device_error;
-      if (!Number(run.args, {"--device"}, gpu.device, device_error)) return Fail(device_error);
-      duhl_options.make_solver = [gpu](dml::LocalBlock b, const dml::ModelSpec& m, uint64_t seed) {
-        return dml::gpu::MakeTpaScdLocalSolver(std::move(b), m, seed, gpu);
-      };
-    }
-    absl::StatusOr<dml::DuhlResult> d = dml::TrainDuhl(run.data, run.spec, run.opt, duhl_options);
-    if (d.ok()) {
-      result = std::move(d->train);
-    } else {
-      result = d.status();
-    }
   } else {
     run.metrics->Job(absl::StrCat(
         "\"solver\":", dml::JsonString(std::string(dml::SolverName(run.opt.kind))),

@@ -10,6 +10,7 @@
 #include <numeric>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <caf/actor_system.hpp>
@@ -51,6 +52,17 @@ std::shared_ptr<const dml::Dataset> Problem() {
   return std::make_shared<const dml::Dataset>(std::move(g->data));
 }
 
+// A state part-way to the optimum: alpha after two SCD epochs, and its w.
+std::pair<std::vector<double>, std::vector<double>> TwoEpochs(const dml::Dataset& data,
+                                                              const dml::ModelSpec& m) {
+  dml::SolverOptions few;
+  few.kind = dml::SolverKind::kScd;
+  few.stop.max_epochs = 2;
+  auto t = dml::Train(data, m, few);
+  BOOST_REQUIRE(t.ok());
+  return {t->alpha, dml::PrimalFromDual(data.x, t->alpha, m.lambda)};
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(threads_refresh_to_the_published_state_and_top_is_the_largest) {
@@ -74,14 +86,9 @@ BOOST_AUTO_TEST_CASE(threads_refresh_to_the_published_state_and_top_is_the_large
           },
           [&](caf::error& e) { BOOST_FAIL(sys.render(e)); });
 
-  dml::SolverOptions few;
-  few.kind = dml::SolverKind::kScd;
-  few.stop.max_epochs = 2;
-  auto t = dml::Train(*data, m, few);
-  BOOST_REQUIRE(t.ok());
-  const std::vector<double> w = dml::PrimalFromDual(data->x, t->alpha, m.lambda);
+  const auto [alpha, w] = TwoEpochs(*data, m);
   int64_t version = 0;
-  self->request(*actor, kTimeout, dml::actors::publish_atom_v, dvec(w), dvec(t->alpha))
+  self->request(*actor, kTimeout, dml::actors::publish_atom_v, dvec(w), dvec(alpha))
       .receive([&](int64_t v) { version = v; }, [&](caf::error& e) { BOOST_FAIL(sys.render(e)); });
   BOOST_TEST(version == 1);
 
@@ -99,7 +106,7 @@ BOOST_AUTO_TEST_CASE(threads_refresh_to_the_published_state_and_top_is_the_large
     if (!fresh) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   BOOST_REQUIRE(fresh);
-  auto c = dml::EvaluateDual(*data, m, t->alpha);
+  auto c = dml::EvaluateDual(*data, m, alpha);
   BOOST_REQUIRE(c.ok());
   BOOST_TEST(std::abs(std::accumulate(z.begin(), z.end(), 0.0) - c->gap) <= 1e-9 * c->gap);
 
@@ -127,7 +134,7 @@ BOOST_AUTO_TEST_CASE(threads_refresh_to_the_published_state_and_top_is_the_large
 
   std::string error;
   self->request(*actor, kTimeout, dml::actors::publish_atom_v, dvec(std::vector<double>(3, 0.0)),
-                dvec(t->alpha))
+                dvec(alpha))
       .receive([&](int64_t) { BOOST_FAIL("a short state was accepted"); },
                [&](caf::error& e) { error = sys.render(e); });
   BOOST_TEST(error.find("gap memory: a state of 3 shared and 600 coordinate values; expected 50 "
@@ -136,5 +143,59 @@ BOOST_AUTO_TEST_CASE(threads_refresh_to_the_published_state_and_top_is_the_large
       .receive([&](int64_list&) { BOOST_FAIL("top -1 was accepted"); },
                [&](caf::error& e) { error = sys.render(e); });
   BOOST_TEST(error.find("gap memory: top -1; at least 0") != std::string::npos, error);
+  self->send_exit(*actor, caf::exit_reason::user_shutdown);
+}
+
+// The client DuHL's device side uses in the runtime: every call a request
+// to the actor. With no refresh threads, values change only by refresh:
+// the block's ids alone, then all; the sum of fresh values is the exact
+// gap; a bad id and a short state are refused with their reasons.
+BOOST_AUTO_TEST_CASE(the_client_refreshes_by_request_and_sums_to_the_gap) {
+  test_config cfg;
+  caf::actor_system sys{cfg};
+  auto data = Problem();
+  dml::ModelSpec m{dml::ModelKind::kHingeSvm, 1e-2, 0.5};
+  auto client = dml::actors::MakeGapMemoryOnActor(sys, data, m, 0);
+  BOOST_REQUIRE(client.ok());
+  dml::GapMemory& gm = **client;
+  BOOST_TEST(gm.size() == 600);
+
+  const auto [alpha, w] = TwoEpochs(*data, m);
+  auto v = gm.Publish(w, alpha);
+  BOOST_REQUIRE(v.ok());
+  BOOST_TEST(*v == 1);
+  BOOST_TEST(gm.version() == 1);
+
+  gm.Refresh({3, 7});
+  std::vector<double> z = gm.Values();
+  std::vector<int64_t> versions = gm.Versions();
+  BOOST_TEST(gm.refreshed() == 2);
+  for (int64_t i = 0; i < 600; ++i) {
+    const bool mine = i == 3 || i == 7;
+    BOOST_TEST(std::isfinite(z[i]) == mine, i);
+    BOOST_TEST(versions[i] == (mine ? 1 : 0), i);
+  }
+  gm.RefreshAll();
+  z = gm.Values();
+  BOOST_TEST(gm.refreshed() == 602);
+  auto c = dml::EvaluateDual(*data, m, alpha);
+  BOOST_REQUIRE(c.ok());
+  BOOST_TEST(std::abs(std::accumulate(z.begin(), z.end(), 0.0) - c->gap) <= 1e-9 * c->gap);
+
+  auto bad = gm.Publish(std::vector<double>(3, 0.0), alpha);
+  BOOST_TEST(!bad.ok());
+  BOOST_TEST(bad.status().message().find("a state of 3 shared and 600 coordinate values") !=
+                 std::string::npos,
+             bad.status().message());
+  auto actor = dml::actors::SpawnGapMemory(sys, data, m, 0);
+  BOOST_REQUIRE(actor.ok());
+  caf::scoped_actor self{sys};
+  std::string error;
+  self->request(*actor, kTimeout, dml::actors::refresh_atom_v, false, int64_list{{600}, {}})
+      .receive([&](int64_t) { BOOST_FAIL("id 600 was refreshed"); },
+               [&](caf::error& e) { error = sys.render(e); });
+  BOOST_TEST(error.find("gap memory: refresh of coordinate 600; there are 600") !=
+                 std::string::npos,
+             error);
   self->send_exit(*actor, caf::exit_reason::user_shutdown);
 }

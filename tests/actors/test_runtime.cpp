@@ -35,6 +35,7 @@
 #include "dml/objective/evaluate.hpp"
 #include "dml/objective/newton_certificate.hpp"
 #include "unscaled_problem.hpp"
+#include "dml/solver/duhl.hpp"
 #include "dml/solver/sgd.hpp"
 #include "dml/solver/solver.hpp"
 
@@ -276,6 +277,71 @@ BOOST_AUTO_TEST_CASE(cocoa_with_the_duhl_local_solver) {
   bad.cocoa.duhl.device_fraction = 0;
   BOOST_TEST(rt.Submit(bad).status().message() ==
              "JobSpec.cocoa.duhl.device_fraction: must be in (0, 1], got 0");
+}
+
+// The duhl topology: a device worker (DuHL over its partition, its gap
+// memory an actor, its device the CPU twin) alone or beside a CPU worker,
+// under cocoa's rounds. Dual and primal models reach the optimum; every
+// progress entry carries the bytes and coordinates copied so far; with the
+// whole data resident, each coordinate is copied exactly once.
+BOOST_AUTO_TEST_CASE(the_duhl_topology_converges_and_reports_its_copies) {
+  dml::Runtime rt(WithThreads(2));
+  struct Case {
+    dml::ModelKind kind;
+    int workers;
+    dml::DuhlSelection selection;
+    double fraction;
+  };
+  const Case cases[] = {{dml::ModelKind::kHingeSvm, 1, dml::DuhlSelection::kGap, 0.25},
+                        {dml::ModelKind::kLasso, 1, dml::DuhlSelection::kGap, 0.25},
+                        {dml::ModelKind::kLogisticL2, 2, dml::DuhlSelection::kGap, 0.25},
+                        {dml::ModelKind::kRidge, 1, dml::DuhlSelection::kResident, 1.0}};
+  for (const Case& c : cases) {
+    BOOST_TEST_CONTEXT(dml::ModelName(c.kind) << ", " << c.workers << " worker(s), "
+                                              << dml::DuhlSelectionName(c.selection)) {
+      auto data = Problem(dml::TaskOf(c.kind), 1200, 60);
+      dml::ModelSpec m{c.kind, 1e-3, 0.5};
+      const double p_star = Optimum(*data, m);
+      dml::JobSpec s;
+      s.data.dataset = data;
+      s.model = m;
+      s.mode.kind = dml::Mode::kDuhl;
+      s.mode.workers = c.workers;
+      s.stop.gap_rel = 1e-6;
+      s.stop.max_epochs = 3000;
+      s.cocoa.duhl.device_fraction = c.fraction;
+      s.cocoa.duhl.selection = c.selection;
+      auto j = rt.Submit(s);
+      BOOST_REQUIRE_MESSAGE(j.ok(), j.status().ToString());
+      auto r = j->Wait();
+      BOOST_REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+      BOOST_TEST((r->reason == dml::StopReason::kConverged));
+      BOOST_TEST(r->primal - p_star <= 1e-6 * std::abs(p_star) + 1e-12);
+      BOOST_TEST(r->primal >= p_star - 1e-9 * std::abs(p_star));
+      BOOST_REQUIRE(!r->history.empty());
+      int64_t bytes = 0, swaps = 0;
+      for (const dml::Progress& p : r->history) {
+        BOOST_TEST(p.device_bytes >= bytes);
+        BOOST_TEST(p.device_swaps >= swaps);
+        bytes = p.device_bytes;
+        swaps = p.device_swaps;
+      }
+      BOOST_TEST(swaps > 0);
+      BOOST_TEST(r->device_bytes >= bytes);
+      if (c.selection == dml::DuhlSelection::kResident) {
+        // One worker holds every row: each copied once, in round 1.
+        int64_t all = 0;
+        for (int64_t i = 0; i < data->x.rows(); ++i) {
+          all += dml::DuhlCoordinateBytes(data->x.outer_nnz(i));
+        }
+        BOOST_TEST(swaps == data->x.rows());
+        BOOST_TEST(r->device_bytes == all);
+        for (const dml::Progress& p : r->history) {
+          BOOST_TEST((p.device_swaps == 0 || p.device_swaps == data->x.rows()));
+        }
+      }
+    }
+  }
 }
 
 // Automatic H changes the work per round, never what is certified: the job

@@ -24,8 +24,8 @@ using dml::actors::shard_config;
 using dml::actors::internal::held_push;
 using dml::actors::internal::shard_core;
 
-const Mode kAll[] = {Mode::kSync,    Mode::kAsync,          Mode::kSsp,  Mode::kEasgd,
-                     Mode::kHogwild, Mode::kModelAveraging, Mode::kCocoa};
+const Mode kAll[] = {Mode::kSync,    Mode::kAsync,          Mode::kSsp,   Mode::kEasgd,
+                     Mode::kHogwild, Mode::kModelAveraging, Mode::kCocoa, Mode::kDuhl};
 
 // A shard of keys [0, n) for K workers under `mode`, with its rule.
 struct Shard {
@@ -77,10 +77,15 @@ BOOST_AUTO_TEST_CASE(the_factory_has_one_policy_per_mode) {
     auto t = MakeTopology(m);
     BOOST_REQUIRE(t);
     BOOST_TEST((t->mode() == m));
-    // Only cocoa is driven by coordinator rounds; only hogwild has no shards.
-    BOOST_TEST(t->coordinator_rounds() == (m == Mode::kCocoa));
+    // Only cocoa and duhl are driven by coordinator rounds; only hogwild
+    // has no shards.
+    const bool rounds = m == Mode::kCocoa || m == Mode::kDuhl;
+    BOOST_TEST(t->coordinator_rounds() == rounds);
+    BOOST_TEST(t->solves_locally() == rounds);
     BOOST_TEST(t->uses_shards() == (m != Mode::kHogwild));
-    BOOST_TEST(dml::IsSgdMode(m) == (m != Mode::kCocoa));
+    BOOST_TEST(dml::IsSgdMode(m) == !rounds);
+    BOOST_TEST(dml::ModeName(m) != "unknown");
+    BOOST_TEST((dml::ParseMode(dml::ModeName(m)).value() == m));
     BOOST_TEST(t->continues_after_worker_loss() ==
                (m == Mode::kAsync || m == Mode::kSsp || m == Mode::kEasgd));
     BOOST_TEST(t->keeps_local_model() == (m == Mode::kEasgd || m == Mode::kModelAveraging));
@@ -97,6 +102,19 @@ BOOST_AUTO_TEST_CASE(the_factory_has_one_policy_per_mode) {
   BOOST_TEST(MakeTopology(Mode::kCocoa)->shares_predictions(dml::ModelKind::kLasso));
   BOOST_TEST(!MakeTopology(Mode::kCocoa)->shares_predictions(dml::ModelKind::kLogisticL2));
   BOOST_TEST(!MakeTopology(Mode::kSync)->shares_predictions(dml::ModelKind::kLasso));
+  BOOST_TEST(MakeTopology(Mode::kDuhl)->shares_predictions(dml::ModelKind::kLasso));
+  // duhl: worker 0 is the device (DuHL); the others keep the job's local
+  // solver, or the CPU one where the job asked for DuHL everywhere.
+  using dml::actors::kDuhlLocal;
+  using dml::actors::kScdLocal;
+  using dml::actors::kTpaScdLocal;
+  const auto duhl = MakeTopology(Mode::kDuhl);
+  BOOST_TEST(duhl->local_solver(0, kScdLocal) == kDuhlLocal);
+  BOOST_TEST(duhl->local_solver(1, kScdLocal) == kScdLocal);
+  BOOST_TEST(duhl->local_solver(2, kTpaScdLocal) == kTpaScdLocal);
+  BOOST_TEST(duhl->local_solver(1, kDuhlLocal) == kScdLocal);
+  BOOST_TEST(MakeTopology(Mode::kCocoa)->local_solver(0, kTpaScdLocal) == kTpaScdLocal);
+  BOOST_TEST(MakeTopology(Mode::kCocoa)->local_solver(1, kDuhlLocal) == kDuhlLocal);
 }
 
 BOOST_AUTO_TEST_CASE(the_plan_resolves_every_default_once) {

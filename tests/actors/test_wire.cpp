@@ -196,6 +196,7 @@ struct Wire<worker_report> {
     worker_report x = Make(std::numeric_limits<int32_t>::max(), 12345, int64_t{1} << 40,
                            std::numeric_limits<int64_t>::max());
     x.device_bytes = int64_t{1} << 50;
+    x.device_swaps = int64_t{1} << 33;
     return x;
   }
   static void Expect(const worker_report& got, const worker_report& want) {
@@ -204,6 +205,7 @@ struct Wire<worker_report> {
     BOOST_TEST(got.processed == want.processed);
     BOOST_TEST(got.bytes == want.bytes);
     BOOST_TEST(got.device_bytes == want.device_bytes);
+    BOOST_TEST(got.device_swaps == want.device_swaps);
   }
 };
 
@@ -407,6 +409,7 @@ struct Wire<Progress> {
     x.gap = kInf;
     x.bytes_exchanged = 123456789012;
     x.device_bytes = 98765432109;
+    x.device_swaps = 1234567;
     x.staleness = {0, 1, -1, 2};
     x.event = "lost node 127.0.0.1:4242";
     return x;
@@ -420,6 +423,7 @@ struct Wire<Progress> {
     DML_EXPECT_BITS(got.gap, want.gap);
     BOOST_TEST(got.bytes_exchanged == want.bytes_exchanged);
     BOOST_TEST(got.device_bytes == want.device_bytes);
+    BOOST_TEST(got.device_swaps == want.device_swaps);
     ExpectSameVec(got.staleness, want.staleness, "staleness");
     BOOST_TEST(got.event == want.event);
   }
@@ -529,19 +533,21 @@ BOOST_AUTO_TEST_SUITE(actors_wire)
 // worker_report{worker=1, clock=2, processed=3, bytes=4}, derived by hand
 // from the Cap'n Proto encoding spec (all integers little-endian). A change
 // of these bytes other than a field appended with a new ordinal (which old
-// readers skip: deviceBytes @4, the 5th data word) breaks every peer: bump
+// readers skip: deviceBytes @4 and deviceSwaps @5, the 5th and 6th data
+// words) breaks every peer: bump
 // wire.capnp's schemaVersion instead.
 BOOST_AUTO_TEST_CASE(exact_bytes_of_a_worker_report) {
   const std::string kPinned =
-      "0000000008000000"   // segment table: (count - 1) = 0, segment 0 = 8 words
+      "0000000009000000"   // segment table: (count - 1) = 0, segment 0 = 9 words
       "0000000001000100"   // w0 root pointer: struct, offset 0; 1 data word, 1 pointer
       "0100070000000000"   // w1 Envelope: schemaVersion 1, discriminant 7 = workerReport
-      "0000000005000000"   // w2 Envelope pointer: struct, offset 0; 5 data words, 0 pointers
+      "0000000006000000"   // w2 Envelope pointer: struct, offset 0; 6 data words, 0 pointers
       "0100000000000000"   // w3 worker = 1 (Int32, upper half padding)
       "0200000000000000"   // w4 clock = 2
       "0300000000000000"   // w5 processed = 3
       "0400000000000000"   // w6 bytes = 4
-      "0000000000000000";  // w7 deviceBytes = 0
+      "0000000000000000"   // w7 deviceBytes = 0
+      "0000000000000000";  // w8 deviceSwaps = 0
   const std::string wire = MustEncode(Wire<worker_report>::Make(1, 2, 3, 4));
   std::string hex;
   for (unsigned char c : wire) {
@@ -872,6 +878,9 @@ BOOST_AUTO_TEST_CASE(worker_report_counters_are_non_negative) {
   ExpectRefused<worker_report>([](worker_report& x) { x.device_bytes = -5; },
                                [](Envelope::Builder e) { e.getWorkerReport().setDeviceBytes(-5); },
                                "WorkerReport.deviceBytes: negative (-5)");
+  ExpectRefused<worker_report>([](worker_report& x) { x.device_swaps = -6; },
+                               [](Envelope::Builder e) { e.getWorkerReport().setDeviceSwaps(-6); },
+                               "WorkerReport.deviceSwaps: negative (-6)");
 }
 
 BOOST_AUTO_TEST_CASE(shard_stats_counters_are_non_negative) {
@@ -922,9 +931,9 @@ BOOST_AUTO_TEST_CASE(worker_spec_invariants) {
       [](worker_spec& x) { x.path = std::string("/data/a\0b", 9); },
       [](B e) { e.getWorkerSpec().setDataPath(capnp::Text::Reader("/data/a\0b", 9)); },
       "WorkerSpec.dataPath: contains a NUL byte at position 7");
-  ExpectRefused<worker_spec>([](worker_spec& x) { x.mode = static_cast<dml::Mode>(7); },
-                             [](B e) { e.getWorkerSpec().setMode(static_cast<wire::Mode>(7)); },
-                             "WorkerSpec.mode: unknown mode 7");
+  ExpectRefused<worker_spec>([](worker_spec& x) { x.mode = static_cast<dml::Mode>(8); },
+                             [](B e) { e.getWorkerSpec().setMode(static_cast<wire::Mode>(8)); },
+                             "WorkerSpec.mode: unknown mode 8");
   ExpectUndecodable<worker_spec>(
       [](B e) { e.getWorkerSpec().setMode(static_cast<wire::Mode>(65535)); },
       "WorkerSpec.mode: unknown mode 65535");
@@ -1077,9 +1086,9 @@ BOOST_AUTO_TEST_CASE(shard_spec_invariants) {
   ExpectRefused<shard_config>([](shard_config& x) { x.workers = 0; },
                               [](B e) { e.getShardSpec().setWorkers(0); },
                               "ShardSpec.workers: 0 < 1");
-  ExpectRefused<shard_config>([](shard_config& x) { x.mode = static_cast<dml::Mode>(7); },
-                              [](B e) { e.getShardSpec().setMode(static_cast<wire::Mode>(7)); },
-                              "ShardSpec.mode: unknown mode 7");
+  ExpectRefused<shard_config>([](shard_config& x) { x.mode = static_cast<dml::Mode>(8); },
+                              [](B e) { e.getShardSpec().setMode(static_cast<wire::Mode>(8)); },
+                              "ShardSpec.mode: unknown mode 8");
   ExpectUndecodable<shard_config>(
       [](B e) { e.getShardSpec().setMode(static_cast<wire::Mode>(9)); },
       "ShardSpec.mode: unknown mode 9");
@@ -1129,13 +1138,13 @@ BOOST_AUTO_TEST_CASE(structure_errors_are_data_loss) {
              s.ToString());
   // A segment table that claims more than arrived.
   std::string longer = bytes;
-  longer[4] = 9;  // the message has 8 words
+  longer[4] = 10;  // the message has 9 words
   const absl::Status t = FromWire(longer, &out);
   BOOST_TEST(static_cast<int>(t.code()) == static_cast<int>(absl::StatusCode::kDataLoss),
              t.ToString());
   // A length that is no whole number of words.
-  CheckError(FromWire(bytes.substr(0, 61), &out), absl::StatusCode::kDataLoss,
-             "message length 61 is not a multiple of 8 bytes");
+  CheckError(FromWire(bytes.substr(0, 69), &out), absl::StatusCode::kDataLoss,
+             "message length 69 is not a multiple of 8 bytes");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -154,6 +154,7 @@ void record(self_ptr self, double primal, double dual, double gap) {
   p.gap = gap;
   p.bytes_exchanged = st.bytes();
   p.device_bytes = st.all_device_bytes();
+  p.device_swaps = st.all_device_swaps();
   p.staleness.assign(st.workers.size(), 0);
   if (!st.clocks.empty()) {
     const int64_t slowest = *std::min_element(st.clocks.begin(), st.clocks.end());
@@ -175,6 +176,7 @@ void absorb(coord_state& st, const worker_report& r) {
   st.processed[r.worker] = std::max(st.processed[r.worker], r.processed);
   st.worker_bytes[r.worker] = std::max(st.worker_bytes[r.worker], r.bytes);
   st.device_bytes[r.worker] = std::max(st.device_bytes[r.worker], r.device_bytes);
+  st.device_swaps[r.worker] = std::max(st.device_swaps[r.worker], r.device_swaps);
   int64_t total = 0;
   for (int64_t p : st.processed) total += p;
   const int64_t per_epoch = st.plan.shares_predictions() ? st.d : st.n;
@@ -558,6 +560,7 @@ void start(self_ptr self) {
   st.processed.assign(K, 0);
   st.worker_bytes.assign(K, 0);
   st.device_bytes.assign(K, 0);
+  st.device_swaps.assign(K, 0);
   st.driver = st.topo().coordinator_rounds() ? &RoundDriver() : &FreeRunningDriver();
   if (!st.topo().uses_shards()) st.hog = std::make_shared<hogwild_model>();
   st.node_alive.assign(st.nodes.size(), true);

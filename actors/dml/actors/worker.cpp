@@ -21,6 +21,7 @@
 #include <caf/typed_event_based_actor.hpp>
 #include <caf/typed_response_promise.hpp>
 
+#include "dml/actors/gap_memory.hpp"
 #include "dml/actors/internal/bulk_resolve.hpp"
 #include "dml/actors/gpu_solver.hpp"
 #include "dml/actors/internal/worker_state.hpp"
@@ -71,9 +72,11 @@ std::string ConnectError(const worker_state& st, std::size_t shards, const int64
 // that is not an error).
 absl::StatusOr<std::unique_ptr<LocalSolver>> MakeWorkerLocalSolver(caf::actor_system& sys,
                                                                    LocalBlock block,
-                                                                   const worker_config& cfg,
+                                                                   const worker_state& st,
                                                                    uint64_t seed) {
-  if (cfg.local_solver == 0) return MakeLocalSolver(std::move(block), cfg.model, seed);
+  const worker_config& cfg = st.cfg;
+  const int32_t kind = st.topo->local_solver(cfg.index, cfg.local_solver);
+  if (kind == kScdLocal) return MakeLocalSolver(std::move(block), cfg.model, seed);
   gpu::TpaScdOptions gpu;
   // The workers of a process take the devices from cfg.device on in turn:
   // one gpu_solver per device, holding the blocks of the workers on it.
@@ -88,13 +91,18 @@ absl::StatusOr<std::unique_ptr<LocalSolver>> MakeWorkerLocalSolver(caf::actor_sy
     *said = true;
     std::fprintf(stderr, "worker %d: %s\n", static_cast<int>(index), std::string(line).c_str());
   };
-  if (cfg.local_solver == 2) {
+  if (kind == kDuhlLocal) {
     DuhlOptions d;
     d.device_bytes = cfg.duhl_device_bytes;
     d.device_fraction = cfg.duhl_device_fraction;
     d.selection = static_cast<DuhlSelection>(cfg.duhl_selection);
     d.gap_threads = cfg.duhl_gap_threads;
     d.passes = cfg.duhl_passes;
+    // The gap memory is an actor of this process beside the worker.
+    d.make_gap_memory = [&sys](std::shared_ptr<const Dataset> view, const ModelSpec& m,
+                               int threads) {
+      return MakeGapMemoryOnActor(sys, std::move(view), m, threads);
+    };
     if (cfg.duhl_gpu) {
       // The blocks in the gpu_solver of the worker's device, reloaded there.
       d.make_solver = [&sys, gpu, interrupt = cfg.interrupt](LocalBlock b, const ModelSpec& m,
@@ -141,7 +149,7 @@ absl::Status LoadAndPartition(caf::actor_system& sys, worker_state& st) {
     block.n_global = x.rows();
     block.loss_row_begin = x.rows() * cfg.index / cfg.workers;
     block.loss_row_end = x.rows() * (cfg.index + 1) / cfg.workers;
-    auto solver = MakeWorkerLocalSolver(sys, std::move(block), cfg, cfg.seed * 1000003 + cfg.index);
+    auto solver = MakeWorkerLocalSolver(sys, std::move(block), st, cfg.seed * 1000003 + cfg.index);
     if (!solver.ok()) return solver.status();
     st.solver = *std::move(solver);
     st.default_steps = std::max<int64_t>(1, std::llround(cfg.local_epochs * r.size()));
@@ -170,7 +178,7 @@ absl::Status LoadAndPartition(caf::actor_system& sys, worker_state& st) {
     block.rows = st.local.x;
     block.y = st.local.y;
     block.n_global = x.rows();
-    auto solver = MakeWorkerLocalSolver(sys, std::move(block), cfg, cfg.seed * 1000003 + cfg.index);
+    auto solver = MakeWorkerLocalSolver(sys, std::move(block), st, cfg.seed * 1000003 + cfg.index);
     if (!solver.ok()) return solver.status();
     st.solver = *std::move(solver);
     st.default_steps = std::max<int64_t>(1, std::llround(cfg.local_epochs * r.size()));

@@ -41,8 +41,12 @@ std::vector<std::string> ProgressJsonLines(const Progress& p) {
       "{\"type\":\"progress\",\"round\":", p.round, ",\"epochs\":", JsonNumber(p.epochs),
       ",\"seconds\":", JsonNumber(p.seconds), ",\"primal\":", JsonNumber(p.primal),
       ",\"dual\":", JsonNumber(p.dual), ",\"gap\":", JsonNumber(p.gap),
-      ",\"bytes\":", p.bytes_exchanged, ",\"nnz_touched\":", p.nnz_touched, ",\"staleness\":[",
-      stale, "]}"));
+      ",\"bytes\":", p.bytes_exchanged, ",\"nnz_touched\":", p.nnz_touched,
+      // DuHL only: what was copied to the device(s) so far.
+      p.device_bytes > 0 ? absl::StrCat(",\"device_bytes\":", p.device_bytes,
+                                        ",\"device_swaps\":", p.device_swaps)
+                         : "",
+      ",\"staleness\":[", stale, "]}"));
   for (const auto& e : p.events) {
     out.push_back(absl::StrCat("{\"type\":\"event\",\"round\":", p.round,
                                ",\"seconds\":", JsonNumber(p.seconds), ",\"kind\":", JsonString(e.kind),

@@ -281,6 +281,7 @@ class Duhl final : public DuhlLocalSolver {
   int64_t data_bytes() const override { return data_bytes_; }
   int64_t budget_bytes() const override { return budget_bytes_; }
   int64_t device_bytes() const override { return device_bytes_; }
+  int64_t device_swaps() const override { return device_swaps_; }
   double gap_estimate() const override {
     double sum = 0.0;
     for (double z : memory_->Values()) sum += z;
@@ -300,9 +301,9 @@ class Duhl final : public DuhlLocalSolver {
     whole.n_global = block_.n_global;
     whole.loss_row_begin = block_.loss_row_begin;
     whole.loss_row_end = block_.loss_row_end;
-    whole.y = view_data_.y;
+    whole.y = view_data_->y;
     if (dual()) {
-      whole.rows = view_data_.x;
+      whole.rows = view_data_->x;
     } else {
       whole.cols = block_.cols;
     }
@@ -345,10 +346,14 @@ class Duhl final : public DuhlLocalSolver {
     // n rows over its columns (primal).
     // (Dual: the rows move there, kept once; primal: the CSC stays for the
     // blocks, the gap memory reads a CSR of it.)
-    view_data_.x = d ? std::move(block_.rows) : block_.cols.Convert();
-    view_data_.y = std::move(block_.y);
+    auto view = std::make_shared<Dataset>();
+    view->x = d ? std::move(block_.rows) : block_.cols.Convert();
+    view->y = std::move(block_.y);
+    view_data_ = std::move(view);
     absl::StatusOr<std::unique_ptr<GapMemory>> m =
-        GapMemory::Make(view_data_, model_, options_.gap_threads);
+        options_.make_gap_memory
+            ? options_.make_gap_memory(view_data_, model_, options_.gap_threads)
+            : GapMemory::Make(*view_data_, model_, options_.gap_threads);
     if (!m.ok()) return m.status();
     memory_ = *std::move(m);
     coords_.assign(static_cast<std::size_t>(count_), 0.0);
@@ -381,16 +386,16 @@ class Duhl final : public DuhlLocalSolver {
     b.n_global = block_.n_global;
     std::vector<int64_t> kept;
     if (dual()) {
-      block_rows_ = BuildBlock(view_data_.x, block_rows_, block_ids_, ids, bytes_, &info.bytes,
+      block_rows_ = BuildBlock(view_data_->x, block_rows_, block_ids_, ids, bytes_, &info.bytes,
                                &info.swaps, &kept);
       b.rows = block_rows_;
       b.y.reserve(ids.size());
-      for (int64_t i : ids) b.y.push_back(view_data_.y[i]);
+      for (int64_t i : ids) b.y.push_back(view_data_->y[i]);
     } else {
       block_cols_ = BuildBlock(block_.cols, block_cols_, block_ids_, ids, bytes_, &info.bytes,
                                &info.swaps, &kept);
       b.cols = block_cols_;
-      b.y = view_data_.y;
+      b.y = view_data_->y;
       b.loss_row_begin = block_.loss_row_begin;
       b.loss_row_end = block_.loss_row_end;
     }
@@ -418,6 +423,7 @@ class Duhl final : public DuhlLocalSolver {
       held_ = *std::move(made);
     }
     device_bytes_ += info.bytes;
+    device_swaps_ += info.swaps;
     LocalSolver* solver = held_.get();
     std::vector<double> mine(ids.size());
     for (std::size_t k = 0; k < ids.size(); ++k) mine[k] = local[ids[k]];
@@ -443,9 +449,10 @@ class Duhl final : public DuhlLocalSolver {
   DuhlOptions options_;
   std::mt19937_64 rng_;
   int64_t count_ = 0, shared_size_ = 0, data_bytes_ = 0, budget_bytes_ = 0, device_bytes_ = 0;
+  int64_t device_swaps_ = 0;
   int64_t cursor_ = 0;
   std::vector<int64_t> bytes_;
-  Dataset view_data_;  // before memory_: its threads read it
+  std::shared_ptr<const Dataset> view_data_;  // before memory_: its threads read it
   std::unique_ptr<GapMemory> memory_;
   std::vector<double> coords_, last_view_;
   std::vector<char> resident_;
@@ -548,6 +555,7 @@ absl::StatusOr<DuhlResult> TrainDuhl(const Dataset& data, const ModelSpec& model
       p.gap = c->gap;
       p.nnz_touched = up->nnz_touched;
       p.device_bytes = solver.device_bytes();
+      p.device_swaps = solver.device_swaps();
       p.events.push_back(
           {"device_copies",
            absl::StrFormat("%d coordinates (%d bytes) copied to the device in %d rounds",

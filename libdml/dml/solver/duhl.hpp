@@ -35,6 +35,7 @@
 #include "dml/objective/model.hpp"
 #include "dml/solver/cocoa_local.hpp"
 #include "dml/solver/duhl_config.hpp"
+#include "dml/solver/gap_memory.hpp"
 #include "dml/solver/solver.hpp"
 
 namespace dml {
@@ -48,6 +49,14 @@ struct DuhlOptions : DuhlConfig {
   std::function<absl::StatusOr<std::unique_ptr<LocalSolver>>(LocalBlock, const ModelSpec&,
                                                              uint64_t seed)>
       make_solver;
+  /// Builds the gap memory of the block's coordinates (`view`: its rows,
+  /// or all n rows over its columns for primal models; shared, as the
+  /// memory's threads read it) with gap_threads threads: empty =
+  /// GapMemory::Make in this object; the runtime's workers put it in a
+  /// gap_memory actor (dml/actors/gap_memory.hpp).
+  std::function<absl::StatusOr<std::unique_ptr<GapMemory>>(std::shared_ptr<const Dataset> view,
+                                                           const ModelSpec&, int threads)>
+      make_gap_memory;
 };
 
 /// One round.
@@ -91,6 +100,8 @@ class DuhlLocalSolver : public LocalSolver {
   virtual int64_t budget_bytes() const = 0;
   /// Bytes moved to the device so far.
   virtual int64_t device_bytes() const = 0;
+  /// Coordinates copied to the device so far (the rounds' swaps).
+  virtual int64_t device_swaps() const = 0;
   /// The sum of the gap memory's values (stale ones included).
   virtual double gap_estimate() const = 0;
   /// Values the gap memory computed so far.

@@ -108,6 +108,8 @@ struct Progress {
   /// DuHL (TrainDuhl, cocoa with DuHL workers): bytes moved to the
   /// device(s) so far.
   int64_t device_bytes = 0;
+  /// DuHL: coordinates copied to the device(s) so far (the swaps).
+  int64_t device_swaps = 0;
   /// Jobs, per worker: its clock minus the slowest worker's (SGD modes), else 0.
   std::vector<int64_t> staleness;
   /// Jobs: what happened since the previous entry, in order; `event` is

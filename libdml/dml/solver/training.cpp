@@ -14,6 +14,7 @@ std::string_view ModeName(Mode mode) {
     case Mode::kHogwild: return "hogwild";
     case Mode::kModelAveraging: return "model-averaging";
     case Mode::kCocoa: return "cocoa";
+    case Mode::kDuhl: return "duhl";
   }
   return "unknown";
 }
@@ -26,9 +27,10 @@ absl::StatusOr<Mode> ParseMode(std::string_view name) {
   if (name == "hogwild") return Mode::kHogwild;
   if (name == "model-averaging" || name == "mavg") return Mode::kModelAveraging;
   if (name == "cocoa") return Mode::kCocoa;
+  if (name == "duhl") return Mode::kDuhl;
   return absl::InvalidArgumentError(
       absl::StrCat("unknown mode \"", AsAbsl(name),
-                   "\"; expected sync, async, ssp, easgd, hogwild, model-averaging or cocoa"));
+                   "\"; expected sync, async, ssp, easgd, hogwild, model-averaging, cocoa or duhl"));
 }
 
 }  // namespace dml

@@ -26,13 +26,17 @@ enum class Mode {
   kHogwild,         ///< workers share one in-process model, lock-free
   kModelAveraging,  ///< local SGD, models averaged every tau steps
   kCocoa,           ///< CoCoA+: H local SCD steps, shared-vector deltas added with gamma
+  /// DuHL: a device worker solving gap-selected blocks that fit its memory
+  /// (its gap memory an actor beside it), plus CPU workers, under cocoa's rounds
+  kDuhl,
 };
 /// The largest Mode value (the wire decoder refuses larger ones).
-inline constexpr Mode kLastMode = Mode::kCocoa;
-/// "sync", "async", "ssp", "easgd", "hogwild", "model-averaging", "cocoa".
+inline constexpr Mode kLastMode = Mode::kDuhl;
+/// "sync", "async", "ssp", "easgd", "hogwild", "model-averaging", "cocoa",
+/// "duhl".
 std::string_view ModeName(Mode mode);
 /// "sync"|"bsp", "async"|"downpour", "ssp", "easgd", "hogwild",
-/// "model-averaging"|"mavg", "cocoa". Errors: InvalidArgument listing them.
+/// "model-averaging"|"mavg", "cocoa", "duhl". Errors: InvalidArgument listing them.
 absl::StatusOr<Mode> ParseMode(std::string_view name);
 
 /// CoCoA+ (Smith, Forte, Ma, Takac, Jordan, Jaggi, JMLR 2018): each round a

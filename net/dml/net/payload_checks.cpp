@@ -102,7 +102,8 @@ absl::Status Check(const worker_report& x) {
   DML_RETURN_IF_ERROR(CheckNonNegative(x.clock, "WorkerReport.clock"));
   DML_RETURN_IF_ERROR(CheckNonNegative(x.processed, "WorkerReport.processed"));
   DML_RETURN_IF_ERROR(CheckNonNegative(x.bytes, "WorkerReport.bytes"));
-  return CheckNonNegative(x.device_bytes, "WorkerReport.deviceBytes");
+  DML_RETURN_IF_ERROR(CheckNonNegative(x.device_bytes, "WorkerReport.deviceBytes"));
+  return CheckNonNegative(x.device_swaps, "WorkerReport.deviceSwaps");
 }
 absl::Status Check(const shard_stats& x) {
   DML_RETURN_IF_ERROR(CheckNonNegative(x.updates, "ShardStats.updates"));

@@ -193,6 +193,7 @@ void Build(const worker_report& x, wire::Envelope::Builder env) {
   b.setProcessed(x.processed);
   b.setBytes(x.bytes);
   b.setDeviceBytes(x.device_bytes);
+  b.setDeviceSwaps(x.device_swaps);
 }
 void Build(const shard_stats& x, wire::Envelope::Builder env) {
   auto b = env.initShardStats();
@@ -274,6 +275,7 @@ void Build(const Progress& x, wire::Progress::Builder b) {
   b.setGap(x.gap);
   b.setBytesExchanged(x.bytes_exchanged);
   b.setDeviceBytes(x.device_bytes);
+  b.setDeviceSwaps(x.device_swaps);
   PutList<int64_t>(b.initStaleness(static_cast<unsigned>(x.staleness.size())), &x.staleness);
   b.setEvent(AsText(x.event));
 }
@@ -347,6 +349,7 @@ absl::Status Read(wire::Envelope::Reader env, worker_report* out) {
   out->processed = r.getProcessed();
   out->bytes = r.getBytes();
   out->device_bytes = r.getDeviceBytes();
+  out->device_swaps = r.getDeviceSwaps();
   return Check(*out);
 }
 absl::Status Read(wire::Envelope::Reader env, shard_stats* out) {
@@ -448,6 +451,7 @@ void Read(wire::Progress::Reader r, Progress* out) {
   out->gap = r.getGap();
   out->bytes_exchanged = r.getBytesExchanged();
   out->device_bytes = r.getDeviceBytes();
+  out->device_swaps = r.getDeviceSwaps();
   out->staleness = CopyList<int64_t>(r.getStaleness());
   out->event = FromText(r.getEvent());
 }

@@ -127,6 +127,7 @@ struct worker_report {
   int64_t bytes = 0;      ///< payload bytes pushed and pulled in total
   std::string wire_error;  ///< set when a peer's bytes did not decode (or a failed push)
   int64_t device_bytes = 0;  ///< cocoa with DuHL workers: bytes moved to its device in total
+  int64_t device_swaps = 0;  ///< DuHL workers: coordinates copied to its device in total
 };
 
 /// A shard's counters.

@@ -98,6 +98,7 @@ struct WorkerReport {
   processed @2 :Int64;   # examples or coordinates processed in total; >= 0
   bytes @3 :Int64;       # payload bytes pushed and pulled in total; >= 0
   deviceBytes @4 :Int64; # cocoa with DuHL workers: bytes moved to its device in total; >= 0
+  deviceSwaps @5 :Int64; # DuHL: coordinates copied to its device in total; >= 0
 }
 
 struct ShardStats {
@@ -118,6 +119,7 @@ enum Mode {
   hogwild @4;
   modelAveraging @5;
   cocoa @6;
+  duhl @7;
 }
 
 enum ModelKind {
@@ -206,6 +208,7 @@ struct Progress {
   staleness @7 :List(Int64);
   event @8 :Text;        # what happened (a lost node, a restore), else empty
   deviceBytes @9 :Int64; # DuHL: bytes moved to the device(s) so far
+  deviceSwaps @10 :Int64; # DuHL: coordinates copied to the device(s) so far
 }
 
 struct Error {

@@ -99,7 +99,7 @@ struct coord_state {
   int round = 0;
   double epochs = 0.0;
   int64_t coordinator_bytes = 0;
-  std::vector<int64_t> clocks, processed, worker_bytes, device_bytes;
+  std::vector<int64_t> clocks, processed, worker_bytes, device_bytes, device_swaps;
   std::vector<Progress> history;
   Progress last;
   StopReason reason = StopReason::kMaxEpochs;
@@ -190,6 +190,11 @@ struct coord_state {
     int64_t b = 0;
     for (int64_t x : device_bytes) b += x;
     return b;
+  }
+  int64_t all_device_swaps() const {
+    int64_t s = 0;
+    for (int64_t x : device_swaps) s += x;
+    return s;
   }
 };
 

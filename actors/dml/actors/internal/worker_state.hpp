@@ -91,7 +91,10 @@ struct worker_state {
 
   worker_report report() const {
     worker_report r{cfg.index, clock, processed, bytes, {}};
-    if (auto* d = dynamic_cast<const DuhlLocalSolver*>(solver.get())) r.device_bytes = d->device_bytes();
+    if (auto* d = dynamic_cast<const DuhlLocalSolver*>(solver.get())) {
+      r.device_bytes = d->device_bytes();
+      r.device_swaps = d->device_swaps();
+    }
     return r;
   }
   double step_size() const {

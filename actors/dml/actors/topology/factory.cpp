@@ -13,6 +13,7 @@ std::shared_ptr<const topology> MakeTopology(Mode mode) {
     case Mode::kHogwild: return MakeHogwildTopology();
     case Mode::kModelAveraging: return MakeModelAveragingTopology();
     case Mode::kCocoa: return MakeCocoaTopology();
+    case Mode::kDuhl: return MakeDuhlTopology();
   }
   return nullptr;  // a Mode value outside the enum (checked where it is decoded)
 }

@@ -10,7 +10,7 @@
 namespace dml::actors {
 
 /// The immutable policy of each mode (sync, async, ssp, easgd, hogwild,
-/// model averaging, cocoa), for MakeTopology.
+/// model averaging, cocoa, duhl), for MakeTopology.
 std::shared_ptr<const topology> MakeSyncTopology();
 std::shared_ptr<const topology> MakeAsyncTopology();
 std::shared_ptr<const topology> MakeSspTopology();
@@ -18,5 +18,6 @@ std::shared_ptr<const topology> MakeEasgdTopology();
 std::shared_ptr<const topology> MakeHogwildTopology();
 std::shared_ptr<const topology> MakeModelAveragingTopology();
 std::shared_ptr<const topology> MakeCocoaTopology();
+std::shared_ptr<const topology> MakeDuhlTopology();
 
 }  // namespace dml::actors

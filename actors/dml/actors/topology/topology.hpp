@@ -115,6 +115,11 @@ class worker_ops {
   virtual void fail(absl::Status why) = 0;
 };
 
+/// The local solvers a worker can keep (worker_config::local_solver).
+inline constexpr int32_t kScdLocal = 0;     ///< the CPU SCD (cocoa_local.hpp)
+inline constexpr int32_t kTpaScdLocal = 1;  ///< TPA-SCD on a GPU of its process
+inline constexpr int32_t kDuhlLocal = 2;    ///< DuHL over its block (duhl.hpp)
+
 /// A mode's policy. Immutable; shared by every actor of a job.
 class topology {
  public:
@@ -151,6 +156,9 @@ class topology {
   virtual bool shares_predictions(ModelKind) const { return false; }
   /// The worker keeps a libdml LocalSolver (cocoa's subproblem).
   virtual bool solves_locally() const { return false; }
+  /// Which local solver worker `index` keeps (kScdLocal, kTpaScdLocal,
+  /// kDuhlLocal), given the job's (cocoa.local_solver).
+  virtual int32_t local_solver(int32_t /*index*/, int32_t configured) const { return configured; }
   /// Every worker samples the whole dataset (hogwild: shared memory).
   virtual bool samples_whole_data() const { return false; }
   /// The worker trains a local model that exchanges with the shards; a
