@@ -224,6 +224,11 @@ int ThroughputPath(const payload_path& path, const std::vector<long>& sizes, int
   auto node = dml::actors::RemoteActor<dml::actors::node_actor>(sys, hp->first, hp->second);
   if (!node) return 1;
   caf::scoped_actor self{sys};
+  // Endpoints exchanged: each side fetches the other's references.
+  if (auto st = dml::actors::AdmitTo(self, *node, "", std::chrono::seconds(10)); !st.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(st.message()).c_str());
+    return 1;
+  }
   for (long bytes : sizes) {
     const size_t n = static_cast<size_t>(bytes) / sizeof(double);
     const int count = bytes <= 4096 ? 4000 : bytes <= (1 << 20) ? 300 : 60;
@@ -259,7 +264,8 @@ int ThroughputPath(const payload_path& path, const std::vector<long>& sizes, int
                 [&](const dml::actors::dvec& v) {
                   // A large range arrives by reference: fetched here, as an
                   // actor would.
-                  auto got = dml::actors::ResolveBlocking(sys, v);
+                  auto got = dml::actors::ResolveBlocking(
+                      sys, v, caf::actor_cast<caf::strong_actor_ptr>(shard));
                   if (!got.wire_error.empty()) {
                     std::fprintf(stderr, "pull: %s\n", got.wire_error.c_str());
                   }
@@ -405,11 +411,22 @@ int AllreduceMember(const std::map<std::string, std::string>& flags) {
   };
   auto known = std::make_shared<directory_state>();
   known->shards.resize(procs);
-  auto directory = sys.spawn([own, known, procs](caf::event_based_actor*) -> caf::behavior {
+  // Ranks tell each other their bulk endpoints with their shards: each
+  // fetches the others' references from there only.
+  const std::string my_endpoint = cfg.bulk().endpoint().Encode();
+  dml::actors::BulkPeers* peers = &cfg.bulk_peers();
+  auto directory = sys.spawn([own, known, procs, my_endpoint,
+                              peers](caf::event_based_actor*) -> caf::behavior {
     return {
-        [own](dml::actors::read_atom) { return caf::actor_cast<caf::actor>(own); },
-        [known, procs](dml::actors::init_atom, int32_t r, const caf::actor& shard) {
-          if (r < 0 || r >= procs) return;
+        [own, my_endpoint](dml::actors::read_atom) {
+          return caf::make_message(caf::actor_cast<caf::actor>(own), my_endpoint);
+        },
+        [known, procs, peers](dml::actors::init_atom, int32_t r, const caf::actor& shard,
+                              const std::string& endpoint) {
+          if (r < 0 || r >= procs || !shard) return;
+          auto e = dml::net::BulkEndpoint::Decode(endpoint);
+          if (!e.ok()) return;
+          peers->Set(shard->node(), *std::move(e));
           std::lock_guard<std::mutex> lock(known->mu);
           known->shards[r] = shard;
           known->cv.notify_all();
@@ -444,13 +461,17 @@ int AllreduceMember(const std::map<std::string, std::string>& flags) {
       bool got = false;
       asker->request(*d, std::chrono::seconds(30), dml::actors::read_atom_v)
           .receive(
-              [&](const caf::actor& shard) {
+              [&](const caf::actor& shard, const std::string& endpoint) {
+                auto e = dml::net::BulkEndpoint::Decode(endpoint);
+                if (!shard || !e.ok()) return;
+                cfg.bulk_peers().Set(shard->node(), *std::move(e));
                 shards[s] = caf::actor_cast<dml::actors::parameter_shard>(shard);
                 got = true;
               },
               [](caf::error&) {});
       if (!got) return 1;
-      asker->send(*d, dml::actors::init_atom_v, int32_t{rank}, caf::actor_cast<caf::actor>(own));
+      asker->send(*d, dml::actors::init_atom_v, int32_t{rank}, caf::actor_cast<caf::actor>(own),
+                  my_endpoint);
     }
   }
   {
@@ -504,7 +525,8 @@ int AllreduceMember(const std::map<std::string, std::string>& flags) {
     for (int s = 0; s < procs; ++s) {
       exchanges[s].receive(
           [&](const dml::actors::dvec& reply) {
-            const dml::actors::dvec v = dml::actors::ResolveBlocking(sys, reply);
+            const dml::actors::dvec v = dml::actors::ResolveBlocking(
+                sys, reply, caf::actor_cast<caf::strong_actor_ptr>(shards[s]));
             if (!v.wire_error.empty()) {
               std::fprintf(stderr, "rank %d: %s\n", rank, v.wire_error.c_str());
               ok = false;

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include <caf/actor_system.hpp>
+#include <caf/scoped_actor.hpp>
 #include <caf/binary_deserializer.hpp>
 #include <caf/binary_serializer.hpp>
 
@@ -522,6 +523,9 @@ BOOST_AUTO_TEST_CASE(large_dvecs_travel_by_reference_inside_caf_messages) {
     BOOST_TEST(buf.size() > big * sizeof(double));
   }
   BOOST_REQUIRE(bulk.Serve("127.0.0.1").ok());
+  // The sender of what follows: an actor of this process.
+  caf::scoped_actor me{sys};
+  const caf::strong_actor_ptr from = caf::actor_cast<caf::strong_actor_ptr>(me);
   for (std::size_t n : {big - 1, big, 4 * big}) {
     dml::actors::dvec x(Ramp(n));
     std::vector<char> buf;
@@ -545,7 +549,7 @@ BOOST_AUTO_TEST_CASE(large_dvecs_travel_by_reference_inside_caf_messages) {
       BOOST_TEST(y.size() == 0u);
       BOOST_TEST(bulk.pending() == 1u);
     }
-    y = dml::actors::ResolveBlocking(sys, y);
+    y = dml::actors::ResolveBlocking(sys, y, from);
     BOOST_TEST(y.wire_error.empty(), y.wire_error);
     BOOST_REQUIRE_EQUAL(y.size(), n);
     BOOST_TEST(std::memcmp(y.data(), x.data(), n * sizeof(double)) == 0);
@@ -562,7 +566,7 @@ BOOST_AUTO_TEST_CASE(large_dvecs_travel_by_reference_inside_caf_messages) {
     caf::binary_deserializer source(sys, buf);
     BOOST_REQUIRE(!inspect(source, y));
     BOOST_REQUIRE(y.ref != nullptr);
-    y = dml::actors::ResolveBlocking(sys, y);
+    y = dml::actors::ResolveBlocking(sys, y, from);
     if (k == 0) {
       BOOST_TEST(y.wire_error.empty(), y.wire_error);
     } else {
@@ -573,11 +577,17 @@ BOOST_AUTO_TEST_CASE(large_dvecs_travel_by_reference_inside_caf_messages) {
   // A reference to a sender that is gone: another actor system's channel.
   std::vector<char> b2;
   uint16_t dead_port = 0;
+  caf::strong_actor_ptr dead;
   {
     dml::actors::process_config cfg2(1);
     caf::actor_system sys2(cfg2);
     BOOST_REQUIRE(cfg2.bulk().Serve("127.0.0.1").ok());
     dead_port = cfg2.bulk().port();
+    // As if admitted: its endpoint is where its references are fetched.
+    BOOST_REQUIRE(sys2.node() != sys.node());
+    cfg.bulk_peers().Set(sys2.node(), cfg2.bulk().endpoint());
+    caf::scoped_actor there{sys2};
+    dead = caf::actor_cast<caf::strong_actor_ptr>(there);
     dml::actors::dvec z(Ramp(big));
     caf::binary_serializer s2(sys2, b2);
     BOOST_REQUIRE(!inspect(s2, z));
@@ -587,7 +597,18 @@ BOOST_AUTO_TEST_CASE(large_dvecs_travel_by_reference_inside_caf_messages) {
   caf::binary_deserializer source2(sys, b2);
   BOOST_REQUIRE(!inspect(source2, w));
   BOOST_REQUIRE(w.ref != nullptr);
-  w = dml::actors::ResolveBlocking(sys, w);
+  // Not from the process that offered it (nor from one that advertised
+  // it): refused before any connection.
+  dml::actors::dvec stray = dml::actors::ResolveBlocking(sys, w, from);
+  BOOST_TEST(stray.wire_error ==
+                 "bulk reference to 127.0.0.1:" + std::to_string(dead_port) + " " +
+                     w.ref->local + " from process " + caf::to_string(sys.node()) +
+                     ", which advertised " + bulk.endpoint().ToString() +
+                     " when admitted: not fetched",
+             stray.wire_error);
+  BOOST_TEST(dml::actors::ResolveBlocking(sys, w, nullptr).wire_error.find(
+                 "from an anonymous sender: not fetched") != std::string::npos);
+  w = dml::actors::ResolveBlocking(sys, w, dead);
   BOOST_TEST(w.size() == 0u);
   BOOST_TEST(w.wire_error == "bulk: cannot connect to 127.0.0.1:" + std::to_string(dead_port) +
                                  ": Connection refused",

@@ -321,11 +321,18 @@ BOOST_AUTO_TEST_CASE(a_node_with_a_secret_admits_only_processes_that_know_it) {
     const std::string other = (nonce[0] == '0' ? "1" : "0") + nonce.substr(1);
     const std::string stale = dml::net::AdmissionProof("correct horse battery staple", other,
                                                        caf::to_string(sys.node()));
-    self->request(*node, std::chrono::seconds(10), dml::actors::admit_atom_v, stale)
-        .receive([&](bool) { refusal = "admitted"; },
+    self->request(*node, std::chrono::seconds(10), dml::actors::admit_atom_v, stale,
+                  std::string())
+        .receive([&](const std::string&) { refusal = "admitted"; },
                  [&](caf::error& e) { refusal = sys.render(e); });
     BOOST_TEST(refusal.find("admission refused: wrong cluster secret") != std::string::npos,
                refusal);
+    // Nor can the unadmitted process hand the node a table of endpoints.
+    self->request(*node, std::chrono::seconds(10), dml::actors::peers_atom_v,
+                  std::string("x\x1e127.0.0.1\n9\n"))
+        .receive([&](bool) { refusal = "taken"; },
+                 [&](caf::error& e) { refusal = sys.render(e); });
+    BOOST_TEST(refusal.find("not admitted") != std::string::npos, refusal);
   }
   {
     dml::RuntimeOptions o;

@@ -374,12 +374,9 @@ BOOST_AUTO_TEST_SUITE_END()
 
 // ------------------------------------------------------- bulk references
 
-BOOST_AUTO_TEST_CASE(a_bulk_reference_of_the_wrong_size_is_never_fetched) {
-  // A shard of 10 keys gets a push whose values are "at" a foreign
-  // host:port, announcing 2^28 of them: refused at once, nothing fetched
-  // (a fetch would try to connect there for up to 20 s).
-  dml::actors::process_config cfg(1);
-  caf::actor_system sys(cfg);
+namespace {
+// An async shard of 10 keys (logistic, lambda 0.1) for one worker.
+dml::actors::shard_config TenKeys() {
   dml::actors::shard_config sc;
   sc.mode = dml::Mode::kAsync;
   sc.workers = 1;
@@ -387,6 +384,17 @@ BOOST_AUTO_TEST_CASE(a_bulk_reference_of_the_wrong_size_is_never_fetched) {
   sc.end = 10;
   sc.model.kind = dml::ModelKind::kLogisticL2;
   sc.model.lambda = 0.1;
+  return sc;
+}
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_bulk_reference_of_the_wrong_size_is_never_fetched) {
+  // A shard of 10 keys gets a push whose values are "at" a foreign
+  // host:port, announcing 2^28 of them: refused at once, nothing fetched
+  // (a fetch would try to connect there for up to 20 s).
+  dml::actors::process_config cfg(1);
+  caf::actor_system sys(cfg);
+  const dml::actors::shard_config sc = TenKeys();
   auto shard = dml::actors::spawn_parameter_shard(sys, sc);
   dml::actors::dvec x;
   x.ref = std::make_shared<const dml::net::BulkRef>(
@@ -403,6 +411,67 @@ BOOST_AUTO_TEST_CASE(a_bulk_reference_of_the_wrong_size_is_never_fetched) {
              error);
   BOOST_TEST(seconds < 2.0);
   self->send_exit(shard, caf::exit_reason::user_shutdown);
+}
+
+// Admission exchanges bulk endpoints (AdmitTo; test_cluster's bulk case
+// runs it across processes): each side then fetches the other's references
+// from there and from nowhere else. A shard gets pushes from an actor of
+// another process (here another actor system, its message handed over in
+// memory, as a forged frame would arrive) whose reference, of the right
+// size, names another host:port: refused at once, no connection tried. The
+// advertised endpoint passes the check; a process that advertised none
+// does not.
+BOOST_AUTO_TEST_CASE(a_bulk_reference_to_another_endpoint_is_never_fetched) {
+  dml::actors::process_config cfg_a(1);
+  BOOST_REQUIRE(cfg_a.bulk().Serve("127.0.0.1").ok());
+  caf::actor_system a(cfg_a);
+
+  // The receiving process: a shard, and what A advertised to it.
+  dml::actors::process_config cfg_s(1);
+  caf::actor_system s(cfg_s);
+  BOOST_REQUIRE(s.node() != a.node());
+  const dml::net::BulkEndpoint mine = cfg_a.bulk().endpoint();
+  cfg_s.bulk_peers().Set(a.node(), mine);
+  const dml::actors::shard_config sc = TenKeys();
+  auto shard = dml::actors::spawn_parameter_shard(s, sc);
+  caf::scoped_actor sender{a};
+  auto push = [&](dml::net::BulkRef ref) {
+    dml::actors::dvec x;
+    x.ref = std::make_shared<const dml::net::BulkRef>(std::move(ref));
+    std::string error = "accepted";
+    sender->request(shard, std::chrono::seconds(30), dml::actors::push_atom_v, int32_t{0},
+                    int64_t{0}, x)
+        .receive([](int64_t) {}, [&](caf::error& e) { error = a.render(e); });
+    return error;
+  };
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string foreign = push(dml::net::BulkRef{"192.0.2.1", 9, "", 42, 10});
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  BOOST_TEST(foreign.find("bulk reference to 192.0.2.1:9 from process " + caf::to_string(a.node()) +
+                          ", which advertised " + mine.ToString() +
+                          " when admitted: not fetched") != std::string::npos,
+             foreign);
+  BOOST_TEST(seconds < 2.0);
+  // Its own socket name with another port is refused the same way.
+  const std::string other_port = push(dml::net::BulkRef{mine.host, 9, mine.local, 42, 10});
+  BOOST_TEST(other_port.find("not fetched") != std::string::npos, other_port);
+  sender->send_exit(shard, caf::exit_reason::user_shutdown);
+  // The advertised endpoint passes (test_cluster's bulk case fetches from
+  // it across processes); a process that advertised nothing is refused.
+  const dml::net::BulkRef good{mine.host, mine.port, mine.local, 42, 10};
+  BOOST_TEST(dml::actors::CheckBulkSource(s, caf::actor_cast<caf::strong_actor_ptr>(sender), good)
+                 .ok());
+  dml::actors::process_config cfg_c(1);
+  caf::actor_system c(cfg_c);
+  caf::scoped_actor unknown{c};
+  const absl::Status none =
+      dml::actors::CheckBulkSource(s, caf::actor_cast<caf::strong_actor_ptr>(unknown), good);
+  BOOST_TEST((none.code() == absl::StatusCode::kPermissionDenied));
+  BOOST_TEST(std::string(none.message()).find(
+                 "which advertised no bulk endpoint when admitted: not fetched") !=
+                 std::string::npos,
+             none.ToString());
 }
 
 // ------------------------------------------------ admission per message
@@ -442,12 +511,7 @@ BOOST_AUTO_TEST_CASE(an_unadmitted_process_cannot_push_to_a_shard) {
   BOOST_REQUIRE(dml::actors::AdmitTo(self_a, *node_a, "correct horse battery staple",
                                      std::chrono::seconds(10))
                     .ok());
-  dml::actors::shard_config sc;
-  sc.mode = dml::Mode::kAsync;
-  sc.workers = 1;
-  sc.end = 10;
-  sc.model.kind = dml::ModelKind::kLogisticL2;
-  sc.model.lambda = 0.1;
+  const dml::actors::shard_config sc = TenKeys();
   caf::actor shard;
   self_a->request(*node_a, std::chrono::seconds(10), dml::actors::shard_atom_v, sc,
                   caf::actor_cast<caf::actor>(self_a))

@@ -40,7 +40,14 @@ caf::behavior fetcher_impl(caf::event_based_actor*, net::BulkChannel* bulk) {
 
 }  // namespace
 
-dvec ResolveBlocking(caf::actor_system& sys, dvec x) {
+dvec ResolveBlocking(caf::actor_system& sys, dvec x, const caf::strong_actor_ptr& from) {
+  if (x.ref) {
+    if (absl::Status s = CheckBulkSource(sys, from, *x.ref); !s.ok()) {
+      dvec refused;
+      refused.wire_error = std::string(s.message());
+      return refused;
+    }
+  }
   return Resolve(BulkChannelOf(sys), std::move(x));
 }
 

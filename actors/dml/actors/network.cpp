@@ -9,7 +9,9 @@
 #include <caf/actor_system_config.hpp>
 #include <caf/actor_system.hpp>
 #include <caf/atom.hpp>
+#include <caf/actor_control_block.hpp>
 #include <caf/execution_unit.hpp>
+#include <caf/node_id.hpp>
 #include <caf/io/middleman.hpp>
 #include <caf/timespan.hpp>
 
@@ -68,8 +70,81 @@ void ConfigureProcess(caf::actor_system_config& cfg, int threads) {
 }
 
 process_config::process_config(int threads, net::BulkOptions bulk)
-    : bulk_(std::make_unique<net::BulkChannel>(bulk)) {
+    : bulk_(std::make_unique<net::BulkChannel>(bulk)), peers_(std::make_unique<BulkPeers>()) {
   ConfigureProcess(*this, threads);
+}
+
+void BulkPeers::Set(const caf::node_id& process, net::BulkEndpoint e) {
+  std::lock_guard<std::mutex> lock(mu_);
+  by_process_[caf::to_string(process)] = std::move(e);
+}
+
+absl::Status BulkPeers::SetAll(const std::vector<std::string>& table) {
+  if (table.size() % 2 != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("bulk peer table: ", table.size(), " entries; expected pairs"));
+  }
+  std::vector<std::pair<std::string, net::BulkEndpoint>> parsed;
+  for (std::size_t i = 0; i < table.size(); i += 2) {
+    auto e = net::BulkEndpoint::Decode(table[i + 1]);
+    if (!e.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("bulk peer table, entry ", i / 2, ": ", e.status().message()));
+    }
+    parsed.emplace_back(table[i], *std::move(e));
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& [p, e] : parsed) by_process_.emplace(p, std::move(e));
+  return absl::OkStatus();
+}
+
+std::vector<std::string> BulkPeers::Table() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::string> out;
+  for (const auto& [p, e] : by_process_) {
+    out.push_back(p);
+    out.push_back(e.Encode());
+  }
+  return out;
+}
+
+std::optional<net::BulkEndpoint> BulkPeers::Get(const caf::node_id& process) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = by_process_.find(caf::to_string(process));
+  if (it == by_process_.end()) return std::nullopt;
+  return it->second;
+}
+
+BulkPeers* BulkPeersOf(caf::actor_system& sys) {
+  const auto* cfg = dynamic_cast<const process_config*>(&sys.config());
+  return cfg != nullptr ? &cfg->bulk_peers() : nullptr;
+}
+
+absl::Status CheckBulkSource(caf::actor_system& sys, const caf::strong_actor_ptr& from,
+                             const net::BulkRef& ref) {
+  const net::BulkEndpoint named = net::EndpointOf(ref);
+  if (!from) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "bulk reference to ", named.ToString(), " from an anonymous sender: not fetched"));
+  }
+  std::optional<net::BulkEndpoint> advertised;
+  if (from->node() == sys.node()) {
+    if (net::BulkChannel* own = BulkChannelOf(sys)) advertised = own->endpoint();
+  } else if (BulkPeers* peers = BulkPeersOf(sys)) {
+    advertised = peers->Get(from->node());
+  }
+  if (!advertised) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("bulk reference to ", named.ToString(), " from process ",
+                     caf::to_string(from->node()),
+                     ", which advertised no bulk endpoint when admitted: not fetched"));
+  }
+  if (advertised->host.empty() || *advertised != named) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "bulk reference to ", named.ToString(), " from process ", caf::to_string(from->node()),
+        ", which advertised ", advertised->ToString(), " when admitted: not fetched"));
+  }
+  return absl::OkStatus();
 }
 
 process_config::~process_config() = default;

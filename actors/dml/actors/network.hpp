@@ -7,7 +7,11 @@
 #include <string_view>
 #include <utility>
 
+#include <map>
 #include <memory>
+#include <mutex>
+#include <optional>
+#include <vector>
 
 #include <caf/actor_system_config.hpp>
 #include <caf/fwd.hpp>
@@ -42,6 +46,28 @@ void ConfigureProcess(caf::actor_system_config& cfg, int threads);
 /// offer; it offers this process's own large vectors only once it serves
 /// (bulk()->Serve(host)). Owned here, so it outlives the actor system built
 /// from this config.
+/// The bulk endpoints other processes advertised to this one when admitted
+/// (AdmitTo, and the job's coordinator for the nodes of its job), by CAF
+/// node id: the only places their bulk references are fetched from.
+/// Thread-safe.
+class BulkPeers {
+ public:
+  void Set(const caf::node_id& process, net::BulkEndpoint e);
+  /// Entries from a peer table (Table's layout: process id, encoded
+  /// endpoint, ...); a process that advertised its own endpoint here (Set)
+  /// keeps it. Errors: InvalidArgument for an odd length or a malformed
+  /// endpoint (nothing is recorded then).
+  absl::Status SetAll(const std::vector<std::string>& table);
+  /// Every entry, as SetAll takes them.
+  std::vector<std::string> Table() const;
+  /// What `process` advertised; nullopt: nothing.
+  std::optional<net::BulkEndpoint> Get(const caf::node_id& process) const;
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::string, net::BulkEndpoint> by_process_;
+};
+
 class process_config : public caf::actor_system_config {
  public:
   /// ConfigureProcess(threads) and a new, not yet serving, bulk channel.
@@ -49,10 +75,24 @@ class process_config : public caf::actor_system_config {
   ~process_config() override;
   /// The process's bulk channel (thread-safe; owned by this config).
   net::BulkChannel& bulk() const { return *bulk_; }
+  /// What its peers advertised (thread-safe; owned by this config).
+  BulkPeers& bulk_peers() const { return *peers_; }
 
  private:
   std::unique_ptr<net::BulkChannel> bulk_;
+  std::unique_ptr<BulkPeers> peers_;
 };
+
+/// The peers of `sys` (null: not built from a process_config).
+BulkPeers* BulkPeersOf(caf::actor_system& sys);
+
+/// OK when `ref` names the endpoint its sender's process (`from`)
+/// advertised: this process's own for a reference from itself, else what
+/// BulkPeers holds for it. Errors: PermissionDenied saying which endpoint
+/// was named and which advertised (or that none was), or that the message
+/// has no sender; nothing is fetched then.
+absl::Status CheckBulkSource(caf::actor_system& sys, const caf::strong_actor_ptr& from,
+                             const net::BulkRef& ref);
 
 /// The bulk channel of the actor system that runs `ctx` (a serializer's
 /// context), or null where there is none (no context, or a system not
@@ -66,7 +106,9 @@ net::BulkChannel* BulkChannelOf(caf::actor_system& sys);
 /// calling thread (a failed fetch: a dvec whose wire_error says why). For
 /// blocking callers (scoped actors, benchmarks); actors use
 /// internal/bulk_resolve.hpp instead, which never blocks a scheduler thread.
-dvec ResolveBlocking(caf::actor_system& sys, dvec x);
+/// A reference is fetched only from the endpoint its sender `from`
+/// advertised (CheckBulkSource; else the wire_error says why).
+dvec ResolveBlocking(caf::actor_system& sys, dvec x, const caf::strong_actor_ptr& from);
 
 /// For libdml's own executables (dml-node, dml-train, benchmarks), never
 /// called by the embedded runtime (the host owns its allocator): keeps

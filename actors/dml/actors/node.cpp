@@ -19,6 +19,10 @@
 #include <caf/system_messages.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "dml/actors/network.hpp"
 #include "dml/actors/parameter_shard.hpp"
 #include "dml/actors/topology/topology.hpp"
 #include "dml/net/admission.hpp"
@@ -146,22 +150,55 @@ node_actor spawn_node(caf::actor_system& sys, std::string name, std::string secr
           st.nonces[sender_process(self)] = nonce;
           return nonce;
         },
-        [self](admit_atom, const std::string& proof) -> caf::result<bool> {
+        [self](admit_atom, const std::string& proof,
+               const std::string& endpoint) -> caf::result<std::string> {
           auto& st = self->state;
-          if (st.secret.empty()) return true;
-          const std::string peer = sender_process(self);
-          auto it = st.nonces.find(peer);
-          if (it == st.nonces.end()) {
-            return refuse(st, "admission refused: no challenge was asked first");
+          if (!self->current_sender()) return refuse(st, "admission refused: no sender");
+          auto advertised = net::BulkEndpoint::Decode(endpoint);
+          if (!advertised.ok()) {
+            return refuse(st, "admission refused: " + std::string(advertised.status().message()));
           }
-          const std::string nonce = std::move(it->second);
-          st.nonces.erase(it);  // one proof per nonce
-          if (!net::AdmissionProofMatches(proof, st.secret, nonce, peer)) {
-            return refuse(st, "admission refused: wrong cluster secret");
+          if (!st.secret.empty()) {
+            const std::string peer = sender_process(self);
+            auto it = st.nonces.find(peer);
+            if (it == st.nonces.end()) {
+              return refuse(st, "admission refused: no challenge was asked first");
+            }
+            const std::string nonce = std::move(it->second);
+            st.nonces.erase(it);  // one proof per nonce
+            if (!net::AdmissionProofMatches(proof, st.secret, nonce, peer)) {
+              return refuse(st, "admission refused: wrong cluster secret");
+            }
+            st.admitted.insert(peer);
+            // Every later message of that process, to any actor here, passes.
+            AdmitPeer(self->current_sender()->node());
           }
-          st.admitted.insert(peer);
-          // Every later message of that process, to any actor here, passes.
-          AdmitPeer(self->current_sender()->node());
+          // Its bulk references are fetched from there, and only there.
+          net::BulkChannel* own = BulkChannelOf(self->system());
+          if (BulkPeers* peers = BulkPeersOf(self->system())) {
+            peers->Set(self->current_sender()->node(), *std::move(advertised));
+          }
+          return own != nullptr ? own->endpoint().Encode() : std::string();
+        },
+        [self](peers_atom, const std::string& table) -> caf::result<bool> {
+          if (auto err = admission_error(self)) return err;
+          auto& st = self->state;
+          BulkPeers* peers = BulkPeersOf(self->system());
+          if (peers == nullptr) return true;
+          std::vector<std::string> entries;
+          if (!table.empty()) entries = absl::StrSplit(table, kPeerTableSeparator);
+          // This process's own entry stays what its channel says.
+          std::vector<std::string> others;
+          const std::string me = caf::to_string(self->system().node());
+          for (std::size_t i = 0; i + 1 < entries.size(); i += 2) {
+            if (entries[i] == me) continue;
+            others.push_back(std::move(entries[i]));
+            others.push_back(std::move(entries[i + 1]));
+          }
+          if (entries.size() % 2 != 0) others.push_back(entries.back());  // refused below
+          if (absl::Status s = peers->SetAll(others); !s.ok()) {
+            return refuse(st, std::string(s.message()));
+          }
           return true;
         },
         [self](worker_atom, const worker_spec& spec,
@@ -206,15 +243,19 @@ absl::Status AdmitTo(caf::scoped_actor& self, const node_actor& node, const std:
   self->request(node, timeout, challenge_atom_v)
       .receive([&](const std::string& n) { nonce = n; },
                [&](caf::error& e) { status = absl::UnavailableError(self->system().render(e)); });
-  if (!status.ok() || nonce.empty()) return status;
-  if (secret.empty()) {
+  if (!status.ok()) return status;
+  if (!nonce.empty() && secret.empty()) {
     return absl::PermissionDeniedError(
         "the node requires a cluster secret and none is set (RuntimeOptions.cluster_secret, "
         "dml-train --secret-file)");
   }
-  const std::string proof = net::AdmissionProof(secret, nonce, caf::to_string(self->node()));
-  self->request(node, timeout, admit_atom_v, proof)
-      .receive([](bool) {},
+  const std::string proof =
+      nonce.empty() ? std::string() : net::AdmissionProof(secret, nonce, caf::to_string(self->node()));
+  net::BulkChannel* own = BulkChannelOf(self->system());
+  const std::string mine = own != nullptr ? own->endpoint().Encode() : std::string();
+  std::string theirs;
+  self->request(node, timeout, admit_atom_v, proof, mine)
+      .receive([&](const std::string& e) { theirs = e; },
                [&](caf::error& e) {
                  // The node's refusal says why; a lost node says it did not answer.
                  status = e.category() == caf::atom("system") &&
@@ -222,6 +263,29 @@ absl::Status AdmitTo(caf::scoped_actor& self, const node_actor& node, const std:
                               ? absl::PermissionDeniedError(self->system().render(e))
                               : absl::UnavailableError(self->system().render(e));
                });
+  if (!status.ok()) return status;
+  auto advertised = net::BulkEndpoint::Decode(theirs);
+  if (!advertised.ok()) {
+    return absl::DataLossError(absl::StrCat("the node's admission reply: ",
+                                            advertised.status().message()));
+  }
+  if (BulkPeers* peers = BulkPeersOf(self->system())) peers->Set(node->node(), *std::move(advertised));
+  return absl::OkStatus();
+}
+
+absl::Status SendPeerTable(caf::scoped_actor& self, const node_actor& node,
+                           caf::timespan timeout) {
+  BulkPeers* peers = BulkPeersOf(self->system());
+  if (peers == nullptr) return absl::OkStatus();
+  std::vector<std::string> entries = peers->Table();
+  net::BulkChannel* own = BulkChannelOf(self->system());
+  entries.push_back(caf::to_string(self->system().node()));
+  entries.push_back(own != nullptr ? own->endpoint().Encode() : std::string());
+  const std::string table = absl::StrJoin(entries, std::string(1, kPeerTableSeparator));
+  absl::Status status;
+  self->request(node, timeout, peers_atom_v, table)
+      .receive([](bool) {},
+               [&](caf::error& e) { status = absl::UnavailableError(self->system().render(e)); });
   return status;
 }
 

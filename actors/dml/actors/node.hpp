@@ -16,8 +16,15 @@
 //  - hello: (name, pid, actors hosted now).
 //  - challenge: a fresh nonce for the asking process, or "" when this node
 //    admits everyone.
-//  - admit(proof): admits the asking process if proof answers its latest
-//    nonce. Errors: no challenge was asked, or a wrong proof.
+//  - admit(proof, endpoint): admits the asking process if proof answers
+//    its latest nonce (any proof where this node admits everyone) and
+//    records `endpoint` (net::BulkEndpoint::Encode) as the only place its
+//    bulk references are fetched from; replies this process's own.
+//    Errors: no challenge was asked, a wrong proof, a malformed endpoint.
+//  - peers(table): the bulk endpoints of the other processes of a job
+//    (BulkPeers::Table, entries joined by kPeerTableSeparator), from an
+//    admitted process; replies true. Errors: not admitted, a malformed
+//    table.
 //  - worker(spec, coordinator): spawn a worker; replies its handle.
 //    Errors: not admitted, a spec that does not validate (wire_error), or
 //    a mode that needs an in-process model (hogwild).
@@ -44,7 +51,8 @@ namespace dml::actors {
 using node_actor = caf::typed_actor<
     caf::replies_to<hello_atom>::with<std::string, int64_t, int32_t>,
     caf::replies_to<challenge_atom>::with<std::string>,
-    caf::replies_to<admit_atom, std::string>::with<bool>,
+    caf::replies_to<admit_atom, std::string, std::string>::with<std::string>,
+    caf::replies_to<peers_atom, std::string>::with<bool>,
     caf::replies_to<worker_atom, worker_spec, caf::actor>::with<caf::actor>,
     caf::replies_to<shard_atom, shard_config, caf::actor>::with<caf::actor>,
     caf::reacts_to<halt_atom, caf::actor>>;
@@ -53,11 +61,25 @@ using node_actor = caf::typed_actor<
 /// non-empty `secret`, only admitted processes may use it.
 node_actor spawn_node(caf::actor_system& sys, std::string name, std::string secret = {});
 
-/// Proves `secret` to `node` for the process of `self` (a no-op for a node
-/// that admits everyone). Errors: PermissionDenied when the node wants a
-/// secret and none is given, or refuses the one given; Unavailable when it
-/// does not answer within `timeout`.
+/// Proves `secret` to `node` for the process of `self` (any proof for a
+/// node that admits everyone) and exchanges bulk endpoints with it: each
+/// side then fetches the other's bulk references only from the endpoint
+/// advertised here (BulkPeers). Errors: PermissionDenied when the node
+/// wants a secret and none is given, or refuses the one given; Unavailable
+/// when it does not answer within `timeout`; DataLoss for a malformed
+/// endpoint in its answer.
 absl::Status AdmitTo(caf::scoped_actor& self, const node_actor& node, const std::string& secret,
                      caf::timespan timeout);
+
+/// Separates the entries of a peers message's table.
+inline constexpr char kPeerTableSeparator = '\x1e';
+
+/// Sends `node` this process's BulkPeers table and its own endpoint, so
+/// that the node fetches the bulk references of every process of a job
+/// (relayed through this one) from their advertised endpoints only.
+/// Errors: those of the node's peers reply (Unavailable when it does not
+/// answer within `timeout`).
+absl::Status SendPeerTable(caf::scoped_actor& self, const node_actor& node,
+                           caf::timespan timeout);
 
 }  // namespace dml::actors

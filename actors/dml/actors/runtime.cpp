@@ -219,6 +219,8 @@ struct Runtime::Impl {
   std::vector<std::weak_ptr<detail::job_state>> jobs;
   // Node connections by "host:port", reused across jobs.
   std::map<std::string, actors::node_actor> nodes;
+  // By "host:port": the size of the bulk peer table last sent there.
+  std::map<std::string, std::size_t> table_sent;
 
   // The first job on nodes starts this process's bulk channel (its large
   // vectors then travel beside CAF), on the address this machine uses to
@@ -273,6 +275,24 @@ struct Runtime::Impl {
       std::lock_guard<std::mutex> lock(mu);
       nodes.emplace(addrs[i], *node);
       out.push_back(*node);
+    }
+    // Every node learns where the job's other processes serve their bulk
+    // references (messages between nodes are relayed through this one):
+    // sent again only when a process joined since (a node that went silent
+    // is then found by the job's start-up, not here).
+    const std::size_t known = actors::BulkPeersOf(sys) ? actors::BulkPeersOf(sys)->Table().size() : 0;
+    caf::scoped_actor self{sys};
+    for (std::size_t i = 0; i < out.size(); ++i) {
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        if (table_sent[addrs[i]] == known) continue;
+      }
+      if (auto s = actors::SendPeerTable(self, out[i], std::chrono::seconds(30)); !s.ok()) {
+        return absl::Status(s.code(), absl::StrCat("JobSpec.cluster.nodes[", i, "] (", addrs[i],
+                                                   "): ", s.message()));
+      }
+      std::lock_guard<std::mutex> lock(mu);
+      table_sent[addrs[i]] = known;
     }
     return out;
   }

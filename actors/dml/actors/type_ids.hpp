@@ -53,6 +53,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(dml_actors, caf::first_custom_type_id)
   CAF_ADD_ATOM(dml_actors, dml::actors, top_atom, "top")
   CAF_ADD_ATOM(dml_actors, dml::actors, gaps_atom, "gaps")
   CAF_ADD_ATOM(dml_actors, dml::actors, refresh_atom, "refresh")
+  CAF_ADD_ATOM(dml_actors, dml::actors, peers_atom, "peers")
 
   // Payload types.
   CAF_ADD_TYPE_ID(dml_actors, (dml::actors::dense_block))

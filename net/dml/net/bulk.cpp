@@ -11,6 +11,11 @@
 
 #include <memory>
 #include <mutex>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 
 #include "dml/net/internal/bulk_channel.hpp"
 #include "dml/net/internal/bulk_memory.hpp"
@@ -66,6 +71,39 @@ BulkStats BulkChannel::stats() const {
   out.bytes = m.n_bytes.load();
   out.refused_peers = m.n_refused_peers.load();
   return out;
+}
+
+std::string BulkEndpoint::ToString() const {
+  if (host.empty()) return "none";
+  return absl::StrCat(host, ":", port, local.empty() ? "" : " ", local);
+}
+
+std::string BulkEndpoint::Encode() const {
+  if (host.empty()) return "";
+  return absl::StrCat(host, "\n", port, "\n", local);
+}
+
+absl::StatusOr<BulkEndpoint> BulkEndpoint::Decode(std::string_view text) {
+  if (text.empty()) return BulkEndpoint{};
+  if (text.find('\0') != std::string_view::npos) {
+    return absl::InvalidArgumentError("bulk endpoint: a NUL byte");
+  }
+  const std::vector<absl::string_view> parts =
+      absl::StrSplit(absl::string_view(text.data(), text.size()), '\n');
+  if (parts.size() != 3) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("bulk endpoint: ", parts.size(), " lines; expected host, port, local"));
+  }
+  uint32_t port = 0;
+  if (parts[0].empty() || parts[0].size() > 255) {
+    return absl::InvalidArgumentError("bulk endpoint: host empty or over 255 bytes");
+  }
+  if (!absl::SimpleAtoi(parts[1], &port) || port == 0 || port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("bulk endpoint: port \"", parts[1], "\" is not in [1, 65535]"));
+  }
+  if (parts[2].size() > 255) return absl::InvalidArgumentError("bulk endpoint: local over 255 bytes");
+  return BulkEndpoint{std::string(parts[0]), static_cast<uint16_t>(port), std::string(parts[2])};
 }
 
 }  // namespace dml::net

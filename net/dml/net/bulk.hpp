@@ -67,6 +67,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -116,6 +117,29 @@ struct BulkRef {
   uint32_t segment = 0;
   uint64_t offset = 0;
 };
+
+/// Where a process serves its offers: what it advertises to its peers when
+/// it is admitted, and the only place they fetch its references from (a
+/// BulkRef names its endpoint, but a peer could name another).
+struct BulkEndpoint {
+  std::string host;   ///< TCP address; "" = the process serves no offers
+  uint16_t port = 0;
+  std::string local;  ///< abstract Unix socket name; "" = none
+  bool operator==(const BulkEndpoint& o) const {
+    return host == o.host && port == o.port && local == o.local;
+  }
+  bool operator!=(const BulkEndpoint& o) const { return !(*this == o); }
+  /// "host:port" (and " local" where there is one); "none" when not serving.
+  std::string ToString() const;
+  /// For a message: "host\nport\nlocal" ("" when not serving).
+  std::string Encode() const;
+  /// Inverse of Encode. Errors: InvalidArgument naming the part that is
+  /// malformed (three lines, a port in [1, 65535], no NUL, each part at
+  /// most 255 bytes).
+  static absl::StatusOr<BulkEndpoint> Decode(std::string_view text);
+};
+/// The endpoint `ref` names.
+inline BulkEndpoint EndpointOf(const BulkRef& ref) { return {ref.host, ref.port, ref.local}; }
 
 /// A fetched vector: `count` doubles at `values`, alive while `owner` is.
 /// Either a buffer of this process (it returns to the channel's pool when
@@ -185,6 +209,8 @@ class BulkChannel {
   bool serving() const;
   std::string host() const;
   uint16_t port() const;
+  /// What Offer's references name (empty when not serving).
+  BulkEndpoint endpoint() const;
 
   /// Keeps `owner` alive until the `count` doubles at `data` (inside it)
   /// are fetched once, or kBulkTtl passes, and returns their reference.

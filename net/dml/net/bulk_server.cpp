@@ -304,6 +304,11 @@ uint16_t BulkChannel::port() const {
   std::lock_guard<std::mutex> lock(impl_->mu);
   return impl_->port;
 }
+BulkEndpoint BulkChannel::endpoint() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  if (!impl_->serving) return {};
+  return {impl_->host, impl_->port, impl_->local};
+}
 
 std::optional<BulkRef> BulkChannel::Offer(std::shared_ptr<const void> owner, const double* data,
                                           std::size_t count) {

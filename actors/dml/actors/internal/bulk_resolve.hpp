@@ -15,9 +15,11 @@
 #include <caf/actor_cast.hpp>
 #include <caf/actor_system.hpp>
 #include <caf/message_priority.hpp>
+#include <caf/response_promise.hpp>
 #include <tuple>
 
 #include "dml/actors/messages.hpp"
+#include "dml/actors/network.hpp"
 #include "dml/actors/type_ids.hpp"
 
 namespace dml::actors::internal {
@@ -31,16 +33,30 @@ caf::actor SpawnBulkFetcher(caf::actor_system& sys);
 /// fetched them; a failed fetch calls f with wire_error set.
 /// `expected`: the number of values the receiver can use (kAnyCount: not
 /// known here); a reference announcing another count is never fetched (a
-/// peer cannot make us allocate what the job cannot use).
+/// peer cannot make us allocate what the job cannot use), nor one naming
+/// an endpoint other than the one its sender's process advertised
+/// (CheckBulkSource). `from`: the sender of the message that carried x
+/// (the current sender by default; a handler that made a response promise
+/// first passes the promise's source: making it takes the sender).
 inline constexpr std::size_t kAnyCount = static_cast<std::size_t>(-1);
 
 template <class Self, class F>
-void with_values(Self* self, caf::actor& fetcher, dvec x, F f, std::size_t expected = kAnyCount) {
+void with_values(Self* self, caf::actor& fetcher, dvec x, F f, std::size_t expected = kAnyCount,
+                 const caf::strong_actor_ptr* from = nullptr) {
   if (!x.ref) return f(std::move(x));
   if (expected != kAnyCount && x.ref->count != expected) {
     dvec refused;
     refused.wire_error = "bulk reference to " + std::to_string(x.ref->count) + " values where " +
                          std::to_string(expected) + " are expected: not fetched";
+    return f(std::move(refused));
+  }
+  // Only from the endpoint the sender's process advertised when admitted,
+  // never from one a message names.
+  if (absl::Status s =
+          CheckBulkSource(self->system(), from != nullptr ? *from : self->current_sender(), *x.ref);
+      !s.ok()) {
+    dvec refused;
+    refused.wire_error = std::string(s.message());
     return f(std::move(refused));
   }
   if (!fetcher) {
@@ -69,6 +85,8 @@ void with_values(Self* self, caf::actor& fetcher, dvec x, F f, std::size_t expec
 template <class Handle, class Promise, class Self, class Remake>
 Promise fetch_and_redeliver(Self* self, caf::actor& fetcher, Promise promise, dvec x,
                             Remake remake, std::size_t expected = kAnyCount) {
+  // Making the promise took the message's sender: it is the promise's source.
+  const caf::strong_actor_ptr from = static_cast<caf::response_promise&>(promise).source();
   with_values(
       self, fetcher, std::move(x),
       [self, promise, remake](dvec v) mutable {
@@ -79,7 +97,7 @@ Promise fetch_and_redeliver(Self* self, caf::actor& fetcher, Promise promise, dv
             },
             remake(std::move(v)));
       },
-      expected);
+      expected, &from);
   return promise;
 }
 
