@@ -191,7 +191,7 @@ BOOST_AUTO_TEST_CASE(auto_runs_newton_for_smooth_models_and_scd_for_the_others) 
   BOOST_TEST((pick(ModelKind::kSquaredHingeSvm, tall, 1) == SolverKind::kNewton));
   BOOST_TEST((pick(ModelKind::kRidge, tall, 2) == SolverKind::kNewton));
   BOOST_TEST((pick(ModelKind::kHingeSvm, tall, 1) == SolverKind::kScd));
-  BOOST_TEST((pick(ModelKind::kHingeSvm, tall, 2) == SolverKind::kAsyncScd));
+  BOOST_TEST((pick(ModelKind::kHingeSvm, tall, 2) == SolverKind::kScd));
   BOOST_TEST((pick(ModelKind::kLogisticL1, tall, 2) == SolverKind::kAsyncScd));
   BOOST_TEST((pick(ModelKind::kLasso, tall, 2) == SolverKind::kScd));
   // Wide (more features than examples, as documents are): dual CD for the

@@ -50,7 +50,7 @@ std::string_view SolverName(SolverKind kind);
 /// there are more features than examples (unless the features' units
 /// differ by orders of magnitude: FeatureStepFactors), newton otherwise;
 /// coordinate descent for the others, asynchronous (which fits its threads
-/// to the machine) for hinge and L1-logistic when threads > 1. O(nnz) for
+/// to the machine) for L1-logistic when threads > 1. O(nnz) for
 /// ridge and squared hinge, O(1) for the others.
 SolverKind AutoSolver(const ModelSpec& model, const Dataset& data, int threads);
 /// Inverse of SolverName (also accepts "async"). Errors: InvalidArgument
