@@ -42,7 +42,13 @@ int main(int argc, char** argv) {
   o.keys = std::atoll(argv[5]);
   o.block = std::atoll(argv[6]);
   const std::string out = argv[7];
-  auto joined = dml::KvNode::Join(o, rank, peers, std::chrono::seconds(60), {}, 2);
+  // The group's secret and how long to wait for the others (tests of
+  // admission) come from the environment.
+  if (const char* secret = std::getenv("DML_KV_SECRET")) o.secret = secret;
+  const char* wait = std::getenv("DML_KV_CONNECT_SECONDS");
+  const double connect_seconds = wait != nullptr ? std::atof(wait) : 60.0;
+  auto joined = dml::KvNode::Join(o, rank, peers, std::chrono::duration<double>(connect_seconds),
+                                  {}, 2);
   if (!joined.ok()) {
     // Exit 3: the port picked for this rank was taken meanwhile (the test
     // runs the group again on other ports).

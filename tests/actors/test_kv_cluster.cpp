@@ -5,6 +5,7 @@
 #define BOOST_TEST_MODULE kv_cluster
 #include <boost/test/unit_test.hpp>
 
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
@@ -14,6 +15,7 @@
 
 #include <chrono>
 #include <fstream>
+#include <iterator>
 #include <random>
 #include <set>
 #include <string>
@@ -46,15 +48,8 @@ int FreePort() {
   }
 }
 
-std::vector<int64_t> ReadNumbers(const std::string& path) {
-  std::ifstream f(path);
-  std::vector<int64_t> v;
-  for (int64_t x; f >> x;) v.push_back(x);
-  return v;
-}
-
-void RunGroup(int nodes, int threads, int ops, int64_t keys, int64_t block,
-              bool lose = false, int attempt = 1) {
+// "127.0.0.1:p0,127.0.0.1:p1,...": `nodes` distinct free ports.
+std::string Peers(int nodes) {
   std::string peers;
   std::set<int> taken;
   for (int r = 0; r < nodes; ++r) {
@@ -63,6 +58,30 @@ void RunGroup(int nodes, int threads, int ops, int64_t keys, int64_t block,
     if (r > 0) peers += ",";
     peers += "127.0.0.1:" + std::to_string(port);
   }
+  return peers;
+}
+
+std::vector<int64_t> ReadNumbers(const std::string& path) {
+  std::ifstream f(path);
+  std::vector<int64_t> v;
+  for (int64_t x; f >> x;) v.push_back(x);
+  return v;
+}
+
+// environ plus `extra` ("NAME=value" entries), for posix_spawn.
+struct Env {
+  explicit Env(std::vector<std::string> extra) : entries(std::move(extra)) {
+    for (char** e = environ; *e != nullptr; ++e) entries.emplace_back(*e);
+    for (auto& e : entries) ptrs.push_back(e.data());
+    ptrs.push_back(nullptr);
+  }
+  std::vector<std::string> entries;
+  std::vector<char*> ptrs;
+};
+
+void RunGroup(int nodes, int threads, int ops, int64_t keys, int64_t block,
+              bool lose = false, int attempt = 1, const std::string& secret = "") {
+  const std::string peers = Peers(nodes);
   const std::string out = std::string(DML_TEST_TMP) + "/kv_cluster." + std::to_string(getpid());
   std::vector<pid_t> pids;
   for (int r = 0; r < nodes; ++r) {
@@ -75,7 +94,9 @@ void RunGroup(int nodes, int threads, int ops, int64_t keys, int64_t block,
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
     pid_t pid;
-    BOOST_REQUIRE(posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), environ) == 0);
+    Env env(secret.empty() ? std::vector<std::string>{}
+                           : std::vector<std::string>{"DML_KV_SECRET=" + secret});
+    BOOST_REQUIRE(posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), env.ptrs.data()) == 0);
     pids.push_back(pid);
   }
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(150);
@@ -94,7 +115,7 @@ void RunGroup(int nodes, int threads, int ops, int64_t keys, int64_t block,
   }
   if (port_taken > 0 && attempt < 3) {  // another process bound a port first
     BOOST_TEST_MESSAGE("a port was taken; the group runs again (attempt " << attempt + 1 << ")");
-    return RunGroup(nodes, threads, ops, keys, block, lose, attempt + 1);
+    return RunGroup(nodes, threads, ops, keys, block, lose, attempt + 1, secret);
   }
   BOOST_REQUIRE_MESSAGE(failed == 0, failed << " kv_stress processes failed (see their stderr)");
   if (lose) return;
@@ -131,4 +152,67 @@ BOOST_AUTO_TEST_CASE(blocks_of_keys_across_processes) { RunGroup(4, 4, 400, 500,
 
 BOOST_AUTO_TEST_CASE(a_crashed_process_fails_the_others_operations_at_once) {
   RunGroup(4, 1, 0, 100, 1, /*lose=*/true);
+}
+
+// With a group secret every connection proves it both ways: the group runs
+// as without one (every push counted once).
+BOOST_AUTO_TEST_CASE(a_group_with_a_secret_runs_as_one_without) {
+  RunGroup(4, 2, 200, 300, 1, /*lose=*/false, /*attempt=*/1, "correct horse battery staple");
+}
+
+// A process with another secret, or none, is refused by name, fast, and
+// never becomes part of the group (the others fail to form it).
+BOOST_AUTO_TEST_CASE(a_node_with_a_wrong_or_missing_secret_is_refused) {
+  for (const std::string bad : {"wrong secret", ""}) {
+    BOOST_TEST_CONTEXT("rank 0's secret: \"" << bad << "\"") {
+      const std::string peers = Peers(3);
+      const std::string out = std::string(DML_TEST_TMP) + "/kv_secret." + std::to_string(getpid());
+      std::vector<pid_t> pids;
+      for (int r = 0; r < 3; ++r) {
+        std::vector<std::string> args = {DML_KV_STRESS_BINARY, std::to_string(r), peers, "1", "10",
+                                         "50", "1", out + "." + std::to_string(r)};
+        std::vector<char*> argv;
+        for (auto& a : args) argv.push_back(a.data());
+        argv.push_back(nullptr);
+        std::vector<std::string> extra = {"DML_KV_CONNECT_SECONDS=5"};
+        const std::string secret = r == 0 ? bad : "correct horse battery staple";
+        if (!secret.empty()) extra.push_back("DML_KV_SECRET=" + secret);
+        Env env(extra);
+        posix_spawn_file_actions_t files;
+        posix_spawn_file_actions_init(&files);
+        const std::string err = out + "." + std::to_string(r) + ".err";
+        posix_spawn_file_actions_addopen(&files, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        pid_t pid;
+        BOOST_REQUIRE(posix_spawn(&pid, argv[0], &files, nullptr, argv.data(), env.ptrs.data()) == 0);
+        posix_spawn_file_actions_destroy(&files);
+        pids.push_back(pid);
+      }
+      const auto t0 = std::chrono::steady_clock::now();
+      for (pid_t pid : pids) {
+        int status = 0;
+        while (waitpid(pid, &status, WNOHANG) == 0) {
+          if (std::chrono::steady_clock::now() - t0 > std::chrono::seconds(60)) {
+            for (pid_t p : pids) kill(p, SIGKILL);
+            BOOST_FAIL("kv_stress processes still running after 60 s");
+          }
+          std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        }
+        BOOST_TEST(!(WIFEXITED(status) && WEXITSTATUS(status) == 0));  // no group formed
+      }
+      std::ifstream e0(out + ".0.err");
+      const std::string said((std::istreambuf_iterator<char>(e0)), std::istreambuf_iterator<char>());
+      if (bad.empty()) {
+        BOOST_TEST(said.find("kv node 0: peers[1] (127.0.0.1:") != std::string::npos, said);
+        BOOST_TEST(said.find("requires the group secret and none is set (KvOptions.secret)") !=
+                       std::string::npos,
+                   said);
+      } else {
+        BOOST_TEST(said.find("refused us: ") != std::string::npos, said);
+        BOOST_TEST(said.find("kv node 1: admission refused: wrong group secret") !=
+                       std::string::npos,
+                   said);
+      }
+      for (int r = 0; r < 3; ++r) std::remove((out + "." + std::to_string(r) + ".err").c_str());
+    }
+  }
 }

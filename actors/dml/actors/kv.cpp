@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <condition_variable>
+#include <map>
 #include <mutex>
 #include <thread>
 #include <utility>
@@ -23,6 +24,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "dml/actors/internal/kv_core.hpp"
+#include "dml/net/admission.hpp"
 #include "dml/actors/network.hpp"
 #include "dml/actors/transport.hpp"
 #include "dml/actors/type_ids.hpp"
@@ -52,6 +54,7 @@ struct KvNode::Impl {
   std::shared_ptr<detail::kv_group> group;
   std::unique_ptr<detail::KvCore> core;
   caf::actor actor;
+  caf::actor gate;  // Join: what peers reach first (KvGate)
   // Peers' actors by rank; complete (and then never changed) before the
   // node starts serving or its user sends anything.
   std::vector<caf::actor> peers;
@@ -61,44 +64,93 @@ struct KvNode::Impl {
   bool started = false;    // peers known: Leave may send
 
   ~Impl() {
-    // The actor reads `core`: wait until it has stopped.
+    // The actors read `core` and this: wait until they have stopped.
     if (!actor) return;
     if (started) core->Leave();
     caf::scoped_actor self{group->sys};
-    self->monitor(actor);
-    self->send_exit(actor, caf::exit_reason::user_shutdown);
-    self->receive([](const caf::down_msg&) {});
+    for (caf::actor* a : {&gate, &actor}) {
+      if (!*a) continue;
+      self->monitor(*a);
+      self->send_exit(*a, caf::exit_reason::user_shutdown);
+      self->receive([](const caf::down_msg&) {});
+    }
   }
 };
 
 namespace {
+
+// A lower rank introduces itself (Join): its actor, over the connection it
+// opened to us, and the group it thinks it joins.
+caf::error Introduce(KvNode::Impl* impl, int32_t rank, const caf::actor& peer, int64_t nodes,
+                     int64_t keys) {
+  if (nodes != impl->core->nodes() || keys != impl->core->options().keys) {
+    return caf::make_error(caf::sec::invalid_argument,
+                           "kv node " + std::to_string(impl->core->rank()) + ": a group of " +
+                               std::to_string(impl->core->nodes()) + " nodes and " +
+                               std::to_string(impl->core->options().keys) + " keys, not " +
+                               std::to_string(nodes) + " and " + std::to_string(keys));
+  }
+  std::lock_guard<std::mutex> lock(impl->mu);
+  if (rank < 0 || rank >= impl->core->rank() || !peer) {
+    return caf::make_error(caf::sec::invalid_argument, "kv: bad introduction");
+  }
+  if (!impl->peers[static_cast<std::size_t>(rank)]) ++impl->introduced;
+  impl->peers[static_cast<std::size_t>(rank)] = peer;
+  impl->cv.notify_all();
+  return caf::none;
+}
+
+// The actor a Join publishes (the node's own actor is handed out only to
+// processes that passed it): challenge, then connect(rank, actor, nodes,
+// keys, proof, nonce) -> (the node's actor, our proof for their nonce).
+// Without a secret every proof passes and none is given.
+caf::behavior KvGate(caf::event_based_actor* self, KvNode::Impl* impl) {
+  auto nonces = std::make_shared<std::map<std::string, std::string>>();
+  const std::string secret = impl->core->options().secret;
+  const std::string who = "kv node " + std::to_string(impl->core->rank());
+  return {
+      [self, nonces, secret](actors::challenge_atom) -> std::string {
+        if (secret.empty() || !self->current_sender()) return std::string();
+        std::string nonce = net::NewAdmissionNonce();
+        (*nonces)[caf::to_string(self->current_sender()->node())] = nonce;
+        return nonce;
+      },
+      [self, impl, nonces, secret, who](connect_atom, int32_t rank, const caf::actor& peer,
+                                        int64_t nodes, int64_t keys, const std::string& proof,
+                                        const std::string& their_nonce) -> caf::result<caf::message> {
+        const caf::strong_actor_ptr& sender = self->current_sender();
+        if (!sender) return caf::make_error(caf::sec::invalid_argument, who + ": no sender");
+        if (!secret.empty()) {
+          const std::string process = caf::to_string(sender->node());
+          auto it = nonces->find(process);
+          if (it == nonces->end()) {
+            return caf::make_error(caf::sec::invalid_argument,
+                                   who + ": admission refused: no challenge was asked first");
+          }
+          const std::string nonce = std::move(it->second);
+          nonces->erase(it);  // one proof per nonce
+          if (!net::AdmissionProofMatches(proof, secret, nonce, process)) {
+            return caf::make_error(caf::sec::invalid_argument,
+                                   who + ": admission refused: wrong group secret");
+          }
+          // Its messages to this process's actors pass from now on.
+          actors::AdmitPeer(sender->node());
+        }
+        if (auto err = Introduce(impl, rank, peer, nodes, keys)) return err;
+        const std::string mine =
+            secret.empty() || their_nonce.empty()
+                ? std::string()
+                : net::AdmissionProof(secret, their_nonce, caf::to_string(self->node()));
+        return caf::make_message(impl->actor, mine);
+      },
+  };
+}
 
 // The node's actor: skips the group's messages until `start` (the peers
 // are known), then hands every message to the core.
 caf::behavior KvActor(caf::event_based_actor* self, KvNode::Impl* impl) {
   self->set_default_handler(caf::skip);
   return {
-      [impl](connect_atom, int32_t rank, const caf::actor& peer, int64_t nodes,
-             int64_t keys) -> caf::result<bool> {
-        // A lower rank introduces itself (Join): its actor, over the
-        // connection it opened to us, and the group it thinks it joins.
-        if (nodes != impl->core->nodes() || keys != impl->core->options().keys) {
-          return caf::make_error(caf::sec::invalid_argument,
-                                 "kv node " + std::to_string(impl->core->rank()) +
-                                     ": a group of " + std::to_string(impl->core->nodes()) +
-                                     " nodes and " + std::to_string(impl->core->options().keys) +
-                                     " keys, not " + std::to_string(nodes) + " and " +
-                                     std::to_string(keys));
-        }
-        std::lock_guard<std::mutex> lock(impl->mu);
-        if (rank < 0 || rank >= impl->core->rank() || !peer) {
-          return caf::make_error(caf::sec::invalid_argument, "kv: bad introduction");
-        }
-        if (!impl->peers[static_cast<std::size_t>(rank)]) ++impl->introduced;
-        impl->peers[static_cast<std::size_t>(rank)] = peer;
-        impl->cv.notify_all();
-        return true;
-      },
       [self, impl](start_atom) {
         self->set_default_handler(caf::print_and_drop);
         // A peer that goes (its process ends, its connection breaks) takes
@@ -206,7 +258,11 @@ absl::StatusOr<std::unique_ptr<KvNode>> KvNode::Join(const KvOptions& options, i
   auto impl = MakeImpl(group, options, rank, nodes);
   auto& sys = group->sys;
   const std::string host = listen_host.empty() ? addr[rank].first : listen_host;
-  auto published = actors::Publish(sys, impl->actor, addr[rank].second, host, true);
+  // Peers first reach the gate; with a secret, nothing else here answers a
+  // process before it passed it.
+  impl->gate = sys.spawn(KvGate, impl.get());
+  if (!options.secret.empty()) actors::RequireAdmission(impl->gate.id());
+  auto published = actors::Publish(sys, impl->gate, addr[rank].second, host, true);
   if (!published) {
     return absl::UnavailableError(absl::StrCat("kv node ", rank, ": cannot listen on ", host, ":",
                                                addr[rank].second, ": ",
@@ -233,18 +289,61 @@ absl::StatusOr<std::unique_ptr<KvNode>> KvNode::Join(const KvOptions& options, i
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
     // Introduce ourselves and make sure this is a node of our group (the
-    // port may have been taken by something else).
-    std::string refused;
+    // port may have been taken by something else); with a secret, each
+    // side proves it to the other. The peer we connected to is admitted
+    // for its answers at once; Join fails (and the connection with it)
+    // unless it then proves the secret.
+    const std::string secret = options.secret;
+    if (!secret.empty()) actors::AdmitPeer(peer->node());
+    std::string refused, nonce, their_proof;
+    caf::actor theirs;
+    const std::string my_nonce = secret.empty() ? std::string() : net::NewAdmissionNonce();
     {
       caf::scoped_actor self{sys};
-      self->request(peer, std::chrono::seconds(10), connect_atom_v, static_cast<int32_t>(rank),
-                    impl->actor, static_cast<int64_t>(nodes), options.keys)
-          .receive([](bool) {}, [&](caf::error& e) { refused = sys.render(e); });
+      self->request(peer, std::chrono::seconds(10), actors::challenge_atom_v)
+          .receive([&](const std::string& n) { nonce = n; },
+                   [&](caf::error& e) { refused = sys.render(e); });
+      if (refused.empty() && !nonce.empty() && secret.empty()) {
+        return absl::PermissionDeniedError(absl::StrCat(
+            "kv node ", rank, ": peers[", r, "] (", peers[r],
+            ") requires the group secret and none is set (KvOptions.secret)"));
+      }
+      if (refused.empty() && nonce.empty() && !secret.empty()) {
+        return absl::PermissionDeniedError(
+            absl::StrCat("kv node ", rank, ": peers[", r, "] (", peers[r],
+                         ") checks no group secret; this node has one (KvOptions.secret)"));
+      }
+      const std::string proof =
+          secret.empty() ? std::string()
+                         : net::AdmissionProof(secret, nonce, caf::to_string(self->node()));
+      if (refused.empty()) {
+        self->request(peer, std::chrono::seconds(10), connect_atom_v, static_cast<int32_t>(rank),
+                      impl->actor, static_cast<int64_t>(nodes), options.keys, proof, my_nonce)
+            .receive(
+                [&](const caf::actor& a, const std::string& p) {
+                  theirs = a;
+                  their_proof = p;
+                },
+                [&](caf::error& e) { refused = sys.render(e); });
+      }
     }
     if (!refused.empty()) {
-      return absl::UnavailableError(absl::StrCat("kv node ", rank, ": peers[", r, "] (", peers[r],
-                                                 ") is not a node of this group: ", refused));
+      const bool denied = refused.find("admission refused") != std::string::npos;
+      const std::string why = absl::StrCat("kv node ", rank, ": peers[", r, "] (", peers[r], ") ",
+                                           denied ? "refused us: " : "is not a node of this group: ",
+                                           refused);
+      return denied ? absl::PermissionDeniedError(why) : absl::UnavailableError(why);
     }
+    if (!theirs) {
+      return absl::UnavailableError(absl::StrCat("kv node ", rank, ": peers[", r, "] (", peers[r],
+                                                 ") answered without its node"));
+    }
+    if (!secret.empty() && !net::AdmissionProofMatches(their_proof, secret, my_nonce,
+                                                       caf::to_string(peer->node()))) {
+      return absl::PermissionDeniedError(absl::StrCat("kv node ", rank, ": peers[", r, "] (",
+                                                      peers[r], ") failed to prove the group secret"));
+    }
+    peer = theirs;
     {
       std::lock_guard<std::mutex> lock(impl->mu);
       impl->peers[static_cast<std::size_t>(r)] = peer;

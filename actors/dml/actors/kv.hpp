@@ -59,6 +59,12 @@ struct KvOptions {
   bool location_cache = true;  ///< remember owners learned from answers
   /// How long Wait waits for an operation before DeadlineExceeded.
   double op_timeout_seconds = 60.0;
+  /// The group's secret (Join only): every pair of nodes proves it to each
+  /// other when they connect (HMAC-SHA256 challenges both ways,
+  /// dml/net/admission.hpp), and each process then drops every message
+  /// from a process that has not (before decoding it, logged and counted:
+  /// actors::RequireAdmission). Empty: no admission (trusted networks).
+  std::string secret;
 };
 
 /// Counters of one node (since it started).
@@ -116,8 +122,11 @@ class KvNode {
   /// ("host:port", one per rank, the same list everywhere): listens on
   /// peers[rank]'s port (on `listen_host`, default: peers[rank]'s host) and
   /// connects to every other node, retrying until `connect_timeout`. Returns
-  /// once it can reach all of them. Errors: InvalidArgument (options, rank,
-  /// an address), Unavailable (a port in use, a peer not reached in time).
+  /// once it can reach all of them. With options.secret, each connection
+  /// proves it both ways first. Errors: InvalidArgument (options, rank, an
+  /// address), Unavailable (a port in use, a peer not reached in time),
+  /// PermissionDenied (a peer that refused our proof, failed to prove the
+  /// secret, wants one where we have none, or checks none where we do).
   static absl::StatusOr<std::unique_ptr<KvNode>> Join(
       const KvOptions& options, int rank, const std::vector<std::string>& peers,
       std::chrono::duration<double> connect_timeout = std::chrono::seconds(30),
