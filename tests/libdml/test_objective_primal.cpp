@@ -851,10 +851,56 @@ BOOST_AUTO_TEST_CASE(glmnet_edge_cases) {
   }
 }
 
+// Both converged to a relative gap `tol`, with the same iterates up to the
+// order of the partial sums; the second ran two threads.
+void ExpectSameRunOnTwoThreads(const dml::TrainResult& one, const dml::TrainResult& two,
+                               double tol) {
+  for (const dml::TrainResult* r : {&one, &two}) {
+    BOOST_TEST(static_cast<int>(r->reason) == static_cast<int>(dml::StopReason::kConverged));
+    BOOST_TEST(r->gap >= 0.0);
+    BOOST_TEST(r->gap <= tol * r->primal);
+  }
+  BOOST_TEST(RelDiff(one.primal, two.primal) < 1e-9);
+  BOOST_TEST(std::abs(one.epochs - two.epochs) <= 1.0);
+  BOOST_TEST(two.threads == 2);
+}
+
+BOOST_AUTO_TEST_CASE(glmnet_two_threads_share_the_inner_cd_of_long_columns) {
+  // 8000 rows, 24 dense-ish columns (about 6000 nonzeros each, over
+  // kSplitColumnNnz): two threads share every inner-CD visit, each over its
+  // half of the rows. The same iterates up to the order of the sums, and
+  // the same through Train (kAsyncScd runs newGLMNET with its threads).
+  dml::SyntheticOptions g;
+  g.rows = 8000;
+  g.cols = 24;
+  g.nnz_per_row = 18;
+  g.model_density = 0.5;
+  g.noise = 0.3;
+  g.task = dml::Task::kClassification;
+  g.seed = 12;
+  g.threads = 1;
+  auto gen = dml::GenerateSynthetic(g);
+  BOOST_REQUIRE(gen.ok());
+  const dml::Dataset& data = gen->data;
+  const dml::ModelSpec spec = Spec(data, ModelKind::kLogisticL1, 0.02);
+  dml::SolverOptions o = Options(1e-9);
+  o.eval_every = 0;
+  auto one = dml::internal::TrainGlmnetL1(data, spec, o);
+  BOOST_REQUIRE(one.ok());
+  o.threads = 2;
+  o.kind = dml::SolverKind::kAsyncScd;
+  auto two = dml::Train(data, spec, o);
+  BOOST_REQUIRE_MESSAGE(two.ok(), two.status().ToString());
+  ExpectSameRunOnTwoThreads(*one, *two, 1e-9);
+  // Both ends of the weights agree (no half of X d was lost).
+  for (std::size_t j = 0; j < one->w.size(); ++j) {
+    BOOST_TEST(std::abs(one->w[j] - two->w[j]) <= 1e-6 * (1.0 + std::abs(one->w[j])), j);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(glmnet_threads_share_the_row_and_gradient_passes) {
   // Large enough for two chunks of rows and of nonzeros (the solver keeps
-  // small problems on one thread). Not yet reachable through Train (kScd
-  // runs it on one thread), hence the internal entry point.
+  // small problems on one thread), hence the internal entry point.
   const dml::Dataset data = Synthetic(40000, 300, dml::Task::kClassification, 0.3, 8);
   const dml::ModelSpec spec = Spec(data, ModelKind::kLogisticL1, 0.05);
   dml::SolverOptions o = Options(1e-8);
@@ -864,15 +910,7 @@ BOOST_AUTO_TEST_CASE(glmnet_threads_share_the_row_and_gradient_passes) {
   o.threads = 2;
   auto two = dml::internal::TrainGlmnetL1(data, spec, o);
   BOOST_REQUIRE(two.ok());
-  for (const dml::TrainResult* r : {&*one, &*two}) {
-    BOOST_TEST(static_cast<int>(r->reason) == static_cast<int>(dml::StopReason::kConverged));
-    BOOST_TEST(r->gap >= 0.0);
-    BOOST_TEST(r->gap <= 1e-8 * r->primal);
-  }
-  // The same iterates up to the order of the partial sums.
-  BOOST_TEST(RelDiff(one->primal, two->primal) < 1e-9);
-  BOOST_TEST(std::abs(one->epochs - two->epochs) <= 1.0);
-  BOOST_TEST(two->threads == 2);
+  ExpectSameRunOnTwoThreads(*one, *two, 1e-8);
 
   // A small problem stays on one thread and says why, unless told not to fit.
   const Problem p = Problems()[2];
