@@ -215,6 +215,14 @@ BOOST_AUTO_TEST_CASE(auto_runs_newton_for_smooth_models_and_scd_for_the_others) 
   BOOST_TEST((pick(ModelKind::kSquaredHingeSvm, wide, 1) == SolverKind::kScd));
   BOOST_TEST((pick(ModelKind::kRidge, wide, 2) == SolverKind::kAsyncScd));
   BOOST_TEST((pick(ModelKind::kLogisticL2, wide, 2) == SolverKind::kNewton));
+  // Fewer threads than asked: the summary says so.
+  dml::SolverOptions two;
+  two.kind = SolverKind::kAuto;
+  two.threads = 2;
+  auto hinge = dml::Train(tall, {ModelKind::kHingeSvm, 1e-2, 0.5}, two);
+  BOOST_REQUIRE(hinge.ok());
+  BOOST_TEST(hinge->note.rfind("solver auto ran scd on 1 thread of 2 (hinge: ", 0) == 0u,
+             hinge->note);
   const dml::Dataset data = UnscaledProblem(40, 4.0);
   dml::SolverOptions o;
   o.kind = dml::SolverKind::kAuto;

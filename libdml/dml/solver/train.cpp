@@ -149,7 +149,15 @@ absl::StatusOr<TrainResult> Dispatch(const Dataset& data, const ModelSpec& model
       chosen.kind = AutoSolver(model, data, options.threads);
       absl::StatusOr<TrainResult> r = Dispatch(data, model, chosen);
       if (r.ok()) {
-        const std::string why = absl::StrCat("solver auto ran ", AsAbsl(SolverName(chosen.kind)));
+        std::string why = absl::StrCat("solver auto ran ", AsAbsl(SolverName(chosen.kind)));
+        if (chosen.kind == SolverKind::kScd && options.threads > 1) {
+          // Where a second thread did not pay (measured: bench/solver_bench.py).
+          absl::StrAppend(&why, " on 1 thread of ", options.threads,
+                          model.kind == ModelKind::kHingeSvm
+                              ? " (hinge: the asynchronous engine's threads lost to one on "
+                                "low-dimensional and shrinking-dominated data)"
+                              : " (its asynchronous engine lost to one thread where measured)");
+        }
         r->note = r->note.empty() ? why : absl::StrCat(why, "; ", r->note);
       }
       return r;
