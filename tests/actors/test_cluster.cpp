@@ -329,7 +329,7 @@ BOOST_AUTO_TEST_CASE(a_node_with_a_secret_admits_only_processes_that_know_it) {
                refusal);
     // Nor can the unadmitted process hand the node a table of endpoints.
     self->request(*node, std::chrono::seconds(10), dml::actors::peers_atom_v,
-                  std::string("x\x1e127.0.0.1\n9\n"))
+                  std::string("x\x1e" "127.0.0.1\n9\n"))
         .receive([&](bool) { refusal = "taken"; },
                  [&](caf::error& e) { refusal = sys.render(e); });
     BOOST_TEST(refusal.find("not admitted") != std::string::npos, refusal);

@@ -192,7 +192,20 @@ BOOST_AUTO_TEST_CASE(auto_runs_newton_for_smooth_models_and_scd_for_the_others) 
   BOOST_TEST((pick(ModelKind::kRidge, tall, 2) == SolverKind::kNewton));
   BOOST_TEST((pick(ModelKind::kHingeSvm, tall, 1) == SolverKind::kScd));
   BOOST_TEST((pick(ModelKind::kHingeSvm, tall, 2) == SolverKind::kScd));
-  BOOST_TEST((pick(ModelKind::kLogisticL1, tall, 2) == SolverKind::kAsyncScd));
+  // L1-logistic: two threads only where they share newGLMNET's inner CD
+  // (columns of 4096 nonzeros or more on average).
+  BOOST_TEST((pick(ModelKind::kLogisticL1, tall, 2) == SolverKind::kScd));
+  {
+    dml::SyntheticOptions g;
+    g.rows = 5000;
+    g.cols = 4;
+    g.nnz_per_row = 4;
+    g.seed = 5;
+    auto long_columns = dml::GenerateSynthetic(g);
+    BOOST_REQUIRE(long_columns.ok());
+    BOOST_TEST((pick(ModelKind::kLogisticL1, long_columns->data, 2) == SolverKind::kAsyncScd));
+    BOOST_TEST((pick(ModelKind::kLogisticL1, long_columns->data, 1) == SolverKind::kScd));
+  }
   BOOST_TEST((pick(ModelKind::kLasso, tall, 2) == SolverKind::kScd));
   // Wide (more features than examples, as documents are): dual CD for the
   // models whose dual step is closed-form; newton stays for logistic.
@@ -213,7 +226,7 @@ BOOST_AUTO_TEST_CASE(auto_runs_newton_for_smooth_models_and_scd_for_the_others) 
     wide.x = *std::move(x);
   }
   BOOST_TEST((pick(ModelKind::kSquaredHingeSvm, wide, 1) == SolverKind::kScd));
-  BOOST_TEST((pick(ModelKind::kRidge, wide, 2) == SolverKind::kAsyncScd));
+  BOOST_TEST((pick(ModelKind::kRidge, wide, 2) == SolverKind::kScd));
   BOOST_TEST((pick(ModelKind::kLogisticL2, wide, 2) == SolverKind::kNewton));
   // Fewer threads than asked: the summary says so.
   dml::SolverOptions two;

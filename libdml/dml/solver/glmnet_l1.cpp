@@ -112,7 +112,7 @@ constexpr double kNuPerLambda = 1e-12;   // Hessian-diagonal floor, LIBLINEAR's 
 constexpr std::size_t kRowGrain = 16384;
 constexpr std::size_t kNnzGrain = 131072;
 /// Inner-CD columns at least this long on average are shared by two threads.
-constexpr std::size_t kSplitColumnNnz = 4096;
+constexpr std::size_t kSplitColumnNnz = kGlmnetSplitColumnNnz;
 
 /// log1p(a) for a > -1 to a few ulps through the faster log (glibc's log1p
 /// was a fifth of the whole run on w8a): log(u) a / (u - 1), u = 1 + a

@@ -46,12 +46,13 @@ enum class SolverKind {
 /// "scd", "async-scd", "sgd", "newton", "auto", "tpa-scd", "duhl".
 std::string_view SolverName(SolverKind kind);
 /// What kAuto runs for `model` on `data` with `threads` threads: newton for
-/// L2-logistic; for ridge and squared hinge, dual coordinate descent where
-/// there are more features than examples (unless the features' units
-/// differ by orders of magnitude: FeatureStepFactors), newton otherwise;
-/// coordinate descent for the others, asynchronous (which fits its threads
-/// to the machine) for L1-logistic when threads > 1. O(nnz) for
-/// ridge and squared hinge, O(1) for the others.
+/// L2-logistic; for ridge and squared hinge, sequential dual coordinate
+/// descent where there are more features than examples (unless the
+/// features' units differ by orders of magnitude: FeatureStepFactors),
+/// newton otherwise; sequential coordinate descent for the others, except
+/// L1-logistic on threads > 1 with columns long enough for two threads to
+/// share newGLMNET's inner CD (kAsyncScd). O(nnz) for ridge and squared
+/// hinge, O(1) for the others.
 SolverKind AutoSolver(const ModelSpec& model, const Dataset& data, int threads);
 /// Inverse of SolverName (also accepts "async"). Errors: InvalidArgument
 /// listing the valid names.

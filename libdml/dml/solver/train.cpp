@@ -36,7 +36,6 @@ absl::StatusOr<SolverKind> ParseSolverKind(std::string_view name) {
 }
 
 SolverKind AutoSolver(const ModelSpec& model, const Dataset& data, int threads) {
-  const SolverKind cd = threads > 1 ? SolverKind::kAsyncScd : SolverKind::kScd;
   switch (model.kind) {
     case ModelKind::kLogisticL2: return SolverKind::kNewton;
     case ModelKind::kRidge:
@@ -44,15 +43,23 @@ SolverKind AutoSolver(const ModelSpec& model, const Dataset& data, int threads) 
       // LIBLINEAR's guide (Appendix C): with more features than examples
       // (documents) dual CD beats primal Newton by far (news20 squared hinge:
       // 0.04 s against 0.67 s); with features in units spread over orders of
-      // magnitude dual CD crawls, Newton does not mind.
+      // magnitude dual CD crawls, Newton does not mind. Sequential: the
+      // asynchronous engine's second thread was slower than one on news20
+      // in 2 of 3 runs.
       if (data.x.cols() > data.x.rows() &&
           FeatureStepFactors(ColumnSquareSums(data), data.x.rows(), model).empty()) {
-        return cd;
+        return SolverKind::kScd;
       }
       return SolverKind::kNewton;
-    // newGLMNET's passes share the threads (realsim-like 0.58x -> 0.50x of
-    // LIBLINEAR's time, dense 0.72x -> 0.64x).
-    case ModelKind::kLogisticL1: return cd;
+    // newGLMNET on two threads where they share its inner CD (long columns:
+    // the dense set 0.69x -> 0.44x of LIBLINEAR's time); where they would
+    // only share its passes, one (news20: 2 threads 1.08x of one's time).
+    case ModelKind::kLogisticL1:
+      return threads > 1 && data.x.cols() > 0 &&
+                     static_cast<std::size_t>(data.x.nnz()) >=
+                         internal::kGlmnetSplitColumnNnz * static_cast<std::size_t>(data.x.cols())
+                 ? SolverKind::kAsyncScd
+                 : SolverKind::kScd;
     // Hinge stays sequential: the asynchronous engine's thread probe and
     // its shrinking epochs cost more than a second core buys on a9a and
     // the real-sim-shaped set (2 threads 1.26x and 1.25x of one's time);
@@ -152,11 +159,14 @@ absl::StatusOr<TrainResult> Dispatch(const Dataset& data, const ModelSpec& model
         std::string why = absl::StrCat("solver auto ran ", AsAbsl(SolverName(chosen.kind)));
         if (chosen.kind == SolverKind::kScd && options.threads > 1) {
           // Where a second thread did not pay (measured: bench/solver_bench.py).
-          absl::StrAppend(&why, " on 1 thread of ", options.threads,
-                          model.kind == ModelKind::kHingeSvm
-                              ? " (hinge: the asynchronous engine's threads lost to one on "
-                                "low-dimensional and shrinking-dominated data)"
-                              : " (its asynchronous engine lost to one thread where measured)");
+          absl::StrAppend(
+              &why, " on 1 thread of ", options.threads,
+              model.kind == ModelKind::kHingeSvm
+                  ? " (hinge: the asynchronous engine's threads lost to one on "
+                    "low-dimensional and shrinking-dominated data)"
+              : model.kind == ModelKind::kLogisticL1
+                  ? " (newGLMNET: its columns are too short for two threads to share its inner CD)"
+                  : " (its asynchronous engine lost to one thread where measured)");
         }
         r->note = r->note.empty() ? why : absl::StrCat(why, "; ", r->note);
       }
