@@ -230,6 +230,25 @@ BOOST_AUTO_TEST_CASE(cocoa_with_the_gpu_local_solver_or_its_fallback) {
              "JobSpec.cocoa.local_solver: must be scd, tpa-scd or duhl, got newton");
 }
 
+// A DuHL job on 1200 x 60 generated rows of `m` (a 25% device budget,
+// relative gap 1e-6): runs it and checks it converged to P*.
+dml::TrainResult RunDuhlJob(dml::Runtime& rt, dml::JobSpec s, const dml::ModelSpec& m) {
+  auto data = Problem(dml::TaskOf(m.kind), 1200, 60);
+  const double p_star = Optimum(*data, m);
+  s.data.dataset = data;
+  s.model = m;
+  s.stop.gap_rel = 1e-6;
+  s.stop.max_epochs = 3000;
+  auto j = rt.Submit(s);
+  BOOST_REQUIRE_MESSAGE(j.ok(), j.status().ToString());
+  auto r = j->Wait();
+  BOOST_REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+  BOOST_TEST((r->reason == dml::StopReason::kConverged));
+  BOOST_TEST(r->primal - p_star <= 1e-6 * std::abs(p_star) + 1e-12);
+  BOOST_TEST(r->primal >= p_star - 1e-9 * std::abs(p_star));
+  return *std::move(r);
+}
+
 // DuHL as the workers' local solver (its device the CPU twin): dual and
 // primal models reach the optimum; a bad DuHL option is refused by field.
 BOOST_AUTO_TEST_CASE(cocoa_with_the_duhl_local_solver) {
@@ -241,27 +260,15 @@ BOOST_AUTO_TEST_CASE(cocoa_with_the_duhl_local_solver) {
       {dml::ModelKind::kHingeSvm, true}};
   for (const auto& [kind, gpu] : cases) {
     BOOST_TEST_CONTEXT(dml::ModelName(kind) << (gpu ? " on a GPU or its fallback" : "")) {
-      auto data = Problem(dml::TaskOf(kind), 1200, 60);
-      dml::ModelSpec m{kind, 1e-3, 0.5};
-      const double p_star = Optimum(*data, m);
       dml::JobSpec s;
-      s.data.dataset = data;
-      s.model = m;
       s.mode.kind = dml::Mode::kCocoa;
       s.mode.workers = 2;
-      s.stop.gap_rel = 1e-6;
-      s.stop.max_epochs = 3000;
       s.cocoa.local_solver = dml::SolverKind::kDuhl;
       s.cocoa.duhl.device_fraction = 0.25;
       s.cocoa.duhl.gpu = gpu;
       s.cocoa.gpu_fallback = gpu;
-      auto j = rt.Submit(s);
-      BOOST_REQUIRE_MESSAGE(j.ok(), j.status().ToString());
-      auto r = j->Wait();
-      BOOST_REQUIRE_MESSAGE(r.ok(), r.status().ToString());
-      BOOST_TEST((r->reason == dml::StopReason::kConverged));
-      BOOST_TEST(r->primal - p_star <= 1e-6 * std::abs(p_star) + 1e-12);
-      BOOST_TEST(r->primal >= p_star - 1e-9 * std::abs(p_star));
+      const dml::TrainResult result = RunDuhlJob(rt, s, {kind, 1e-3, 0.5});
+      const dml::TrainResult* r = &result;
       // The workers' bytes to their devices reach the progress and the
       // result: at least each block's first quarter of the data.
       BOOST_TEST(r->device_bytes > 0);
@@ -299,25 +306,14 @@ BOOST_AUTO_TEST_CASE(the_duhl_topology_converges_and_reports_its_copies) {
   for (const Case& c : cases) {
     BOOST_TEST_CONTEXT(dml::ModelName(c.kind) << ", " << c.workers << " worker(s), "
                                               << dml::DuhlSelectionName(c.selection)) {
-      auto data = Problem(dml::TaskOf(c.kind), 1200, 60);
-      dml::ModelSpec m{c.kind, 1e-3, 0.5};
-      const double p_star = Optimum(*data, m);
       dml::JobSpec s;
-      s.data.dataset = data;
-      s.model = m;
       s.mode.kind = dml::Mode::kDuhl;
       s.mode.workers = c.workers;
-      s.stop.gap_rel = 1e-6;
-      s.stop.max_epochs = 3000;
       s.cocoa.duhl.device_fraction = c.fraction;
       s.cocoa.duhl.selection = c.selection;
-      auto j = rt.Submit(s);
-      BOOST_REQUIRE_MESSAGE(j.ok(), j.status().ToString());
-      auto r = j->Wait();
-      BOOST_REQUIRE_MESSAGE(r.ok(), r.status().ToString());
-      BOOST_TEST((r->reason == dml::StopReason::kConverged));
-      BOOST_TEST(r->primal - p_star <= 1e-6 * std::abs(p_star) + 1e-12);
-      BOOST_TEST(r->primal >= p_star - 1e-9 * std::abs(p_star));
+      const dml::TrainResult result = RunDuhlJob(rt, s, {c.kind, 1e-3, 0.5});
+      const dml::TrainResult* r = &result;
+      const auto data = Problem(dml::TaskOf(c.kind), 1200, 60);  // the same rows
       BOOST_REQUIRE(!r->history.empty());
       int64_t bytes = 0, swaps = 0;
       for (const dml::Progress& p : r->history) {
