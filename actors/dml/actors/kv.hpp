@@ -63,7 +63,9 @@ struct KvOptions {
   /// other when they connect (HMAC-SHA256 challenges both ways,
   /// dml/net/admission.hpp), and each process then drops every message
   /// from a process that has not (before decoding it, logged and counted:
-  /// actors::RequireAdmission). Empty: no admission (trusted networks).
+  /// actors::RequireAdmission, which is process-wide: one node with a
+  /// secret per process, and nothing else published in it that peers
+  /// without the secret must reach). Empty: no admission (trusted networks).
   std::string secret;
 };
 
