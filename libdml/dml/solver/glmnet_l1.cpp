@@ -421,6 +421,19 @@ void GlmnetL1::InnerCd() {
   }
   const bool split = helper.joinable();
   inner_split_ = inner_split_ || split;
+  // Ends the helper however this function is left (an exception mid-visit
+  // included: then it is released from either wait and stops).
+  struct Stop {
+    std::thread& t;
+    std::atomic<uint64_t>& job;
+    std::atomic<uint64_t>& stepped;
+    ~Stop() {
+      if (!t.joinable()) return;
+      stepped.store(~uint64_t{0}, std::memory_order_release);
+      job.store(~uint64_t{0}, std::memory_order_release);
+      t.join();  // after its last step: X d is whole
+    }
+  } stop_helper{helper, job, stepped};
   uint64_t visit = 0;
   // The helper may still be adding the previous step to its half when
   // `job` moves on: it reads `job` only after that, so the next visit's
@@ -513,10 +526,6 @@ void GlmnetL1::InnerCd() {
     qp_gmax_old = qp_gmax;
     // Time budget and cancellation, so one long inner CD cannot overrun them.
     if (stop_.BeforeEpoch(outer_)) break;
-  }
-  if (split) {
-    job.store(kExit, std::memory_order_release);
-    helper.join();  // after its last step: X d is whole
   }
   inner_cycles_ = cycle;
 }
