@@ -192,9 +192,8 @@ BOOST_AUTO_TEST_CASE(auto_runs_newton_for_smooth_models_and_scd_for_the_others) 
   BOOST_TEST((pick(ModelKind::kRidge, tall, 2) == SolverKind::kNewton));
   BOOST_TEST((pick(ModelKind::kHingeSvm, tall, 1) == SolverKind::kScd));
   BOOST_TEST((pick(ModelKind::kHingeSvm, tall, 2) == SolverKind::kScd));
-  // L1-logistic: two threads only where they share newGLMNET's inner CD
-  // (columns of 4096 nonzeros or more on average).
-  BOOST_TEST((pick(ModelKind::kLogisticL1, tall, 2) == SolverKind::kScd));
+  // L1-logistic: two threads on tall data or long columns, one on wide.
+  BOOST_TEST((pick(ModelKind::kLogisticL1, tall, 2) == SolverKind::kAsyncScd));
   {
     dml::SyntheticOptions g;
     g.rows = 5000;
@@ -228,6 +227,7 @@ BOOST_AUTO_TEST_CASE(auto_runs_newton_for_smooth_models_and_scd_for_the_others) 
   BOOST_TEST((pick(ModelKind::kSquaredHingeSvm, wide, 1) == SolverKind::kScd));
   BOOST_TEST((pick(ModelKind::kRidge, wide, 2) == SolverKind::kScd));
   BOOST_TEST((pick(ModelKind::kLogisticL2, wide, 2) == SolverKind::kNewton));
+  BOOST_TEST((pick(ModelKind::kLogisticL1, wide, 2) == SolverKind::kScd));
   // Fewer threads than asked: the summary says so.
   dml::SolverOptions two;
   two.kind = SolverKind::kAuto;

@@ -50,9 +50,9 @@ std::string_view SolverName(SolverKind kind);
 /// descent where there are more features than examples (unless the
 /// features' units differ by orders of magnitude: FeatureStepFactors),
 /// newton otherwise; sequential coordinate descent for the others, except
-/// L1-logistic on threads > 1 with columns long enough for two threads to
-/// share newGLMNET's inner CD (kAsyncScd). O(nnz) for ridge and squared
-/// hinge, O(1) for the others.
+/// L1-logistic on threads > 1 with at least as many examples as features
+/// or columns long enough for two threads to share newGLMNET's inner CD
+/// (kAsyncScd). O(nnz) for ridge and squared hinge, O(1) for the others.
 SolverKind AutoSolver(const ModelSpec& model, const Dataset& data, int threads);
 /// Inverse of SolverName (also accepts "async"). Errors: InvalidArgument
 /// listing the valid names.
