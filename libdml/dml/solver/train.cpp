@@ -155,28 +155,8 @@ absl::StatusOr<TrainResult> Dispatch(const Dataset& data, const ModelSpec& model
       return internal::TrainSgd(data, model, options);
     case SolverKind::kNewton:
       return internal::TrainNewton(data, model, options);
-    case SolverKind::kAuto: {
-      SolverOptions chosen = options;
-      chosen.kind = AutoSolver(model, data, options.threads);
-      absl::StatusOr<TrainResult> r = Dispatch(data, model, chosen);
-      if (r.ok()) {
-        std::string why = absl::StrCat("solver auto ran ", AsAbsl(SolverName(chosen.kind)));
-        if (chosen.kind == SolverKind::kScd && options.threads > 1) {
-          // Where a second thread did not pay (measured: bench/solver_bench.py).
-          absl::StrAppend(
-              &why, " on 1 thread of ", options.threads,
-              model.kind == ModelKind::kHingeSvm
-                  ? " (hinge: the asynchronous engine's threads lost to one on "
-                    "low-dimensional and shrinking-dominated data)"
-              : model.kind == ModelKind::kLogisticL1
-                  ? " (newGLMNET on more features than examples: its inner CD over short columns "
-                    "is the work, and it runs on one thread)"
-                  : " (its asynchronous engine lost to one thread where measured)");
-        }
-        r->note = r->note.empty() ? why : absl::StrCat(why, "; ", r->note);
-      }
-      return r;
-    }
+    case SolverKind::kAuto:
+      return absl::InternalError("solver auto reached Dispatch (Train resolves it first)");
     case SolverKind::kTpaScd:
       return absl::InvalidArgumentError(
           "solver tpa-scd runs through dml::gpu::Train (dml/gpu/tpa_scd.hpp, library dml::gpu); "
@@ -187,6 +167,24 @@ absl::StatusOr<TrainResult> Dispatch(const Dataset& data, const ModelSpec& model
           "solver; dml::Train does not run it");
   }
   return absl::InvalidArgumentError("unknown solver kind");
+}
+
+// What the result's note says about an auto choice.
+std::string AutoNote(const ModelSpec& model, SolverKind chosen, int threads) {
+  std::string why = absl::StrCat("solver auto ran ", AsAbsl(SolverName(chosen)));
+  if (chosen == SolverKind::kScd && threads > 1) {
+    // Where a second thread did not pay (measured: bench/solver_bench.py).
+    absl::StrAppend(
+        &why, " on 1 thread of ", threads,
+        model.kind == ModelKind::kHingeSvm
+            ? " (hinge: the asynchronous engine's threads lost to one on "
+              "low-dimensional and shrinking-dominated data)"
+        : model.kind == ModelKind::kLogisticL1
+            ? " (newGLMNET on more features than examples: its inner CD over short columns "
+              "is the work, and it runs on one thread)"
+            : " (its asynchronous engine lost to one thread where measured)");
+  }
+  return why;
 }
 
 }  // namespace
@@ -201,13 +199,21 @@ absl::Status CheckTrainInputs(const Dataset& data, const ModelSpec& model,
 absl::StatusOr<TrainResult> Train(const Dataset& data, const ModelSpec& model,
                                   const SolverOptions& options) {
   DML_RETURN_IF_ERROR(CheckTrainInputs(data, model, options));
-  absl::StatusOr<TrainResult> result = Dispatch(data, model, options);
+  // auto is resolved once (for ridge and squared hinge it reads the data).
+  SolverOptions resolved = options;
+  if (options.kind == SolverKind::kAuto) {
+    resolved.kind = AutoSolver(model, data, options.threads);
+  }
+  absl::StatusOr<TrainResult> result = Dispatch(data, model, resolved);
   if (!result.ok()) return result;
   result->model = model;
+  if (options.kind == SolverKind::kAuto) {
+    const std::string why = AutoNote(model, resolved.kind, options.threads);
+    result->note = result->note.empty() ? why : absl::StrCat(why, "; ", result->note);
+  }
   // Dual coordinate descent that ran out of epochs or time on features
   // whose units differ by orders of magnitude: say why, and what helps.
-  const SolverKind ran =
-      options.kind == SolverKind::kAuto ? AutoSolver(model, data, options.threads) : options.kind;
+  const SolverKind ran = resolved.kind;
   const bool dual_cd = (ran == SolverKind::kScd || ran == SolverKind::kAsyncScd) &&
                        FormulationOf(model.kind) == Formulation::kDual;
   if (dual_cd && (result->reason == StopReason::kMaxEpochs ||
