@@ -251,6 +251,8 @@ struct Run {
   std::string source;
   double bias = -1;  // -B: a constant feature of this value appended to every example
   std::shared_ptr<MetricsFile> metrics = std::make_shared<MetricsFile>();
+  // --mode duhl or --local duhl: their flags, parsed before any data is read.
+  std::optional<dml::DuhlOptions> duhl;
 };
 
 // An exit status to return now, or nothing to go on.
@@ -469,9 +471,7 @@ Exit TrainOnRuntime(Run& run, std::shared_ptr<const dml::Dataset>& shared_data,
   const bool duhl_mode = job.mode.kind == dml::Mode::kDuhl;
   if (duhl_mode && !args.values.count("--workers")) job.mode.workers = 1;
   if (duhl_mode || job.cocoa.local_solver == dml::SolverKind::kDuhl) {
-    dml::DuhlOptions d;
-    if (Exit e = ParseDuhl(args, d)) return e;
-    job.cocoa.duhl = d;
+    job.cocoa.duhl = run.duhl.value();  // parsed in main
     // --solver tpa-scd: DuHL's blocks on the GPU of the worker's process.
     job.cocoa.duhl.gpu = run.opt.kind == dml::SolverKind::kTpaScd;
     job.cocoa.gpu_fallback = args.values.count("--gpu-fallback") > 0;
@@ -639,8 +639,9 @@ int main(int argc, char** argv) {
   }
   if (duhl || local_duhl) {
     // Checked here, before any data is read; the job takes them later.
-    dml::DuhlOptions checked;
-    if (Exit e = ParseDuhl(run.args, checked)) return *e;
+    dml::DuhlOptions d;
+    if (Exit e = ParseDuhl(run.args, d)) return *e;
+    run.duhl = d;
   } else {
     for (const char* f : {"--device-memory", "--selection", "--gap-threads"}) {
       if (run.args.values.count(f)) {
