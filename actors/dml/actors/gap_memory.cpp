@@ -162,14 +162,30 @@ class gap_memory_client final : public GapMemory {
 
 }  // namespace
 
-absl::StatusOr<gap_memory_actor> SpawnGapMemory(caf::actor_system& sys,
-                                                std::shared_ptr<const Dataset> data,
-                                                const ModelSpec& model, int threads) {
+namespace {
+
+// The gap memory of `data` in an actor that keeps `data` alive, and its
+// number of coordinates.
+absl::StatusOr<std::pair<gap_memory_actor, int64_t>> Spawn(caf::actor_system& sys,
+                                                           std::shared_ptr<const Dataset> data,
+                                                           const ModelSpec& model, int threads) {
   if (!data) return absl::InvalidArgumentError("gap memory: no data");
   absl::StatusOr<std::unique_ptr<GapMemory>> memory = GapMemory::Make(*data, model, threads);
   if (!memory.ok()) return memory.status();
-  return sys.spawn<caf::detached>(gap_memory_impl, std::move(data),
-                                  std::shared_ptr<GapMemory>(*std::move(memory)));
+  const int64_t size = (*memory)->size();
+  return std::make_pair(sys.spawn<caf::detached>(gap_memory_impl, std::move(data),
+                                                 std::shared_ptr<GapMemory>(*std::move(memory))),
+                        size);
+}
+
+}  // namespace
+
+absl::StatusOr<gap_memory_actor> SpawnGapMemory(caf::actor_system& sys,
+                                                std::shared_ptr<const Dataset> data,
+                                                const ModelSpec& model, int threads) {
+  auto spawned = Spawn(sys, std::move(data), model, threads);
+  if (!spawned.ok()) return spawned.status();
+  return spawned->first;
 }
 
 std::unique_ptr<GapMemory> MakeGapMemoryClient(caf::actor_system& sys, gap_memory_actor actor,
@@ -180,12 +196,9 @@ std::unique_ptr<GapMemory> MakeGapMemoryClient(caf::actor_system& sys, gap_memor
 absl::StatusOr<std::unique_ptr<GapMemory>> MakeGapMemoryOnActor(
     caf::actor_system& sys, std::shared_ptr<const Dataset> data, const ModelSpec& model,
     int threads) {
-  const int64_t size = data == nullptr ? 0
-                       : FormulationOf(model.kind) == Formulation::kDual ? data->x.rows()
-                                                                         : data->x.cols();
-  absl::StatusOr<gap_memory_actor> a = SpawnGapMemory(sys, std::move(data), model, threads);
-  if (!a.ok()) return a.status();
-  return MakeGapMemoryClient(sys, *std::move(a), size);
+  auto spawned = Spawn(sys, std::move(data), model, threads);
+  if (!spawned.ok()) return spawned.status();
+  return MakeGapMemoryClient(sys, std::move(spawned->first), spawned->second);
 }
 
 }  // namespace dml::actors
