@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <cmath>
 #include <condition_variable>
-#include <map>
 #include <mutex>
 #include <thread>
 #include <utility>
@@ -105,33 +104,23 @@ caf::error Introduce(KvNode::Impl* impl, int32_t rank, const caf::actor& peer, i
 // keys, proof, nonce) -> (the node's actor, our proof for their nonce).
 // Without a secret every proof passes and none is given.
 caf::behavior KvGate(caf::event_based_actor* self, KvNode::Impl* impl) {
-  auto nonces = std::make_shared<std::map<std::string, std::string>>();
+  auto challenges = std::make_shared<net::AdmissionChallenges>();
   const std::string secret = impl->core->options().secret;
   const std::string who = "kv node " + std::to_string(impl->core->rank());
   return {
-      [self, nonces, secret](actors::challenge_atom) -> std::string {
+      [self, challenges, secret](actors::challenge_atom) -> std::string {
         if (secret.empty() || !self->current_sender()) return std::string();
-        std::string nonce = net::NewAdmissionNonce();
-        (*nonces)[caf::to_string(self->current_sender()->node())] = nonce;
-        return nonce;
+        return challenges->Issue(caf::to_string(self->current_sender()->node()));
       },
-      [self, impl, nonces, secret, who](connect_atom, int32_t rank, const caf::actor& peer,
+      [self, impl, challenges, secret, who](connect_atom, int32_t rank, const caf::actor& peer,
                                         int64_t nodes, int64_t keys, const std::string& proof,
                                         const std::string& their_nonce) -> caf::result<caf::message> {
         const caf::strong_actor_ptr& sender = self->current_sender();
         if (!sender) return caf::make_error(caf::sec::invalid_argument, who + ": no sender");
         if (!secret.empty()) {
           const std::string process = caf::to_string(sender->node());
-          auto it = nonces->find(process);
-          if (it == nonces->end()) {
-            return caf::make_error(caf::sec::invalid_argument,
-                                   who + ": admission refused: no challenge was asked first");
-          }
-          const std::string nonce = std::move(it->second);
-          nonces->erase(it);  // one proof per nonce
-          if (!net::AdmissionProofMatches(proof, secret, nonce, process)) {
-            return caf::make_error(caf::sec::invalid_argument,
-                                   who + ": admission refused: wrong group secret");
+          if (absl::Status s = challenges->Check(process, proof, secret, "group"); !s.ok()) {
+            return caf::make_error(caf::sec::invalid_argument, who + ": " + std::string(s.message()));
           }
           // Its messages to this process's actors pass from now on.
           actors::AdmitPeer(sender->node());

@@ -36,7 +36,7 @@ struct node_state {
   std::string label;
   std::string secret;  // empty: everyone is admitted
   // Per asking process (CAF node id): its latest nonce, and who is admitted.
-  std::map<std::string, std::string> nonces;
+  net::AdmissionChallenges challenges;
   std::set<std::string> admitted;
   // Per coordinator (by address): the actors spawned for it, and the flag
   // that interrupts its workers' solves.
@@ -146,9 +146,7 @@ node_actor spawn_node(caf::actor_system& sys, std::string name, std::string secr
         [self](challenge_atom) -> caf::result<std::string> {
           auto& st = self->state;
           if (st.secret.empty()) return std::string();
-          std::string nonce = net::NewAdmissionNonce();
-          st.nonces[sender_process(self)] = nonce;
-          return nonce;
+          return st.challenges.Issue(sender_process(self));
         },
         [self](admit_atom, const std::string& proof,
                const std::string& endpoint) -> caf::result<std::string> {
@@ -160,14 +158,8 @@ node_actor spawn_node(caf::actor_system& sys, std::string name, std::string secr
           }
           if (!st.secret.empty()) {
             const std::string peer = sender_process(self);
-            auto it = st.nonces.find(peer);
-            if (it == st.nonces.end()) {
-              return refuse(st, "admission refused: no challenge was asked first");
-            }
-            const std::string nonce = std::move(it->second);
-            st.nonces.erase(it);  // one proof per nonce
-            if (!net::AdmissionProofMatches(proof, st.secret, nonce, peer)) {
-              return refuse(st, "admission refused: wrong cluster secret");
+            if (absl::Status s = st.challenges.Check(peer, proof, st.secret, "cluster"); !s.ok()) {
+              return refuse(st, std::string(s.message()));
             }
             st.admitted.insert(peer);
             // Every later message of that process, to any actor here, passes.

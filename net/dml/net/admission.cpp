@@ -9,6 +9,7 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <utility>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
@@ -42,6 +43,28 @@ bool AdmissionProofMatches(std::string_view proof, std::string_view secret,
   const std::string want = AdmissionProof(secret, nonce, peer);
   return proof.size() == want.size() &&
          CRYPTO_memcmp(proof.data(), want.data(), want.size()) == 0;
+}
+
+std::string AdmissionChallenges::Issue(const std::string& peer) {
+  std::string nonce = NewAdmissionNonce();
+  nonces_[peer] = nonce;
+  return nonce;
+}
+
+absl::Status AdmissionChallenges::Check(const std::string& peer, std::string_view proof,
+                                        std::string_view secret, std::string_view what) {
+  auto it = nonces_.find(peer);
+  if (it == nonces_.end()) {
+    return absl::PermissionDeniedError("admission refused: no challenge was asked first");
+  }
+  const std::string nonce = std::move(it->second);
+  nonces_.erase(it);  // one proof per nonce
+  if (!AdmissionProofMatches(proof, secret, nonce, peer)) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("admission refused: wrong ", absl::string_view(what.data(), what.size()),
+                     " secret"));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::string> ReadSecretFile(const std::string& path) {

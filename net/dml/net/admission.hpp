@@ -8,9 +8,10 @@
 // This authenticates admission; it does not encrypt the traffic that
 // follows (use a private network, or a VPN, for that).
 //
-// Thread-safety: free functions, no state. Errors: none (a wrong proof is
-// simply not equal).
+// Thread-safety: the free functions keep no state (a wrong proof is simply
+// not equal); AdmissionChallenges is one admitting party's.
 
+#include <map>
 #include <string>
 #include <string_view>
 
@@ -28,6 +29,24 @@ std::string AdmissionProof(std::string_view secret, std::string_view nonce, std:
 /// constant time.
 bool AdmissionProofMatches(std::string_view proof, std::string_view secret,
                            std::string_view nonce, std::string_view peer);
+
+/// The challenges one admitting party (a node actor, a key-value gate) has
+/// issued, by asking process; each nonce is good for one proof. Not
+/// thread-safe (one per actor).
+class AdmissionChallenges {
+ public:
+  /// A fresh nonce for `peer` (replacing any earlier one).
+  std::string Issue(const std::string& peer);
+  /// OK when `proof` answers the nonce last issued to `peer` under `secret`
+  /// (the nonce is then spent, answered or not). Errors: PermissionDenied
+  /// "admission refused: no challenge was asked first", or "admission
+  /// refused: wrong <what> secret".
+  absl::Status Check(const std::string& peer, std::string_view proof, std::string_view secret,
+                     std::string_view what);
+
+ private:
+  std::map<std::string, std::string> nonces_;
+};
 
 /// Reads a secret file: its bytes without one trailing newline. Errors:
 /// NotFound (cannot open), InvalidArgument (empty, or over 4 KiB), both
