@@ -43,9 +43,7 @@ caf::behavior fetcher_impl(caf::event_based_actor*, net::BulkChannel* bulk) {
 dvec ResolveBlocking(caf::actor_system& sys, dvec x, const caf::strong_actor_ptr& from) {
   if (x.ref) {
     if (absl::Status s = CheckBulkSource(sys, from, *x.ref); !s.ok()) {
-      dvec refused;
-      refused.wire_error = std::string(s.message());
-      return refused;
+      return internal::NotFetched(std::string(s.message()));
     }
   }
   return Resolve(BulkChannelOf(sys), std::move(x));

@@ -40,24 +40,27 @@ caf::actor SpawnBulkFetcher(caf::actor_system& sys);
 /// first passes the promise's source: making it takes the sender).
 inline constexpr std::size_t kAnyCount = static_cast<std::size_t>(-1);
 
+/// A dvec for a reference that was not fetched, saying why.
+inline dvec NotFetched(std::string why) {
+  dvec refused;
+  refused.wire_error = std::move(why);
+  return refused;
+}
+
 template <class Self, class F>
 void with_values(Self* self, caf::actor& fetcher, dvec x, F f, std::size_t expected = kAnyCount,
                  const caf::strong_actor_ptr* from = nullptr) {
   if (!x.ref) return f(std::move(x));
   if (expected != kAnyCount && x.ref->count != expected) {
-    dvec refused;
-    refused.wire_error = "bulk reference to " + std::to_string(x.ref->count) + " values where " +
-                         std::to_string(expected) + " are expected: not fetched";
-    return f(std::move(refused));
+    return f(NotFetched("bulk reference to " + std::to_string(x.ref->count) + " values where " +
+                        std::to_string(expected) + " are expected: not fetched"));
   }
   // Only from the endpoint the sender's process advertised when admitted,
   // never from one a message names.
   if (absl::Status s =
           CheckBulkSource(self->system(), from != nullptr ? *from : self->current_sender(), *x.ref);
       !s.ok()) {
-    dvec refused;
-    refused.wire_error = std::string(s.message());
-    return f(std::move(refused));
+    return f(NotFetched(std::string(s.message())));
   }
   if (!fetcher) {
     fetcher = SpawnBulkFetcher(self->system());
