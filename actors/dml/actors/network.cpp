@@ -108,6 +108,11 @@ std::vector<std::string> BulkPeers::Table() const {
   return out;
 }
 
+std::size_t BulkPeers::size() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return by_process_.size();
+}
+
 std::optional<net::BulkEndpoint> BulkPeers::Get(const caf::node_id& process) const {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = by_process_.find(caf::to_string(process));

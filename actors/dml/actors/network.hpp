@@ -60,6 +60,8 @@ class BulkPeers {
   absl::Status SetAll(const std::vector<std::string>& table);
   /// Every entry, as SetAll takes them.
   std::vector<std::string> Table() const;
+  /// Processes with an entry.
+  std::size_t size() const;
   /// What `process` advertised; nullopt: nothing.
   std::optional<net::BulkEndpoint> Get(const caf::node_id& process) const;
 

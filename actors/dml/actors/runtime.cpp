@@ -219,7 +219,8 @@ struct Runtime::Impl {
   std::vector<std::weak_ptr<detail::job_state>> jobs;
   // Node connections by "host:port", reused across jobs.
   std::map<std::string, actors::node_actor> nodes;
-  // By "host:port": the size of the bulk peer table last sent there.
+  // By "host:port": how many processes the bulk peer table last sent there
+  // named.
   std::map<std::string, std::size_t> table_sent;
 
   // The first job on nodes starts this process's bulk channel (its large
@@ -280,7 +281,8 @@ struct Runtime::Impl {
     // references (messages between nodes are relayed through this one):
     // sent again only when a process joined since (a node that went silent
     // is then found by the job's start-up, not here).
-    const std::size_t known = actors::BulkPeersOf(sys) ? actors::BulkPeersOf(sys)->Table().size() : 0;
+    const actors::BulkPeers* peers = actors::BulkPeersOf(sys);
+    const std::size_t known = peers != nullptr ? peers->size() : 0;
     caf::scoped_actor self{sys};
     for (std::size_t i = 0; i < out.size(); ++i) {
       {
