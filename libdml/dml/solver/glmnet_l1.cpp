@@ -63,7 +63,7 @@
 //            131072 nonzeros unless options.fit_threads is false
 //            (TrainResult::threads and ::note say what ran). The inner CD
 //            visits one feature at a time; where its columns are long (on
-//            average kSplitColumnNnz nonzeros or more: dense-ish data) two
+//            average kGlmnetSplitColumnNnz nonzeros or more: dense-ish data) two
 //            threads share every visit, each over its own half of the rows
 //            (its half of (X d) too): the helper hands its partial sum to
 //            the caller, which takes the step and hands back z, both by
@@ -111,8 +111,6 @@ constexpr double kNuPerLambda = 1e-12;   // Hessian-diagonal floor, LIBLINEAR's 
 /// pass this many nonzeros: below that a thread costs more than it saves.
 constexpr std::size_t kRowGrain = 16384;
 constexpr std::size_t kNnzGrain = 131072;
-/// Inner-CD columns at least this long on average are shared by two threads.
-constexpr std::size_t kSplitColumnNnz = kGlmnetSplitColumnNnz;
 
 /// log1p(a) for a > -1 to a few ulps through the faster log (glibc's log1p
 /// was a fifth of the whole run on w8a): log(u) a / (u - 1), u = 1 + a
@@ -125,6 +123,12 @@ double FastLog1p(double a) {
 
 /// log(1 + exp(-m)), stable for any m.
 double Loss(double m) { return std::log1p(std::exp(-std::abs(m))) + std::max(-m, 0.0); }
+
+/// Per example, what the inner CD reads and writes: D_i and (X d)_i.
+struct QuadTerms {
+  double dd = 0.0;
+  double xd = 0.0;
+};
 
 class GlmnetL1 {
  public:
@@ -161,15 +165,11 @@ class GlmnetL1 {
   absl::StatusOr<TrainResult> Run();
 
  private:
-  /// Per example, what the gradient pass reads (b_i, D_i) and what the inner
-  /// CD reads and writes (D_i, (X d)_i), each pair on one cache line.
+  /// Per example, what the gradient pass reads (b_i, D_i), the pair on one
+  /// cache line (QuadTerms: the inner CD's).
   struct GradTerms {
     double b = 0.0;
     double dd = 0.0;
-  };
-  struct QuadTerms {
-    double dd = 0.0;
-    double xd = 0.0;
   };
 
   void SetRow(std::size_t i);
@@ -327,38 +327,30 @@ bool GlmnetL1::SplitInnerCd() const {
   if (split_.empty() || active_ == 0) return false;
   std::size_t nnz = 0;
   for (std::size_t s = 0; s < active_; ++s) nnz += a_.outer(index_[s]).size;
-  return !options_.fit_threads || nnz >= kSplitColumnNnz * active_;
+  return !options_.fit_threads || nnz >= kGlmnetSplitColumnNnz * active_;
 }
 
 namespace {
 
 /// sum_k x_k D_i (X d)_i over nonzeros [kb, ke) of a column.
-double QuadDot(const SparseView& col, std::size_t kb, std::size_t ke, const void* terms) {
-  struct T {
-    double dd, xd;
-  };
-  const T* qt = static_cast<const T*>(terms);
+double QuadDot(const SparseView& col, std::size_t kb, std::size_t ke, const QuadTerms* qt) {
   double s0 = 0.0, s1 = 0.0;
   std::size_t k = kb;
   for (; k + 2 <= ke; k += 2) {
-    const T& r0 = qt[col.index[k]];
-    const T& r1 = qt[col.index[k + 1]];
+    const QuadTerms& r0 = qt[col.index[k]];
+    const QuadTerms& r1 = qt[col.index[k + 1]];
     s0 += static_cast<double>(col.value[k]) * r0.dd * r0.xd;
     s1 += static_cast<double>(col.value[k + 1]) * r1.dd * r1.xd;
   }
   if (k < ke) {
-    const T& r0 = qt[col.index[k]];
+    const QuadTerms& r0 = qt[col.index[k]];
     s0 += static_cast<double>(col.value[k]) * r0.dd * r0.xd;
   }
   return s0 + s1;
 }
 
 /// (X d)_i += z x_k over nonzeros [kb, ke) of a column.
-void QuadAxpy(const SparseView& col, std::size_t kb, std::size_t ke, double z, void* terms) {
-  struct T {
-    double dd, xd;
-  };
-  T* qt = static_cast<T*>(terms);
+void QuadAxpy(const SparseView& col, std::size_t kb, std::size_t ke, double z, QuadTerms* qt) {
   for (std::size_t k = kb; k < ke; ++k) qt[col.index[k]].xd += z * static_cast<double>(col.value[k]);
 }
 
@@ -390,7 +382,6 @@ void GlmnetL1::InnerCd() {
   double qp_gmax_old = std::numeric_limits<double>::infinity();
   int cycle = 0;
   QuadTerms* qt = qt_.data();
-  static_assert(sizeof(QuadTerms) == 2 * sizeof(double), "QuadDot's layout");
 
   // Two threads share each column (SplitInnerCd): the helper owns rows
   // [n/2, n). Handshake per visit: `job` = visit number (feature in
@@ -685,7 +676,7 @@ absl::StatusOr<TrainResult> GlmnetL1::Run() {
     result.note = absl::StrCat("newGLMNET ran ", result.threads, " thread(s) of ",
                                options_.threads, ": its passes need ", kRowGrain,
                                " examples or ", kNnzGrain, " nonzeros a thread, its inner CD ",
-                               kSplitColumnNnz, " nonzeros a column (2 threads at most); ", n_,
+                               kGlmnetSplitColumnNnz, " nonzeros a column (2 threads at most); ", n_,
                                " examples, ", a_.nnz(), " nonzeros");
   }
   result.reason = reason;
