@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "absl/strings/str_split.h"
+#include "bench_cases.hpp"
 #include "dml/data/libsvm.hpp"
 #include "dml/data/synthetic.hpp"
 #include "dml/gpu/tpa_scd.hpp"
@@ -35,10 +36,7 @@
 
 namespace {
 
-struct Case {
-  std::string name;
-  dml::Dataset data;
-};
+using dml::bench::Case;
 
 double LassoLambdaMax(const dml::Dataset& data) {
   std::vector<double> g(static_cast<std::size_t>(data.x.cols()), 0.0);
@@ -83,16 +81,12 @@ int main(int argc, char** argv) {
     else if (a == "--tpa-scd") on_gpu = true;
     else files.push_back(a);
   }
-  std::vector<Case> cases;
-  for (const std::string& f : files) {
-    dml::LibsvmOptions lo;
-    auto d = dml::ReadLibsvm(f, lo);
-    if (!d.ok()) {
-      std::fprintf(stderr, "%s: %s\n", f.c_str(), std::string(d.status().message()).c_str());
-      return 1;
-    }
-    cases.push_back({f.substr(f.find_last_of('/') + 1), *std::move(d)});
+  auto read = dml::bench::ReadCases(files);
+  if (!read.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(read.status().message()).c_str());
+    return 1;
   }
+  std::vector<Case> cases = *std::move(read);
   if (gen_rows > 0) {
     // news20's shape scaled: 80 nonzeros a row over 10x its columns.
     dml::SyntheticOptions so;

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "absl/strings/str_split.h"
+#include "bench_cases.hpp"
 #include "dml/data/libsvm.hpp"
 #include "dml/data/synthetic.hpp"
 #include "dml/gpu/tpa_scd.hpp"
@@ -30,10 +31,7 @@
 
 namespace {
 
-struct Case {
-  std::string name;
-  dml::Dataset data;
-};
+using dml::bench::Case;
 
 struct Outcome {
   double seconds = -1;  // to the gap; -1: did not reach it
@@ -161,17 +159,12 @@ int main(int argc, char** argv) {
   }
   std::printf("host: %u hardware threads\n", std::thread::hardware_concurrency());
 
-  std::vector<Case> cases;
-  for (const std::string& f : files) {
-    dml::LibsvmOptions lo;
-    lo.task = dml::Task::kClassification;
-    auto d = dml::ReadLibsvm(f, lo);
-    if (!d.ok()) {
-      std::fprintf(stderr, "%s: %s\n", f.c_str(), std::string(d.status().message()).c_str());
-      return 1;
-    }
-    cases.push_back({f.substr(f.find_last_of('/') + 1), *std::move(d)});
+  auto read = dml::bench::ReadCases(files);
+  if (!read.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(read.status().message()).c_str());
+    return 1;
   }
+  std::vector<Case> cases = *std::move(read);
   if (gen_rows > 0) {
     dml::SyntheticOptions so;
     so.rows = gen_rows;
