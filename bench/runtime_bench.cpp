@@ -2,7 +2,7 @@
 //
 //   runtime_bench --what=overhead|modes|hsweep (--data=FILE [--binarize=T] | --generate=RxC
 //                 [--nnz=K]) [--model=logistic] [--c=1] [--workers=2,4] [--shards=2]
-//                 [--budget=60] [--batch=64] [--csv=PATH] [--repeat=3] [--threads=0]
+//                 [--budget=60] [--batch=auto] [--csv=PATH] [--repeat=3] [--threads=0]
 //                 [--modes=cocoa,sync,...] [--step=auto|S] [--subopt=1e-3 | --abs-subopt=A]
 //                 [--svrg=1]  (sync, async, ssp: JobSgd::svrg)
 //
@@ -293,7 +293,7 @@ int main(int argc, char** argv) {
                               ? p_star + std::stod(Get(flags, "abs-subopt", "1e-3"))
                               : p_star + std::stod(Get(flags, "subopt", "1e-3")) * std::abs(p_star);
     std::printf("target P <= %.10f; step %s, batch %s, svrg %s\n", target,
-                Get(flags, "step", "auto (calibrated)").c_str(), Get(flags, "batch", "64").c_str(),
+                Get(flags, "step", "auto (calibrated)").c_str(), Get(flags, "batch", "auto (rows / 32 K, at most 64)").c_str(),
                 Get(flags, "svrg", "0").c_str());
     std::printf("%-16s %2s %8s %9s %7s %8s %13s %14s %14s\n", "mode", "K", "reached", "seconds",
                 "rounds", "epochs", "P-P*", "bytes/round", "bytes/epoch");
@@ -315,7 +315,7 @@ int main(int argc, char** argv) {
         s.mode.kind = mode;
         s.mode.workers = k;
         s.mode.shards = shards;
-        s.sgd.batch_size = std::stoi(Get(flags, "batch", "64"));
+        s.sgd.batch_size = std::stoi(Get(flags, "batch", "0"));
         // Default: libdml's own (step0 calibrated, decay lambda step0).
         const std::string step = Get(flags, "step", "auto");
         s.sgd.step0 = step == "auto" ? 0.0 : std::stod(step);

@@ -141,9 +141,10 @@ Solver (one process, without --mode):
                       twin (async-scd on all cores) and say why, instead of failing
   --threads T         newton and async-scd threads (2)
   --eval-every N      exact certificate every N epochs; 0 = when the estimate says done (1)
-  --batch B --step S0 SGD minibatch and first step, here and in the SGD modes (64, auto:
-                      calibrated on a sample); the step then falls as 1/(lambda t), and the
-                      average of the evaluated iterates is certified beside the iterate
+  --batch B --step S0 SGD minibatch and first step, here and in the SGD modes (auto: rows /
+                      (32 K) within [1, 64]; auto: calibrated on a sample); the step then
+                      falls as 1/(lambda t), and the average of the evaluated iterates is
+                      certified beside the iterate
   --feature-steps 0|1 SGD: per-feature steps, about 1 / (the feature's mean square + lambda) (1)
   --certificate-cg N  SGD's certificate for ridge, logistic, squared hinge: a Newton-refined
                       dual point, N conjugate-gradient passes at most; -1: the plain one (16)
@@ -525,6 +526,9 @@ Exit TrainOnRuntime(Run& run, std::shared_ptr<const dml::Dataset>& shared_data,
     job.data.load = run.load_opts;
     job.data.load.num_features = shared_data->x.cols();
     // Nodes get only the path: the exchange period is chosen here, from the data read.
+    if (job.sgd.batch_size == 0) {
+      job.sgd.batch_size = dml::AutoBatch(shared_data->x.rows(), job.mode.workers);
+    }
     if (job.sgd.tau == 0 && job.mode.kind == dml::Mode::kModelAveraging) {
       job.sgd.tau = dml::AutoTau(*shared_data, job.sgd.batch_size);
     }

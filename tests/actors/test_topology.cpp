@@ -160,6 +160,11 @@ BOOST_AUTO_TEST_CASE(model_averaging_exchanges_no_more_than_it_reads) {
   dml::JobSpec spec;
   spec.mode.kind = Mode::kModelAveraging;
   spec.data.dataset = wide;
+  // The batch resolves first (AutoBatch: 500 / (32 x 2 workers) = 7), and
+  // tau from it: 2e5 / (7 * 20) = 1428.6, capped.
+  BOOST_TEST(dml::actors::ResolvePlan(spec).spec.sgd.batch_size == 7);
+  BOOST_TEST(dml::actors::ResolvePlan(spec).spec.sgd.tau == 1024);
+  spec.sgd.batch_size = 64;
   BOOST_TEST(dml::actors::ResolvePlan(spec).spec.sgd.tau == 157);
   BOOST_TEST(dml::actors::ResolvePlan(spec).worker(0).tau == 157);
   spec.sgd.tau = 5;  // set by the user: kept

@@ -429,6 +429,41 @@ BOOST_AUTO_TEST_CASE(calibrated_step_where_a_fixed_one_diverges) {
   BOOST_TEST(r.dual <= p_star * (1 + 1e-12));
 }
 
+// Logistic on unscaled tabular columns (offsets, units over 5 decades):
+// far above the stable step the loss, being bounded, oscillates at huge
+// values whose order over the steps is noise, so a walk that stopped at
+// the first step not better than the last returned 0.5 (then 1e4 times
+// P*); trials ending above P(0) count as diverged and the walk goes on.
+BOOST_AUTO_TEST_CASE(calibration_walks_past_steps_that_end_above_the_origin) {
+  const Dataset data = dml::testing::OffsetProblem(569, 30, 3.0, 41);
+  const ModelSpec model{ModelKind::kLogisticL2, 1e-4, 0.5};
+  const auto factors = dml::FeatureStepFactors(dml::ColumnSquareSums(data), data.x.rows(), model);
+  BOOST_REQUIRE(!factors.empty());  // units differ: per-feature steps are on
+  auto eta = dml::CalibrateStep(data, model, 64, 7, factors);
+  BOOST_REQUIRE(eta.ok());
+  BOOST_TEST_MESSAGE("calibrated step0 " << *eta);
+  BOOST_TEST(*eta < 1e-3);
+  dml::SolverOptions o = SgdOptions(50, 0, *eta, -1.0);
+  const dml::TrainResult r = TrainOk(data, model, o);
+  BOOST_TEST(r.primal < std::log(2.0));  // below P(0): it moved the right way
+  dml::SolverOptions newton;
+  newton.kind = dml::SolverKind::kNewton;
+  newton.stop.gap_rel = 1e-12;
+  const dml::TrainResult opt = TrainOk(data, model, newton);
+  BOOST_TEST(RelativeSuboptimality(r.primal, opt.primal) <= 0.05);
+}
+
+// The batch sized to the data: at least 32 steps an epoch per worker, at
+// most kMaxAutoBatch rows.
+BOOST_AUTO_TEST_CASE(auto_batch_gives_small_data_enough_steps) {
+  BOOST_TEST(dml::AutoBatch(569, 4) == 4);       // 569 / 128
+  BOOST_TEST(dml::AutoBatch(569, 1) == 17);      // 569 / 32
+  BOOST_TEST(dml::AutoBatch(20, 4) == 1);        // at least one row
+  BOOST_TEST(dml::AutoBatch(32561, 4) == 64);    // a9a: 254, capped
+  BOOST_TEST(dml::AutoBatch(1000000, 0) == 64);  // no workers counts as one
+  BOOST_TEST(dml::ResolveBatch(256, 569, 4) == 256);  // a batch given is kept
+}
+
 BOOST_AUTO_TEST_CASE(sgd_ridge_reaches_newton_optimum) {
   const Dataset data = MakeData(dml::Task::kRegression, 0.3, 11);
   const ModelSpec model{ModelKind::kRidge, 1e-2, 0.5};

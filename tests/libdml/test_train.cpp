@@ -82,8 +82,9 @@ BOOST_AUTO_TEST_CASE(rejects_bad_model_options_and_labels) {
   BOOST_TEST(dml::Train(cls, spec, opt).status().message() == "threads must be >= 1, got 0");
   opt = dml::SolverOptions{};
   opt.kind = dml::SolverKind::kSgd;
-  opt.sgd.batch_size = 0;
-  BOOST_TEST(dml::Train(cls, spec, opt).status().message() == "sgd batch_size must be >= 1, got 0");
+  opt.sgd.batch_size = -1;
+  BOOST_TEST(dml::Train(cls, spec, opt).status().message() ==
+             "sgd batch_size must be >= 0 (0: auto), got -1");
 
   // Regression labels are not {-1,+1}: a classification model says which example.
   opt = dml::SolverOptions{};

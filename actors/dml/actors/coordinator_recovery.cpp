@@ -282,7 +282,8 @@ void recover(self_ptr self) {
   if (st.phase != job_phase::kRecovering) return continue_after_loss(self, alive);
   std::fill(st.being_replaced.begin(), st.being_replaced.end(), false);
   ++st.generation;
-  st.evaluations_since_best = 0;  // the restart's evaluations start the count again
+  st.evaluations_since_best = 0;  // the restart's evaluations start the window again
+  st.window_best_primal = std::numeric_limits<double>::infinity();
   st.evaluating = false;
   std::vector<int> lost_workers;
   for (std::size_t k = 0; k < st.workers.size(); ++k) {

@@ -12,6 +12,12 @@ JobPlan ResolvePlan(JobSpec spec) {
   if (!(spec.cocoa.sigma_prime > 0)) spec.cocoa.sigma_prime = spec.cocoa.gamma * k;
   // beta = K alpha = 0.9, the EASGD paper's choice.
   if (!(spec.sgd.easgd_alpha > 0)) spec.sgd.easgd_alpha = 0.9 / k;
+  // A path-only job's batch is resolved where the data was read
+  // (dml-train); without it, the most AutoBatch gives.
+  if (spec.sgd.batch_size == 0) {
+    spec.sgd.batch_size = spec.data.dataset ? AutoBatch(spec.data.dataset->x.rows(), spec.mode.workers)
+                                            : kMaxAutoBatch;
+  }
   if (spec.sgd.tau == 0) {
     spec.sgd.tau = spec.mode.kind == Mode::kModelAveraging && spec.data.dataset
                        ? AutoTau(*spec.data.dataset, spec.sgd.batch_size)

@@ -96,7 +96,9 @@ absl::Status ValidateSpec(const JobSpec& s) {
   }
   if (s.mode.workers < 1) return Invalid("mode.workers", absl::StrCat("must be >= 1, got ", s.mode.workers));
   if (s.mode.shards < 1) return Invalid("mode.shards", absl::StrCat("must be >= 1, got ", s.mode.shards));
-  if (s.sgd.batch_size < 1) return Invalid("sgd.batch_size", absl::StrCat("must be >= 1, got ", s.sgd.batch_size));
+  if (s.sgd.batch_size < 0) {
+    return Invalid("sgd.batch_size", absl::StrCat("must be >= 0 (0: auto), got ", s.sgd.batch_size));
+  }
   if (!(s.sgd.step0 >= 0) || !std::isfinite(s.sgd.step0)) {
     return Invalid("sgd.step0", absl::StrCat("must be >= 0 (0: calibrated) and finite, got ",
                                              s.sgd.step0));

@@ -342,12 +342,12 @@ absl::StatusOr<TrainResult> RunEpochs(const Dataset& data, const ModelSpec& mode
                                       const std::vector<double>& factors, Stepper& stepper) {
   internal::StopChecker checker(options.stop, options.on_epoch);
   const int64_t n = data.x.rows();
-  const int64_t batch = std::min<int64_t>(std::max(options.sgd.batch_size, 1), n);
+  const int batch_size = ResolveBatch(options.sgd.batch_size, n, 1);
+  const int64_t batch = std::min<int64_t>(batch_size, n);
   const int every = std::max(1, options.eval_every);
   double step0 = options.sgd.step0;
   if (step0 == 0.0) {
-    DML_ASSIGN_OR_RETURN(step0, CalibrateStep(data, model, options.sgd.batch_size, options.seed,
-                                              factors));
+    DML_ASSIGN_OR_RETURN(step0, CalibrateStep(data, model, batch_size, options.seed, factors));
   }
   const double decay = ResolveStepDecay(model, step0, options.sgd.step_decay);
   IterateAverage average;
@@ -766,7 +766,8 @@ absl::StatusOr<TrainResult> TrainSgd(const Dataset& data, const ModelSpec& model
                                      const SolverOptions& options) {
   const reg::ElasticNet r = RegularizerOf(model);
   const auto max_batch = static_cast<std::size_t>(
-      std::min<int64_t>(std::max(options.sgd.batch_size, 1), std::max<int64_t>(data.x.rows(), 1)));
+      std::min<int64_t>(ResolveBatch(options.sgd.batch_size, data.x.rows(), 1),
+                        std::max<int64_t>(data.x.rows(), 1)));
   const std::vector<double> factors =
       options.sgd.feature_steps
           ? FeatureStepFactors(ColumnSquareSums(data), data.x.rows(), model)
@@ -843,21 +844,55 @@ absl::StatusOr<double> CalibrateStep(const Dataset& data, const ModelSpec& model
     if (!p.ok() || !std::isfinite(*p)) return std::numeric_limits<double>::infinity();
     return *p;
   };
+  // A trial that ends above the objective at w = 0 moved the wrong way as a
+  // whole: on unscaled features a step far above the stable one leaves a
+  // bounded loss (logistic, hinge) oscillating at huge values whose order
+  // over the steps is noise, so such a trial counts as diverged and the
+  // walk down goes on through it rather than stopping at its first bump.
+  DML_ASSIGN_OR_RETURN(const double origin,
+                       PrimalValue(sample, model, std::vector<double>(
+                                                      static_cast<std::size_t>(data.x.cols()), 0.0)));
+  auto scored = [&](double eta) -> absl::StatusOr<double> {
+    DML_ASSIGN_OR_RETURN(const double p, trial(eta));
+    return p < origin ? p : std::numeric_limits<double>::infinity();
+  };
+  constexpr int kMaxExponent = 20, kMinExponent = -40;
   double best_eta = 1.0;
-  DML_ASSIGN_OR_RETURN(double best, trial(best_eta));
-  for (const double factor : {2.0, 0.5}) {
-    bool moved = false;
-    for (int k = 0; k < 20; ++k) {
-      const double eta = best_eta * factor;
-      DML_ASSIGN_OR_RETURN(const double p, trial(eta));
+  DML_ASSIGN_OR_RETURN(double best, scored(best_eta));
+  if (std::isfinite(best)) {
+    // Up while the objective falls.
+    for (int e = 1; e <= kMaxExponent; ++e) {
+      const double eta = std::ldexp(1.0, e);
+      DML_ASSIGN_OR_RETURN(const double p, scored(eta));
       if (!(p < best)) break;
       best = p;
       best_eta = eta;
-      moved = true;
     }
-    if (moved) break;  // found the way down: no need to try the other way
+    if (best_eta > 1.0) return best_eta;
+  }
+  // Down: through diverged trials, then while the objective falls.
+  for (int e = -1; e >= kMinExponent; --e) {
+    const double eta = std::ldexp(1.0, e);
+    DML_ASSIGN_OR_RETURN(const double p, scored(eta));
+    if (p < best) {
+      best = p;
+      best_eta = eta;
+    } else if (std::isfinite(best)) {
+      break;
+    }
+  }
+  if (!std::isfinite(best)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "CalibrateStep: no step in 2^", kMinExponent, " .. 2^", kMaxExponent,
+        " lowers the sample's objective below its value at w = 0 (", origin,
+        "); set the step by hand"));
   }
   return best_eta;
+}
+
+int AutoBatch(int64_t rows, int workers) {
+  const int64_t per = rows / (32 * static_cast<int64_t>(std::max(workers, 1)));
+  return static_cast<int>(std::clamp<int64_t>(per, 1, kMaxAutoBatch));
 }
 
 double ResolveStepDecay(const ModelSpec& model, double step0, double step_decay) {

@@ -178,9 +178,11 @@ absl::StatusOr<std::vector<double>> SvrgGradient(const Dataset& data, const Mode
 /// seeded sample of at most 1000 rows, five passes of minibatch SGD (batch
 /// min(batch_size, rows / 4), the decaying schedule of that step0) from
 /// w = 0 are run for step0 = 1, then doubled while the sample's objective
-/// falls, else halved while it falls (2^-20 .. 2^20); the best is returned.
-/// A candidate that diverges counts as worse. The trials step with
-/// `factors` (SgdStep), as training will. Errors: those of SgdStep.
+/// falls, else halved while it falls (2^-40 .. 2^20); the best is returned.
+/// A candidate that diverges, or ends above the objective at w = 0, counts
+/// as diverged, and halving goes on through those. The trials step with
+/// `factors` (SgdStep), as training will. Errors: those of SgdStep;
+/// FailedPrecondition when no step in the range lowers the objective.
 absl::StatusOr<double> CalibrateStep(const Dataset& data, const ModelSpec& model, int batch_size,
                                      uint64_t seed, const std::vector<double>& factors = {});
 

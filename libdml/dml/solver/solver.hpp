@@ -126,7 +126,8 @@ struct Progress {
 /// (CalibrateStep, sgd.hpp), the step then falls as 1 / (lambda t), and the
 /// average of the evaluated iterates is certified beside the iterate.
 struct SgdOptions {
-  int batch_size = 64;  ///< rows per minibatch
+  /// Rows per minibatch; 0: AutoBatch (sgd.hpp) of the rows and workers.
+  int batch_size = 0;
   /// step_t = step0 / (1 + step_decay * t), t counted in minibatches (the
   /// SGD modes: in clocks). step0 = 0: calibrated on a sample of the data
   /// (Bottou's: the step that lowers a sample's objective most).
@@ -156,6 +157,18 @@ struct SgdOptions {
   /// SGD orders of magnitude short of a relative 1e-3. false: one step.
   bool feature_steps = true;
 };
+
+/// SgdOptions::batch_size 0 resolved for `rows` split over `workers`: rows
+/// / (32 workers) within [1, kMaxAutoBatch], so that a worker steps at
+/// least 32 times an epoch where data is small. Why: on 569 rows and 4
+/// workers a batch of 64 gave sync 2 steps an epoch, 11% above the optimum
+/// after 1000 epochs; a batch of 4 came within 2.8e-4. Elsewhere 64.
+inline constexpr int kMaxAutoBatch = 64;
+int AutoBatch(int64_t rows, int workers);
+/// `batch_size` itself when positive, else AutoBatch(rows, workers).
+inline int ResolveBatch(int batch_size, int64_t rows, int workers) {
+  return batch_size > 0 ? batch_size : AutoBatch(rows, workers);
+}
 
 /// Whether SGD with `o` certifies the average of its evaluated iterates
 /// beside the iterate (SgdOptions::average: L2 models only).

@@ -102,9 +102,9 @@ absl::Status ValidateOptions(const SolverOptions& o) {
         absl::StrCat("eval_every must be >= 0, got ", o.eval_every));
   }
   if (o.kind == SolverKind::kSgd) {
-    if (o.sgd.batch_size < 1) {
+    if (o.sgd.batch_size < 0) {
       return absl::InvalidArgumentError(
-          absl::StrCat("sgd batch_size must be >= 1, got ", o.sgd.batch_size));
+          absl::StrCat("sgd batch_size must be >= 0 (0: auto), got ", o.sgd.batch_size));
     }
     if (!(o.sgd.step0 >= 0) || !std::isfinite(o.sgd.step0) || !std::isfinite(o.sgd.step_decay) ||
         !(o.sgd.momentum >= 0 && o.sgd.momentum < 1)) {

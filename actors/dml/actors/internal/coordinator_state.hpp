@@ -116,7 +116,8 @@ struct coord_state {
   /// SGD modes: the iterate's best primal at an evaluation and the
   /// evaluations since (the plateau rule of coordinator_sgd.cpp).
   double best_iterate_primal = std::numeric_limits<double>::infinity();
-  int evaluations_since_best = 0;
+  double window_best_primal = std::numeric_limits<double>::infinity();  // at the window's start
+  int evaluations_since_best = 0;  // in the plateau window
   bool feature_steps_known = false;  // plan.feature_steps computed (SgdOptions::feature_steps)
   std::shared_ptr<std::vector<double>> target_model;  // the evaluation that met target_primal
   Progress target_progress;

@@ -58,6 +58,7 @@ class easgd_topology final : public topology {
     return slowest - slowest % tau;
   }
   bool keeps_local_model() const override { return true; }
+  bool reduces_step_on_plateau() const override { return true; }
   void sgd_step(worker_ops& ops) const override {
     if (auto s = ops.local_step(); !s.ok()) return ops.fail(s);
     if ((ops.clock() + 1) % ops.tau() != 0) return ops.step_done();
