@@ -60,7 +60,8 @@ bool gather_rule::gathered_mean(const shard_core& core, double* o, std::size_t n
   const double inv_k = 1.0 / core.cfg.workers;
   bool dense = true, unchecked = false;
   for (const held_push& g : gathered_) {
-    dense = dense && g.idx == nullptr;
+    // An empty sparse push has a null idx too (an empty vector's data()).
+    dense = dense && g.idx == nullptr && g.nnz == n;
     unchecked = unchecked || !g.checked;
   }
   bool clear = true;
