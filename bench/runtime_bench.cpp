@@ -4,7 +4,7 @@
 //                 [--nnz=K]) [--model=logistic] [--c=1] [--workers=2,4] [--shards=2]
 //                 [--budget=60] [--batch=auto] [--csv=PATH] [--repeat=3] [--threads=0]
 //                 [--modes=cocoa,sync,...] [--step=auto|S] [--subopt=1e-3 | --abs-subopt=A]
-//                 [--svrg=1]  (sync, async, ssp: JobSgd::svrg)
+//                 [--svrg=1 | --saga=1]  (sync, async, ssp: JobSgd::svrg, JobSgd::saga)
 //
 // overhead  cocoa with K=1, H = one epoch per round, vs the same local solver
 //           called directly in a loop (same seed, same rounds, same certificate
@@ -292,9 +292,9 @@ int main(int argc, char** argv) {
     const double target = Has(flags, "abs-subopt")
                               ? p_star + std::stod(Get(flags, "abs-subopt", "1e-3"))
                               : p_star + std::stod(Get(flags, "subopt", "1e-3")) * std::abs(p_star);
-    std::printf("target P <= %.10f; step %s, batch %s, svrg %s\n", target,
+    std::printf("target P <= %.10f; step %s, batch %s, svrg %s, saga %s\n", target,
                 Get(flags, "step", "auto (calibrated)").c_str(), Get(flags, "batch", "auto (rows / 32 K, at most 64)").c_str(),
-                Get(flags, "svrg", "0").c_str());
+                Get(flags, "svrg", "0").c_str(), Get(flags, "saga", "0").c_str());
     std::printf("%-16s %2s %8s %9s %7s %8s %13s %14s %14s\n", "mode", "K", "reached", "seconds",
                 "rounds", "epochs", "P-P*", "bytes/round", "bytes/epoch");
     std::vector<dml::Mode> modes;
@@ -319,8 +319,10 @@ int main(int argc, char** argv) {
         // Default: libdml's own (step0 calibrated, decay lambda step0).
         const std::string step = Get(flags, "step", "auto");
         s.sgd.step0 = step == "auto" ? 0.0 : std::stod(step);
-        s.sgd.svrg = Get(flags, "svrg", "0") == "1" &&
-                     (mode == dml::Mode::kSync || mode == dml::Mode::kAsync || mode == dml::Mode::kSsp);
+        const bool variance_reduced =
+            mode == dml::Mode::kSync || mode == dml::Mode::kAsync || mode == dml::Mode::kSsp;
+        s.sgd.svrg = Get(flags, "svrg", "0") == "1" && variance_reduced;
+        s.sgd.saga = Get(flags, "saga", "0") == "1" && variance_reduced;
         s.sgd.eval_every_epochs = 0.5;
         s.stop.gap_rel = 0;
         s.stop.target_primal = target;

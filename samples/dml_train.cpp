@@ -167,6 +167,8 @@ Distributed (the actor runtime):
   --shards S          parameter shards (1)
   --staleness s       ssp: the staleness bound (2)
   --svrg              sync, async, ssp: SVRG steps, each evaluation's model the snapshot (off)
+  --saga              sync, async, ssp: SAGA steps (async: ASAGA), each row's last gradient
+                      remembered by its worker, their mean kept by the shards (off)
   --tau T             easgd, model-averaging: local steps per exchange (easgd 8; model
                       averaging auto: at least 8, enough that the model exchanged is no
                       larger than the data read)
@@ -492,6 +494,7 @@ Exit TrainOnRuntime(Run& run, std::shared_ptr<const dml::Dataset>& shared_data,
   job.recovery.path = Get(args, "--checkpoint");
   job.recovery.resume = args.values.count("--resume") > 0;
   job.sgd.svrg = args.values.count("--svrg") > 0;
+  job.sgd.saga = args.values.count("--saga") > 0;
   shared_data = std::make_shared<const dml::Dataset>(std::move(run.data));
   std::optional<dml::net::LocalCluster> cluster;
   dml::RuntimeOptions rt_options;
@@ -622,7 +625,7 @@ int main(int argc, char** argv) {
   const std::map<std::string, std::string> switches = {
       {"--quiet", "--quiet"}, {"-q", "--quiet"},     {"--resume", "--resume"},
       {"--verbose", "--verbose"}, {"-h", "--help"}, {"--help", "--help"},
-      {"--svrg", "--svrg"}, {"--gpu-fallback", "--gpu-fallback"}};
+      {"--svrg", "--svrg"}, {"--saga", "--saga"}, {"--gpu-fallback", "--gpu-fallback"}};
   if (!ParseArgs(argc, argv, kValueFlags, switches, run.args, error)) {
     return Fail(error);
   }

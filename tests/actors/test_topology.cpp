@@ -118,6 +118,52 @@ BOOST_AUTO_TEST_CASE(an_empty_sparse_push_is_no_change_in_every_mode) {
   }
 }
 
+// SAGA on a shard (shard_config::saga_scale = |B| / n): each step adds
+// the remembered mean, then the push times the scale joins it; sync's mean
+// of K pushes joins it K times over. Ridge with lambda 0.1, step 0.5,
+// range 2: w <- (w - 0.5 (g + mean)) / (1 + 0.5 * 0.1).
+BOOST_AUTO_TEST_CASE(saga_shards_add_the_remembered_mean) {
+  for (Mode mode : {Mode::kAsync, Mode::kSync}) {
+    BOOST_TEST_CONTEXT(dml::ModeName(mode)) {
+      Shard s(mode, 2, 2);
+      s.core.cfg.saga_scale = 0.25;
+      const double shrink = 1.0 / (1.0 + 0.5 * 0.1);
+      std::vector<double> w{0.0, 0.0}, mean{0.0, 0.0};
+      auto step = [&](std::vector<double> g, double pushes) {
+        for (int j = 0; j < 2; ++j) {
+          w[j] = (w[j] - 0.5 * (g[j] + mean[j])) * shrink;
+          mean[j] += 0.25 * pushes * g[j];
+        }
+      };
+      if (mode == Mode::kAsync) {
+        // Fresh pulls before each push: no staleness factor.
+        s.core.pulled_at[0] = s.core.applied;
+        BOOST_REQUIRE(s.push(0, 0, {1.0, -2.0}).ok());
+        step({1.0, -2.0}, 1);
+        s.core.pulled_at[1] = s.core.applied;
+        BOOST_REQUIRE(s.push_sparse(1, 0, {1}, {4.0}).ok());
+        step({0.0, 4.0}, 1);
+        s.core.pulled_at[0] = s.core.applied;
+        BOOST_REQUIRE(s.push(0, 1, {0.0, 0.0}).ok());  // the mean alone moves w
+        step({0.0, 0.0}, 1);
+      } else {
+        BOOST_REQUIRE(s.push(0, 0, {1.0, -2.0}).ok());
+        BOOST_REQUIRE(s.push_sparse(1, 0, {1}, {4.0}).ok());
+        step({0.5, 1.0}, 2);
+        BOOST_REQUIRE(s.push(0, 1, {0.0, 0.0}).ok());
+        BOOST_REQUIRE(s.push(1, 1, {0.0, 0.0}).ok());
+        step({0.0, 0.0}, 2);
+      }
+      const std::vector<double> got = s.values();
+      for (int j = 0; j < 2; ++j) {
+        BOOST_TEST(std::abs(got[j] - w[j]) <= 1e-15);
+        BOOST_TEST(std::abs(s.core.saga_mean[j] - mean[j]) <= 1e-15);
+      }
+      BOOST_TEST(w[0] != 0.0);
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(the_factory_has_one_policy_per_mode) {
   for (Mode m : kAll) {
     auto t = MakeTopology(m);

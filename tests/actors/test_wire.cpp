@@ -311,6 +311,7 @@ struct Wire<worker_spec> {
     x.duhl_gap_threads = 7;
     x.duhl_passes = 2.5;
     x.duhl_gpu = true;
+    x.saga = true;
     return x;
   }
   static void Expect(const worker_spec& got, const worker_spec& want) {
@@ -345,6 +346,7 @@ struct Wire<worker_spec> {
     BOOST_TEST(got.duhl_gap_threads == want.duhl_gap_threads);
     DML_EXPECT_BITS(got.duhl_passes, want.duhl_passes);
     BOOST_TEST(got.duhl_gpu == want.duhl_gpu);
+    BOOST_TEST(got.saga == want.saga);
   }
 };
 
@@ -366,6 +368,7 @@ struct Wire<shard_config> {
     x.gamma = 0.75;
     x.easgd_alpha = 0.2;
     x.staleness = 3;
+    x.saga_scale = 64.0 / 32561.0;
     return x;
   }
   static void Expect(const shard_config& got, const shard_config& want) {
@@ -380,6 +383,7 @@ struct Wire<shard_config> {
     DML_EXPECT_BITS(got.easgd_alpha, want.easgd_alpha);
     BOOST_TEST(got.staleness == want.staleness);
     BOOST_TEST(got.feature_steps == want.feature_steps);
+    DML_EXPECT_BITS(got.saga_scale, want.saga_scale);
   }
 };
 
@@ -1056,6 +1060,19 @@ BOOST_AUTO_TEST_CASE(shard_spec_feature_steps) {
         l.set(1, 1.0);
       },
       "ShardSpec.featureSteps: entry 2 is 0, not > 0 and finite");
+}
+
+// SAGA's scale crosses exactly; negative or not finite is refused.
+BOOST_AUTO_TEST_CASE(shard_spec_saga_scale) {
+  using B = Envelope::Builder;
+  ExpectRefused<shard_config>(
+      [](shard_config& x) { x.saga_scale = -0.5; },
+      [](B e) { e.getShardSpec().setSagaScale(-0.5); },
+      "ShardSpec.sagaScale: -0.5 is not >= 0 and finite");
+  ExpectRefused<shard_config>(
+      [](shard_config& x) { x.saga_scale = std::numeric_limits<double>::quiet_NaN(); },
+      [](B e) { e.getShardSpec().setSagaScale(std::numeric_limits<double>::quiet_NaN()); },
+      "ShardSpec.sagaScale: nan is not >= 0 and finite");
 }
 
 BOOST_AUTO_TEST_CASE(shard_spec_invariants) {

@@ -385,6 +385,57 @@ BOOST_AUTO_TEST_CASE(svrg_gradient_is_mu_at_the_snapshot_and_exact_over_all_rows
              "SvrgGradient: 3 anchor derivatives for 500 rows, 30 mean-gradient entries for 30 weights");
 }
 
+// SAGA's part: the loss' now minus the one remembered, over the batch;
+// the memory takes the loss' now (a row drawn twice counts once); from
+// empty memories, one pass of batches and the mean that the shards keep
+// (the pushes times |B| / n) is the full loss gradient at w.
+BOOST_AUTO_TEST_CASE(saga_gradient_remembers_each_row_and_its_mean_is_the_full_gradient) {
+  const Dataset data = MakeData(dml::Task::kClassification, 0.3, 31);
+  const ModelSpec model{ModelKind::kLogisticL2, 1e-2, 0.5};
+  const int64_t n = data.x.rows();
+  std::vector<double> w(data.x.cols());
+  dml::Rng rng(5);
+  for (double& x : w) x = rng.Uniform() - 0.5;
+  auto now = dml::LossDerivatives(data, model, w);
+  BOOST_REQUIRE(now.ok());
+  std::vector<double> memory(static_cast<std::size_t>(n), 0.0);
+  memory[17] = 0.25;
+  const std::vector<int64_t> batch{3, 17, 17, 200};
+  auto g = dml::SagaGradient(data, model, batch, w, memory);
+  BOOST_REQUIRE(g.ok());
+  // By hand: (1/4) [(l'_3 - 0) x_3 + (l'_17 - 0.25) x_17 + 0 + l'_200 x_200].
+  std::vector<double> want(w.size(), 0.0);
+  const double coef[] = {(*now)[3] / 4, ((*now)[17] - 0.25) / 4, (*now)[200] / 4};
+  const int64_t rows[] = {3, 17, 200};
+  for (int r = 0; r < 3; ++r) {
+    const dml::SparseView v = data.x.outer(rows[r]);
+    for (std::size_t k = 0; k < v.size; ++k) want[v.index[k]] += coef[r] * v.value[k];
+  }
+  for (std::size_t j = 0; j < w.size(); ++j) BOOST_TEST(std::abs((*g)[j] - want[j]) < 1e-15);
+  for (int64_t i : rows) BOOST_TEST(memory[i] == (*now)[i]);
+  BOOST_TEST(memory[4] == 0.0);
+  // From empty memories: every row once, in batches of 50; the mean.
+  std::fill(memory.begin(), memory.end(), 0.0);
+  std::vector<double> mean(w.size(), 0.0);
+  for (int64_t b = 0; b < n; b += 50) {
+    std::vector<int64_t> part(50);
+    std::iota(part.begin(), part.end(), b);
+    auto p = dml::SagaGradient(data, model, part, w, memory);
+    BOOST_REQUIRE(p.ok());
+    for (std::size_t j = 0; j < w.size(); ++j) mean[j] += (*p)[j] * 50.0 / static_cast<double>(n);
+  }
+  std::vector<int64_t> all(n);
+  std::iota(all.begin(), all.end(), int64_t{0});
+  auto full = dml::MinibatchGradient(data, model, all, w, false);
+  BOOST_REQUIRE(full.ok());
+  for (std::size_t j = 0; j < w.size(); ++j) BOOST_TEST(std::abs(mean[j] - (*full)[j]) < 1e-13);
+  std::vector<double> short_memory(3, 0.0);
+  auto bad = dml::SagaGradient(data, model, batch, w, short_memory);
+  BOOST_REQUIRE(!bad.ok());
+  BOOST_TEST(std::string(bad.status().message()) ==
+             "SagaGradient: 3 remembered derivatives for 500 rows");
+}
+
 // The average covers the iterates from the last power of two but one:
 // after 1..7 it is mean(2..7); after 8, mean(4..8).
 BOOST_AUTO_TEST_CASE(iterate_average_keeps_at_least_the_last_half) {

@@ -516,6 +516,7 @@ void init_workers(self_ptr self) {
               }
               st.n = replies->front().first;
               st.d = replies->front().second;
+              st.plan.rows = st.n;
               st.m = st.plan.shared_length(st.n, st.d);
               calibrate_and_wire(self);
             },

@@ -38,7 +38,12 @@ bool starting(const coord_state& st) {
 
 // Whether the job can go on through the loss of node n without a restart.
 bool continuable(const coord_state& st, int n) {
-  if (st.phase != job_phase::kTraining || !st.topo().continues_after_worker_loss()) return false;
+  // SAGA: a replacement's memories are gone while the shards' mean still
+  // holds them, so the job restarts with every memory empty.
+  if (st.phase != job_phase::kTraining || !st.topo().continues_after_worker_loss() ||
+      st.spec().sgd.saga) {
+    return false;
+  }
   return std::find(st.shard_node.begin(), st.shard_node.end(), n) == st.shard_node.end();
 }
 

@@ -62,6 +62,7 @@ worker_config JobPlan::worker(int32_t k) const {
   c.device = spec.cocoa.device;
   c.gpu_fallback = spec.cocoa.gpu_fallback;
   c.feature_steps = feature_steps;
+  c.saga = spec.sgd.saga;
   return c;
 }
 
@@ -79,6 +80,9 @@ shard_config JobPlan::shard(int32_t s, const std::vector<int64_t>& bounds) const
   c.staleness = spec.sgd.staleness;
   if (!feature_steps.empty()) {
     c.feature_steps.assign(feature_steps.begin() + c.begin, feature_steps.begin() + c.end);
+  }
+  if (spec.sgd.saga && rows > 0) {
+    c.saga_scale = static_cast<double>(spec.sgd.batch_size) / static_cast<double>(rows);
   }
   return c;
 }

@@ -26,6 +26,9 @@ struct JobPlan {
   /// once the workers have loaded (FeatureStepFactors of their column sums);
   /// empty before, or where every factor is 1.
   std::vector<double> feature_steps;
+  /// The data's rows, once the workers have loaded (0 before): SAGA's
+  /// shards need |B| / n.
+  int64_t rows = 0;
 
   /// The shared vector is v = A w (one entry per example; workers own
   /// columns, an epoch is d coordinates), else w.

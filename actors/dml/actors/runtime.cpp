@@ -122,6 +122,14 @@ absl::Status ValidateSpec(const JobSpec& s) {
     return Invalid("sgd.svrg", absl::StrCat("modes sync, async and ssp only, not ",
                                             AsAbsl(ModeName(s.mode.kind))));
   }
+  if (s.sgd.saga && s.mode.kind != Mode::kSync && s.mode.kind != Mode::kAsync &&
+      s.mode.kind != Mode::kSsp) {
+    return Invalid("sgd.saga", absl::StrCat("modes sync, async and ssp only, not ",
+                                            AsAbsl(ModeName(s.mode.kind))));
+  }
+  if (s.sgd.saga && s.sgd.svrg) {
+    return Invalid("sgd.saga", "SAGA and SVRG are alternatives: choose one");
+  }
   if (s.sgd.tau < 0) {
     return Invalid("sgd.tau", absl::StrCat("must be >= 1, or 0 for AutoTau, got ", s.sgd.tau));
   }

@@ -72,6 +72,16 @@ struct JobSgd : SgdOptions {
   /// x_i + mu. The pushes are dense (mu): it pays where d is small against
   /// a minibatch's nonzeros, or the target is tight (bench/results).
   bool svrg = false;
+  /// sync, async, ssp: SAGA (asynchronous: ASAGA, Leblond et al. 2018),
+  /// with the regulariser's prox. Each worker remembers the loss' of each
+  /// of its rows when last drawn and pushes (1/|B|) sum (loss'_i(w) -
+  /// remembered_i) x_i (sparse: dml::SagaGradient); each shard keeps the
+  /// mean of every row's remembered gradient for its range and adds it to
+  /// each step. No snapshots, no dense pushes, but a dense pass over a
+  /// shard's range per step. A lost node restarts the job from its last
+  /// evaluation with every memory empty (a replacement worker's memories
+  /// are gone; the shards' mean would still hold them). Not with svrg.
+  bool saga = false;
 };
 
 /// Model averaging's default exchange period for `data` with

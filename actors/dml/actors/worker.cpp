@@ -217,6 +217,7 @@ caf::result<worker_report> start_run(self_ptr self, int64_t max_clock, int64_t r
   st.permit = INT64_MAX;
   st.parked = false;
   st.report_every = std::max<int64_t>(1, report_every);
+  if (st.cfg.saga) st.saga_memory.assign(static_cast<std::size_t>(st.local.x.rows()), 0.0);
   st.run_promise = self->make_response_promise<worker_report>();
   // A local model that never trained (a replacement after a lost
   // node) joining a run past its start begins from the shards' model

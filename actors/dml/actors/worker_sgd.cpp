@@ -244,7 +244,8 @@ class step_ops final : public worker_ops {
     pull_all(self, st.clock, [self, rows = rows_, on_error, loop] {
       auto& st = self->state;
       if (loop != st.loop) return;  // superseded: never push to the new shards
-      auto g = st.svrg_mu.empty()
+      auto g = st.cfg.saga ? SagaGradient(st.local, st.cfg.model, rows, st.w, st.saga_memory)
+               : st.svrg_mu.empty()
                    ? MinibatchGradient(st.local, st.cfg.model, rows, st.w,
                                        /*include_regularizer=*/false)
                    : SvrgGradient(st.local, st.cfg.model, rows, st.w, st.anchor, st.svrg_mu);

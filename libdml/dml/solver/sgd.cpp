@@ -541,6 +541,30 @@ absl::StatusOr<std::vector<double>> SvrgGradient(const Dataset& data, const Mode
   return g;
 }
 
+absl::StatusOr<std::vector<double>> SagaGradient(const Dataset& data, const ModelSpec& model,
+                                                 const std::vector<int64_t>& rows,
+                                                 const std::vector<double>& w,
+                                                 std::vector<double>& memory) {
+  DML_RETURN_IF_ERROR(CheckBatch(data, model, rows, w.size()));
+  if (static_cast<int64_t>(memory.size()) != data.x.rows()) {
+    return absl::InvalidArgumentError(absl::StrCat("SagaGradient: ", memory.size(),
+                                                   " remembered derivatives for ", data.x.rows(),
+                                                   " rows"));
+  }
+  std::vector<double> deriv = RowDerivatives(data, model, rows, w);
+  const double inv_b = 1.0 / static_cast<double>(rows.size());
+  for (std::size_t k = 0; k < rows.size(); ++k) {
+    double& kept = memory[static_cast<std::size_t>(rows[k])];
+    const double now = deriv[k];
+    deriv[k] = (now - kept) * inv_b;  // a second draw of the row finds now - now
+    kept = now;
+  }
+  std::vector<double> g(w.size(), 0.0);
+  AddRows(data.x, rows.data(), rows.size(), deriv.data(),
+          [&g](uint32_t j, double delta) { g[j] += delta; });
+  return g;
+}
+
 template <typename Loss>
 absl::Status LazyModel<Loss>::Step(const std::vector<int64_t>& rows, double step) {
   DML_RETURN_IF_ERROR(CheckStep(step));

@@ -173,6 +173,22 @@ absl::StatusOr<std::vector<double>> SvrgGradient(const Dataset& data, const Mode
                                                  const std::vector<double>& anchor,
                                                  const std::vector<double>& mu);
 
+/// SAGA's part of a minibatch step that its worker computes (Defazio, Bach,
+/// Lacoste-Julien, NIPS 2014; asynchronous: ASAGA, Leblond, Pedregosa,
+/// Lacoste-Julien, JMLR 2018): with `memory` the loss' each row had when
+/// last drawn (0 before),
+///   (1/|B|) sum_{i in B} (loss'(y_i, x_i.w) - memory[i]) x_i,
+/// then memory[i] = loss'(y_i, x_i.w) (a row drawn twice counts once).
+/// The caller adds the mean of every row's memory times its x_i (a
+/// parameter shard keeps it: it changes by this vector times |B| / n) and
+/// applies the regulariser's prox. Length d, nonzero only on the batch's
+/// columns. Errors: as MinibatchGradient, or memory of another length than
+/// the rows (memory is then unchanged).
+absl::StatusOr<std::vector<double>> SagaGradient(const Dataset& data, const ModelSpec& model,
+                                                 const std::vector<int64_t>& rows,
+                                                 const std::vector<double>& w,
+                                                 std::vector<double>& memory);
+
 /// step0 for SGD on `data` when none is given (SgdOptions::step0 == 0):
 /// Bottou's calibration ("Stochastic gradient descent tricks", 2012). On a
 /// seeded sample of at most 1000 rows, five passes of minibatch SGD (batch

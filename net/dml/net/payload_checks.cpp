@@ -236,6 +236,9 @@ absl::Status Check(const shard_config& x) {
                                 x.end - x.begin, " keys"));
   }
   DML_RETURN_IF_ERROR(CheckStepFactors(x.feature_steps, "ShardSpec.featureSteps"));
+  if (!(x.saga_scale >= 0) || !std::isfinite(x.saga_scale)) {
+    return Invalid("ShardSpec.sagaScale", absl::StrCat(x.saga_scale, " is not >= 0 and finite"));
+  }
   return CheckNonNegative(x.staleness, "ShardSpec.staleness");
 }
 absl::Status Check(const dense_block& x) {

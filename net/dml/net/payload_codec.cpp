@@ -244,6 +244,7 @@ void Build(const worker_spec& x, wire::Envelope::Builder env) {
   b.setDuhlGapThreads(x.duhl_gap_threads);
   b.setDuhlPasses(x.duhl_passes);
   b.setDuhlGpu(x.duhl_gpu);
+  b.setSaga(x.saga);
   PutList<double>(b.initFeatureSteps(static_cast<unsigned>(x.feature_steps.size())),
                   &x.feature_steps);
 }
@@ -259,6 +260,7 @@ void Build(const shard_config& x, wire::Envelope::Builder env) {
   b.setGamma(x.gamma);
   b.setEasgdAlpha(x.easgd_alpha);
   b.setStaleness(x.staleness);
+  b.setSagaScale(x.saga_scale);
   PutList<double>(b.initFeatureSteps(static_cast<unsigned>(x.feature_steps.size())),
                   &x.feature_steps);
 }
@@ -408,6 +410,7 @@ absl::Status Read(wire::Envelope::Reader env, worker_spec* out) {
   out->duhl_gap_threads = r.getDuhlGapThreads();
   out->duhl_passes = r.getDuhlPasses();
   out->duhl_gpu = r.getDuhlGpu();
+  out->saga = r.getSaga();
   // Read once: the traversal limit is the message's size.
   auto steps = r.getFeatureSteps();
   DML_RETURN_IF_ERROR(CheckVectorLength<double>(steps.size(), "WorkerSpec.featureSteps"));
@@ -426,6 +429,7 @@ absl::Status Read(wire::Envelope::Reader env, shard_config* out) {
   out->gamma = r.getGamma();
   out->easgd_alpha = r.getEasgdAlpha();
   out->staleness = r.getStaleness();
+  out->saga_scale = r.getSagaScale();
   // Read once: the traversal limit is the message's size.
   auto steps = r.getFeatureSteps();
   DML_RETURN_IF_ERROR(CheckVectorLength<double>(steps.size(), "ShardSpec.featureSteps"));

@@ -210,6 +210,9 @@ struct worker_spec {
   int32_t duhl_gap_threads = 1;
   double duhl_passes = 5.0;
   bool duhl_gpu = false;  ///< its blocks on a GPU (TPA-SCD); device, gpu_fallback apply
+  /// sync, async, ssp: push SAGA's part of each step (dml::SagaGradient),
+  /// the shards adding the remembered mean (shard_config::saga_scale).
+  bool saga = false;
   std::string wire_error;     ///< set when a peer's bytes did not decode
 };
 
@@ -229,6 +232,11 @@ struct shard_config {
   /// The range's per-feature step factors (end - begin of them, each > 0);
   /// empty: all 1.
   std::vector<double> feature_steps;
+  /// SAGA (worker_spec::saga): the rows one push stands for over all rows,
+  /// |B| / n: each step adds the mean of the workers' remembered gradients
+  /// (kept here for the range), which moves by a push times this (sync: a
+  /// mean of K pushes, K times this). 0: no SAGA.
+  double saga_scale = 0.0;
   std::string wire_error;    ///< set when a peer's bytes did not decode
 };
 

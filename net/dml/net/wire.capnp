@@ -179,6 +179,7 @@ struct WorkerSpec {
   duhlGapThreads @21 :Int32 = 1;
   duhlPasses @22 :Float64 = 5.0;
   duhlGpu @23 :Bool;         # cocoa with duhl: the blocks on a GPU (TPA-SCD)
+  saga @24 :Bool;            # sync, async, ssp: SAGA pushes (dml::SagaGradient)
 }
 
 struct ShardSpec {
@@ -194,6 +195,7 @@ struct ShardSpec {
   easgdAlpha @8 :Float64;
   staleness @9 :Int32;    # ssp s >= 0
   featureSteps @10 :List(Float64);  # the range's step factors (end - begin, each > 0); empty: all 1
+  sagaScale @11 :Float64;  # SAGA: |B| / n, finite, >= 0; 0: none
 }
 
 struct Progress {

@@ -59,6 +59,11 @@ struct shard_core {
   std::vector<int64_t> pulled_at;
   shard_stats stats;
   bool halted = false;
+  /// SAGA (cfg.saga_scale > 0): the mean over all rows of their remembered
+  /// loss gradients, on this range; zero at the start (every memory 0) and
+  /// rebuilt with the shard after a restart (the workers' memories start
+  /// again too).
+  std::vector<double> saga_mean;
 
   int64_t size() const { return cfg.end - cfg.begin; }
   double step_at(double t) const { return cfg.step0 / (1.0 + cfg.step_decay * t); }
@@ -87,9 +92,10 @@ struct shard_core {
 
   /// w <- prox(w - step F g) on this range, step = factor * step_at(t), F
   /// the range's feature step factors, g given by its nonzeros (idx null:
-  /// dense, nnz == range size).
+  /// dense, nnz == range size). With SAGA, g + saga_mean is stepped, then
+  /// saga_mean += g * cfg.saga_scale * pushes (g a mean of `pushes` pushes).
   absl::Status sgd_step(const uint32_t* idx, const double* g, std::size_t nnz, double t,
-                        double factor = 1.0);
+                        double factor = 1.0, double pushes = 1.0);
 
   /// The refusal of worker's dense push x[0, n) naming its first
   /// non-finite key, or OK when every value is finite.

@@ -66,6 +66,9 @@ struct worker_state {
   // overlap: the final one starts while a periodic one refines).
   std::array<std::pair<int64_t, NewtonRows>, 4> newton;
   std::vector<double> svrg_mu;
+  // SAGA (cfg.saga): each local row's loss' when last drawn; zeros at each
+  // run's start (the shards' mean starts at zero with them).
+  std::vector<double> saga_memory;
   std::vector<double> inv_touch;  // hogwild: regulariser scaling per column
   std::shared_ptr<const Dataset> shared_data;  // hogwild: the whole dataset
   HogwildScratch hog_scratch;

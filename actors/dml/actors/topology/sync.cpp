@@ -22,7 +22,9 @@ class sync_rule final : public internal::gather_rule {
     return scratch_.data();
   }
   absl::Status fold(internal::shard_core& core, const double* mean, std::size_t n) override {
-    return core.sgd_step(nullptr, mean, n, static_cast<double>(core.round));
+    // The mean of K pushes: SAGA's mean takes K pushes' rows.
+    return core.sgd_step(nullptr, mean, n, static_cast<double>(core.round), 1.0,
+                         static_cast<double>(core.cfg.workers));
   }
   std::vector<double> scratch_;  // the mean gradient
 };

@@ -51,20 +51,38 @@ void shard_core::fold_scales() {
 }
 
 absl::Status shard_core::sgd_step(const uint32_t* idx, const double* g, std::size_t nnz,
-                                  double t, double factor) {
+                                  double t, double factor, double pushes) {
   const double step = factor * step_at(t);
+  const bool saga = cfg.saga_scale > 0;
+  if (saga && saga_mean.size() != w.size()) saga_mean.assign(w.size(), 0.0);
+  // SAGA's mean goes in with the step and takes the push in after it (a
+  // dense pass over the range per step: what ASAGA's shared mean costs).
+  const auto take_push = [&] {
+    if (!saga) return;
+    const double s = cfg.saga_scale * pushes;
+    for (std::size_t k = 0; k < nnz; ++k) saga_mean[idx ? idx[k] : k] += s * g[k];
+  };
   if (lazy_l2) {
     std::vector<double>& v = w.mut();
     if (group.empty()) {
       const double s = step / scales[0];
       for (std::size_t k = 0; k < nnz; ++k) v[idx ? idx[k] : k] -= s * g[k];
+      if (saga) {
+        for (std::size_t j = 0; j < v.size(); ++j) v[j] -= s * saga_mean[j];
+      }
     } else {
       for (std::size_t k = 0; k < nnz; ++k) {
         const std::size_t j = idx ? idx[k] : k;
         const uint16_t gj = group[j];
         v[j] -= step * group_factor[gj] / scales[gj] * g[k];
       }
+      if (saga) {
+        for (std::size_t j = 0; j < v.size(); ++j) {
+          v[j] -= step * group_factor[group[j]] / scales[group[j]] * saga_mean[j];
+        }
+      }
     }
+    take_push();
     bool small = false;
     for (std::size_t q = 0; q < scales.size(); ++q) {
       scales[q] /= 1.0 + step * group_factor[q] * cfg.model.lambda;
@@ -79,6 +97,10 @@ absl::Status shard_core::sgd_step(const uint32_t* idx, const double* g, std::siz
     const std::size_t j = idx ? idx[k] : k;
     v[j] -= (f.empty() ? step : step * f[j]) * g[k];
   }
+  if (saga) {
+    for (std::size_t j = 0; j < v.size(); ++j) v[j] -= (f.empty() ? step : step * f[j]) * saga_mean[j];
+  }
+  take_push();
   absl::Status st = ProximalRegularizerStep(cfg.model, step, v, f);
   if (!st.ok()) return ShardError(std::string(st.message()));
   return absl::OkStatus();
