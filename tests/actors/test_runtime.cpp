@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <string>
@@ -615,6 +616,48 @@ BOOST_AUTO_TEST_CASE(async_defaults_improve_with_epochs_and_stop_on_the_gap) {
   BOOST_TEST(tol_run.primal - p_star <= tol_run.gap + 1e-12);
 }
 
+// Medians of 3 runs each, sides alternated (both depend on scheduling), of
+// 40 epochs of K = 4 `mode` plain ([0]) and with `variant` set ([1]):
+// relative suboptimality and relative gap; every certificate a bound.
+struct PlainAndVariant {
+  double subopt[2];
+  double gap[2];
+};
+PlainAndVariant MediansOfPlainAndVariant(dml::Runtime& rt,
+                                         const std::shared_ptr<const dml::Dataset>& data,
+                                         const dml::ModelSpec& m, double p_star, dml::Mode mode,
+                                         const std::function<void(dml::JobSgd&)>& variant) {
+  std::vector<double> subopts[2], gaps[2];
+  for (int run = 0; run < 3; ++run) {
+    for (int k = 0; k < 2; ++k) {
+      const int side = run % 2 == 0 ? k : 1 - k;
+      dml::JobSpec s;
+      s.data.dataset = data;
+      s.model = m;
+      s.mode.kind = mode;
+      s.mode.workers = 4;
+      s.stop.max_epochs = 40;
+      s.stop.gap_rel = 0;
+      if (side == 1) variant(s.sgd);
+      auto j = rt.Submit(s);
+      BOOST_REQUIRE_MESSAGE(j.ok(), j.status().ToString());
+      const dml::TrainResult r = MustFinish(*j);
+      subopts[side].push_back((r.primal - p_star) / p_star);
+      gaps[side].push_back(r.gap / r.primal);
+      BOOST_TEST(r.primal - r.gap <= p_star + 1e-12);
+    }
+  }
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  PlainAndVariant out{{median(subopts[0]), median(subopts[1])}, {median(gaps[0]), median(gaps[1])}};
+  BOOST_TEST_MESSAGE(dml::ModeName(mode) << ": suboptimality " << out.subopt[0] << " -> "
+                                         << out.subopt[1] << ", gap " << out.gap[0] << " -> "
+                                         << out.gap[1]);
+  return out;
+}
+
 // SVRG (JobSgd::svrg) in the gradient-exchange modes: tighter than plain
 // SGD after the same epochs, its certificate too; refused elsewhere by name.
 BOOST_AUTO_TEST_CASE(svrg_tightens_sync_and_async) {
@@ -624,47 +667,19 @@ BOOST_AUTO_TEST_CASE(svrg_tightens_sync_and_async) {
   const double p_star = Optimum(*data, m);
   for (dml::Mode mode : {dml::Mode::kSync, dml::Mode::kAsync}) {
     BOOST_TEST_CONTEXT("mode " << dml::ModeName(mode)) {
-      // Both depend on scheduling (async most: a starved worker's stale
-      // pushes left SVRG behind once in CI on 2 busy cores): the median of
-      // 3 runs each, alternated.
-      const int runs = 3;
-      std::vector<double> subopts[2], gaps[2];
-      for (int run = 0; run < runs; ++run) {
-        for (int k = 0; k < 2; ++k) {
-          const int svrg = run % 2 == 0 ? k : 1 - k;
-          dml::JobSpec s;
-          s.data.dataset = data;
-          s.model = m;
-          s.mode.kind = mode;
-          s.mode.workers = 4;
-          s.stop.max_epochs = 40;
-          s.stop.gap_rel = 0;
-          s.sgd.svrg = svrg == 1;
-          auto j = rt.Submit(s);
-          BOOST_REQUIRE_MESSAGE(j.ok(), j.status().ToString());
-          const dml::TrainResult r = MustFinish(*j);
-          subopts[svrg].push_back((r.primal - p_star) / p_star);
-          gaps[svrg].push_back(r.gap / r.primal);
-          BOOST_TEST(r.primal - r.gap <= p_star + 1e-12);
-        }
-      }
-      auto median = [](std::vector<double> v) {
-        std::sort(v.begin(), v.end());
-        return v[v.size() / 2];
-      };
-      const double subopt[2] = {median(subopts[0]), median(subopts[1])};
-      const double gap[2] = {median(gaps[0]), median(gaps[1])};
-      BOOST_TEST_MESSAGE(dml::ModeName(mode) << ": suboptimality " << subopt[0] << " -> "
-                                             << subopt[1] << ", gap " << gap[0] << " -> " << gap[1]);
+      // async most depends on scheduling: a starved worker's stale pushes
+      // left SVRG behind once in CI on 2 busy cores.
+      const PlainAndVariant r = MediansOfPlainAndVariant(
+          rt, data, m, p_star, mode, [](dml::JobSgd& sgd) { sgd.svrg = true; });
       if (mode == dml::Mode::kSync) {
-        BOOST_TEST(subopt[1] < subopt[0]);
-        BOOST_TEST(gap[1] < gap[0]);
+        BOOST_TEST(r.subopt[1] < r.subopt[0]);
+        BOOST_TEST(r.gap[1] < r.gap[0]);
       } else {
         // async: usually 10x tighter too, but with 2 scheduler threads on
         // 2 busy cores (a full parallel ctest) a starved worker's stale
         // snapshot can leave it behind plain SGD; what always holds is
         // that it converges (bench/results/modes_* measure the gain).
-        BOOST_TEST(subopt[1] < 5e-3);
+        BOOST_TEST(r.subopt[1] < 5e-3);
       }
     }
   }
@@ -677,8 +692,9 @@ BOOST_AUTO_TEST_CASE(svrg_tightens_sync_and_async) {
 }
 
 // SAGA (JobSgd::saga; ASAGA in async and ssp) after the same 40 epochs:
-// tighter than plain SGD on the same problem, and a bound; refused by
-// name outside sync, async and ssp and beside SVRG.
+// tighter than plain SGD on the same problem (measured: async and ssp at
+// the optimum to 1e-13 against 4.4e-4; sync 3.5e-8 against 3.4e-4);
+// refused by name outside sync, async and ssp and beside SVRG.
 BOOST_AUTO_TEST_CASE(saga_tightens_async_and_ssp) {
   dml::Runtime rt(WithThreads(2));
   auto data = Problem(dml::Task::kClassification, 2000, 40);
@@ -686,29 +702,9 @@ BOOST_AUTO_TEST_CASE(saga_tightens_async_and_ssp) {
   const double p_star = Optimum(*data, m);
   for (dml::Mode mode : {dml::Mode::kAsync, dml::Mode::kSsp, dml::Mode::kSync}) {
     BOOST_TEST_CONTEXT("mode " << dml::ModeName(mode)) {
-      std::vector<double> subopts[2];
-      for (int run = 0; run < 3; ++run) {  // medians of 3, alternated (scheduling)
-        for (int k = 0; k < 2; ++k) {
-          const int saga = run % 2 == 0 ? k : 1 - k;
-          dml::JobSpec s;
-          s.data.dataset = data;
-          s.model = m;
-          s.mode.kind = mode;
-          s.mode.workers = 4;
-          s.stop.max_epochs = 40;
-          s.stop.gap_rel = 0;
-          s.sgd.saga = saga == 1;
-          auto j = rt.Submit(s);
-          BOOST_REQUIRE_MESSAGE(j.ok(), j.status().ToString());
-          const dml::TrainResult r = MustFinish(*j);
-          subopts[saga].push_back((r.primal - p_star) / p_star);
-          BOOST_TEST(r.primal - r.gap <= p_star + 1e-12);
-        }
-      }
-      for (auto& v : subopts) std::sort(v.begin(), v.end());
-      BOOST_TEST_MESSAGE(dml::ModeName(mode) << ": suboptimality " << subopts[0][1] << " -> "
-                                             << subopts[1][1]);
-      BOOST_TEST(subopts[1][1] < subopts[0][1]);
+      const PlainAndVariant r = MediansOfPlainAndVariant(
+          rt, data, m, p_star, mode, [](dml::JobSgd& sgd) { sgd.saga = true; });
+      BOOST_TEST(r.subopt[1] < r.subopt[0]);
     }
   }
   dml::JobSpec s = SgdSpec(data, m, dml::Mode::kHogwild, 1);
