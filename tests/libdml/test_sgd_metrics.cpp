@@ -502,6 +502,12 @@ BOOST_AUTO_TEST_CASE(calibration_walks_past_steps_that_end_above_the_origin) {
   newton.stop.gap_rel = 1e-12;
   const dml::TrainResult opt = TrainOk(data, model, newton);
   BOOST_TEST(RelativeSuboptimality(r.primal, opt.primal) <= 0.05);
+  // Where 0 is the optimum (lasso past lambda_max) no trial leaves P(0),
+  // and that is no divergence: a step is still found.
+  const ModelSpec flat{ModelKind::kLasso, 1e6, 1.0};
+  auto at_zero = dml::CalibrateStep(data, flat, 64, 7);
+  BOOST_REQUIRE_MESSAGE(at_zero.ok(), at_zero.status().ToString());
+  BOOST_TEST(*at_zero > 0.0);
 }
 
 // The batch sized to the data: at least 32 steps an epoch per worker, at

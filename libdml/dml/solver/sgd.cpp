@@ -873,12 +873,14 @@ absl::StatusOr<double> CalibrateStep(const Dataset& data, const ModelSpec& model
   // bounded loss (logistic, hinge) oscillating at huge values whose order
   // over the steps is noise, so such a trial counts as diverged and the
   // walk down goes on through it rather than stopping at its first bump.
+  // Ending at P(0) is no divergence: where 0 is the optimum (an L1 model
+  // with lambda past its largest useful value) every step stays there.
   DML_ASSIGN_OR_RETURN(const double origin,
                        PrimalValue(sample, model, std::vector<double>(
                                                       static_cast<std::size_t>(data.x.cols()), 0.0)));
   auto scored = [&](double eta) -> absl::StatusOr<double> {
     DML_ASSIGN_OR_RETURN(const double p, trial(eta));
-    return p < origin ? p : std::numeric_limits<double>::infinity();
+    return p <= origin ? p : std::numeric_limits<double>::infinity();
   };
   constexpr int kMaxExponent = 20, kMinExponent = -40;
   double best_eta = 1.0;
