@@ -597,12 +597,25 @@ BOOST_AUTO_TEST_CASE(async_defaults_improve_with_epochs_and_stop_on_the_gap) {
     BOOST_REQUIRE_MESSAGE(j.ok(), j.status().ToString());
     return MustFinish(*j);
   };
-  const dml::TrainResult short_run = run(20, 0.0);
-  const dml::TrainResult long_run = run(80, 0.0);
-  BOOST_TEST_MESSAGE("async defaults: 20 epochs " << short_run.primal - p_star << ", 80 epochs "
-                                                  << long_run.primal - p_star);
-  BOOST_TEST(long_run.primal <= short_run.primal + 1e-6);
-  BOOST_TEST(long_run.primal - p_star <= 1e-3 * p_star);
+  // Medians of 3 runs each, alternated: a single pair overlapped once in
+  // a parallel CI ctest on 2 cores (80 epochs 3e-5 above 20), where a
+  // starved worker's stale pushes land late; alone and beside two busy
+  // loops 11 of 11 pairs kept the order, 1.4-7x apart (at the batch
+  // AutoBatch gives 2000 rows on 4 workers, 15).
+  std::vector<double> short_runs, long_runs;
+  dml::TrainResult long_run;
+  for (int k = 0; k < 3; ++k) {
+    const bool long_first = k % 2 == 1;
+    if (long_first) long_runs.push_back((long_run = run(80, 0.0)).primal - p_star);
+    short_runs.push_back(run(20, 0.0).primal - p_star);
+    if (!long_first) long_runs.push_back((long_run = run(80, 0.0)).primal - p_star);
+    BOOST_TEST(long_runs.back() <= 1e-3 * p_star);
+  }
+  std::sort(short_runs.begin(), short_runs.end());
+  std::sort(long_runs.begin(), long_runs.end());
+  BOOST_TEST_MESSAGE("async defaults: 20 epochs " << short_runs[1] << ", 80 epochs " << long_runs[1]
+                                                  << " (medians of 3)");
+  BOOST_TEST(long_runs[1] <= short_runs[1]);
   bool calibrated = false;
   for (const auto& p : long_run.history) {
     for (const auto& e : p.events) calibrated |= e.kind == "step_calibrated";
