@@ -656,6 +656,15 @@ int main(int argc, char** argv) {
       }
     }
   }
+  // Runtime-only switches would otherwise be dropped without a word.
+  if (!run.args.values.count("--mode")) {
+    for (const char* f : {"--svrg", "--saga", "--staleness", "--tau", "--shards"}) {
+      if (run.args.values.count(f)) {
+        return Fail(std::string(f) + " is a flag of the distributed runtime (--mode ...); "
+                                     "without --mode one process trains");
+      }
+    }
+  }
   if (run.args.values.count("--metrics-out") &&
       !run.metrics->Open(Get(run.args, "--metrics-out"))) {
     return Fail("--metrics-out: cannot open " + Get(run.args, "--metrics-out") + " for writing");
