@@ -384,6 +384,22 @@ BOOST_AUTO_TEST_CASE(cocoa_with_automatic_h_converges_and_reports_its_changes) {
 // evaluations) on features in units over 4 decades: stops on its
 // certificate at a relative gap of 1e-3, so within 1e-3 of the optimum,
 // long before max epochs.
+// `mode` with K = 4 and libdml's SGD defaults, stopping on a relative gap
+// of 1e-3 or after `max_epochs`.
+dml::TrainResult RunWithDefaults(dml::Runtime& rt, const std::shared_ptr<const dml::Dataset>& data,
+                                 const dml::ModelSpec& m, dml::Mode mode, int max_epochs) {
+  dml::JobSpec s;
+  s.data.dataset = data;
+  s.model = m;
+  s.mode.kind = mode;
+  s.mode.workers = 4;
+  s.stop.gap_rel = 1e-3;
+  s.stop.max_epochs = max_epochs;
+  auto j = rt.Submit(s);
+  BOOST_REQUIRE_MESSAGE(j.ok(), j.status().ToString());
+  return MustFinish(*j);
+}
+
 BOOST_AUTO_TEST_CASE(sgd_modes_with_defaults_certify_1e_3_on_unscaled_features) {
   dml::Runtime rt(WithThreads(2));
   auto data = std::make_shared<const dml::Dataset>(dml::testing::UnscaledProblem());
@@ -398,16 +414,7 @@ BOOST_AUTO_TEST_CASE(sgd_modes_with_defaults_certify_1e_3_on_unscaled_features) 
   for (dml::Mode mode : {dml::Mode::kSync, dml::Mode::kAsync, dml::Mode::kSsp, dml::Mode::kEasgd,
                          dml::Mode::kHogwild, dml::Mode::kModelAveraging}) {
     BOOST_TEST_CONTEXT("mode " << dml::ModeName(mode)) {
-      dml::JobSpec s;
-      s.data.dataset = data;
-      s.model = m;
-      s.mode.kind = mode;
-      s.mode.workers = 4;
-      s.stop.gap_rel = 1e-3;
-      s.stop.max_epochs = 2000;
-      auto j = rt.Submit(s);
-      BOOST_REQUIRE_MESSAGE(j.ok(), j.status().ToString());
-      const dml::TrainResult r = MustFinish(*j);
+      const dml::TrainResult r = RunWithDefaults(rt, data, m, mode, 2000);
       const double subopt = (r.primal - p_star) / p_star;
       BOOST_TEST_MESSAGE(dml::ModeName(mode) << ": " << r.epochs << " epochs, relative subopt "
                                              << subopt << ", gap " << r.gap / r.primal);
@@ -456,16 +463,7 @@ BOOST_AUTO_TEST_CASE(sgd_modes_with_defaults_on_offset_tabular_features) {
     for (dml::Mode mode : {dml::Mode::kSync, dml::Mode::kAsync, dml::Mode::kSsp, dml::Mode::kEasgd,
                            dml::Mode::kHogwild, dml::Mode::kModelAveraging}) {
       BOOST_TEST_CONTEXT("seed " << seed << " mode " << dml::ModeName(mode)) {
-        dml::JobSpec s;
-        s.data.dataset = data;
-        s.model = m;
-        s.mode.kind = mode;
-        s.mode.workers = 4;
-        s.stop.gap_rel = 1e-3;
-        s.stop.max_epochs = 1000;
-        auto j = rt.Submit(s);
-        BOOST_REQUIRE_MESSAGE(j.ok(), j.status().ToString());
-        const dml::TrainResult r = MustFinish(*j);
+        const dml::TrainResult r = RunWithDefaults(rt, data, m, mode, 1000);
         const double subopt = r.primal - p_star;
         BOOST_TEST_MESSAGE("seed " << seed << " " << dml::ModeName(mode) << ": " << r.epochs
                                    << " epochs, relative subopt " << subopt / p_star << ", gap "
