@@ -95,6 +95,13 @@ void adopt(self_ptr self, const caf::actor& coordinator, caf::actor child) {
   job_of(self, coordinator).actors.push_back(std::move(child));
 }
 
+// What this process advertises to a peer: its bulk channel's endpoint,
+// encoded ("" where it serves none).
+std::string OwnEndpoint(caf::actor_system& sys) {
+  net::BulkChannel* own = BulkChannelOf(sys);
+  return own != nullptr ? own->endpoint().Encode() : std::string();
+}
+
 }  // namespace
 
 node_actor spawn_node(caf::actor_system& sys, std::string name, std::string secret) {
@@ -166,11 +173,10 @@ node_actor spawn_node(caf::actor_system& sys, std::string name, std::string secr
             AdmitPeer(self->current_sender()->node());
           }
           // Its bulk references are fetched from there, and only there.
-          net::BulkChannel* own = BulkChannelOf(self->system());
           if (BulkPeers* peers = BulkPeersOf(self->system())) {
             peers->Set(self->current_sender()->node(), *std::move(advertised));
           }
-          return own != nullptr ? own->endpoint().Encode() : std::string();
+          return OwnEndpoint(self->system());
         },
         [self](peers_atom, const std::string& table) -> caf::result<bool> {
           if (auto err = admission_error(self)) return err;
@@ -243,10 +249,8 @@ absl::Status AdmitTo(caf::scoped_actor& self, const node_actor& node, const std:
   }
   const std::string proof =
       nonce.empty() ? std::string() : net::AdmissionProof(secret, nonce, caf::to_string(self->node()));
-  net::BulkChannel* own = BulkChannelOf(self->system());
-  const std::string mine = own != nullptr ? own->endpoint().Encode() : std::string();
   std::string theirs;
-  self->request(node, timeout, admit_atom_v, proof, mine)
+  self->request(node, timeout, admit_atom_v, proof, OwnEndpoint(self->system()))
       .receive([&](const std::string& e) { theirs = e; },
                [&](caf::error& e) {
                  // The node's refusal says why; a lost node says it did not answer.
@@ -270,9 +274,8 @@ absl::Status SendPeerTable(caf::scoped_actor& self, const node_actor& node,
   BulkPeers* peers = BulkPeersOf(self->system());
   if (peers == nullptr) return absl::OkStatus();
   std::vector<std::string> entries = peers->Table();
-  net::BulkChannel* own = BulkChannelOf(self->system());
   entries.push_back(caf::to_string(self->system().node()));
-  entries.push_back(own != nullptr ? own->endpoint().Encode() : std::string());
+  entries.push_back(OwnEndpoint(self->system()));
   const std::string table = absl::StrJoin(entries, std::string(1, kPeerTableSeparator));
   absl::Status status;
   self->request(node, timeout, peers_atom_v, table)
