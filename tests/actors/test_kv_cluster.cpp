@@ -79,37 +79,61 @@ struct Env {
   std::vector<char*> ptrs;
 };
 
+// Starts kv_stress with `args` (those after the binary) in `env`, its
+// stderr into the file `err` where one is named.
+pid_t SpawnStress(std::vector<std::string> args, Env& env, const std::string& err = "") {
+  args.insert(args.begin(), DML_KV_STRESS_BINARY);
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t files;
+  posix_spawn_file_actions_init(&files);
+  if (!err.empty()) {
+    posix_spawn_file_actions_addopen(&files, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  }
+  pid_t pid = 0;
+  const int spawned = posix_spawn(&pid, argv[0], &files, nullptr, argv.data(), env.ptrs.data());
+  posix_spawn_file_actions_destroy(&files);
+  BOOST_REQUIRE(spawned == 0);
+  return pid;
+}
+
+// Every process's wait status, in order; all are killed and the test fails
+// if any still runs after `limit`.
+std::vector<int> WaitForAll(const std::vector<pid_t>& pids, std::chrono::seconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  std::vector<int> statuses;
+  for (pid_t pid : pids) {
+    int status = 0;
+    while (waitpid(pid, &status, WNOHANG) == 0) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        for (pid_t p : pids) kill(p, SIGKILL);
+        BOOST_FAIL("kv_stress processes still running after " << limit.count() << " s");
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    statuses.push_back(status);
+  }
+  return statuses;
+}
+
 void RunGroup(int nodes, int threads, int ops, int64_t keys, int64_t block,
               bool lose = false, int attempt = 1, const std::string& secret = "") {
   const std::string peers = Peers(nodes);
   const std::string out = std::string(DML_TEST_TMP) + "/kv_cluster." + std::to_string(getpid());
   std::vector<pid_t> pids;
   for (int r = 0; r < nodes; ++r) {
-    std::vector<std::string> args = {DML_KV_STRESS_BINARY,   std::to_string(r),
-                                     peers,                  std::to_string(threads),
-                                     std::to_string(ops),    std::to_string(keys),
-                                     std::to_string(block),  out + "." + std::to_string(r)};
+    std::vector<std::string> args = {std::to_string(r),     peers,
+                                     std::to_string(threads), std::to_string(ops),
+                                     std::to_string(keys),  std::to_string(block),
+                                     out + "." + std::to_string(r)};
     if (lose) args.push_back("lose");
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    pid_t pid;
     Env env(secret.empty() ? std::vector<std::string>{}
                            : std::vector<std::string>{"DML_KV_SECRET=" + secret});
-    BOOST_REQUIRE(posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), env.ptrs.data()) == 0);
-    pids.push_back(pid);
+    pids.push_back(SpawnStress(std::move(args), env));
   }
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(150);
   int failed = 0, port_taken = 0;
-  for (pid_t pid : pids) {
-    int status = 0;
-    while (waitpid(pid, &status, WNOHANG) == 0) {
-      if (std::chrono::steady_clock::now() > deadline) {
-        for (pid_t p : pids) kill(p, SIGKILL);
-        BOOST_FAIL("kv_stress processes still running after 150 s");
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
+  for (int status : WaitForAll(pids, std::chrono::seconds(150))) {
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) ++failed;
     if (WIFEXITED(status) && WEXITSTATUS(status) == 3) ++port_taken;
   }
@@ -169,34 +193,15 @@ BOOST_AUTO_TEST_CASE(a_node_with_a_wrong_or_missing_secret_is_refused) {
       const std::string out = std::string(DML_TEST_TMP) + "/kv_secret." + std::to_string(getpid());
       std::vector<pid_t> pids;
       for (int r = 0; r < 3; ++r) {
-        std::vector<std::string> args = {DML_KV_STRESS_BINARY, std::to_string(r), peers, "1", "10",
-                                         "50", "1", out + "." + std::to_string(r)};
-        std::vector<char*> argv;
-        for (auto& a : args) argv.push_back(a.data());
-        argv.push_back(nullptr);
         std::vector<std::string> extra = {"DML_KV_CONNECT_SECONDS=5"};
         const std::string secret = r == 0 ? bad : "correct horse battery staple";
         if (!secret.empty()) extra.push_back("DML_KV_SECRET=" + secret);
         Env env(extra);
-        posix_spawn_file_actions_t files;
-        posix_spawn_file_actions_init(&files);
-        const std::string err = out + "." + std::to_string(r) + ".err";
-        posix_spawn_file_actions_addopen(&files, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        pid_t pid;
-        BOOST_REQUIRE(posix_spawn(&pid, argv[0], &files, nullptr, argv.data(), env.ptrs.data()) == 0);
-        posix_spawn_file_actions_destroy(&files);
-        pids.push_back(pid);
+        pids.push_back(SpawnStress({std::to_string(r), peers, "1", "10", "50", "1",
+                                    out + "." + std::to_string(r)},
+                                   env, out + "." + std::to_string(r) + ".err"));
       }
-      const auto t0 = std::chrono::steady_clock::now();
-      for (pid_t pid : pids) {
-        int status = 0;
-        while (waitpid(pid, &status, WNOHANG) == 0) {
-          if (std::chrono::steady_clock::now() - t0 > std::chrono::seconds(60)) {
-            for (pid_t p : pids) kill(p, SIGKILL);
-            BOOST_FAIL("kv_stress processes still running after 60 s");
-          }
-          std::this_thread::sleep_for(std::chrono::milliseconds(20));
-        }
+      for (int status : WaitForAll(pids, std::chrono::seconds(60))) {
         BOOST_TEST(!(WIFEXITED(status) && WEXITSTATUS(status) == 0));  // no group formed
       }
       std::ifstream e0(out + ".0.err");
