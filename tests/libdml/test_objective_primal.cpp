@@ -45,12 +45,13 @@ double XLogX(double x) { return x > 0 ? x * std::log(x) : 0.0; }
 
 // ---------------------------------------------------------------- data
 
-dml::Dataset Synthetic(int64_t rows, int64_t cols, dml::Task task, double noise, uint64_t seed) {
+dml::Dataset Synthetic(int64_t rows, int64_t cols, dml::Task task, double noise, uint64_t seed,
+                       int64_t nnz_per_row = 12, double model_density = 0.2) {
   dml::SyntheticOptions o;
   o.rows = rows;
   o.cols = cols;
-  o.nnz_per_row = 12;
-  o.model_density = 0.2;
+  o.nnz_per_row = nnz_per_row;
+  o.model_density = model_density;
   o.noise = noise;
   o.task = task;
   o.seed = seed;
@@ -870,18 +871,9 @@ BOOST_AUTO_TEST_CASE(glmnet_two_threads_share_the_inner_cd_of_long_columns) {
   // kSplitColumnNnz): two threads share every inner-CD visit, each over its
   // half of the rows. The same iterates up to the order of the sums, and
   // the same through Train (kAsyncScd runs newGLMNET with its threads).
-  dml::SyntheticOptions g;
-  g.rows = 8000;
-  g.cols = 24;
-  g.nnz_per_row = 18;
-  g.model_density = 0.5;
-  g.noise = 0.3;
-  g.task = dml::Task::kClassification;
-  g.seed = 12;
-  g.threads = 1;
-  auto gen = dml::GenerateSynthetic(g);
-  BOOST_REQUIRE(gen.ok());
-  const dml::Dataset& data = gen->data;
+  const dml::Dataset data =
+      Synthetic(8000, 24, dml::Task::kClassification, 0.3, 12, /*nnz_per_row=*/18,
+                /*model_density=*/0.5);
   const dml::ModelSpec spec = Spec(data, ModelKind::kLogisticL1, 0.02);
   dml::SolverOptions o = Options(1e-9);
   o.eval_every = 0;
