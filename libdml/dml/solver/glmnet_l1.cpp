@@ -209,7 +209,7 @@ class GlmnetL1 {
   std::vector<char> is_moved_;
   std::vector<char> keep_;             // per feature: not shrunk by step 1
   /// Per feature: the first of its nonzeros in the second half of the rows
-  /// (two threads, split_rows_ = n / 2); empty with one thread.
+  /// (rows n / 2 on, the inner CD's helper thread's); empty with one thread.
   std::vector<uint32_t> split_;
 
   double primal_ = 0.0;  // carried P(w)
@@ -321,8 +321,9 @@ void GlmnetL1::Gradient() {
   active_ = lo;
 }
 
-// Step 2: the trial point wpd_ = w_ + d over index_[0, active_), with
-// qt_[i].xd = (X d)_i and moved_ listing every feature it changed.
+// Whether two threads share the inner CD: always where told not to fit
+// threads (tests), else where the active columns average
+// kGlmnetSplitColumnNnz nonzeros or more.
 bool GlmnetL1::SplitInnerCd() const {
   if (split_.empty() || active_ == 0) return false;
   std::size_t nnz = 0;

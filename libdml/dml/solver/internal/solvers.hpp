@@ -17,13 +17,13 @@ absl::StatusOr<TrainResult> TrainAsyncScdDual(const Dataset& data, const ModelSp
                                               const SolverOptions& options);
 absl::StatusOr<TrainResult> TrainScdPrimal(const Dataset& data, const ModelSpec& model,
                                            const SolverOptions& options);
-/// newGLMNET for kLogisticL1 (glmnet_l1.cpp); uses options.threads for its
-/// per-example and gradient passes.
 /// newGLMNET's inner CD is shared by two threads where the columns it
 /// visits average this many nonzeros or more (glmnet_l1.cpp); below it a
 /// second thread only shares the passes, which did not pay where measured.
 inline constexpr std::size_t kGlmnetSplitColumnNnz = 4096;
 
+/// newGLMNET for kLogisticL1 (glmnet_l1.cpp); uses options.threads for its
+/// per-example and gradient passes (and, on long columns, its inner CD).
 absl::StatusOr<TrainResult> TrainGlmnetL1(const Dataset& data, const ModelSpec& model,
                                           const SolverOptions& options);
 /// Truncated Newton on the primal of ridge, L2-logistic and squared hinge
