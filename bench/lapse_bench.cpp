@@ -22,7 +22,7 @@
 // Both run minibatches: pull the batch's keys, run its SGD steps on a local
 // copy, push the deltas; static and dynamic differ only in where the keys
 // live. Rank 0 prints one line per epoch and a summary line:
-//   epoch E seconds S loss L remote_fraction F bytes_per_epoch B
+//   epoch E seconds S loss L remote_fraction F bytes_per_epoch B messages_per_epoch M
 //   result workload W alloc A nodes N epoch_seconds S ...
 //
 // lapse_bench --rank R --peers host:port,... --workload mf|lr --alloc static|dynamic
@@ -260,6 +260,11 @@ void MfBlock(const Flags& f, dml::KvNode& kv, MfData& d, const std::vector<Ratin
 struct LrData {
   std::vector<std::vector<int64_t>> x;  // feature ids per example (sorted, distinct)
   std::vector<double> y;                // +-1
+  // Per minibatch (of --batch examples), built once as an application
+  // would: its distinct keys, sorted, and each example's features as
+  // positions in them (flat, nnz per example).
+  std::vector<std::vector<int64_t>> batch_keys;
+  std::vector<std::vector<uint32_t>> batch_pos;
 };
 
 LrData MakeLr(const Flags& f, int nodes) {
@@ -291,52 +296,58 @@ LrData MakeLr(const Flags& f, int nodes) {
     d.y.push_back(margin >= 0 ? 1.0 : -1.0);
     d.x.push_back(std::move(feats));
   }
+  const std::size_t n = d.x.size();
+  for (std::size_t b0 = 0; b0 < n; b0 += static_cast<std::size_t>(f.batch)) {
+    const std::size_t b1 = std::min(n, b0 + static_cast<std::size_t>(f.batch));
+    std::vector<int64_t> keys;
+    for (std::size_t i = b0; i < b1; ++i) keys.insert(keys.end(), d.x[i].begin(), d.x[i].end());
+    std::sort(keys.begin(), keys.end());
+    keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+    std::vector<uint32_t> pos;
+    for (std::size_t i = b0; i < b1; ++i) {
+      for (int64_t ft : d.x[i]) {
+        pos.push_back(static_cast<uint32_t>(std::lower_bound(keys.begin(), keys.end(), ft) -
+                                            keys.begin()));
+      }
+    }
+    d.batch_keys.push_back(std::move(keys));
+    d.batch_pos.push_back(std::move(pos));
+  }
   return d;
 }
 
 void LrEpoch(const Flags& f, dml::KvNode& kv, const LrData& d, bool dynamic, EpochStats& st) {
   const std::size_t n = d.x.size();
-  const std::size_t batches = (n + f.batch - 1) / f.batch;
-  auto batch_keys = [&](std::size_t b) {
-    std::vector<int64_t> keys;
-    for (std::size_t i = b * f.batch; i < std::min(n, (b + 1) * f.batch); ++i) {
-      keys.insert(keys.end(), d.x[i].begin(), d.x[i].end());
-    }
-    std::sort(keys.begin(), keys.end());
-    keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
-    return keys;
-  };
+  const std::size_t batches = d.batch_keys.size();
   // Latency hiding: batch b + lookahead's keys are localized while batch b
   // runs. Nothing waits for them: a pull of a key still on its way waits in
   // the new owner's queue, one that another node took meanwhile is
   // forwarded there.
   if (dynamic) {
     for (std::size_t b = 0; b < std::min<std::size_t>(f.lookahead, batches); ++b) {
-      Check(kv.Localize(batch_keys(b)));
+      Check(kv.Localize(d.batch_keys[b]));
     }
   }
   std::vector<double> w, grad;
   std::deque<dml::KvHandle> pushes;
   const double scale = 1.0 / static_cast<double>(f.batch);
   for (std::size_t b = 0; b < batches; ++b) {
-    if (dynamic && b + f.lookahead < batches) Check(kv.Localize(batch_keys(b + f.lookahead)));
-    const std::vector<int64_t> keys = batch_keys(b);
+    if (dynamic && b + f.lookahead < batches) Check(kv.Localize(d.batch_keys[b + f.lookahead]));
+    const std::vector<int64_t>& keys = d.batch_keys[b];
+    const uint32_t* pos = d.batch_pos[b].data();
     w.assign(keys.size(), 0.0);
     Check(kv.Wait(Check(kv.Pull(keys, w.data()))));
     grad.assign(keys.size(), 0.0);
     for (std::size_t i = b * f.batch; i < std::min(n, (b + 1) * f.batch); ++i) {
+      const std::size_t nnz = d.x[i].size();
       double margin = 0;
-      std::vector<std::size_t> pos(d.x[i].size());
-      for (std::size_t j = 0; j < d.x[i].size(); ++j) {
-        pos[j] = static_cast<std::size_t>(
-            std::lower_bound(keys.begin(), keys.end(), d.x[i][j]) - keys.begin());
-        margin += w[pos[j]];
-      }
+      for (std::size_t j = 0; j < nnz; ++j) margin += w[pos[j]];
       const double ym = d.y[i] * margin;
       st.loss_sum += ym > 30 ? std::exp(-ym) : std::log1p(std::exp(-ym));
       ++st.examples;
       const double g = -d.y[i] / (1.0 + std::exp(ym));
-      for (std::size_t p : pos) grad[p] += g * scale;
+      for (std::size_t j = 0; j < nnz; ++j) grad[pos[j]] += g * scale;
+      pos += nnz;
     }
     for (std::size_t j = 0; j < keys.size(); ++j) grad[j] = -f.lr * (grad[j] + f.reg * w[j]);
     // Pushes are asynchronous, at most `lookahead` in flight.
@@ -355,7 +366,7 @@ int main(int argc, char** argv) {
   const Flags f = Parse(argc, argv);
   const int nodes = static_cast<int>(f.peers.size());
   const bool dynamic = f.alloc == "dynamic";
-  constexpr int kMetrics = 4;  // loss sum, examples, remote keys, bytes
+  constexpr int kMetrics = 5;  // loss sum, examples, remote keys, bytes, messages
   dml::KvOptions o;
   o.dynamic = dynamic;
   int64_t metric_base;
@@ -379,7 +390,7 @@ int main(int argc, char** argv) {
   Check(kv->Barrier());
 
   std::vector<double> epoch_seconds;
-  double last_remote_fraction = 0, last_bytes = 0, last_loss = 0;
+  double last_remote_fraction = 0, last_bytes = 0, last_loss = 0, last_messages = 0;
   for (int e = 1; e <= f.epochs; ++e) {
     const auto s0 = kv->Stats();
     const auto t0 = Clock::now();
@@ -404,17 +415,20 @@ int main(int argc, char** argv) {
                        {st.loss_sum, static_cast<double>(st.examples),
                         static_cast<double>(s1.remote_keys - s0.remote_keys) / std::max(1.0, accessed) /
                             nodes,
-                        static_cast<double>(s1.bytes - s0.bytes)},
+                        static_cast<double>(s1.bytes - s0.bytes),
+                        static_cast<double>(s1.messages - s0.messages)},
                        o.value_len);
     epoch_seconds.push_back(seconds);
     last_loss = f.workload == "mf" ? std::sqrt(sums[0] / std::max(1.0, sums[1]))
                                    : sums[0] / std::max(1.0, sums[1]);
     last_remote_fraction = sums[2];
     last_bytes = sums[3];
+    last_messages = sums[4];
     if (f.rank == 0) {
-      std::printf("epoch %d seconds %.4f %s %.6f remote_fraction %.4f bytes_per_epoch %.0f\n", e,
-                  seconds, f.workload == "mf" ? "train_rmse" : "train_logloss", last_loss,
-                  last_remote_fraction, last_bytes);
+      std::printf("epoch %d seconds %.4f %s %.6f remote_fraction %.4f bytes_per_epoch %.0f "
+                  "messages_per_epoch %.0f\n",
+                  e, seconds, f.workload == "mf" ? "train_rmse" : "train_logloss", last_loss,
+                  last_remote_fraction, last_bytes, last_messages);
       std::fflush(stdout);
     }
   }
@@ -422,9 +436,9 @@ int main(int argc, char** argv) {
     std::vector<double> sorted = epoch_seconds;
     std::sort(sorted.begin(), sorted.end());
     std::printf("result workload %s alloc %s nodes %d epoch_seconds_median %.4f loss %.6f "
-                "remote_fraction %.4f bytes_per_epoch %.0f\n",
+                "remote_fraction %.4f bytes_per_epoch %.0f messages_per_epoch %.0f\n",
                 f.workload.c_str(), f.alloc.c_str(), nodes, sorted[sorted.size() / 2], last_loss,
-                last_remote_fraction, last_bytes);
+                last_remote_fraction, last_bytes, last_messages);
   }
   Check(kv->Barrier());
   return 0;

@@ -78,7 +78,7 @@ field() { sed -n "s/.* $1 \([^ ]*\).*/\1/p" <<<"$2"; }
 median() { tr ' ' '\n' <<<"$1" | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 
 echo "lapse_bench: epochs=$epochs reps=$reps; emulated network: delay_switch --delay $delay --rate $rate"
-declare -A secs remote bytes loss
+declare -A secs remote bytes msgs loss
 last_speedup=""
 for w in "${workloads[@]}"; do
   # One node (no network): the baseline for scaling.
@@ -97,6 +97,7 @@ for w in "${workloads[@]}"; do
           secs[$k]+="$(field epoch_seconds_median "$res") "
           remote[$k]=$(field remote_fraction "$res")
           bytes[$k]=$(field bytes_per_epoch "$res")
+          msgs[$k]=$(field messages_per_epoch "$res")
           loss[$k]=$(field loss "$res")
         done
       done
@@ -104,7 +105,7 @@ for w in "${workloads[@]}"; do
   done
 done
 
-printf "\n%-3s %-9s %-5s %-8s %12s %10s %14s %10s %9s\n" workload network nodes alloc epoch_s remote_frac bytes_per_epoch loss vs_static
+printf "\n%-3s %-9s %-5s %-8s %12s %10s %14s %9s %10s %9s\n" workload network nodes alloc epoch_s remote_frac bytes_per_epoch msgs loss vs_static
 for w in "${workloads[@]}"; do
   printf "%-3s %-9s %-5s %-8s %12s\n" "$w" "-" 1 one "$(median "${secs[$w,one]}")"
   for net in emulated loopback; do
@@ -114,8 +115,8 @@ for w in "${workloads[@]}"; do
         k="$w,$net,$n,$a"
         m=$(median "${secs[$k]}")
         sp=$(awk -v s="$s" -v m="$m" 'BEGIN {printf "%.2f", s / m}')
-        printf "%-3s %-9s %-5s %-8s %12s %10s %14s %10s %9s\n" "$w" "$net" "$n" "$a" "$m" \
-          "${remote[$k]}" "${bytes[$k]}" "${loss[$k]}" "$sp"
+        printf "%-3s %-9s %-5s %-8s %12s %10s %14s %9s %10s %9s\n" "$w" "$net" "$n" "$a" "$m" \
+          "${remote[$k]}" "${bytes[$k]}" "${msgs[$k]}" "${loss[$k]}" "$sp"
         if [ "$w" = mf ] && [ "$net" = emulated ] && [ "$n" = "$max_n" ] && [ "$a" = dynamic ]; then
           last_speedup=$sp
         fi

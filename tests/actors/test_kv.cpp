@@ -456,6 +456,11 @@ BOOST_AUTO_TEST_CASE(bad_calls_are_refused_with_the_position) {
   BOOST_TEST(a.status().message() == "key 1 (10) outside [0, 10)");
   auto b = g[0]->Pull({3, 3}, out);
   BOOST_TEST(b.status().message() == "key 3 appears twice (at 0 and 1)");
+  // Sorted keys are checked without a table; unsorted ones still are.
+  double out3[6];
+  auto b2 = g[0]->Pull({7, 2, 7}, out3);
+  BOOST_TEST(b2.status().message() == "key 7 appears twice (at 0 and 2)");
+  BOOST_TEST(g[0]->Pull({2, 5, 7}, out3).ok());
   auto c = g[0]->Push({3}, std::vector<double>{1.0});
   BOOST_TEST(c.status().message() == "Push: 1 deltas for 1 keys (want 2)");
   auto d = g[0]->Push({3}, std::vector<double>{1.0, NAN});

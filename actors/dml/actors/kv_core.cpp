@@ -1,6 +1,7 @@
 #include "dml/actors/internal/kv_core.hpp"
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <utility>
 
@@ -67,13 +68,20 @@ int32_t KvCore::HomeOf(int64_t b) const {
 }
 
 absl::Status KvCore::CheckKeys(absl::Span<const int64_t> keys) const {
-  absl::flat_hash_map<int64_t, std::size_t> seen;
-  seen.reserve(keys.size());
   for (std::size_t i = 0; i < keys.size(); ++i) {
     if (keys[i] < 0 || keys[i] >= options_.keys) {
       return absl::InvalidArgumentError(absl::StrCat("key ", i, " (", keys[i], ") outside [0, ",
                                                      options_.keys, ")"));
     }
+  }
+  // Callers usually pass sorted keys: then a repeat is a neighbour, and
+  // the check costs no allocation.
+  if (std::adjacent_find(keys.begin(), keys.end(), std::greater_equal<int64_t>()) == keys.end()) {
+    return absl::OkStatus();
+  }
+  absl::flat_hash_map<int64_t, std::size_t> seen;
+  seen.reserve(keys.size());
+  for (std::size_t i = 0; i < keys.size(); ++i) {
     if (auto [it, fresh] = seen.emplace(keys[i], i); !fresh) {
       return absl::InvalidArgumentError(
           absl::StrCat("key ", keys[i], " appears twice (at ", it->second, " and ", i, ")"));
@@ -581,7 +589,7 @@ void KvCore::HandleTransfer(const kv_message& m) {
           kv_message t = Message(kv_kind::kTransfer, q.owner, rank_, 0);
           t.owner = rank_;
           t.keys.push_back(b);
-          t.values = std::move(slot.values);
+          t.values.assign(slot.values.begin(), slot.values.end());
           gone_to = q.owner;
           s.slots.erase(it);
           if (options_.location_cache) s.cache[b] = gone_to;

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "dml/actors/kv.hpp"
@@ -92,12 +93,13 @@ class KvCore {
     std::vector<net::kv_message> queue;           ///< operations and hand-overs, in order
     std::vector<std::shared_ptr<kv_op>> waiters;  ///< localizes
   };
-  // One block this node owns or awaits (40 bytes plus the values: a node
-  // homes up to millions of them).
+  // One block this node owns or awaits (40 bytes, values included up to
+  // 2 doubles: a node homes up to millions of them, and with one-key
+  // blocks a second allocation would cost every access a cache miss).
   struct Slot {
     bool owned = false;
     bool arriving = false;  ///< then `arrival` is set
-    std::vector<double> values;
+    absl::InlinedVector<double, 2> values;
     std::unique_ptr<Arrival> arrival;
   };
   struct Stripe {
