@@ -54,7 +54,7 @@ const char* const kValueFlags[] = {"-c", "-e", "-o", "-s", "-B", "--lambda", "--
                                    "--local-nodes", "--checkpoint", "--checkpoint-every",
                                    "--node-silence", "--secret-file", "--tls-cert", "--tls-key",
                                    "--tls-ca", "--device-memory", "--selection", "--gap-threads",
-                                   "--local"};
+                                   "--local", "--store", "--kv-block"};
 
 int Fail(const std::string& msg) {
   std::fflush(stdout);  // what was printed comes before the error, also when piped
@@ -89,6 +89,7 @@ constexpr Range kRanges[] = {
     {"--shards", 1, 4096, false, "must be in [1, 4096]"},
     {"--staleness", 0, 1e9, false, "must be >= 0"},
     {"--tau", 1, 1e9, false, "must be >= 1"},
+    {"--kv-block", 1, 1e12, false, "must be >= 1"},
     {"--local-epochs", 0, 1e6, true, "must be positive"},
     {"--gamma", 0, 1, true, "must be in (0, 1]"},
     {"--local-nodes", 1, 64, false, "must be in [1, 64]"},
@@ -169,6 +170,11 @@ Distributed (the actor runtime):
   --svrg              sync, async, ssp: SVRG steps, each evaluation's model the snapshot (off)
   --saga              sync, async, ssp: SAGA steps (async: ASAGA), each row's last gradient
                       remembered by its worker, their mean kept by the shards (off)
+  --store memory|kv   hogwild: the shared model in this process's memory, or in a key-value
+                      store with one node per worker, each worker on its own rows (memory)
+  --localize          --store kv: each worker moves its next minibatch's columns to its node
+                      while it computes this one (off)
+  --kv-block B        --store kv: columns per ownership block (1)
   --tau T             easgd, model-averaging: local steps per exchange (easgd 8; model
                       averaging auto: at least 8, enough that the model exchanged is no
                       larger than the data read)
@@ -452,6 +458,7 @@ Exit TrainOnRuntime(Run& run, std::shared_ptr<const dml::Dataset>& shared_data,
       !Number(args, {"--shards"}, job.mode.shards, error) ||
       !Number(args, {"--staleness"}, job.sgd.staleness, error) ||
       !Number(args, {"--tau"}, job.sgd.tau, error) ||
+      !Number(args, {"--kv-block"}, job.sgd.kv_block, error) ||
       (Get(args, "--local-epochs") != "auto" &&
        !Number(args, {"--local-epochs"}, job.cocoa.local_epochs, error)) ||
       !Number(args, {"--gamma"}, job.cocoa.gamma, error) ||
@@ -495,6 +502,8 @@ Exit TrainOnRuntime(Run& run, std::shared_ptr<const dml::Dataset>& shared_data,
   job.recovery.resume = args.values.count("--resume") > 0;
   job.sgd.svrg = args.values.count("--svrg") > 0;
   job.sgd.saga = args.values.count("--saga") > 0;
+  job.sgd.store = Get(args, "--store") == "kv" ? dml::JobSgd::Store::kKv : dml::JobSgd::Store::kMemory;
+  job.sgd.localize = args.values.count("--localize") > 0;
   shared_data = std::make_shared<const dml::Dataset>(std::move(run.data));
   std::optional<dml::net::LocalCluster> cluster;
   dml::RuntimeOptions rt_options;
@@ -625,7 +634,8 @@ int main(int argc, char** argv) {
   const std::map<std::string, std::string> switches = {
       {"--quiet", "--quiet"}, {"-q", "--quiet"},     {"--resume", "--resume"},
       {"--verbose", "--verbose"}, {"-h", "--help"}, {"--help", "--help"},
-      {"--svrg", "--svrg"}, {"--saga", "--saga"}, {"--gpu-fallback", "--gpu-fallback"}};
+      {"--svrg", "--svrg"}, {"--saga", "--saga"}, {"--gpu-fallback", "--gpu-fallback"},
+      {"--localize", "--localize"}};
   if (!ParseArgs(argc, argv, kValueFlags, switches, run.args, error)) {
     return Fail(error);
   }
@@ -654,6 +664,19 @@ int main(int argc, char** argv) {
       if (run.args.values.count(f)) {
         return Fail(std::string(f) + " is a flag of --mode duhl and --mode cocoa --local duhl");
       }
+    }
+  }
+  // The key-value store holds hogwild's model only; checked before any load.
+  if (const std::string store = Get(run.args, "--store", "memory"); store != "memory" && store != "kv") {
+    return Fail("--store: expected memory or kv, got \"" + store + "\"");
+  }
+  if (Get(run.args, "--store") == "kv" && Get(run.args, "--mode") != "hogwild") {
+    return Fail("--store kv: only with --mode hogwild (the other modes keep the model on the "
+                "parameter shards)");
+  }
+  for (const char* f : {"--localize", "--kv-block"}) {
+    if (run.args.values.count(f) && Get(run.args, "--store") != "kv") {
+      return Fail(std::string(f) + " is a flag of --store kv");
     }
   }
   // Runtime-only switches would otherwise be dropped without a word.

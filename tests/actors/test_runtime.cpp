@@ -11,9 +11,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <functional>
 #include <limits>
 #include <memory>
+#include <random>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -523,6 +525,120 @@ BOOST_AUTO_TEST_CASE(async_halves_a_plateaued_step_and_certifies) {
   BOOST_TEST((r.reason == dml::StopReason::kConverged));
   BOOST_TEST(r.gap <= 1e-3 * r.primal);
   BOOST_TEST((r.primal - p_star) / p_star <= 1e-3);
+}
+
+// Data clustered by worker: the rows of worker k's partition (rows in
+// order, equal nonzeros) draw their 8 features from column block (k + 1)
+// mod K, which the key-value store homes at node k + 1: with static
+// placement none of a worker's keys are its own, with localize nearly all.
+std::shared_ptr<const dml::Dataset> ClusteredProblem(int workers, int64_t rows_per_worker,
+                                                     int64_t cols_per_block) {
+  std::mt19937_64 g(11);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  const int64_t d = workers * cols_per_block;
+  std::vector<double> truth(static_cast<std::size_t>(d));
+  for (double& t : truth) t = normal(g);
+  std::vector<int64_t> offsets{0};
+  std::vector<uint32_t> idx;
+  std::vector<float> val;
+  std::vector<float> y;
+  for (int k = 0; k < workers; ++k) {
+    const int64_t base = ((k + 1) % workers) * cols_per_block;
+    std::uniform_int_distribution<int64_t> col(0, cols_per_block - 1);
+    for (int64_t r = 0; r < rows_per_worker; ++r) {
+      std::vector<uint32_t> cols;
+      while (cols.size() < 8) {
+        const auto c = static_cast<uint32_t>(base + col(g));
+        if (std::find(cols.begin(), cols.end(), c) == cols.end()) cols.push_back(c);
+      }
+      std::sort(cols.begin(), cols.end());
+      double margin = 0.3 * normal(g);
+      for (uint32_t c : cols) {
+        const float v = static_cast<float>(normal(g));
+        idx.push_back(c);
+        val.push_back(v);
+        margin += v * truth[c];
+      }
+      offsets.push_back(static_cast<int64_t>(idx.size()));
+      y.push_back(margin >= 0 ? 1.0f : -1.0f);
+    }
+  }
+  auto x = dml::CsrMatrix::FromArrays(static_cast<int64_t>(y.size()), d, std::move(offsets),
+                                      std::move(idx), std::move(val));
+  BOOST_REQUIRE_MESSAGE(x.ok(), x.status().ToString());
+  dml::Dataset data;
+  data.x = *std::move(x);
+  data.y = std::move(y);
+  data.task = dml::Task::kClassification;
+  return std::make_shared<const dml::Dataset>(std::move(data));
+}
+
+// The percentage in the "kv_store" event of a hogwild run on the store.
+double ServedInPlace(const dml::TrainResult& r) {
+  for (const auto& p : r.history) {
+    for (const auto& e : p.events) {
+      double pct = -1;
+      if (e.kind == "kv_store" && std::sscanf(e.what.c_str(), "key-value store: %lf%%", &pct) == 1) {
+        return pct;
+      }
+    }
+  }
+  return -1;
+}
+
+BOOST_AUTO_TEST_CASE(hogwild_on_the_key_value_store_reaches_the_optimum_and_localizes) {
+  dml::Runtime rt(WithThreads(2));
+  auto data = ClusteredProblem(4, 500, 30);
+  const dml::ModelSpec m{dml::ModelKind::kLogisticL2, 1e-2, 0.5};
+  const double p_star = Optimum(*data, m);
+  struct Case {
+    dml::JobSgd::Store store;
+    bool localize;
+    const char* name;
+  };
+  for (const Case c : {Case{dml::JobSgd::Store::kMemory, false, "memory"},
+                       Case{dml::JobSgd::Store::kKv, false, "kv"},
+                       Case{dml::JobSgd::Store::kKv, true, "kv+localize"}}) {
+    BOOST_TEST_CONTEXT("store " << c.name) {
+      dml::JobSpec s = SgdSpec(data, m, dml::Mode::kHogwild, 40);
+      s.mode.workers = 4;
+      s.sgd.store = c.store;
+      s.sgd.localize = c.localize;
+      auto j = rt.Submit(s);
+      BOOST_REQUIRE_MESSAGE(j.ok(), j.status().ToString());
+      const dml::TrainResult r = MustFinish(*j);
+      auto exact = dml::PrimalValue(*data, m, r.w);
+      BOOST_REQUIRE(exact.ok());
+      BOOST_TEST(std::abs(*exact - r.primal) <= 1e-12 * std::abs(r.primal));
+      BOOST_TEST_MESSAGE(c.name << ": suboptimality " << r.primal - p_star << ", served in place "
+                                << ServedInPlace(r) << "%");
+      BOOST_TEST(r.primal - p_star <= 1e-3, "suboptimality " << r.primal - p_star);
+      BOOST_TEST(r.gap >= 0.0);
+      BOOST_TEST(r.primal - r.gap <= p_star + 1e-12);
+      const double local = ServedInPlace(r);
+      if (c.store == dml::JobSgd::Store::kMemory) {
+        BOOST_TEST(local == -1.0);  // no store, no event
+      } else if (!c.localize) {
+        // Every column a worker touches lives at another worker's node;
+        // what is local is the coordinator's reads of the model through
+        // node 0 (its home range: a quarter of every read).
+        BOOST_TEST(local >= 0.0);
+        BOOST_TEST(local <= 2.0);
+      } else {
+        BOOST_TEST(local >= 95.0);
+      }
+    }
+  }
+  // The store is hogwild's only.
+  dml::JobSpec bad = SgdSpec(data, m, dml::Mode::kAsync, 1);
+  bad.sgd.store = dml::JobSgd::Store::kKv;
+  BOOST_TEST(rt.Submit(bad).status().message() ==
+             "JobSpec.sgd.store: the key-value store holds hogwild's model; mode async keeps its "
+             "model on the parameter shards");
+  bad = SgdSpec(data, m, dml::Mode::kHogwild, 1);
+  bad.sgd.localize = true;
+  BOOST_TEST(rt.Submit(bad).status().message() ==
+             "JobSpec.sgd.localize: needs sgd.store = kKv (keys move between key-value nodes)");
 }
 
 BOOST_AUTO_TEST_CASE(sgd_modes_reach_1e_3_suboptimality) {

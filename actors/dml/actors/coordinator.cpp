@@ -356,7 +356,16 @@ int place(const coord_state& st, std::size_t offset, std::size_t i) {
 void wire_and_train(self_ptr self) {
   auto& st = self->state;
   if (!st.topo().uses_shards()) {
-    st.hog->allocate(static_cast<std::size_t>(st.d));
+    const JobSgd& sgd = st.spec().sgd;
+    if (sgd.store == JobSgd::Store::kKv) {
+      if (auto s = st.hog->allocate_kv(static_cast<std::size_t>(st.d), st.spec().mode.workers,
+                                       sgd.kv_block, sgd.localize);
+          !s.ok()) {
+        return fail_job(self, s);
+      }
+    } else {
+      st.hog->allocate(static_cast<std::size_t>(st.d));
+    }
     return connect_and_train(self);
   }
   const int S = st.spec().mode.shards;

@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 
 #include "dml/actors/internal/coordinator_state.hpp"
 #include "dml/actors/wire.hpp"
@@ -43,7 +44,11 @@ void shard_staleness(self_ptr self, Done done) {
 template <class Done>
 void read_model(self_ptr self, Done done) {
   auto& st = self->state;
-  if (!st.topo().uses_shards()) return done(dvec(st.hog->snapshot()));
+  if (!st.topo().uses_shards()) {
+    auto w = st.hog->read();
+    if (!w.ok()) return fail_job(self, w.status());
+    return done(dvec(*std::move(w)));
+  }
   read_shards(self, std::move(done));
 }
 
@@ -370,6 +375,25 @@ void maybe_evaluate(self_ptr self) {
 }
 
 void sgd_all_stopped(self_ptr self) {
+  auto& st = self->state;
+  if (st.hog && !st.hog->kv.empty()) {
+    // Where hogwild's keys were served, for the final progress entry.
+    KvStats sum;
+    for (const auto& node : st.hog->kv) {
+      const KvStats s = node->Stats();
+      sum.local_keys += s.local_keys;
+      sum.remote_keys += s.remote_keys;
+      sum.queued_keys += s.queued_keys;
+      sum.messages += s.messages;
+      sum.blocks_in += s.blocks_in;
+    }
+    const double all = static_cast<double>(sum.local_keys + sum.remote_keys + sum.queued_keys);
+    append_event(st, "kv_store",
+                 absl::StrFormat("key-value store: %.1f%% of the keys pulled and pushed served in "
+                                 "place, %d blocks relocated, %d messages",
+                                 all > 0 ? 100.0 * static_cast<double>(sum.local_keys) / all : 0.0,
+                                 sum.blocks_in, sum.messages));
+  }
   // Final certificate of the final model, then the ssp statistic.
   evaluate(self, /*final=*/true, [self](const std::vector<double>& w) {
     auto& st = self->state;

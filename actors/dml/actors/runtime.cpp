@@ -3,6 +3,7 @@
 #include <chrono>
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -26,6 +27,7 @@
 #include "dml/actors/register_types.hpp"
 #include "dml/actors/topology/topology.hpp"
 #include "dml/actors/transport.hpp"
+#include "dml/actors/worker.hpp"
 #include "dml/util/status.hpp"
 
 namespace dml {
@@ -185,6 +187,15 @@ absl::Status ValidateSpec(const JobSpec& s) {
     return Invalid("recovery.resume", "needs recovery.path (the file to resume from)");
   }
   const bool shared_memory = !actors::MakeTopology(s.mode.kind)->uses_shards();
+  if (s.sgd.store == JobSgd::Store::kKv && !shared_memory) {
+    return Invalid("sgd.store", absl::StrCat("the key-value store holds hogwild's model; mode ",
+                                             AsAbsl(ModeName(s.mode.kind)),
+                                             " keeps its model on the parameter shards"));
+  }
+  if (s.sgd.localize && s.sgd.store != JobSgd::Store::kKv) {
+    return Invalid("sgd.localize", "needs sgd.store = kKv (keys move between key-value nodes)");
+  }
+  if (s.sgd.kv_block < 1) return Invalid("sgd.kv_block", absl::StrCat(s.sgd.kv_block, " < 1"));
   if (shared_memory && (!s.recovery.path.empty() || s.recovery.resume)) {
     return Invalid("recovery.path", "hogwild jobs are not checkpointed");
   }
@@ -221,7 +232,17 @@ struct Runtime::Impl {
         sys(cfg) {
     if (o.max_frame_bytes != 0) actors::SetMaxFrameBytes(o.max_frame_bytes);
   }
+  // Destroyed after sys: hogwild's key-value groups, stopped on threads of
+  // their own as the workers exit, are stopped before the runtime is gone.
+  struct kv_shutdowns {
+    ~kv_shutdowns() {
+      if (!actors::AwaitKvShutdowns(std::chrono::seconds(30))) {
+        std::fprintf(stderr, "dml: a hogwild key-value group did not stop within 30 s\n");
+      }
+    }
+  };
   RuntimeOptions options;
+  kv_shutdowns kv_stopped;
   actors::process_config cfg;
   absl::Status tls;  // why the TLS files were refused (then every Submit fails)
   caf::actor_system sys;

@@ -82,6 +82,19 @@ struct JobSgd : SgdOptions {
   /// evaluation with every memory empty (a replacement worker's memories
   /// are gone; the shards' mean would still hold them). Not with svrg.
   bool saga = false;
+  /// hogwild: where the shared model lives. kMemory: one array of relaxed
+  /// atomics in this process. kKv: the key-value store of
+  /// dml/actors/kv.hpp, one node per worker (in this process), keys = the
+  /// model's coordinates: each worker samples its own rows, pulls the
+  /// columns its minibatch touches, takes the Hogwild step on them and
+  /// pushes the change (increments: concurrent steps add, none is lost).
+  enum class Store { kMemory, kKv };
+  Store store = Store::kMemory;
+  /// kKv: each worker localizes the columns of its next minibatch while it
+  /// computes this one (latency hiding), so they are served in place.
+  bool localize = false;
+  /// kKv: coordinates per ownership block (>= 1).
+  int64_t kv_block = 1;
 };
 
 /// Model averaging's default exchange period for `data` with

@@ -200,7 +200,7 @@ caf::result<worker_report> start_run(self_ptr self, int64_t max_clock, int64_t r
     return fail(st.who + "not connected to shards covering the model");
   }
   if (!st.topo->uses_shards() &&
-      (!st.cfg.hogwild || static_cast<int64_t>(st.cfg.hogwild->w.size()) != st.d)) {
+      (!st.cfg.hogwild || static_cast<int64_t>(st.cfg.hogwild->size()) != st.d)) {
     return fail(st.who + "hogwild mode without a shared model of the data's dimension");
   }
   // A run while running supersedes the old one (recovery restarts

@@ -17,6 +17,7 @@
 // primal models under cocoa.
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -26,6 +27,8 @@
 #include <caf/replies_to.hpp>
 #include <caf/typed_actor.hpp>
 
+#include "absl/status/statusor.h"
+#include "dml/actors/kv.hpp"
 #include "dml/actors/messages.hpp"
 #include "dml/actors/runtime.hpp"
 #include "dml/actors/type_ids.hpp"
@@ -102,7 +105,8 @@ using worker_actor = caf::typed_actor<
     caf::replies_to<coords_atom, int64_t, dvec>::with<int64_t>>;
 
 /// The in-process model of hogwild mode: one array of relaxed atomics that
-/// every worker of the process reads and writes without locks.
+/// every worker of the process reads and writes without locks, or a
+/// key-value group (JobSgd::Store::kKv) whose nodes the workers share.
 struct hogwild_model {
   /// Allocates d zeros. Called once by the coordinator before any worker
   /// runs (the dimension is known only after the workers loaded the data).
@@ -116,13 +120,34 @@ struct hogwild_model {
   /// steps / K, as on an async shard, so a worker that starts late does not
   /// take the large early steps at the end of training.
   std::atomic<int64_t> steps{0};
-  /// A copy of w by relaxed loads (not a consistent cut while workers run).
-  std::vector<double> snapshot() const {
-    std::vector<double> out(w.size());
-    for (std::size_t j = 0; j < w.size(); ++j) out[j] = w[j].load(std::memory_order_relaxed);
-    return out;
-  }
+  hogwild_model() = default;
+  hogwild_model(const hogwild_model&) = delete;
+  hogwild_model& operator=(const hogwild_model&) = delete;
+  /// Stops the key-value group (if any) on a thread of its own, not
+  /// joined: the last owner is usually an actor exiting, and stopping an
+  /// actor system from (or while blocking) another's scheduler threads
+  /// hangs in CAF 0.17. AwaitKvShutdowns waits for those threads.
+  ~hogwild_model();
+  /// JobSgd::Store::kKv: the model lives in a key-value group instead
+  /// (w stays empty); kv[k] is worker k's node. Set by allocate_kv.
+  std::vector<std::unique_ptr<KvNode>> kv;
+  bool localize = false;  ///< kv: workers localize their next minibatch's columns
+  /// Starts a group of `workers` nodes over keys [0, d), all zero.
+  /// Errors: InvalidArgument for bad options (block < 1).
+  absl::Status allocate_kv(std::size_t d, int workers, int64_t block, bool localize);
+  /// The model: a copy of w by relaxed loads, or (kv) every key pulled
+  /// through node 0. Not a consistent cut while workers run. Errors (kv
+  /// only): the group's (a lost node, a timeout).
+  absl::StatusOr<std::vector<double>> read() const;
+  /// The model's dimension, wherever it lives.
+  std::size_t size() const { return kv.empty() ? w.size() : kv_dim; }
+  std::size_t kv_dim = 0;  ///< kv: d
 };
+
+/// Waits until every key-value group a hogwild_model handed to a thread of
+/// its own has stopped (false: `timeout` passed first). The runtime calls it
+/// after its actor system is gone, so that none outlives it.
+bool AwaitKvShutdowns(std::chrono::duration<double> timeout);
 
 /// A worker's configuration: the wire-portable spec plus what only exists
 /// inside one process.

@@ -6,6 +6,9 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <thread>
+#include <condition_variable>
+#include <mutex>
 #include <utility>
 #include <vector>
 
@@ -14,11 +17,63 @@
 #include "dml/actors/internal/bulk_resolve.hpp"
 #include "dml/actors/internal/worker_state.hpp"
 #include "dml/data/libsvm.hpp"
+#include "dml/data/partition.hpp"
+#include "dml/util/status.hpp"
 
 namespace dml::actors::internal {
 namespace {
 void step_done(self_ptr self, uint64_t loop);
+void BatchColumns(const Dataset& data, const std::vector<int64_t>& rows,
+                  std::vector<int64_t>& out);
+std::vector<double> KvInverseTouch(const worker_state& st);
 std::vector<key_list> batch_keys(const worker_state& st, const std::vector<int64_t>& rows);
+// Pushes a hogwild worker keeps in flight on the key-value store before it
+// waits for the oldest (bounds the deltas held in the store's queues).
+constexpr std::size_t kKvPushWindow = 8;
+
+// The distinct columns of `rows`, sorted, into `out`.
+void BatchColumns(const Dataset& data, const std::vector<int64_t>& rows,
+                  std::vector<int64_t>& out) {
+  out.clear();
+  for (int64_t r : rows) {
+    const SparseView v = data.x.outer(r);
+    out.insert(out.end(), v.index, v.index + v.size);
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+}
+
+// HogwildStep's regulariser weights for a worker that samples only its own
+// rows: 1 / (the chance its batch touches column j), times K / K_j where
+// K_j workers' rows touch j, so that the K workers' steps together apply
+// the whole regulariser to every column in expectation (with the local
+// weights alone, a column missing from some partitions would get K_j / K
+// of it, and the iterates a biased optimum). O(nnz of the whole data).
+std::vector<double> KvInverseTouch(const worker_state& st) {
+  std::vector<double> inv = InverseTouchProbabilities(st.local, st.cfg.batch_size);
+  const Dataset& full = st.shared_data ? *st.shared_data : st.local;
+  auto ranges = BalancedRanges(full.x.offsets(), st.cfg.workers);
+  if (!ranges.ok() || !st.shared_data) return inv;  // one partition: nothing to rescale
+  std::vector<int32_t> touching(inv.size(), 0), last(inv.size(), -1);
+  for (int32_t k = 0; k < static_cast<int32_t>(ranges->size()); ++k) {
+    for (int64_t r = (*ranges)[static_cast<std::size_t>(k)].begin;
+         r < (*ranges)[static_cast<std::size_t>(k)].end; ++r) {
+      const SparseView v = full.x.outer(r);
+      for (std::size_t p = 0; p < v.size; ++p) {
+        const std::size_t j = v.index[p];
+        if (last[j] != k) {
+          last[j] = k;
+          ++touching[j];
+        }
+      }
+    }
+  }
+  for (std::size_t j = 0; j < inv.size(); ++j) {
+    if (touching[j] > 0) inv[j] *= static_cast<double>(st.cfg.workers) / touching[j];
+  }
+  return inv;
+}
+
 }  // namespace
 
 // Pulls every shard's range into st.w; with `keys` (one list per shard, null
@@ -273,8 +328,6 @@ class step_ops final : public worker_ops {
   absl::Status shared_model_step() override {
     auto& st = self_->state;
     hogwild_model& m = *st.cfg.hogwild;
-    const Dataset& data = *st.shared_data;
-    if (st.inv_touch.empty()) st.inv_touch = InverseTouchProbabilities(data, st.cfg.batch_size);
     const double t = static_cast<double>(m.steps.fetch_add(1, std::memory_order_relaxed)) /
                      static_cast<double>(st.cfg.workers);
     // As the async shards' staleness rule, 1 / sqrt(1 + tau), with the
@@ -284,8 +337,56 @@ class step_ops final : public worker_ops {
     // epochs 9.1e-4 with 1, 1.2e-3 with 1 / sqrt(4): on balance kept.
     const double step = st.cfg.step0 / (1.0 + st.cfg.step_decay * t) /
                         std::sqrt(static_cast<double>(st.cfg.workers));
+    if (!m.kv.empty()) return kv_model_step(st, m, step);
+    const Dataset& data = *st.shared_data;
+    if (st.inv_touch.empty()) st.inv_touch = InverseTouchProbabilities(data, st.cfg.batch_size);
     return HogwildStep(data, st.cfg.model, rows_, step, st.inv_touch, m.w.data(), m.w.size(),
                        st.hog_scratch, st.cfg.feature_steps);
+  }
+
+  // Hogwild over the key-value store: pull the batch's columns, step them
+  // as a local model, push the change (the store adds it to whatever other
+  // workers pushed meanwhile). The pull waits (in this process: one
+  // message per other node, microseconds); pushes do not, up to a window.
+  absl::Status kv_model_step(worker_state& st, hogwild_model& m, double step) {
+    KvNode& kv = *m.kv[static_cast<std::size_t>(st.cfg.index)];
+    const Dataset& data = st.local;
+    if (st.inv_touch.empty()) st.inv_touch = KvInverseTouch(st);
+    if (st.kv_w.size() != static_cast<std::size_t>(st.d)) {
+      st.kv_w = std::vector<std::atomic<double>>(static_cast<std::size_t>(st.d));
+    }
+    BatchColumns(data, rows_, st.kv_keys);
+    st.kv_pulled.assign(st.kv_keys.size(), 0.0);
+    DML_ASSIGN_OR_RETURN(KvHandle pull, kv.Pull(st.kv_keys, st.kv_pulled.data()));
+    DML_RETURN_IF_ERROR(kv.Wait(pull));
+    for (std::size_t i = 0; i < st.kv_keys.size(); ++i) {
+      st.kv_w[static_cast<std::size_t>(st.kv_keys[i])].store(st.kv_pulled[i],
+                                                             std::memory_order_relaxed);
+    }
+    DML_RETURN_IF_ERROR(HogwildStep(data, st.cfg.model, rows_, step, st.inv_touch, st.kv_w.data(),
+                                    st.kv_w.size(), st.hog_scratch, st.cfg.feature_steps));
+    st.kv_deltas.resize(st.kv_keys.size());
+    for (std::size_t i = 0; i < st.kv_keys.size(); ++i) {
+      st.kv_deltas[i] =
+          st.kv_w[static_cast<std::size_t>(st.kv_keys[i])].load(std::memory_order_relaxed) -
+          st.kv_pulled[i];
+    }
+    DML_ASSIGN_OR_RETURN(KvHandle push, kv.Push(st.kv_keys, st.kv_deltas));
+    st.kv_pushes.push_back(std::move(push));
+    while (st.kv_pushes.size() > kKvPushWindow) {
+      DML_RETURN_IF_ERROR(kv.Wait(st.kv_pushes.front()));
+      st.kv_pushes.pop_front();
+    }
+    if (m.localize) {
+      // Latency hiding: the next batch's columns move here while this one
+      // is pushed; its pull then finds them in place (or queued on the way).
+      const auto next = SampleBatch(st.cfg.seed, st.cfg.index, st.clock + 1, data.x.rows(),
+                                    st.cfg.batch_size);
+      std::vector<int64_t> keys;
+      BatchColumns(data, next, keys);
+      DML_RETURN_IF_ERROR(kv.Localize(keys).status());
+    }
+    return absl::OkStatus();
   }
 
   void elastic_exchange() override {
@@ -343,7 +444,10 @@ void sgd_step(self_ptr self) {
     finish_run(self, caf::none, loop);
     return;
   }
-  const Dataset& sample_from = st.shared_data ? *st.shared_data : st.local;
+  // Hogwild in memory samples the whole dataset; on the key-value store a
+  // worker samples its own rows (its node is where its data lives).
+  const bool whole = st.shared_data && !(st.cfg.hogwild && !st.cfg.hogwild->kv.empty());
+  const Dataset& sample_from = whole ? *st.shared_data : st.local;
   step_ops ops(self, loop,
                SampleBatch(st.cfg.seed, st.cfg.index, st.clock, sample_from.x.rows(),
                            st.cfg.batch_size));
@@ -352,3 +456,74 @@ void sgd_step(self_ptr self) {
 
 
 }  // namespace dml::actors::internal
+
+namespace dml::actors {
+
+namespace {
+
+// Key-value groups being stopped. A group's last owner is usually an actor
+// exiting; stopping a CAF 0.17 actor system from one of another system's
+// scheduler threads, or while blocking them (a join), hung at the
+// runtime's teardown (seen 2 runs of 3). So a thread of its own stops it,
+// unjoined, and the runtime waits for the count after its own system.
+struct KvReaper {
+  std::mutex mu;
+  std::condition_variable cv;
+  int in_flight = 0;
+};
+KvReaper& Reaper() {
+  static KvReaper* r = new KvReaper;  // never destroyed: a reaping thread may outlive statics
+  return *r;
+}
+
+}  // namespace
+
+hogwild_model::~hogwild_model() {
+  if (kv.empty()) return;
+  KvReaper& r = Reaper();
+  {
+    std::lock_guard<std::mutex> lock(r.mu);
+    ++r.in_flight;
+  }
+  std::thread([nodes = std::move(kv), &r]() mutable {
+    nodes.clear();
+    std::lock_guard<std::mutex> lock(r.mu);
+    --r.in_flight;
+    r.cv.notify_all();
+  }).detach();
+}
+
+bool AwaitKvShutdowns(std::chrono::duration<double> timeout) {
+  KvReaper& r = Reaper();
+  std::unique_lock<std::mutex> lock(r.mu);
+  return r.cv.wait_for(lock, timeout, [&] { return r.in_flight == 0; });
+}
+
+absl::Status hogwild_model::allocate_kv(std::size_t d, int workers, int64_t block,
+                                        bool localize_next) {
+  KvOptions o;
+  o.keys = static_cast<int64_t>(d);
+  o.block = block;
+  o.dynamic = localize_next;
+  DML_ASSIGN_OR_RETURN(auto nodes, KvNode::StartLocalGroup(workers, o, 1));
+  kv = std::move(nodes);
+  kv_dim = d;
+  localize = localize_next;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<double>> hogwild_model::read() const {
+  if (kv.empty()) {
+    std::vector<double> out(w.size());
+    for (std::size_t j = 0; j < w.size(); ++j) out[j] = w[j].load(std::memory_order_relaxed);
+    return out;
+  }
+  std::vector<int64_t> keys(kv_dim);
+  for (std::size_t j = 0; j < kv_dim; ++j) keys[j] = static_cast<int64_t>(j);
+  std::vector<double> out(kv_dim, 0.0);
+  DML_ASSIGN_OR_RETURN(KvHandle h, kv[0]->Pull(keys, out.data()));
+  DML_RETURN_IF_ERROR(kv[0]->Wait(h));
+  return out;
+}
+
+}  // namespace dml::actors

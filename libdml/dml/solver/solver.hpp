@@ -88,7 +88,8 @@ std::string_view StopReasonName(StopReason r);
 /// from a checkpoint), "start_up_restarted" (lost while connecting or
 /// loading), "checkpoint_written", "checkpoint_failed", "resumed" (from a
 /// checkpoint file), "local_epochs" (automatic H changed H),
-/// "step_calibrated" (SGD modes: the step0 the workers found).
+/// "step_calibrated" (SGD modes: the step0 the workers found), "kv_store"
+/// (hogwild on the key-value store, last entry: where its keys were served).
 struct ProgressEvent {
   std::string kind;
   std::string what;  ///< one sentence for people

@@ -5,6 +5,8 @@
 // by those two files (CAF inside).
 
 #include <array>
+#include <atomic>
+#include <deque>
 #include <utility>
 #include <cstdint>
 #include <functional>
@@ -72,6 +74,13 @@ struct worker_state {
   std::vector<double> inv_touch;  // hogwild: regulariser scaling per column
   std::shared_ptr<const Dataset> shared_data;  // hogwild: the whole dataset
   HogwildScratch hog_scratch;
+  // hogwild on the key-value store: the pulled columns as a local model
+  // (HogwildStep's array, dimension d, only the batch's columns current),
+  // their values as pulled, and the pushes still in flight.
+  std::vector<std::atomic<double>> kv_w;
+  std::vector<int64_t> kv_keys;
+  std::vector<double> kv_pulled, kv_deltas;
+  std::deque<KvHandle> kv_pushes;
   int64_t clock = 0;
   int64_t exchanges = 0;  // easgd / model-averaging
   int64_t max_clock = 0;
