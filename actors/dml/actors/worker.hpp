@@ -131,17 +131,18 @@ struct hogwild_model {
   /// JobSgd::Store::kKv: the model lives in a key-value group instead
   /// (w stays empty); kv[k] is worker k's node. Set by allocate_kv.
   std::vector<std::unique_ptr<KvNode>> kv;
-  bool localize = false;  ///< kv: workers localize their next minibatch's columns
-  /// Starts a group of `workers` nodes over keys [0, d), all zero.
-  /// Errors: InvalidArgument for bad options (block < 1).
+  /// Starts a group of `workers` nodes over keys [0, d), all zero; with
+  /// `localize` (KvOptions::dynamic) workers localize their next
+  /// minibatch's columns. Errors: InvalidArgument for bad options (block < 1).
   absl::Status allocate_kv(std::size_t d, int workers, int64_t block, bool localize);
   /// The model: a copy of w by relaxed loads, or (kv) every key pulled
   /// through node 0. Not a consistent cut while workers run. Errors (kv
   /// only): the group's (a lost node, a timeout).
   absl::StatusOr<std::vector<double>> read() const;
   /// The model's dimension, wherever it lives.
-  std::size_t size() const { return kv.empty() ? w.size() : kv_dim; }
-  std::size_t kv_dim = 0;  ///< kv: d
+  std::size_t size() const {
+    return kv.empty() ? w.size() : static_cast<std::size_t>(kv[0]->options().keys);
+  }
 };
 
 /// Waits until every key-value group a hogwild_model handed to a thread of

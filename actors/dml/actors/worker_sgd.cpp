@@ -3,12 +3,12 @@
 // composes from them (worker_ops).
 #include <algorithm>
 #include <cmath>
+#include <condition_variable>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
-#include <condition_variable>
-#include <mutex>
 #include <utility>
 #include <vector>
 
@@ -23,17 +23,18 @@
 namespace dml::actors::internal {
 namespace {
 void step_done(self_ptr self, uint64_t loop);
-void BatchColumns(const Dataset& data, const std::vector<int64_t>& rows,
-                  std::vector<int64_t>& out);
+template <class Key>
+void DistinctColumns(const Dataset& data, const std::vector<int64_t>& rows, std::vector<Key>& out);
 std::vector<double> KvInverseTouch(const worker_state& st);
 std::vector<key_list> batch_keys(const worker_state& st, const std::vector<int64_t>& rows);
 // Pushes a hogwild worker keeps in flight on the key-value store before it
 // waits for the oldest (bounds the deltas held in the store's queues).
 constexpr std::size_t kKvPushWindow = 8;
 
-// The distinct columns of `rows`, sorted, into `out`.
-void BatchColumns(const Dataset& data, const std::vector<int64_t>& rows,
-                  std::vector<int64_t>& out) {
+// The distinct columns of `rows`, sorted, into `out` (uint32_t: shard key
+// lists; int64_t: key-value store keys).
+template <class Key>
+void DistinctColumns(const Dataset& data, const std::vector<int64_t>& rows, std::vector<Key>& out) {
   out.clear();
   for (int64_t r : rows) {
     const SparseView v = data.x.outer(r);
@@ -133,12 +134,7 @@ namespace {
 // range (4 bytes out and 8 back per key against 8 per range entry).
 std::vector<key_list> batch_keys(const worker_state& st, const std::vector<int64_t>& rows) {
   std::vector<uint32_t> cols;
-  for (int64_t r : rows) {
-    const SparseView v = st.local.x.outer(r);
-    cols.insert(cols.end(), v.index, v.index + v.size);
-  }
-  std::sort(cols.begin(), cols.end());
-  cols.erase(std::unique(cols.begin(), cols.end()), cols.end());
+  DistinctColumns(st.local, rows, cols);
   std::vector<key_list> out(st.shards.size());
   auto it = cols.begin();
   for (std::size_t s = 0; s < st.shards.size(); ++s) {
@@ -355,7 +351,11 @@ class step_ops final : public worker_ops {
     if (st.kv_w.size() != static_cast<std::size_t>(st.d)) {
       st.kv_w = std::vector<std::atomic<double>>(static_cast<std::size_t>(st.d));
     }
-    BatchColumns(data, rows_, st.kv_keys);
+    if (st.kv_next_clock == st.clock) {
+      st.kv_keys.swap(st.kv_next_keys);  // this batch's, found when localizing it
+    } else {
+      DistinctColumns(data, rows_, st.kv_keys);
+    }
     st.kv_pulled.assign(st.kv_keys.size(), 0.0);
     DML_ASSIGN_OR_RETURN(KvHandle pull, kv.Pull(st.kv_keys, st.kv_pulled.data()));
     DML_RETURN_IF_ERROR(kv.Wait(pull));
@@ -377,14 +377,16 @@ class step_ops final : public worker_ops {
       DML_RETURN_IF_ERROR(kv.Wait(st.kv_pushes.front()));
       st.kv_pushes.pop_front();
     }
-    if (m.localize) {
+    if (kv.options().dynamic) {
       // Latency hiding: the next batch's columns move here while this one
       // is pushed; its pull then finds them in place (or queued on the way).
+      // Its rows depend only on the clock (SampleBatch), so its columns are
+      // kept for that step.
       const auto next = SampleBatch(st.cfg.seed, st.cfg.index, st.clock + 1, data.x.rows(),
                                     st.cfg.batch_size);
-      std::vector<int64_t> keys;
-      BatchColumns(data, next, keys);
-      DML_RETURN_IF_ERROR(kv.Localize(keys).status());
+      DistinctColumns(data, next, st.kv_next_keys);
+      st.kv_next_clock = st.clock + 1;
+      DML_RETURN_IF_ERROR(kv.Localize(st.kv_next_keys).status());
     }
     return absl::OkStatus();
   }
@@ -500,15 +502,12 @@ bool AwaitKvShutdowns(std::chrono::duration<double> timeout) {
 }
 
 absl::Status hogwild_model::allocate_kv(std::size_t d, int workers, int64_t block,
-                                        bool localize_next) {
+                                        bool localize) {
   KvOptions o;
   o.keys = static_cast<int64_t>(d);
   o.block = block;
-  o.dynamic = localize_next;
-  DML_ASSIGN_OR_RETURN(auto nodes, KvNode::StartLocalGroup(workers, o, 1));
-  kv = std::move(nodes);
-  kv_dim = d;
-  localize = localize_next;
+  o.dynamic = localize;
+  DML_ASSIGN_OR_RETURN(kv, KvNode::StartLocalGroup(workers, o, 1));
   return absl::OkStatus();
 }
 
@@ -518,9 +517,9 @@ absl::StatusOr<std::vector<double>> hogwild_model::read() const {
     for (std::size_t j = 0; j < w.size(); ++j) out[j] = w[j].load(std::memory_order_relaxed);
     return out;
   }
-  std::vector<int64_t> keys(kv_dim);
-  for (std::size_t j = 0; j < kv_dim; ++j) keys[j] = static_cast<int64_t>(j);
-  std::vector<double> out(kv_dim, 0.0);
+  std::vector<int64_t> keys(size());
+  for (std::size_t j = 0; j < keys.size(); ++j) keys[j] = static_cast<int64_t>(j);
+  std::vector<double> out(keys.size(), 0.0);
   DML_ASSIGN_OR_RETURN(KvHandle h, kv[0]->Pull(keys, out.data()));
   DML_RETURN_IF_ERROR(kv[0]->Wait(h));
   return out;

@@ -76,9 +76,11 @@ struct worker_state {
   HogwildScratch hog_scratch;
   // hogwild on the key-value store: the pulled columns as a local model
   // (HogwildStep's array, dimension d, only the batch's columns current),
-  // their values as pulled, and the pushes still in flight.
+  // their values as pulled, and the pushes still in flight; with localize,
+  // the columns of the batch at clock kv_next_clock (localized ahead).
   std::vector<std::atomic<double>> kv_w;
-  std::vector<int64_t> kv_keys;
+  std::vector<int64_t> kv_keys, kv_next_keys;
+  int64_t kv_next_clock = -1;
   std::vector<double> kv_pulled, kv_deltas;
   std::deque<KvHandle> kv_pushes;
   int64_t clock = 0;
