@@ -87,11 +87,12 @@ std::shared_ptr<const dml::Dataset> Problem(dml::Task task, int64_t rows, int64_
   return std::make_shared<const dml::Dataset>(std::move(s->data));
 }
 
-// P* from sequential SCD run to a 1e-12 relative gap (an independent solver).
-double Optimum(const dml::Dataset& data, const dml::ModelSpec& m) {
-  dml::SolverOptions o;
+// P* from a library solver (default: sequential SCD) run to a 1e-12
+// relative gap within `max_epochs` (an independent solver).
+double Optimum(const dml::Dataset& data, const dml::ModelSpec& m, int max_epochs = 5000,
+               dml::SolverOptions o = {}) {
   o.stop.gap_rel = 1e-12;
-  o.stop.max_epochs = 5000;
+  o.stop.max_epochs = max_epochs;
   auto r = dml::Train(data, m, o);
   BOOST_REQUIRE_MESSAGE(r.ok(), r.status().ToString());
   BOOST_REQUIRE(r->gap <= 1e-10 * std::abs(r->primal));
@@ -406,13 +407,7 @@ BOOST_AUTO_TEST_CASE(sgd_modes_with_defaults_certify_1e_3_on_unscaled_features) 
   dml::Runtime rt(WithThreads(2));
   auto data = std::make_shared<const dml::Dataset>(dml::testing::UnscaledProblem());
   const dml::ModelSpec m{dml::ModelKind::kLogisticL2, 1e-3, 0.5};
-  dml::SolverOptions scd;
-  scd.stop.gap_rel = 1e-12;
-  scd.stop.max_epochs = 100000;
-  auto opt = dml::Train(*data, m, scd);
-  BOOST_REQUIRE(opt.ok());
-  BOOST_REQUIRE(opt->gap <= 1e-10 * opt->primal);
-  const double p_star = opt->primal;
+  const double p_star = Optimum(*data, m, 100000);
   for (dml::Mode mode : {dml::Mode::kSync, dml::Mode::kAsync, dml::Mode::kSsp, dml::Mode::kEasgd,
                          dml::Mode::kHogwild, dml::Mode::kModelAveraging}) {
     BOOST_TEST_CONTEXT("mode " << dml::ModeName(mode)) {
@@ -456,12 +451,7 @@ BOOST_AUTO_TEST_CASE(sgd_modes_with_defaults_on_offset_tabular_features) {
     auto data = std::make_shared<const dml::Dataset>(dml::testing::OffsetProblem(569, 30, 3.0, seed));
     dml::SolverOptions newton;
     newton.kind = dml::SolverKind::kNewton;
-    newton.stop.gap_rel = 1e-12;
-    newton.stop.max_epochs = 500;
-    auto opt = dml::Train(*data, m, newton);
-    BOOST_REQUIRE(opt.ok());
-    BOOST_REQUIRE(opt->gap <= 1e-10 * opt->primal);
-    const double p_star = opt->primal;
+    const double p_star = Optimum(*data, m, 500, newton);
     for (dml::Mode mode : {dml::Mode::kSync, dml::Mode::kAsync, dml::Mode::kSsp, dml::Mode::kEasgd,
                            dml::Mode::kHogwild, dml::Mode::kModelAveraging}) {
       BOOST_TEST_CONTEXT("seed " << seed << " mode " << dml::ModeName(mode)) {
@@ -495,10 +485,7 @@ BOOST_AUTO_TEST_CASE(async_halves_a_plateaued_step_and_certifies) {
   const dml::ModelSpec m{dml::ModelKind::kLogisticL2, 1.0 / 2000.0, 0.5};
   dml::SolverOptions newton;
   newton.kind = dml::SolverKind::kNewton;
-  newton.stop.gap_rel = 1e-12;
-  auto opt = dml::Train(*data, m, newton);
-  BOOST_REQUIRE(opt.ok());
-  const double p_star = opt->primal;
+  const double p_star = Optimum(*data, m, 1000, newton);
   dml::JobSpec s;
   s.data.dataset = data;
   s.model = m;
