@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <future>
 #include <map>
 #include <mutex>
 #include <random>
@@ -535,4 +536,49 @@ BOOST_AUTO_TEST_CASE(a_node_that_leaves_on_purpose_is_no_loss) {
   BOOST_REQUIRE(h.ok());
   Ok(g[0]->Wait(*h));
   BOOST_TEST(PullOne(*g[1], 5) == 1.0);
+}
+
+// A process may end right after its last send (a barrier release, its
+// goodbye) and take unsent bytes along: Leave waits for each peer's
+// acknowledgement, which arrives after everything sent before it.
+BOOST_AUTO_TEST_CASE(leave_waits_until_the_peer_has_everything_sent_before) {
+  KvOptions o;
+  o.keys = 10;
+  dml::detail::KvCore a(o, 0, 2), b(o, 1, 2);
+  std::mutex mu;
+  std::vector<dml::net::kv_message> to_b;  // in flight, not yet delivered
+  a.SetSend([&](int32_t to, dml::net::kv_message m) {
+    BOOST_TEST(to == 1);
+    std::lock_guard<std::mutex> lock(mu);
+    to_b.push_back(std::move(m));
+  });
+  b.SetSend([&](int32_t to, dml::net::kv_message m) {
+    BOOST_TEST(to == 0);
+    a.Receive(std::move(m));
+  });
+  // Rank 0 releases a barrier that rank 1 waits on, then leaves.
+  const uint64_t gen = b.EnterBarrier();  // its arrival reaches a at once
+  BOOST_TEST(a.EnterBarrier() == 1u);
+  auto leaving = std::async(std::launch::async, [&] { a.Leave(std::chrono::seconds(30)); });
+  BOOST_TEST((leaving.wait_for(std::chrono::milliseconds(300)) == std::future_status::timeout));
+  std::vector<dml::net::kv_message> batch;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    batch.swap(to_b);
+  }
+  BOOST_REQUIRE(batch.size() == 2u);  // the release, then the goodbye
+  BOOST_TEST(batch[0].kind == static_cast<uint8_t>(dml::net::kv_kind::kBarrierRelease));
+  BOOST_TEST(batch[1].kind == static_cast<uint8_t>(dml::net::kv_kind::kLeave));
+  for (auto& m : batch) b.Receive(std::move(m));
+  BOOST_TEST((leaving.wait_for(std::chrono::seconds(10)) == std::future_status::ready));
+  BOOST_TEST(b.WaitBarrier(gen, std::chrono::seconds(0)));
+  b.PeerLost(0);  // its process ends: no loss, it said goodbye
+  Ok(b.Lost());
+  BOOST_TEST(b.Stats().rejected == 0);
+  // Nobody answers: Leave gives up after its timeout.
+  dml::detail::KvCore c(o, 0, 2);
+  c.SetSend([](int32_t, dml::net::kv_message) {});
+  const auto t0 = std::chrono::steady_clock::now();
+  c.Leave(std::chrono::milliseconds(200));
+  BOOST_TEST((std::chrono::steady_clock::now() - t0 >= std::chrono::milliseconds(190)));
 }

@@ -47,7 +47,9 @@ KvCore::KvCore(const KvOptions& options, int32_t rank, int32_t nodes)
       nodes_(nodes),
       blocks_(DivCeil(options.keys, options.block)),
       stripes_(kStripes),
-      left_(static_cast<std::size_t>(nodes), false) {
+      left_(static_cast<std::size_t>(nodes), false),
+      leave_acked_(static_cast<std::size_t>(nodes), false),
+      gone_(static_cast<std::size_t>(nodes), false) {
   // Home range: blocks b with floor(b * nodes / blocks) == rank.
   home_begin_ = DivCeil(static_cast<int64_t>(rank) * blocks_, nodes);
   home_end_ = DivCeil(static_cast<int64_t>(rank + 1) * blocks_, nodes);
@@ -344,6 +346,7 @@ absl::Status KvCore::CheckMessage(const kv_message& m) const {
       return absl::OkStatus();
     case kv_kind::kBarrierRelease:
     case kv_kind::kLeave:
+    case kv_kind::kLeaveAck:
       return absl::OkStatus();
   }
   return bad("unknown kind");
@@ -381,8 +384,20 @@ void KvCore::Receive(kv_message m) {
       return;
     }
     case kv_kind::kLeave: {
+      {
+        std::lock_guard<std::mutex> lock(lost_mu_);
+        left_[static_cast<std::size_t>(m.sender)] = true;
+        lost_cv_.notify_all();
+      }
+      // Messages between two nodes arrive in order, so this answer tells
+      // the leaver that everything it sent us before has arrived.
+      Send(m.sender, Message(kv_kind::kLeaveAck, rank_, rank_, 0));
+      return;
+    }
+    case kv_kind::kLeaveAck: {
       std::lock_guard<std::mutex> lock(lost_mu_);
-      left_[static_cast<std::size_t>(m.sender)] = true;
+      leave_acked_[static_cast<std::size_t>(m.sender)] = true;
+      lost_cv_.notify_all();
       return;
     }
   }
@@ -610,15 +625,30 @@ void KvCore::HandleTransfer(const kv_message& m) {
   }
 }
 
-void KvCore::Leave() {
+void KvCore::Leave(std::chrono::duration<double> timeout) {
   for (int32_t r = 0; r < nodes_; ++r) {
     if (r != rank_) Send(r, Message(kv_kind::kLeave, rank_, rank_, 0));
   }
+  // A process that ends right after its last send can take unsent bytes
+  // with it (a barrier release, this goodbye), and its peers would see a
+  // loss. Wait until each peer has acknowledged (so it has everything we
+  // sent), has left itself (it needs nothing more from us), or is gone.
+  std::unique_lock<std::mutex> lock(lost_mu_);
+  lost_cv_.wait_for(lock, timeout, [&] {
+    if (!lost_.ok()) return true;
+    for (int32_t r = 0; r < nodes_; ++r) {
+      const auto i = static_cast<std::size_t>(r);
+      if (r != rank_ && !leave_acked_[i] && !left_[i] && !gone_[i]) return false;
+    }
+    return true;
+  });
 }
 
 void KvCore::PeerLost(int32_t rank) {
   {
     std::lock_guard<std::mutex> lock(lost_mu_);
+    gone_[static_cast<std::size_t>(rank)] = true;
+    lost_cv_.notify_all();
     if (!lost_.ok() || left_[static_cast<std::size_t>(rank)]) return;
     lost_ = absl::UnavailableError(absl::StrCat("kv node ", rank_, ": rank ", rank,
                                                 " of the group was lost, and its keys with it"));

@@ -175,8 +175,9 @@ enum class kv_kind : uint8_t {
   kBarrier = 8,         ///< a node reached barrier `op` (to rank 0)
   kBarrierRelease = 9,  ///< every node reached barrier `op` (from rank 0)
   kLeave = 10,          ///< the sender stops on purpose (not a loss)
+  kLeaveAck = 11,       ///< the sender has received our kLeave (and all before it)
 };
-inline constexpr uint8_t kMaxKvKind = 10;
+inline constexpr uint8_t kMaxKvKind = 11;
 
 /// What a process needs to spawn one worker (the wire-portable part of
 /// worker_config; wire.capnp WorkerSpec documents each field).

@@ -318,7 +318,8 @@ struct KvMessage {
   # an answer going back to the requester, or a step of a relocation.
   kind @0 :UInt8;        # 1 pull, 2 push, 3 localize, 4 hand-over, 5 transfer,
                          # 6 pull answer, 7 push answer, 8 barrier reached,
-                         # 9 barrier released, 10 the sender stops on purpose
+                         # 9 barrier released, 10 the sender stops on purpose,
+                         # 11 the sender received our 10 (and all before it)
   requester @1 :Int32;   # rank of the node whose operation this is; answers go there
   sender @2 :Int32;      # rank that sent this message
   owner @3 :Int32;       # answers: rank that served them; hand-over: the new owner

@@ -11,6 +11,7 @@
 // then operation, then the table of operations; never the reverse.
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -67,8 +68,10 @@ class KvCore {
   /// every later one (Lost()).
   void PeerLost(int32_t rank);
   /// Tells every peer this node stops on purpose (its going is then no loss
-  /// to them: a group that ends after a last barrier ends cleanly).
-  void Leave();
+  /// to them: a group that ends after a last barrier ends cleanly), and
+  /// waits (at most `timeout`) until each has acknowledged, left or gone,
+  /// so that nothing sent before is lost with this process.
+  void Leave(std::chrono::duration<double> timeout = std::chrono::seconds(5));
   /// Why operations fail now: OK while the group is whole.
   absl::Status Lost() const;
 
@@ -171,7 +174,10 @@ class KvCore {
 
   mutable std::mutex lost_mu_;
   absl::Status lost_;
-  std::vector<bool> left_;  // guarded by lost_mu_
+  std::condition_variable lost_cv_;
+  // Guarded by lost_mu_, per rank: said it leaves; acknowledged our
+  // leaving; its actor went away.
+  std::vector<bool> left_, leave_acked_, gone_;
 
   mutable std::mutex reject_mu_;
   std::string last_rejection_;
