@@ -391,6 +391,48 @@ dml::actors::shard_config TenKeys() {
 }
 }  // namespace
 
+BOOST_FIXTURE_TEST_SUITE(tls_data, TlsNodeFixture)
+
+// 8 MiB each way through the TLS session (records buffered 256 KiB at a
+// time, read ahead as much; a write the socket cannot take at once is
+// retried): a shard on the node is given 2^20 values and read back, bit for
+// bit, over a TLS connection.
+BOOST_AUTO_TEST_CASE(eight_mib_each_way_over_tls_arrive_bit_for_bit) {
+  dml::actors::process_config cfg(1);
+  BOOST_REQUIRE(
+      dml::actors::ConfigureTls(cfg, {dir + "/node.pem", dir + "/node.key", dir + "/ca.pem"}).ok());
+  caf::actor_system sys(cfg);
+  auto node = dml::actors::RemoteActor<dml::actors::node_actor>(sys, "127.0.0.1", port,
+                                                                std::chrono::seconds(10));
+  BOOST_REQUIRE(node);
+  caf::scoped_actor self{sys};
+  dml::actors::shard_config sc = TenKeys();
+  sc.end = int64_t{1} << 20;
+  caf::actor shard;
+  self->request(*node, std::chrono::seconds(10), dml::actors::shard_atom_v, sc,
+                caf::actor_cast<caf::actor>(self))
+      .receive([&](const caf::actor& x) { shard = x; },
+               [&](caf::error& e) { BOOST_FAIL("spawn: " << sys.render(e)); });
+  std::vector<double> values(static_cast<std::size_t>(sc.end));
+  for (std::size_t i = 0; i < values.size(); ++i) values[i] = std::sin(static_cast<double>(i)) * 1e3;
+  auto typed = caf::actor_cast<dml::actors::parameter_shard>(shard);
+  int64_t stored = 0;
+  self->request(typed, std::chrono::seconds(30), dml::actors::init_atom_v,
+                dml::actors::dvec(values), int64_t{0})
+      .receive([&](int64_t n) { stored = n; },
+               [&](caf::error& e) { BOOST_FAIL("init: " << sys.render(e)); });
+  BOOST_TEST(stored == sc.end);
+  std::vector<double> back;
+  self->request(typed, std::chrono::seconds(30), dml::actors::read_atom_v)
+      .receive([&](const dml::actors::dvec& v) { back = v.to_vector(); },
+               [&](caf::error& e) { BOOST_FAIL("read: " << sys.render(e)); });
+  BOOST_REQUIRE(back.size() == values.size());
+  BOOST_TEST(std::memcmp(back.data(), values.data(), values.size() * sizeof(double)) == 0);
+  self->send_exit(shard, caf::exit_reason::user_shutdown);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
 BOOST_AUTO_TEST_CASE(a_bulk_reference_of_the_wrong_size_is_never_fetched) {
   // A shard of 10 keys gets a push whose values are "at" a foreign
   // host:port, announcing 2^28 of them: refused at once, nothing fetched
