@@ -9,7 +9,8 @@
 //
 //   duhl_bench [--models lasso,svm] [--budgets 0.1,0.25] [--gap 1e-4]
 //              [--seconds 120] [--gap-threads 1] [--lasso-lambda L]
-//              [--gen-rows N] [--csv FILE] [--tpa-scd] FILE.svm ...
+//              [--gen-rows N] [--csv FILE] [--tpa-scd]
+//              [--selections sequential,gap,random,gap-greedy] FILE.svm ...
 //
 // --tpa-scd: the device is the GPU (dml::gpu::MakeTpaScdLocalSolver, the
 // block kept there between rounds; dual models); bytes are then what it
@@ -59,6 +60,10 @@ int main(int argc, char** argv) {
   int64_t gen_rows = 0;
   std::string csv = "duhl_bench.csv";
   bool on_gpu = false;
+  // Sequential first: the others' ratios are against it.
+  std::vector<dml::DuhlSelection> rules = {dml::DuhlSelection::kSequential, dml::DuhlSelection::kGap,
+                                           dml::DuhlSelection::kRandom,
+                                           dml::DuhlSelection::kGapGreedy};
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -77,6 +82,17 @@ int main(int argc, char** argv) {
     else if (a == "--gap-threads") gap_threads = std::atoi(next().c_str());
     else if (a == "--lasso-lambda") lasso_fraction = std::atof(next().c_str());
     else if (a == "--gen-rows") gen_rows = std::atoll(next().c_str());
+    else if (a == "--selections") {
+      rules.clear();
+      for (auto name : absl::StrSplit(next(), ',')) {
+        auto rule = dml::ParseDuhlSelection(std::string_view(name.data(), name.size()));
+        if (!rule.ok()) {
+          std::fprintf(stderr, "--selections: %s\n", std::string(rule.status().message()).c_str());
+          return 2;
+        }
+        rules.push_back(*rule);
+      }
+    }
     else if (a == "--csv") csv = next();
     else if (a == "--tpa-scd") on_gpu = true;
     else files.push_back(a);
@@ -115,9 +131,6 @@ int main(int argc, char** argv) {
   std::printf("%-20s %-6s %6s %-11s %6s %9s %12s %8s %8s %8s %s\n", "data", "model", "budget",
               "selection", "rounds", "seconds", "bytes moved", "x data", "bytes/seq", "time/seq",
               "end");
-  const dml::DuhlSelection rules[] = {dml::DuhlSelection::kSequential, dml::DuhlSelection::kGap,
-                                      dml::DuhlSelection::kRandom,
-                                      dml::DuhlSelection::kGapGreedy};
   for (const Case& c : cases) {
     for (const std::string& mname : models) {
       dml::ModelSpec m;

@@ -23,13 +23,33 @@ namespace {
 // the budget with them moves nothing.
 std::vector<int64_t> FillByKey(const std::vector<double>& key, const std::vector<int64_t>& bytes,
                                int64_t budget, const std::vector<char>& resident) {
-  auto before = [&](int64_t a, int64_t b) {
-    if (key[a] != key[b]) return key[a] > key[b];
-    if (resident[a] != resident[b]) return resident[a] > resident[b];
-    return a < b;
+  // Sorted as (key, id) pairs: the comparisons read neighbours, not
+  // key[] at random (a third of a round's time on 600k coordinates).
+  struct Keyed {
+    double key;
+    int64_t id;
   };
-  std::vector<int64_t> order(key.size());
-  for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int64_t>(i);
+  auto before = [&](const Keyed& a, const Keyed& b) {
+    if (a.key != b.key) return a.key > b.key;
+    if (resident[a.id] != resident[b.id]) return resident[a.id] > resident[b.id];
+    return a.id < b.id;
+  };
+  // Coordinates keyed -inf (negligible gaps: most of a sparse model's)
+  // are all equal to the order: residents first, then by index, which is
+  // the order of a scan. Only the others (`order`) need sorting; the -inf
+  // ones (`tail`) follow them as scanned.
+  std::vector<Keyed> order;
+  std::vector<int64_t> tail, other_tail;
+  order.reserve(key.size());
+  for (std::size_t i = 0; i < key.size(); ++i) {
+    const auto id = static_cast<int64_t>(i);
+    if (key[i] != -std::numeric_limits<double>::infinity()) {
+      order.push_back({key[i], id});
+    } else {
+      (resident[i] ? tail : other_tail).push_back(id);
+    }
+  }
+  tail.insert(tail.end(), other_tail.begin(), other_tail.end());
   // Only the first coordinates in key order can fit: partition out a head
   // of about twice what the budget holds at the mean size (nth_element),
   // sort and fill from it; the next head (twice as long) only where the
@@ -39,7 +59,7 @@ std::vector<int64_t> FillByKey(const std::vector<double>& key, const std::vector
     smallest = std::min(smallest, b);
     total += b;
   }
-  const std::size_t n = order.size();
+  const std::size_t sorted = order.size(), n = key.size();
   const int64_t mean = std::max<int64_t>(1, total / std::max<int64_t>(1, static_cast<int64_t>(n)));
   std::size_t head = static_cast<std::size_t>(std::min<int64_t>(
       static_cast<int64_t>(n), 2 * (budget / mean) + 16));
@@ -50,14 +70,14 @@ std::vector<int64_t> FillByKey(const std::vector<double>& key, const std::vector
   int64_t left = budget;
   for (std::size_t begin = 0; begin < n && left >= slack;) {
     const std::size_t end = std::min(n, begin + head);
-    if (end < n) {
-      std::nth_element(order.begin() + static_cast<std::ptrdiff_t>(begin),
-                       order.begin() + static_cast<std::ptrdiff_t>(end), order.end(), before);
+    if (begin < sorted) {
+      const auto first = order.begin() + static_cast<std::ptrdiff_t>(begin);
+      const auto last = order.begin() + static_cast<std::ptrdiff_t>(std::min(end, sorted));
+      if (last != order.end()) std::nth_element(first, last, order.end(), before);
+      std::sort(first, last, before);
     }
-    std::sort(order.begin() + static_cast<std::ptrdiff_t>(begin),
-              order.begin() + static_cast<std::ptrdiff_t>(end), before);
     for (std::size_t k = begin; k < end && left >= smallest; ++k) {
-      const int64_t i = order[k];
+      const int64_t i = k < sorted ? order[k].id : tail[k - sorted];
       if (bytes[i] <= left) {
         out.push_back(i);
         left -= bytes[i];
@@ -67,6 +87,21 @@ std::vector<int64_t> FillByKey(const std::vector<double>& key, const std::vector
     head *= 2;
   }
   return out;
+}
+
+// Sorts distinct ids in [0, n): by a scan of marks where there are many
+// (O(n), not O(m log m)).
+void SortIds(std::vector<int64_t>& ids, int64_t n) {
+  if (static_cast<int64_t>(ids.size()) * 16 < n) {
+    std::sort(ids.begin(), ids.end());
+    return;
+  }
+  std::vector<char> in(static_cast<std::size_t>(n), 0);
+  for (int64_t i : ids) in[static_cast<std::size_t>(i)] = 1;
+  ids.clear();
+  for (int64_t i = 0; i < n; ++i) {
+    if (in[static_cast<std::size_t>(i)]) ids.push_back(i);
+  }
 }
 
 // Gaps this far below the largest are zero to the selection: the sampling
@@ -378,7 +413,7 @@ class Duhl final : public DuhlLocalSolver {
     if (options_.gap_threads == 0) memory_->RefreshAll();
     std::vector<int64_t> ids = Select(options_.selection, memory_->Values(), bytes_, budget_bytes_,
                                       resident_, rng_, &cursor_);
-    std::sort(ids.begin(), ids.end());
+    SortIds(ids, count_);
     DuhlRound info;
     info.round = static_cast<int>(rounds_.size()) + 1;
     info.coordinates = static_cast<int64_t>(ids.size());
