@@ -20,6 +20,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -143,6 +144,14 @@ struct hogwild_model {
   std::size_t size() const {
     return kv.empty() ? w.size() : static_cast<std::size_t>(kv[0]->options().keys);
   }
+  /// K_j: how many of the `workers` balanced row ranges of `full` touch
+  /// column j (empty where the ranges cannot be formed). Computed once, by
+  /// the first worker that asks (O(nnz)); every worker gets the same.
+  const std::vector<int32_t>& PartitionsTouching(const Dataset& full, int workers);
+
+ private:
+  std::once_flag touching_once_;
+  std::vector<int32_t> touching_;
 };
 
 /// Waits until every key-value group a hogwild_model handed to a thread of

@@ -49,27 +49,13 @@ void DistinctColumns(const Dataset& data, const std::vector<int64_t>& rows, std:
 // K_j workers' rows touch j, so that the K workers' steps together apply
 // the whole regulariser to every column in expectation (with the local
 // weights alone, a column missing from some partitions would get K_j / K
-// of it, and the iterates a biased optimum). O(nnz of the whole data).
+// of it, and the iterates a biased optimum).
 std::vector<double> KvInverseTouch(const worker_state& st) {
   std::vector<double> inv = InverseTouchProbabilities(st.local, st.cfg.batch_size);
-  const Dataset& full = st.shared_data ? *st.shared_data : st.local;
-  auto ranges = BalancedRanges(full.x.offsets(), st.cfg.workers);
-  if (!ranges.ok() || !st.shared_data) return inv;  // one partition: nothing to rescale
-  std::vector<int32_t> touching(inv.size(), 0), last(inv.size(), -1);
-  for (int32_t k = 0; k < static_cast<int32_t>(ranges->size()); ++k) {
-    for (int64_t r = (*ranges)[static_cast<std::size_t>(k)].begin;
-         r < (*ranges)[static_cast<std::size_t>(k)].end; ++r) {
-      const SparseView v = full.x.outer(r);
-      for (std::size_t p = 0; p < v.size; ++p) {
-        const std::size_t j = v.index[p];
-        if (last[j] != k) {
-          last[j] = k;
-          ++touching[j];
-        }
-      }
-    }
-  }
-  for (std::size_t j = 0; j < inv.size(); ++j) {
+  if (!st.shared_data) return inv;  // one partition: nothing to rescale
+  const std::vector<int32_t>& touching =
+      st.cfg.hogwild->PartitionsTouching(*st.shared_data, st.cfg.workers);
+  for (std::size_t j = 0; j < touching.size() && j < inv.size(); ++j) {
     if (touching[j] > 0) inv[j] *= static_cast<double>(st.cfg.workers) / touching[j];
   }
   return inv;
@@ -499,6 +485,29 @@ bool AwaitKvShutdowns(std::chrono::duration<double> timeout) {
   KvReaper& r = Reaper();
   std::unique_lock<std::mutex> lock(r.mu);
   return r.cv.wait_for(lock, timeout, [&] { return r.in_flight == 0; });
+}
+
+const std::vector<int32_t>& hogwild_model::PartitionsTouching(const Dataset& full, int workers) {
+  std::call_once(touching_once_, [&] {
+    auto ranges = BalancedRanges(full.x.offsets(), workers);
+    if (!ranges.ok()) return;
+    touching_.assign(static_cast<std::size_t>(full.x.cols()), 0);
+    std::vector<int32_t> last(touching_.size(), -1);
+    for (int32_t k = 0; k < static_cast<int32_t>(ranges->size()); ++k) {
+      const auto& range = (*ranges)[static_cast<std::size_t>(k)];
+      for (int64_t r = range.begin; r < range.end; ++r) {
+        const SparseView v = full.x.outer(r);
+        for (std::size_t p = 0; p < v.size; ++p) {
+          const std::size_t j = v.index[p];
+          if (last[j] != k) {
+            last[j] = k;
+            ++touching_[j];
+          }
+        }
+      }
+    }
+  });
+  return touching_;
 }
 
 absl::Status hogwild_model::allocate_kv(std::size_t d, int workers, int64_t block,
