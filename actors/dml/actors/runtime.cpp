@@ -119,15 +119,15 @@ absl::Status ValidateSpec(const JobSpec& s) {
                                 s.sgd.certificate_cg_steps));
   }
   if (s.sgd.staleness < 0) return Invalid("sgd.staleness", absl::StrCat("must be >= 0, got ", s.sgd.staleness));
-  if (s.sgd.svrg && s.mode.kind != Mode::kSync && s.mode.kind != Mode::kAsync &&
-      s.mode.kind != Mode::kSsp) {
-    return Invalid("sgd.svrg", absl::StrCat("modes sync, async and ssp only, not ",
-                                            AsAbsl(ModeName(s.mode.kind))));
-  }
-  if (s.sgd.saga && s.mode.kind != Mode::kSync && s.mode.kind != Mode::kAsync &&
-      s.mode.kind != Mode::kSsp) {
-    return Invalid("sgd.saga", absl::StrCat("modes sync, async and ssp only, not ",
-                                            AsAbsl(ModeName(s.mode.kind))));
+  // SVRG and SAGA correct gradients on the shards' clocks: sync, async, ssp.
+  const bool variance_reducible =
+      s.mode.kind == Mode::kSync || s.mode.kind == Mode::kAsync || s.mode.kind == Mode::kSsp;
+  for (const auto& [on, field] : {std::pair<bool, const char*>{s.sgd.svrg, "sgd.svrg"},
+                                  {s.sgd.saga, "sgd.saga"}}) {
+    if (on && !variance_reducible) {
+      return Invalid(field, absl::StrCat("modes sync, async and ssp only, not ",
+                                         AsAbsl(ModeName(s.mode.kind))));
+    }
   }
   if (s.sgd.saga && s.sgd.svrg) {
     return Invalid("sgd.saga", "SAGA and SVRG are alternatives: choose one");
