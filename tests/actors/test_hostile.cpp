@@ -365,6 +365,35 @@ BOOST_AUTO_TEST_CASE(a_certificate_from_another_ca_is_refused) {
   BOOST_TEST(Hello({dir + "/node.pem", dir + "/node.key", dir + "/ca.pem"}) == "node0");
 }
 
+// Seconds of CPU (user + system) process `pid` has used (/proc/PID/stat).
+double CpuSeconds(pid_t pid) {
+  std::istringstream f(ReadFile("/proc/" + std::to_string(pid) + "/stat"));
+  std::string field;
+  unsigned long long utime = 0, stime = 0;
+  for (int i = 1; i <= 15 && f >> field; ++i) {  // comm has no spaces: the node's name
+    if (i == 14) utime = std::stoull(field);
+    if (i == 15) stime = std::stoull(field);
+  }
+  return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+// A peer that connects and says nothing leaves the handshake waiting for
+// its first record. The node waited by polling for writes (BASP's first
+// bytes were queued): its network thread used a whole core as long as the
+// peer stayed.
+BOOST_AUTO_TEST_CASE(a_silent_peer_costs_the_node_no_cpu) {
+  const pid_t pid = cluster->pid(0);
+  std::vector<int> silent;
+  for (int i = 0; i < 4; ++i) silent.push_back(Connect(port));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const double before = CpuSeconds(pid);
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  const double used = CpuSeconds(pid) - before;
+  BOOST_TEST(used < 0.1, used << " s of CPU in 1 s with 4 silent peers");
+  BOOST_TEST(Hello({dir + "/node.pem", dir + "/node.key", dir + "/ca.pem"}) == "node0");
+  for (int fd : silent) close(fd);
+}
+
 BOOST_AUTO_TEST_CASE(tls_files_are_checked_before_anything_starts) {
   dml::actors::process_config cfg(1);
   auto s = dml::actors::ConfigureTls(cfg, {dir + "/node.pem", "", ""});

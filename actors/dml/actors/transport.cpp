@@ -232,7 +232,7 @@ class tls_session {
       SSL_set_connect_state(s->ssl_);
     }
     const int ret = SSL_do_handshake(s->ssl_);
-    if (ret != 1 && !s->Retry(ret)) return fail("handshake refused");
+    if (ret == 1 ? !s->Push() : !s->Retry(ret)) return fail("handshake refused");
     return s;
   }
 
@@ -284,6 +284,10 @@ class tls_session {
     return !starved_ && SSL_has_pending(ssl_) == 1;
   }
 
+  bool established() const { return SSL_is_init_finished(ssl_) == 1; }
+  // Handshake records the socket has not taken yet (it would have blocked).
+  bool write_pending() const { return BIO_wpending(wbio_) > 0; }
+
  private:
   tls_session() = default;
 
@@ -291,9 +295,16 @@ class tls_session {
   bool Handshake(rw_state* st) {
     if (SSL_is_init_finished(ssl_)) return true;
     const int ret = SSL_do_handshake(ssl_);
-    if (ret == 1) return true;
-    *st = Retry(ret) ? rw_state::success : rw_state::failure;
+    if (ret == 1 && Push()) return true;
+    *st = ret != 1 && Retry(ret) ? rw_state::success : rw_state::failure;
     return false;
+  }
+
+  // Pushes out the handshake's last records (the peer may wait for them
+  // before it says anything); false if the socket failed. What it would
+  // have blocked on stays buffered: write_pending() says so.
+  bool Push() {
+    return BIO_wpending(wbio_) == 0 || BIO_flush(wbio_) > 0 || BIO_should_retry(wbio_);
   }
 
   // Whether a failed call only has to be repeated later (the socket would
@@ -318,21 +329,37 @@ class tls_session {
 
 using tls_session_ptr = std::unique_ptr<tls_session>;
 
+// The policy tells its scribe after each read or write that did not fail:
+// the handshake may have ended, or its records may wait for the socket.
+class handshake_listener {
+ public:
+  virtual void HandshakeStep() = 0;
+
+ protected:
+  ~handshake_listener() = default;
+};
+
 // The session as the stream's policy, plus a log line saying why a peer
 // failed (not TLS, a certificate refused).
 struct tls_policy {
-  tls_policy(tls_session_ptr s, std::string who) : session(std::move(s)), peer(std::move(who)) {}
+  tls_policy(tls_session_ptr s, std::string who, handshake_listener* l)
+      : session(std::move(s)), peer(std::move(who)), listener(l) {}
   net::rw_state read_some(std::size_t& result, net::native_socket fd, void* buf, std::size_t len) {
     auto st = session->read_some(result, fd, buf, len);
     if (st == net::rw_state::failure) Report(fd);
     if (st == net::rw_state::success && result > 0) established = true;
+    Progress(st);
     return st;
   }
   net::rw_state write_some(std::size_t& result, net::native_socket fd, const void* buf,
                            std::size_t len) {
     auto st = session->write_some(result, fd, buf, len);
     if (st == net::rw_state::failure) Report(fd);
+    Progress(st);
     return st;
+  }
+  void Progress(net::rw_state st) {
+    if (st != net::rw_state::failure) listener->HandshakeStep();
   }
   bool must_read_more(net::native_socket fd, std::size_t threshold) {
     return session->must_read_more(fd, threshold);
@@ -348,14 +375,23 @@ struct tls_policy {
   }
   tls_session_ptr session;
   std::string peer;
+  handshake_listener* listener;
   bool reported = false;
   bool established = false;
 };
 
-class tls_scribe : public caf::io::scribe {
+// A TLS connection as a CAF scribe. Until the handshake is done, what
+// BASP writes waits here, not in the stream: CAF's stream polls for writes
+// while it holds bytes, and a handshake waiting on a silent peer would
+// turn every poll into a write of nothing (the network thread spun at 100%
+// for as long as the peer stayed connected). The handshake is driven by
+// reads, and by writes only while its own records wait for the socket.
+class tls_scribe : public caf::io::scribe, public handshake_listener {
  public:
   tls_scribe(net::default_multiplexer& mx, net::native_socket fd, tls_session_ptr s)
-      : scribe(net::conn_hdl_from_socket(fd)), stream_(mx, fd, std::move(s), PeerOf(fd)) {}
+      : scribe(net::conn_hdl_from_socket(fd)),
+        session_(s.get()),
+        stream_(mx, fd, std::move(s), PeerOf(fd), this) {}
 
   void configure_read(caf::io::receive_policy::config config) override {
     if (refused_) return;
@@ -364,13 +400,15 @@ class tls_scribe : public caf::io::scribe {
     if (!launched_) launch();
   }
   void ack_writes(bool enable) override { stream_.ack_writes(enable); }
-  std::vector<char>& wr_buf() override { return stream_.wr_buf(); }
+  std::vector<char>& wr_buf() override { return established_ ? stream_.wr_buf() : held_; }
   std::vector<char>& rd_buf() override { return stream_.rd_buf(); }
   void graceful_shutdown() override {
     stream_.graceful_shutdown();
     detach(&stream_.backend(), false);
   }
-  void flush() override { stream_.flush(this); }
+  void flush() override {
+    if (established_) stream_.flush(this);  // else HandshakeDone flushes
+  }
   std::string addr() const override {
     auto x = net::remote_addr_of_fd(stream_.fd());
     return x ? *x : std::string();
@@ -382,15 +420,38 @@ class tls_scribe : public caf::io::scribe {
   void launch() {
     launched_ = true;
     stream_.start(this);
-    // Runs SSL_accept / SSL_connect even before there is data to send.
-    stream_.force_empty_write(this);
+    HandshakeStep();  // the session may have finished it when it was made
   }
   void add_to_loop() override { stream_.activate(this); }
   void remove_from_loop() override { stream_.passivate(); }
 
+  // On the network thread; from the policy, inside an event of this stream.
+  void HandshakeStep() override {
+    if (established_) return;
+    if (session_->established()) {
+      established_ = true;
+      if (!held_.empty()) {
+        auto& out = stream_.wr_buf();
+        out.insert(out.end(), held_.begin(), held_.end());
+        std::vector<char>().swap(held_);
+        stream_.flush(this);  // inside a write event, the stream sends it next
+      }
+    }
+    if (!session_->write_pending()) return;
+    // Records the socket refused: poll for writes until they are out. Not
+    // from inside the event: after it, the stream decides whether it polls.
+    caf::intrusive_ptr<tls_scribe> keep{this};
+    stream_.backend().post([keep] {
+      if (keep->session_->write_pending()) keep->stream_.force_empty_write(keep.get());
+    });
+  }
+
  private:
   bool launched_ = false;
   bool refused_ = false;
+  bool established_ = false;
+  std::vector<char> held_;  // BASP's bytes written before the handshake ended
+  tls_session* session_;    // owned by stream_'s policy
   net::stream_impl<tls_policy> stream_;
 };
 
