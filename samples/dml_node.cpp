@@ -19,6 +19,8 @@
 //   --tls-cert=PEM --tls-key=PEM [--tls-ca=PEM]: every connection is TLS
 //   (dml/actors/transport.hpp); with a CA, peers must present a certificate
 //   it signed. Plaintext peers are refused. TLS turns the bulk channel off.
+//   --tls-handshake-seconds S: a TLS peer that has not finished the handshake
+//   S seconds after connecting is disconnected (default 10).
 //   --max-frame-bytes N: refuse (and close the connection of) any incoming
 //   frame larger than N bytes, before memory is reserved for it
 //   (dml/actors/transport.hpp; default 256 MiB + 64 KiB).
@@ -55,7 +57,8 @@ int Usage(const std::string& msg) {
   std::fprintf(stderr, "dml-node: %s\nusage: dml-node [--host=H] [--port=P] [--port-file=PATH] "
                        "[--name=NAME] [--threads=T] [--bulk=on|off] [--bulk-port=P]\n"
                        "       [--bulk-local=on|off] [--secret-file=PATH] [--insecure-open]\n"
-                       "       [--max-frame-bytes=N] [--tls-cert=PEM --tls-key=PEM [--tls-ca=PEM]]\n",
+                       "       [--max-frame-bytes=N] [--tls-cert=PEM --tls-key=PEM [--tls-ca=PEM]]\n"
+                       "       [--tls-handshake-seconds=S]\n",
                msg.c_str());
   return 2;
 }
@@ -122,6 +125,16 @@ int main(int argc, char** argv) {
       tls.key = value;
     } else if (key == "--tls-ca") {
       tls.ca = value;
+    } else if (key == "--tls-handshake-seconds") {
+      double sec = 0;
+      const auto* end = value.data() + value.size();
+      auto r = std::from_chars(value.data(), end, sec);
+      if (r.ec != std::errc() || r.ptr != end || !(sec >= 0.001 && sec <= 86400)) {
+        return Usage("--tls-handshake-seconds: expected seconds in [0.001, 86400], got \"" + value +
+                     "\"");
+      }
+      dml::actors::SetTlsHandshakeTimeout(
+          std::chrono::milliseconds(static_cast<int64_t>(sec * 1000 + 0.5)));
     } else if (key == "--max-frame-bytes") {
       long long n = 0;
       if (!ParseInt(value, n) || n < 65536) {

@@ -7,6 +7,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sys/wait.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -300,9 +301,15 @@ std::vector<std::string> TlsFlags() {
           "--tls-ca=" + dir + "/ca.pem"};
 }
 
+std::vector<std::string> Concat(std::vector<std::string> a, std::vector<std::string> b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
 // A node with TLS and a CA (mutual authentication), and the test PKI.
 struct TlsNodeFixture : NodeFixture {
-  TlsNodeFixture() : NodeFixture(TlsFlags()), dir(TlsDir()) {}
+  explicit TlsNodeFixture(std::vector<std::string> more = {})
+      : NodeFixture(Concat(TlsFlags(), std::move(more))), dir(TlsDir()) {}
   ~TlsNodeFixture() { (void)std::system(("rm -rf '" + dir + "'").c_str()); }
 
   // Says hello with `tls` (empty: plaintext); the node's name, or the error.
@@ -400,6 +407,63 @@ BOOST_AUTO_TEST_CASE(tls_files_are_checked_before_anything_starts) {
   BOOST_TEST(s.message() == "TLS needs both a certificate and a key (--tls-cert, --tls-key)");
   s = dml::actors::ConfigureTls(cfg, {dir + "/node.pem", dir + "/none.key", ""});
   BOOST_TEST(s.message() == "TLS key " + dir + "/none.key: cannot be read");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+namespace {
+// A TLS node that gives a peer 0.5 s to finish the handshake.
+struct ImpatientTlsNodeFixture : TlsNodeFixture {
+  ImpatientTlsNodeFixture() : TlsNodeFixture({"--tls-handshake-seconds=0.5"}) {}
+};
+}  // namespace
+
+BOOST_FIXTURE_TEST_SUITE(tls_deadline, ImpatientTlsNodeFixture)
+
+// A peer that never finishes the handshake would keep its socket (and a
+// slot in the node's tables) for as long as it likes.
+BOOST_AUTO_TEST_CASE(a_peer_that_never_finishes_the_handshake_is_disconnected) {
+  const int silent = Connect(port);
+  const int half = Connect(port);  // sends a few bytes of a ClientHello, then nothing
+  const char hello[] = {0x16, 0x03, 0x01, 0x00, 0x40, 0x01};
+  BOOST_REQUIRE(send(half, hello, sizeof hello, MSG_NOSIGNAL) == static_cast<ssize_t>(sizeof hello));
+  BOOST_TEST(ClosedWithin(silent, std::chrono::seconds(5)));
+  BOOST_TEST(ClosedWithin(half, std::chrono::seconds(5)));
+  BOOST_TEST(LogSays("failed: no handshake within 500 ms: connection closed"), Log());
+  // A peer that finishes in time is served (and kept past the deadline).
+  const dml::actors::TlsFiles good{dir + "/node.pem", dir + "/node.key", dir + "/ca.pem"};
+  dml::actors::process_config cfg(1);
+  BOOST_REQUIRE(dml::actors::ConfigureTls(cfg, good).ok());
+  caf::actor_system sys(cfg);
+  auto node = dml::actors::RemoteActor<dml::actors::node_actor>(sys, "127.0.0.1", port,
+                                                                std::chrono::seconds(10));
+  BOOST_REQUIRE_MESSAGE(node, "cannot reach the node: " << (node ? "" : sys.render(node.error())));
+  caf::scoped_actor self{sys};
+  for (int i = 0; i < 2; ++i) {
+    if (i == 1) std::this_thread::sleep_for(std::chrono::milliseconds(800));
+    std::string name;
+    self->request(*node, std::chrono::seconds(5), dml::actors::hello_atom_v)
+        .receive([&](const std::string& n, int64_t, int32_t) { name = n; },
+                 [&](caf::error& e) { name = "error: " + sys.render(e); });
+    BOOST_TEST(name == "node0", "hello " << i);
+  }
+  close(silent);
+  close(half);
+}
+
+BOOST_AUTO_TEST_CASE(the_deadline_flag_is_checked) {
+  std::vector<std::string> bad = {"--tls-handshake-seconds=0", "--tls-handshake-seconds=x"};
+  for (const auto& flag : bad) {
+    const std::string cmd = std::string(DML_NODE_BINARY) + " " + flag + " 2>&1";
+    std::FILE* p = popen(cmd.c_str(), "r");
+    BOOST_REQUIRE(p != nullptr);
+    char line[512] = {0};
+    BOOST_REQUIRE(std::fgets(line, sizeof line, p) != nullptr);
+    BOOST_TEST(WEXITSTATUS(pclose(p)) == 2);
+    const std::string value = flag.substr(flag.find('=') + 1);
+    BOOST_TEST(std::string(line) == "dml-node: --tls-handshake-seconds: expected seconds in "
+                                    "[0.001, 86400], got \"" + value + "\"\n");
+  }
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <set>
 #include <cstdio>
@@ -36,6 +37,7 @@ namespace net = caf::io::network;
 
 std::atomic<std::size_t> g_max_frame{kDefaultMaxFrameBytes};
 std::atomic<uint64_t> g_refused{0};
+std::atomic<int64_t> g_handshake_ms{kDefaultTlsHandshakeTimeout.count()};
 std::atomic<uint64_t> g_unadmitted{0};
 std::atomic<caf::actor_id> g_gate{caf::invalid_actor_id};
 std::mutex g_admitted_mu;
@@ -424,6 +426,7 @@ class tls_scribe : public caf::io::scribe, public handshake_listener {
   }
   void add_to_loop() override { stream_.activate(this); }
   void remove_from_loop() override { stream_.passivate(); }
+  bool established() const { return established_; }
 
   // On the network thread; from the policy, inside an event of this stream.
   void HandshakeStep() override {
@@ -558,9 +561,7 @@ class guarded_basp_broker : public caf::io::basp_broker {
             g_refused.fetch_add(1, std::memory_order_relaxed);
             std::fprintf(stderr, "dml: a malformed message from %s (%s): connection closed\n",
                          remote_addr(hdl).c_str(), e.what());
-            auto closed = caf::make_message(caf::io::connection_closed_msg{hdl});
-            inner_(closed);
-            close(hdl);
+            Drop(hdl);
           }
         },
         [this](caf::io::connection_closed_msg& msg) {
@@ -568,7 +569,33 @@ class guarded_basp_broker : public caf::io::basp_broker {
           RevokeAdmission(instance.tbl().lookup_direct(msg.handle));
           dropping_.erase(msg.handle);
           payload_next_.erase(msg.handle);
+          deadline_.erase(msg.handle);
           inner_(current_mailbox_element()->content());
+        },
+        [this](caf::io::new_connection_msg& msg) {
+          const auto hdl = msg.handle;
+          inner_(current_mailbox_element()->content());
+          if (!TlsOn(system())) return;
+          // Handles are socket numbers, which the next connection reuses:
+          // the deadline names this connection by its generation.
+          const uint64_t gen = ++generation_;
+          deadline_[hdl] = gen;
+          delayed_send(this, std::chrono::milliseconds(g_handshake_ms.load()),
+                       handshake_deadline_atom::value, hdl, gen);
+        },
+        [this](handshake_deadline_atom, caf::io::connection_handle hdl, uint64_t gen) {
+          auto d = deadline_.find(hdl);
+          if (d == deadline_.end() || d->second != gen) return;
+          deadline_.erase(d);
+          auto s = by_id(hdl);
+          auto* tls = s ? dynamic_cast<tls_scribe*>(&*s) : nullptr;
+          if (tls == nullptr || tls->established()) return;
+          g_refused.fetch_add(1, std::memory_order_relaxed);
+          std::fprintf(stderr,
+                       "dml: TLS connection with %s failed: no handshake within %lld ms: "
+                       "connection closed\n",
+                       remote_addr(hdl).c_str(), static_cast<long long>(g_handshake_ms.load()));
+          Drop(hdl);
         }};
     return guard.or_else(inner_);
   }
@@ -631,7 +658,18 @@ class guarded_basp_broker : public caf::io::basp_broker {
     return true;
   }
 
+  // Closes `hdl` as if the peer had: BASP forgets it first.
+  void Drop(caf::io::connection_handle hdl) {
+    auto closed = caf::make_message(caf::io::connection_closed_msg{hdl});
+    inner_(closed);
+    close(hdl);
+  }
+
+  using handshake_deadline_atom = caf::atom_constant<caf::atom("tlsdeadln")>;
+
   caf::behavior inner_;
+  std::map<caf::io::connection_handle, uint64_t> deadline_;  // TLS handshakes under way
+  uint64_t generation_ = 0;
   std::set<caf::io::connection_handle> dropping_;      // next read: a dropped payload
   std::set<caf::io::connection_handle> payload_next_;  // next read: a payload to pass on
 };
@@ -702,6 +740,10 @@ bool TlsOn(caf::actor_system& sys) {
 
 void SetMaxFrameBytes(std::size_t bytes) {
   g_max_frame.store(bytes == 0 ? kDefaultMaxFrameBytes : bytes, std::memory_order_relaxed);
+}
+
+void SetTlsHandshakeTimeout(std::chrono::milliseconds timeout) {
+  g_handshake_ms.store(timeout.count() <= 0 ? kDefaultTlsHandshakeTimeout.count() : timeout.count());
 }
 
 std::size_t MaxFrameBytes() { return g_max_frame.load(std::memory_order_relaxed); }

@@ -23,6 +23,7 @@
 // with sys.middleman().publish / remote_actor (those would bypass the
 // bound). Thread-safe.
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -60,6 +61,12 @@ struct TlsFiles {
 absl::Status ConfigureTls(caf::actor_system_config& cfg, const TlsFiles& tls);
 /// Whether `sys`'s connections are TLS.
 bool TlsOn(caf::actor_system& sys);
+
+/// How long an accepted TLS peer has to finish the handshake before the
+/// connection is closed (with a log line); 0 restores the default. For
+/// connections accepted from now on.
+inline constexpr std::chrono::milliseconds kDefaultTlsHandshakeTimeout{10000};
+void SetTlsHandshakeTimeout(std::chrono::milliseconds timeout);
 
 /// Default frame bound: 256 MiB of payload plus room for CAF's framing.
 /// Vectors larger than ~32M doubles travel over the bulk channel (on by
