@@ -649,6 +649,11 @@ int main(int argc, char** argv) {
     return Fail("--model-format: expected text or capnp, got \"" + f + "\"");
   }
   if (Exit e = ParseModelAndSolver(run)) return *e;
+  if (run.args.values.count("--mode")) {  // checked again where the job is built; here before any load
+    if (auto mode = dml::ParseMode(Get(run.args, "--mode")); !mode.ok()) {
+      return Fail(std::string(mode.status().message()));
+    }
+  }
   const bool duhl = Get(run.args, "--mode") == "duhl";
   const bool local_duhl = Get(run.args, "--local") == "duhl";
   if (duhl && run.args.values.count("--local")) {
