@@ -1310,6 +1310,39 @@ BOOST_AUTO_TEST_CASE(load_and_solver_errors_fail_the_job) {
   }
 }
 
+// One stray feature index makes a model too large for the memory: the
+// workers refuse it before any vector of its size, and the job fails with
+// their words (not CAF's rendering of the error around them).
+BOOST_AUTO_TEST_CASE(a_model_over_the_memory_fails_the_job_before_any_vector) {
+  dml::SetMemoryLimit(int64_t{1} << 30);  // 1 GiB
+  const int64_t d = int64_t{1} << 26;    // 512 MiB a vector
+  auto data = std::make_shared<dml::Dataset>();
+  data->x = dml::CsrMatrix::FromArraysUnchecked(4, d, {0, 1, 2, 3, 4},
+                                                {0u, 1u, 2u, static_cast<uint32_t>(d - 1)},
+                                                {1.0f, 1.0f, 1.0f, 1.0f});
+  data->y = {1.0f, -1.0f, 1.0f, -1.0f};
+  data->task = dml::Task::kClassification;
+  dml::Runtime rt(WithThreads(2));
+  for (dml::Mode mode : {dml::Mode::kCocoa, dml::Mode::kAsync}) {
+    dml::JobSpec s;
+    s.data.dataset = data;
+    s.model = {dml::ModelKind::kLogisticL2, 1e-2, 0.0};
+    s.mode.kind = mode;
+    s.mode.workers = 2;
+    auto j = rt.Submit(s);
+    BOOST_REQUIRE(j.ok());
+    auto r = j->WaitFor(std::chrono::seconds(60));
+    BOOST_REQUIRE(!r.ok());
+    const std::string msg(r.status().message());
+    BOOST_TEST(msg.rfind("worker ", 0) == 0, msg);
+    BOOST_TEST(msg.find(": the model has 67108864 weights (the data's largest feature index + 1): "
+                        "a job of 2 workers in one process needs about 3.0 GiB for its vectors, "
+                        "more than the 1.0 GiB of memory here") != std::string::npos,
+               msg);
+  }
+  dml::SetMemoryLimit(0);
+}
+
 BOOST_AUTO_TEST_CASE(bad_specs_are_refused_naming_the_field) {
   dml::Runtime rt(WithThreads(1));
   auto data = Problem(dml::Task::kClassification, 50, 10);

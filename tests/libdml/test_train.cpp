@@ -1,6 +1,8 @@
 #define BOOST_TEST_MODULE train
 #include <boost/test/unit_test.hpp>
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -131,6 +133,63 @@ BOOST_AUTO_TEST_CASE(every_model_and_solver_trains_through_the_factory) {
       BOOST_TEST(*p == cert->primal, boost::test_tools::tolerance(1e-9));
     }
   }
+}
+
+// Two examples, one of them with feature `index` (1-based): a model of
+// `index` weights over 2 nonzeros, as one stray index in a file makes.
+dml::Dataset StrayIndex(int64_t index) {
+  dml::Dataset d;
+  d.x = dml::CsrMatrix::FromArraysUnchecked(2, index, {0, 1, 2},
+                                            {0u, static_cast<uint32_t>(index - 1)}, {1.0f, 1.0f});
+  d.y = {1.0f, -1.0f};
+  d.task = dml::Task::kClassification;
+  return d;
+}
+
+// Restores the machine's memory as the limit at the end of a test.
+struct MemoryLimitGuard {
+  explicit MemoryLimitGuard(int64_t bytes) { dml::SetMemoryLimit(bytes); }
+  ~MemoryLimitGuard() { dml::SetMemoryLimit(0); }
+};
+
+BOOST_AUTO_TEST_CASE(a_model_over_the_memory_is_refused_before_any_vector) {
+  const MemoryLimitGuard limit(int64_t{1} << 30);  // 1 GiB
+  dml::ModelSpec spec{dml::ModelKind::kLogisticL2, 1e-2, 0.0};
+  dml::SolverOptions opt;
+  // 2^27 weights: two vectors (what any solver holds) are 2 GiB.
+  auto r = dml::Train(StrayIndex(int64_t{1} << 27), spec, opt);
+  BOOST_TEST((r.status().code() == absl::StatusCode::kResourceExhausted));
+  BOOST_TEST(r.status().message() ==
+             "the model has 134217728 weights (the data's largest feature index + 1): training "
+             "needs about 2.0 GiB for its vectors, more than the 1.0 GiB of memory here; renumber "
+             "the features (or hash them into fewer), or drop the examples with stray indices");
+  // 2^23 weights: 64 MiB a vector. Newton's ten are 640 MiB, under the
+  // limit: trained. At 2^24 they are 1.25 GiB: refused, naming the solver,
+  // while dual SCD's two (256 MiB) train.
+  opt.kind = dml::SolverKind::kNewton;
+  opt.stop.gap_rel = 1e-6;
+  auto fits = dml::Train(StrayIndex(int64_t{1} << 23), spec, opt);
+  BOOST_REQUIRE_MESSAGE(fits.ok(), fits.status().message());
+  BOOST_TEST(fits->w.size() == std::size_t{1} << 23);
+  auto over = dml::Train(StrayIndex(int64_t{1} << 24), spec, opt);
+  BOOST_TEST((over.status().code() == absl::StatusCode::kResourceExhausted));
+  BOOST_TEST(over.status().message().find("solver newton needs about 1.2 GiB for its vectors, "
+                                          "more than the 1.0 GiB") != std::string::npos,
+             over.status().message());
+  spec.kind = dml::ModelKind::kHingeSvm;
+  opt.kind = dml::SolverKind::kScd;
+  auto dual = dml::Train(StrayIndex(int64_t{1} << 24), spec, opt);
+  BOOST_REQUIRE_MESSAGE(dual.ok(), dual.status().message());
+  BOOST_TEST((dual->reason == dml::StopReason::kConverged));
+}
+
+BOOST_AUTO_TEST_CASE(the_memory_limit_defaults_to_the_machine) {
+  dml::SetMemoryLimit(12345);
+  BOOST_TEST(dml::MemoryLimit() == 12345);
+  dml::SetMemoryLimit(0);
+  const int64_t machine = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGE_SIZE);
+  BOOST_TEST(dml::MemoryLimit() > 0);
+  BOOST_TEST(dml::MemoryLimit() <= machine);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

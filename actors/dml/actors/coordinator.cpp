@@ -105,6 +105,13 @@ void fail_job(self_ptr self, absl::Status status) {
 }
 
 void fail_job(self_ptr self, const caf::error& err) {
+  // A worker's or shard's own words (made by caf::make_error(sec, text))
+  // as they are, not inside CAF's rendering of the whole error.
+  const caf::message& ctx = err.context();
+  if (err.category() == caf::atom("system") && ctx.size() == 1 &&
+      ctx.match_element<std::string>(0)) {
+    return fail_job(self, absl::InternalError(ctx.get_as<std::string>(0)));
+  }
   fail_job(self, absl::InternalError(self->system().render(err)));
 }
 

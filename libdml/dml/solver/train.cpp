@@ -1,7 +1,14 @@
 // The single explicit solver factory: a new solver is one file plus one case here.
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <cstdio>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "dml/solver/internal/solvers.hpp"
 #include "dml/solver/sgd.hpp"
 #include "dml/solver/solver.hpp"
@@ -187,13 +194,88 @@ std::string AutoNote(const ModelSpec& model, SolverKind chosen, int threads) {
   return why;
 }
 
+// Vectors of d doubles each solver holds at once (counted from their
+// members and working vectors, rounded up), and whether it builds a
+// column-major copy of the data (offsets of d + 1, plus the nonzeros).
+struct SolverFootprint {
+  int vectors;
+  bool csc;
+};
+SolverFootprint FootprintOf(SolverKind kind, const ModelSpec& model) {
+  const bool dual = FormulationOf(model.kind) == Formulation::kDual;
+  switch (kind) {
+    case SolverKind::kNewton:
+      return model.kind == ModelKind::kLogisticL1 ? SolverFootprint{8, true}   // newGLMNET
+                                                  : SolverFootprint{10, false};
+    case SolverKind::kScd:
+      if (model.kind == ModelKind::kLogisticL1) return {8, true};  // scd runs newGLMNET there
+      return dual ? SolverFootprint{2, false} : SolverFootprint{3, true};
+    case SolverKind::kAsyncScd:
+      return dual ? SolverFootprint{3, false} : SolverFootprint{3, true};
+    case SolverKind::kSgd:
+      return {4, false};
+    default:
+      return {2, false};
+  }
+}
+
+std::atomic<int64_t> g_memory_limit{0};
+
+// Physical memory, or the cgroup's limit where lower (containers).
+int64_t MachineMemory() {
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page = sysconf(_SC_PAGE_SIZE);
+  int64_t bytes = pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page
+                                        : std::numeric_limits<int64_t>::max();
+  if (std::FILE* f = std::fopen("/sys/fs/cgroup/memory.max", "r")) {
+    long long limit = 0;
+    if (std::fscanf(f, "%lld", &limit) == 1 && limit > 0) bytes = std::min<int64_t>(bytes, limit);
+    std::fclose(f);  // "max": no limit
+  }
+  return bytes;
+}
+
+std::string GiB(double bytes) { return absl::StrFormat("%.1f GiB", bytes / (1024.0 * 1024 * 1024)); }
+
+}  // namespace
+
+int64_t MemoryLimit() {
+  const int64_t set = g_memory_limit.load(std::memory_order_relaxed);
+  return set > 0 ? set : MachineMemory();
+}
+
+void SetMemoryLimit(int64_t bytes) { g_memory_limit.store(std::max<int64_t>(bytes, 0)); }
+
+absl::Status CheckModelMemory(int64_t d, int64_t vectors, int64_t extra_bytes,
+                              std::string_view who) {
+  const double need = static_cast<double>(d) * 8.0 * static_cast<double>(vectors) +
+                      static_cast<double>(extra_bytes);
+  const int64_t limit = MemoryLimit();
+  if (need <= static_cast<double>(limit)) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "the model has ", d, " weights (the data's largest feature index + 1): ", AsAbsl(who), " needs about ",
+      GiB(need), " for its vectors, more than the ", GiB(static_cast<double>(limit)),
+      " of memory here; renumber the features (or hash them into fewer), or drop the examples "
+      "with stray indices"));
+}
+
+namespace {
+
+absl::Status CheckSolverMemory(const Dataset& data, const ModelSpec& model, SolverKind kind) {
+  const SolverFootprint f = FootprintOf(kind, model);
+  const int64_t d = data.x.cols();
+  const int64_t csc = f.csc ? (d + 1) * 8 + data.x.nnz() * 8 : 0;
+  return CheckModelMemory(d, f.vectors, csc, absl::StrCat("solver ", AsAbsl(SolverName(kind))));
+}
+
 }  // namespace
 
 absl::Status CheckTrainInputs(const Dataset& data, const ModelSpec& model,
                               const SolverOptions& options) {
   DML_RETURN_IF_ERROR(Validate(model));
   DML_RETURN_IF_ERROR(ValidateOptions(options));
-  return ValidateData(data, model);
+  DML_RETURN_IF_ERROR(ValidateData(data, model));
+  return CheckModelMemory(data.x.cols(), 2, 0, "training");
 }
 
 absl::StatusOr<TrainResult> Train(const Dataset& data, const ModelSpec& model,
@@ -204,6 +286,7 @@ absl::StatusOr<TrainResult> Train(const Dataset& data, const ModelSpec& model,
   if (options.kind == SolverKind::kAuto) {
     resolved.kind = AutoSolver(model, data, options.threads);
   }
+  DML_RETURN_IF_ERROR(CheckSolverMemory(data, model, resolved.kind));
   absl::StatusOr<TrainResult> result = Dispatch(data, model, resolved);
   if (!result.ok()) return result;
   result->model = model;
