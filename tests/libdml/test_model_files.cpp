@@ -11,6 +11,7 @@
 
 #include "dml/objective/liblinear_model.hpp"
 #include "dml/objective/model_io.hpp"
+#include "dml/util/memory.hpp"
 
 namespace {
 
@@ -101,6 +102,32 @@ BOOST_AUTO_TEST_CASE(bad_liblinear_files_name_line_and_field) {
              p + ":8: text after the last weight");
   BOOST_TEST(dml::ReadLiblinearModel(TmpPath("absent.model")).status().code() ==
              absl::StatusCode::kNotFound);
+}
+
+// A header that promises more weights than the memory holds is refused
+// before they are reserved (nr_feature 2^34 was std::bad_alloc: an abort),
+// and one that promises more than the file holds reserves only what it holds.
+BOOST_AUTO_TEST_CASE(huge_feature_counts_are_refused_not_allocated) {
+  dml::SetMemoryLimit(int64_t{1} << 30);  // 1 GiB
+  const std::string p = TmpPath("huge.model");
+  auto error = [&](const std::string& text) {
+    return std::string(dml::ReadLiblinearModel(Write("huge.model", text)).status().message());
+  };
+  BOOST_TEST(error("solver_type L2R_LR\nnr_class 2\nlabel 1 -1\nnr_feature 17179869184\nbias -1\nw\n1\n") ==
+             p + ":6: the model has 17179869184 weights: reading it needs about 128.0 GiB for its "
+                 "vectors, more than the 1.0 GiB of memory here");
+  // 2^26 weights (512 MiB) fit: the header passes, the missing lines fail.
+  BOOST_TEST(error("solver_type L2R_LR\nnr_class 2\nlabel 1 -1\nnr_feature 67108864\nbias -1\nw\n1\n") ==
+             p + ":8: the file ends after 1 of 67108864 weights");
+  const std::string text = TmpPath("huge.txt");
+  {
+    std::ofstream f(text);
+    f << "dml-model 1\nmodel svm\nlambda 0.1\nl1_ratio 0.5\nfeatures 4294967296\nweights 1\n1 0.5\n";
+  }
+  BOOST_TEST(std::string(dml::ReadModelText(text).status().message()) ==
+             text + ":5: the model has 4294967296 weights: reading it needs about 32.0 GiB for its "
+                    "vectors, more than the 1.0 GiB of memory here");
+  dml::SetMemoryLimit(0);
 }
 
 BOOST_AUTO_TEST_CASE(written_liblinear_models_read_back_bit_for_bit) {

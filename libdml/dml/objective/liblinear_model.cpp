@@ -1,5 +1,6 @@
 #include "dml/objective/liblinear_model.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -12,6 +13,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "dml/metrics/metrics.hpp"
+#include "dml/util/memory.hpp"
 
 namespace dml {
 namespace {
@@ -72,7 +74,12 @@ class Reader {
     }
     if (m.regression()) m.labels.clear();
     const int64_t rows = m.nr_feature + (m.bias >= 0 ? 1 : 0);
-    m.w.reserve(static_cast<std::size_t>(rows));
+    if (auto st = CheckModelMemory(rows, 1, 0, "reading it", false); !st.ok()) {
+      return Fail(std::string(st.message()));
+    }
+    // One weight a line: a header that promises more than the file holds
+    // reserves no more than it holds.
+    m.w.reserve(std::min(static_cast<std::size_t>(rows), lines_.size() - at_));
     for (int64_t i = 0; i < rows; ++i) {
       absl::string_view line;
       if (!Next(line)) {

@@ -11,6 +11,7 @@
 #include "dml/objective/internal/model_text.hpp"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "dml/util/memory.hpp"
 #include "dml/util/status.hpp"
 
 namespace dml {
@@ -109,6 +110,9 @@ absl::StatusOr<LinearModel> ReadModelText(const std::string& path) {
       case 4:
         if (!ParseInt(tok[1], features) || features < 0 || features > (int64_t{1} << 32)) {
           return err("features: expected a count in [0, 2^32]");
+        }
+        if (auto st = CheckModelMemory(features, 1, 0, "reading it", false); !st.ok()) {
+          return err(st.message());
         }
         m.w.assign(static_cast<std::size_t>(features), 0.0);
         break;

@@ -19,6 +19,7 @@
 #include "absl/status/statusor.h"
 #include "dml/data/sparse.hpp"
 #include "dml/objective/model.hpp"
+#include "dml/util/memory.hpp"  // CheckModelMemory, MemoryLimit
 
 namespace dml {
 
@@ -231,23 +232,6 @@ struct TrainResult {
 absl::Status CheckTrainInputs(const Dataset& data, const ModelSpec& model,
                               const SolverOptions& options);
 
-/// Whether `vectors` vectors of `d` doubles, plus `extra_bytes`, fit in this
-/// process's memory (MemoryLimit()). The model's size is the data's largest
-/// feature index + 1, so one stray index (a typo, an unhashed id) would
-/// otherwise have a solver zero tens of GiB, swap, or be killed by the
-/// kernel, long after the data loaded. `who` names what needs them ("solver
-/// newton", "mode cocoa with 4 workers"). Errors: ResourceExhausted with the
-/// sizes and what to do.
-absl::Status CheckModelMemory(int64_t d, int64_t vectors, int64_t extra_bytes,
-                              std::string_view who);
-
-/// The memory CheckModelMemory plans against: the process's limit if one was
-/// set (SetMemoryLimit), else the lower of the machine's physical memory and
-/// its cgroup's memory.max.
-int64_t MemoryLimit();
-/// Sets the limit MemoryLimit returns (0: back to the machine's). For hosts
-/// that give libdml a share of the machine, and tests. Process-wide.
-void SetMemoryLimit(int64_t bytes);
 
 /// Trains `model` on `data` with the chosen solver. Errors: invalid model or
 /// options (InvalidArgument naming the field), labels not in {-1,+1} for a

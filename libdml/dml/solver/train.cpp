@@ -219,48 +219,6 @@ SolverFootprint FootprintOf(SolverKind kind, const ModelSpec& model) {
   }
 }
 
-std::atomic<int64_t> g_memory_limit{0};
-
-// Physical memory, or the cgroup's limit where lower (containers).
-int64_t MachineMemory() {
-  const long pages = sysconf(_SC_PHYS_PAGES);
-  const long page = sysconf(_SC_PAGE_SIZE);
-  int64_t bytes = pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page
-                                        : std::numeric_limits<int64_t>::max();
-  if (std::FILE* f = std::fopen("/sys/fs/cgroup/memory.max", "r")) {
-    long long limit = 0;
-    if (std::fscanf(f, "%lld", &limit) == 1 && limit > 0) bytes = std::min<int64_t>(bytes, limit);
-    std::fclose(f);  // "max": no limit
-  }
-  return bytes;
-}
-
-std::string GiB(double bytes) { return absl::StrFormat("%.1f GiB", bytes / (1024.0 * 1024 * 1024)); }
-
-}  // namespace
-
-int64_t MemoryLimit() {
-  const int64_t set = g_memory_limit.load(std::memory_order_relaxed);
-  return set > 0 ? set : MachineMemory();
-}
-
-void SetMemoryLimit(int64_t bytes) { g_memory_limit.store(std::max<int64_t>(bytes, 0)); }
-
-absl::Status CheckModelMemory(int64_t d, int64_t vectors, int64_t extra_bytes,
-                              std::string_view who) {
-  const double need = static_cast<double>(d) * 8.0 * static_cast<double>(vectors) +
-                      static_cast<double>(extra_bytes);
-  const int64_t limit = MemoryLimit();
-  if (need <= static_cast<double>(limit)) return absl::OkStatus();
-  return absl::ResourceExhaustedError(absl::StrCat(
-      "the model has ", d, " weights (the data's largest feature index + 1): ", AsAbsl(who), " needs about ",
-      GiB(need), " for its vectors, more than the ", GiB(static_cast<double>(limit)),
-      " of memory here; renumber the features (or hash them into fewer), or drop the examples "
-      "with stray indices"));
-}
-
-namespace {
-
 absl::Status CheckSolverMemory(const Dataset& data, const ModelSpec& model, SolverKind kind) {
   const SolverFootprint f = FootprintOf(kind, model);
   const int64_t d = data.x.cols();
