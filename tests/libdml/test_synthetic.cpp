@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "dml/data/synthetic.hpp"
+#include "dml/util/memory.hpp"
 
 namespace dml {
 namespace {
@@ -356,6 +357,23 @@ BOOST_AUTO_TEST_CASE(invalid_options_name_the_field) {
     o.rows = int64_t{1} << 62;
     ExpectInvalid(o, "rows");
   }
+}
+
+// Data larger than the memory is refused before it is drawn (it filled the
+// memory until the kernel stopped the process).
+BOOST_AUTO_TEST_CASE(data_over_the_memory_is_refused_before_any_draw) {
+  dml::SetMemoryLimit(int64_t{1} << 30);  // 1 GiB
+  SyntheticOptions o;
+  o.rows = int64_t{1} << 24;  // x 10 nonzeros x 8 bytes: 1.25 GiB, + 12 bytes a row
+  o.cols = 1000;
+  auto r = GenerateSynthetic(o);
+  BOOST_TEST((r.status().code() == absl::StatusCode::kResourceExhausted));
+  BOOST_TEST(r.status().message() ==
+             "SyntheticOptions: 16777216 rows x 10 nonzeros (and 1000 columns) need about 1.4 GiB, "
+             "more than the 1.0 GiB of memory here");
+  o.rows = 1000;
+  BOOST_TEST(GenerateSynthetic(o).ok());
+  dml::SetMemoryLimit(0);
 }
 
 // scale_decades: the same rows and labels, each column multiplied by one

@@ -24,6 +24,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "dml/util/memory.hpp"
 #include "absl/strings/string_view.h"
 
 namespace dml {
@@ -184,6 +186,18 @@ absl::Status Validate(const SyntheticOptions& o) {
   if (o.rows > std::numeric_limits<int64_t>::max() / k - 1) {
     return Invalid("rows", absl::StrCat("rows x nnz_per_row = ", o.rows, " x ", k,
                                         " nonzeros overflow 64-bit offsets"));
+  }
+  // The arrays (a value and an index per nonzero, an offset and a label per
+  // row) and the planted model must fit: else the draw would fill memory
+  // until the kernel stopped it.
+  const double bytes = 8.0 * static_cast<double>(o.rows) * static_cast<double>(k) +
+                       12.0 * static_cast<double>(o.rows) + 8.0 * static_cast<double>(o.cols);
+  if (bytes > static_cast<double>(MemoryLimit())) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "SyntheticOptions: %d rows x %d nonzeros (and %d columns) need about %.1f GiB, more than "
+        "the %.1f GiB of memory here",
+        o.rows, k, o.cols, bytes / (1024.0 * 1024 * 1024),
+        static_cast<double>(MemoryLimit()) / (1024.0 * 1024 * 1024)));
   }
   return absl::OkStatus();
 }

@@ -59,7 +59,8 @@ struct SyntheticData {
 /// Errors: InvalidArgument naming the field for non-positive sizes, cols
 /// above 2^32, nnz_per_row < 1, density outside (0, 1], negative or
 /// non-finite noise, scale_decades outside [0, 30], negative threads, or a
-/// matrix too large to index.
+/// matrix too large to index; ResourceExhausted where the data would not fit
+/// in memory (MemoryLimit, dml/util/memory.hpp).
 absl::StatusOr<SyntheticData> GenerateSynthetic(const SyntheticOptions& options);
 
 }  // namespace dml
