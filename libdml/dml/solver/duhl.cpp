@@ -155,9 +155,9 @@ std::vector<int64_t> Select(DuhlSelection rule, const std::vector<double>& z,
       // A gap never measured (+inf) comes first, a negligible one last.
       std::uniform_real_distribution<double> u(std::numeric_limits<double>::min(), 1.0);
       std::vector<double> key(static_cast<std::size_t>(n));
+      // Negligible gaps draw nothing: they are never sampled.
       for (int64_t i = 0; i < n; ++i) {
-        const double r = u(rng);
-        key[i] = z[i] > floor ? std::log(r) / z[i] : -std::numeric_limits<double>::infinity();
+        key[i] = z[i] > floor ? std::log(u(rng)) / z[i] : -std::numeric_limits<double>::infinity();
       }
       return FillByKey(key, bytes, budget, resident);
     }
@@ -165,27 +165,37 @@ std::vector<int64_t> Select(DuhlSelection rule, const std::vector<double>& z,
   return out;
 }
 
-// The block of `ids` (ascending) in its own buffer: the outer slots that
-// were in `old` (old_ids, ascending) are copied from it, the others from
-// `host`; *moved counts the bytes of those.
+// The block of `ids` (ascending) in its own buffer, from `host`; the outer
+// slots that were in the last block (old_ids, ascending) stayed on the
+// device (kept_at: their place there, else -1), the others are moved:
+// *moved counts their bytes. (A device keeps the kept slots where they
+// are; the twin's block, its own buffer, is the device's contents, and
+// copying them from the host gives the same bytes without keeping the last
+// block as well.)
 template <class M>
-M BuildBlock(const M& host, const M& old, const std::vector<int64_t>& old_ids,
-             const std::vector<int64_t>& ids, const std::vector<int64_t>& bytes, int64_t* moved,
-             int64_t* swaps, std::vector<int64_t>* kept_at) {
+M BuildBlock(const M& host, const std::vector<int64_t>& old_ids, const std::vector<int64_t>& ids,
+             const std::vector<int64_t>& bytes, int64_t* moved, int64_t* swaps,
+             std::vector<int64_t>* kept_at) {
   kept_at->clear();
-  std::vector<int64_t> offsets(1, 0);
+  std::size_t nnz = 0;
+  for (int64_t id : ids) nnz += host.outer_nnz(id);
+  std::vector<int64_t> offsets;
   std::vector<uint32_t> indices;
   std::vector<float> values;
+  offsets.reserve(ids.size() + 1);
+  indices.reserve(nnz);
+  values.reserve(nnz);
+  offsets.push_back(0);
   std::size_t o = 0;
   for (int64_t id : ids) {
     while (o < old_ids.size() && old_ids[o] < id) ++o;
     const bool kept = o < old_ids.size() && old_ids[o] == id;
     kept_at->push_back(kept ? static_cast<int64_t>(o) : -1);
-    const SparseView v = kept ? old.outer(static_cast<int64_t>(o)) : host.outer(id);
     if (!kept) {
       *moved += bytes[id];
       ++*swaps;
     }
+    const SparseView v = host.outer(id);
     indices.insert(indices.end(), v.index, v.index + v.size);
     values.insert(values.end(), v.value, v.value + v.size);
     offsets.push_back(static_cast<int64_t>(indices.size()));
@@ -421,15 +431,11 @@ class Duhl final : public DuhlLocalSolver {
     b.n_global = block_.n_global;
     std::vector<int64_t> kept;
     if (dual()) {
-      block_rows_ = BuildBlock(view_data_->x, block_rows_, block_ids_, ids, bytes_, &info.bytes,
-                               &info.swaps, &kept);
-      b.rows = block_rows_;
+      b.rows = BuildBlock(view_data_->x, block_ids_, ids, bytes_, &info.bytes, &info.swaps, &kept);
       b.y.reserve(ids.size());
       for (int64_t i : ids) b.y.push_back(view_data_->y[i]);
     } else {
-      block_cols_ = BuildBlock(block_.cols, block_cols_, block_ids_, ids, bytes_, &info.bytes,
-                               &info.swaps, &kept);
-      b.cols = block_cols_;
+      b.cols = BuildBlock(block_.cols, block_ids_, ids, bytes_, &info.bytes, &info.swaps, &kept);
       b.y = view_data_->y;
       b.loss_row_begin = block_.loss_row_begin;
       b.loss_row_end = block_.loss_row_end;
@@ -492,8 +498,6 @@ class Duhl final : public DuhlLocalSolver {
   std::vector<double> coords_, last_view_;
   std::vector<char> resident_;
   std::vector<int64_t> block_ids_;
-  CsrMatrix block_rows_;
-  CscMatrix block_cols_;
   std::vector<DuhlRound> rounds_;
   decltype(DuhlOptions::make_solver) make_;
   std::unique_ptr<LocalSolver> held_;  // the last block's solver
