@@ -142,8 +142,8 @@ int main(int argc, char** argv) {
       }
       dml::actors::SetMaxFrameBytes(static_cast<std::size_t>(n));
     } else if (key == "--threads") {
-      if (!ParseInt(value, threads) || threads < 0) {
-        return Usage("--threads: expected a number >= 0, got \"" + value + "\"");
+      if (!ParseInt(value, threads) || threads < 0 || threads > dml::actors::kMaxSchedulerThreads) {
+        return Usage("--threads: expected a number in [0, 1024], got \"" + value + "\"");
       }
     } else {
       return Usage("unknown option " + key);

@@ -55,7 +55,12 @@ void ConfigureProcess(caf::actor_system_config& cfg, int threads) {
   LoadMiddleman(cfg);
   ConfigureNetwork(cfg);
   const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
-  cfg.set("scheduler.max-threads", static_cast<size_t>(threads > 0 ? threads : hw));
+  // At most kMaxSchedulerThreads: CAF starts them all at once, and a
+  // thread it cannot start throws from its constructor (a process asked
+  // for 10^8 aborted).
+  cfg.set("scheduler.max-threads",
+          static_cast<size_t>(std::min(threads > 0 ? threads : static_cast<int>(hw),
+                                       kMaxSchedulerThreads)));
   // CAF's default lets an actor run until its mailbox is empty. A worker
   // of an SGD mode keeps its mailbox non-empty by design (each step sends
   // the next), so without a bound it would own a scheduler thread forever:

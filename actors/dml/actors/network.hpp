@@ -38,6 +38,9 @@ void ConfigureNetwork(caf::actor_system_config& cfg);
 /// training actors rely on; `threads` 0 = one per core. Call in the
 /// actor_system_config constructor.
 void ConfigureProcess(caf::actor_system_config& cfg, int threads);
+/// The most scheduler threads ConfigureProcess gives a process (more are
+/// taken as this many).
+inline constexpr int kMaxSchedulerThreads = 1024;
 
 /// The actor_system_config of every libdml process (runtime, dml-node,
 /// tests, benchmarks): ConfigureProcess(threads), plus the process's bulk

@@ -181,7 +181,8 @@ class Job {
 
 /// How a Runtime is set up.
 struct RuntimeOptions {
-  /// Scheduler threads of the runtime's actor system (0 = hardware threads).
+  /// Scheduler threads of the runtime's actor system (0 = hardware threads;
+  /// at most 1024, more are taken as 1024).
   int threads = 0;
   /// Jobs on nodes: send large vectors (>= 128 KiB) over the bulk channel
   /// (dml/net/bulk.hpp; single copy between processes of one machine)
