@@ -1314,7 +1314,7 @@ BOOST_AUTO_TEST_CASE(load_and_solver_errors_fail_the_job) {
 // workers refuse it before any vector of its size, and the job fails with
 // their words (not CAF's rendering of the error around them).
 BOOST_AUTO_TEST_CASE(a_model_over_the_memory_fails_the_job_before_any_vector) {
-  dml::SetMemoryLimit(int64_t{1} << 30);  // 1 GiB
+  const dml::ScopedMemoryLimit limit(int64_t{1} << 30);  // 1 GiB
   const int64_t d = int64_t{1} << 26;    // 512 MiB a vector
   auto data = std::make_shared<dml::Dataset>();
   data->x = dml::CsrMatrix::FromArraysUnchecked(4, d, {0, 1, 2, 3, 4},
@@ -1340,7 +1340,6 @@ BOOST_AUTO_TEST_CASE(a_model_over_the_memory_fails_the_job_before_any_vector) {
                         "more than the 1.0 GiB of memory here") != std::string::npos,
                msg);
   }
-  dml::SetMemoryLimit(0);
 }
 
 BOOST_AUTO_TEST_CASE(bad_specs_are_refused_naming_the_field) {

@@ -108,7 +108,7 @@ BOOST_AUTO_TEST_CASE(bad_liblinear_files_name_line_and_field) {
 // before they are reserved (nr_feature 2^34 was std::bad_alloc: an abort),
 // and one that promises more than the file holds reserves only what it holds.
 BOOST_AUTO_TEST_CASE(huge_feature_counts_are_refused_not_allocated) {
-  dml::SetMemoryLimit(int64_t{1} << 30);  // 1 GiB
+  const dml::ScopedMemoryLimit limit(int64_t{1} << 30);  // 1 GiB
   const std::string p = TmpPath("huge.model");
   auto error = [&](const std::string& text) {
     return std::string(dml::ReadLiblinearModel(Write("huge.model", text)).status().message());
@@ -127,7 +127,6 @@ BOOST_AUTO_TEST_CASE(huge_feature_counts_are_refused_not_allocated) {
   BOOST_TEST(std::string(dml::ReadModelText(text).status().message()) ==
              text + ":5: the model has 4294967296 weights: reading it needs about 32.0 GiB for its "
                     "vectors, more than the 1.0 GiB of memory here");
-  dml::SetMemoryLimit(0);
 }
 
 BOOST_AUTO_TEST_CASE(written_liblinear_models_read_back_bit_for_bit) {

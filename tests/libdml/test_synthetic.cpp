@@ -362,7 +362,7 @@ BOOST_AUTO_TEST_CASE(invalid_options_name_the_field) {
 // Data larger than the memory is refused before it is drawn (it filled the
 // memory until the kernel stopped the process).
 BOOST_AUTO_TEST_CASE(data_over_the_memory_is_refused_before_any_draw) {
-  dml::SetMemoryLimit(int64_t{1} << 30);  // 1 GiB
+  const dml::ScopedMemoryLimit limit(int64_t{1} << 30);  // 1 GiB
   SyntheticOptions o;
   o.rows = int64_t{1} << 24;  // x 10 nonzeros x 8 bytes: 1.25 GiB, + 12 bytes a row
   o.cols = 1000;
@@ -373,7 +373,6 @@ BOOST_AUTO_TEST_CASE(data_over_the_memory_is_refused_before_any_draw) {
              "more than the 1.0 GiB of memory here");
   o.rows = 1000;
   BOOST_TEST(GenerateSynthetic(o).ok());
-  dml::SetMemoryLimit(0);
 }
 
 // scale_decades: the same rows and labels, each column multiplied by one

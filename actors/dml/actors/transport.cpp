@@ -4,7 +4,6 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <set>
 #include <cstdio>
@@ -427,6 +426,9 @@ class tls_scribe : public caf::io::scribe, public handshake_listener {
   void add_to_loop() override { stream_.activate(this); }
   void remove_from_loop() override { stream_.passivate(); }
   bool established() const { return established_; }
+  // Names this connection for its handshake deadline: socket numbers (the
+  // handles) are reused by the next connection, in or out.
+  uint64_t serial() const { return serial_; }
 
   // On the network thread; from the policy, inside an event of this stream.
   void HandshakeStep() override {
@@ -450,9 +452,15 @@ class tls_scribe : public caf::io::scribe, public handshake_listener {
   }
 
  private:
+  static uint64_t NextSerial() {
+    static std::atomic<uint64_t> next{0};
+    return next.fetch_add(1, std::memory_order_relaxed) + 1;
+  }
+
   bool launched_ = false;
   bool refused_ = false;
   bool established_ = false;
+  uint64_t serial_ = NextSerial();
   std::vector<char> held_;  // BASP's bytes written before the handshake ended
   tls_session* session_;    // owned by stream_'s policy
   net::stream_impl<tls_policy> stream_;
@@ -569,27 +577,19 @@ class guarded_basp_broker : public caf::io::basp_broker {
           RevokeAdmission(instance.tbl().lookup_direct(msg.handle));
           dropping_.erase(msg.handle);
           payload_next_.erase(msg.handle);
-          deadline_.erase(msg.handle);
           inner_(current_mailbox_element()->content());
         },
         [this](caf::io::new_connection_msg& msg) {
           const auto hdl = msg.handle;
           inner_(current_mailbox_element()->content());
-          if (!TlsOn(system())) return;
-          // Handles are socket numbers, which the next connection reuses:
-          // the deadline names this connection by its generation.
-          const uint64_t gen = ++generation_;
-          deadline_[hdl] = gen;
-          delayed_send(this, std::chrono::milliseconds(g_handshake_ms.load()),
-                       handshake_deadline_atom::value, hdl, gen);
+          if (const tls_scribe* tls = Tls(hdl)) {
+            delayed_send(this, std::chrono::milliseconds(g_handshake_ms.load()),
+                         handshake_deadline_atom::value, hdl, tls->serial());
+          }
         },
-        [this](handshake_deadline_atom, caf::io::connection_handle hdl, uint64_t gen) {
-          auto d = deadline_.find(hdl);
-          if (d == deadline_.end() || d->second != gen) return;
-          deadline_.erase(d);
-          auto s = by_id(hdl);
-          auto* tls = s ? dynamic_cast<tls_scribe*>(&*s) : nullptr;
-          if (tls == nullptr || tls->established()) return;
+        [this](handshake_deadline_atom, caf::io::connection_handle hdl, uint64_t serial) {
+          const tls_scribe* tls = Tls(hdl);
+          if (tls == nullptr || tls->serial() != serial || tls->established()) return;
           g_refused.fetch_add(1, std::memory_order_relaxed);
           std::fprintf(stderr,
                        "dml: TLS connection with %s failed: no handshake within %lld ms: "
@@ -665,11 +665,15 @@ class guarded_basp_broker : public caf::io::basp_broker {
     close(hdl);
   }
 
+  // The TLS scribe of `hdl`, if it is one.
+  const tls_scribe* Tls(caf::io::connection_handle hdl) {
+    auto s = by_id(hdl);
+    return s ? dynamic_cast<const tls_scribe*>(&*s) : nullptr;
+  }
+
   using handshake_deadline_atom = caf::atom_constant<caf::atom("tlsdeadln")>;
 
   caf::behavior inner_;
-  std::map<caf::io::connection_handle, uint64_t> deadline_;  // TLS handshakes under way
-  uint64_t generation_ = 0;
   std::set<caf::io::connection_handle> dropping_;      // next read: a dropped payload
   std::set<caf::io::connection_handle> payload_next_;  // next read: a payload to pass on
 };

@@ -387,7 +387,8 @@ worker_actor::behavior_type worker_impl(self_ptr self, worker_config cfg) {
         absl::Status s = LoadAndPartition(self->system(), st);
         st.cfg.data.reset();  // the partition is ours now; let the host's copy go
         if (!s.ok()) return as_error(st, s);
-        const int64_t m = st.topo->shares_predictions(st.cfg.model.kind) ? st.n_global : st.d;
+        const bool predictions = st.topo->shares_predictions(st.cfg.model.kind);
+        const int64_t m = predictions ? st.n_global : st.d;
         // Before any vector of the model's size: each worker keeps about two
         // (its copy and its solver's), all of a job's in one process when
         // the coordinator runs here, plus the shards'.
@@ -395,7 +396,8 @@ worker_actor::behavior_type worker_impl(self_ptr self, worker_config cfg) {
         const int64_t vectors = here ? 2 * static_cast<int64_t>(st.cfg.workers) + 2 : 2;
         s = CheckModelMemory(m, vectors, 0,
                              here ? absl::StrCat("a job of ", st.cfg.workers, " workers in one process")
-                                  : std::string("a worker"));
+                                  : std::string("a worker"),
+                             predictions ? VectorOrigin::kExamples : VectorOrigin::kFeatures);
         if (!s.ok()) return as_error(st, s);
         st.w.assign(static_cast<std::size_t>(m), 0.0);
         return {st.n_global, st.d};

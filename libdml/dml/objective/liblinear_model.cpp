@@ -74,7 +74,7 @@ class Reader {
     }
     if (m.regression()) m.labels.clear();
     const int64_t rows = m.nr_feature + (m.bias >= 0 ? 1 : 0);
-    if (auto st = CheckModelMemory(rows, 1, 0, "reading it", false); !st.ok()) {
+    if (auto st = CheckModelMemory(rows, 1, 0, "reading it", VectorOrigin::kModelFile); !st.ok()) {
       return Fail(std::string(st.message()));
     }
     // One weight a line: a header that promises more than the file holds

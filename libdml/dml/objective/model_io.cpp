@@ -111,7 +111,7 @@ absl::StatusOr<LinearModel> ReadModelText(const std::string& path) {
         if (!ParseInt(tok[1], features) || features < 0 || features > (int64_t{1} << 32)) {
           return err("features: expected a count in [0, 2^32]");
         }
-        if (auto st = CheckModelMemory(features, 1, 0, "reading it", false); !st.ok()) {
+        if (auto st = CheckModelMemory(features, 1, 0, "reading it", VectorOrigin::kModelFile); !st.ok()) {
           return err(st.message());
         }
         m.w.assign(static_cast<std::size_t>(features), 0.0);

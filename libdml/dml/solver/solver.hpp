@@ -226,7 +226,7 @@ struct TrainResult {
 
 /// The checks Train makes before it trains, for other entry points
 /// (dml::gpu::Train): the model, the options and the data with their labels,
-/// and that the model's vectors fit in memory (CheckModelMemory, two
+/// and that the model's vectors fit in memory (CheckModelMemory, three
 /// vectors: what any solver holds). Errors: InvalidArgument naming the field
 /// or the example; ResourceExhausted.
 absl::Status CheckTrainInputs(const Dataset& data, const ModelSpec& model,

@@ -43,19 +43,21 @@ int64_t MemoryLimit() {
 void SetMemoryLimit(int64_t bytes) { g_memory_limit.store(std::max<int64_t>(bytes, 0)); }
 
 absl::Status CheckModelMemory(int64_t d, int64_t vectors, int64_t extra_bytes,
-                              std::string_view who, bool from_data) {
+                              std::string_view who, VectorOrigin origin) {
   const double need = static_cast<double>(d) * 8.0 * static_cast<double>(vectors) +
                       static_cast<double>(extra_bytes);
   const int64_t limit = MemoryLimit();
   if (need <= static_cast<double>(limit)) return absl::OkStatus();
+  const bool features = origin == VectorOrigin::kFeatures;
   return absl::ResourceExhaustedError(absl::StrCat(
-      "the model has ", d, " weights",
-      from_data ? " (the data's largest feature index + 1)" : "", ": ", AsAbsl(who),
+      origin == VectorOrigin::kExamples ? "the shared vector has " : "the model has ", d,
+      origin == VectorOrigin::kExamples ? " entries (one per example)" : " weights",
+      features ? " (the data's largest feature index + 1)" : "", ": ", AsAbsl(who),
       " needs about ", GiB(need), " for its vectors, more than the ",
       GiB(static_cast<double>(limit)), " of memory here",
-      from_data ? "; renumber the features (or hash them into fewer), or drop the examples with "
-                  "stray indices"
-                : ""));
+      features ? "; renumber the features (or hash them into fewer), or drop the examples with "
+                 "stray indices"
+               : ""));
 }
 
 }  // namespace dml
