@@ -360,6 +360,10 @@ Exit LoadData(Run& run) {
   if (args.values.count("-c")) {
     if (!(c > 0)) return Fail("-c: expected a positive number");
     run.spec.lambda = dml::LambdaFromC(c, n);
+    if (!std::isfinite(run.spec.lambda) || !(run.spec.lambda > 0)) {
+      return Fail(absl::StrCat("-c: ", c, " with ", n, " examples makes lambda = 1/(C n) = ",
+                               run.spec.lambda, ", not a positive finite number"));
+    }
   }
   if (!run.quiet) {
     std::printf("data: %s: %lld examples, %lld features, %lld nonzeros\n", run.source.c_str(),
