@@ -9,6 +9,7 @@
 #include <atomic>
 #include <charconv>
 #include <cmath>
+#include <limits>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -282,6 +283,11 @@ Exit ParseModelAndSolver(Run& run) {
   if (!Number(run.args, {"-B"}, run.bias, error)) return Fail(error);
   if (run.args.values.count("-B") && !(run.bias >= 0)) {
     return Fail("-B: expected a bias value >= 0 (LIBLINEAR's -B; -1, the default, means none)");
+  }
+  // The bias becomes a feature value, a float: 1e40 was an infinite column.
+  if (run.bias > static_cast<double>(std::numeric_limits<float>::max())) {
+    return Fail(absl::StrCat("-B: ", run.bias, " is beyond a float's range (at most ",
+                             std::numeric_limits<float>::max(), ")"));
   }
   run.task = dml::TaskOf(run.spec.kind);
   run.opt.threads = 2;
