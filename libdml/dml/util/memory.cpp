@@ -17,16 +17,22 @@ namespace {
 
 std::atomic<int64_t> g_memory_limit{0};
 
-// Physical memory, or the cgroup's limit where lower (containers).
+// Physical memory, or the cgroup's limit where lower (containers): v2's
+// memory.max ("max": none), or v1's memory.limit_in_bytes (a huge number:
+// none). Read at the mount point, which is the process's own cgroup inside
+// a container.
 int64_t MachineMemory() {
   const long pages = sysconf(_SC_PHYS_PAGES);
   const long page = sysconf(_SC_PAGE_SIZE);
   int64_t bytes = pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page
                                         : std::numeric_limits<int64_t>::max();
-  if (std::FILE* f = std::fopen("/sys/fs/cgroup/memory.max", "r")) {
-    long long limit = 0;
-    if (std::fscanf(f, "%lld", &limit) == 1 && limit > 0) bytes = std::min<int64_t>(bytes, limit);
-    std::fclose(f);  // "max": no limit
+  for (const char* path :
+       {"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"}) {
+    if (std::FILE* f = std::fopen(path, "r")) {
+      long long limit = 0;
+      if (std::fscanf(f, "%lld", &limit) == 1 && limit > 0) bytes = std::min<int64_t>(bytes, limit);
+      std::fclose(f);
+    }
   }
   return bytes;
 }

@@ -28,7 +28,7 @@ absl::Status CheckModelMemory(int64_t d, int64_t vectors, int64_t extra_bytes,
 
 /// The memory CheckModelMemory plans against: the process's limit if one was
 /// set (SetMemoryLimit), else the lower of the machine's physical memory and
-/// its cgroup's memory.max.
+/// its cgroup's limit (v2 memory.max, v1 memory.limit_in_bytes).
 int64_t MemoryLimit();
 /// Sets the limit MemoryLimit returns (0: back to the machine's). For hosts
 /// that give libdml a share of the machine, and tests. Process-wide.
