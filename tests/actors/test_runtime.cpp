@@ -1307,6 +1307,7 @@ BOOST_AUTO_TEST_CASE(load_and_solver_errors_fail_the_job) {
     BOOST_REQUIRE(!rt_result.ok());
     const std::string m2(rt_result.status().message());
     BOOST_TEST(m2.find("needs labels in {-1,+1}") != std::string::npos, m2);
+    BOOST_TEST((rt_result.status().code() == absl::StatusCode::kInvalidArgument));
   }
 }
 
@@ -1333,6 +1334,7 @@ BOOST_AUTO_TEST_CASE(a_model_over_the_memory_fails_the_job_before_any_vector) {
     BOOST_REQUIRE(j.ok());
     auto r = j->WaitFor(std::chrono::seconds(60));
     BOOST_REQUIRE(!r.ok());
+    BOOST_TEST((r.status().code() == absl::StatusCode::kResourceExhausted));
     const std::string msg(r.status().message());
     BOOST_TEST(msg.rfind("worker ", 0) == 0, msg);
     BOOST_TEST(msg.find(": the model has 67108864 weights (the data's largest feature index + 1): "

@@ -218,7 +218,10 @@ void step_done(self_ptr self, uint64_t loop) {
 }  // namespace
 
 caf::error as_error(const worker_state& st, const absl::Status& s) {
-  return fail(st.who + std::string(s.message()));
+  // The status code travels beside the text (the coordinator fails the job
+  // with both: a worker's ResourceExhausted stays one).
+  return caf::make_error(caf::sec::runtime_error, st.who + std::string(s.message()),
+                         static_cast<int32_t>(s.code()));
 }
 
 namespace {
