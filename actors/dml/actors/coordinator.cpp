@@ -105,22 +105,24 @@ void fail_job(self_ptr self, absl::Status status) {
 }
 
 void fail_job(self_ptr self, const caf::error& err) {
-  // A worker's or shard's own words (made by caf::make_error(sec, text))
-  // as they are, not inside CAF's rendering of the whole error.
+  // A worker's or shard's own words (caf::make_error(sec, text), or a
+  // worker's status: text and code, as_error) as they are, not inside CAF's
+  // rendering of the whole error.
   const caf::message& ctx = err.context();
-  if (err.category() == caf::atom("system") && ctx.size() >= 1 &&
-      ctx.match_element<std::string>(0)) {
-    // A worker's status (as_error) carries its code as well.
-    auto code = absl::StatusCode::kInternal;
-    if (ctx.size() == 2 && ctx.match_element<int32_t>(1)) {
-      const int32_t c = ctx.get_as<int32_t>(1);
-      if (c > 0 && c <= static_cast<int32_t>(absl::StatusCode::kUnauthenticated)) {
-        code = static_cast<absl::StatusCode>(c);
-      }
-    }
-    if (ctx.size() <= 2) return fail_job(self, absl::Status(code, ctx.get_as<std::string>(0)));
+  const bool words = err.category() == caf::atom("system") && ctx.size() >= 1 &&
+                     ctx.match_element<std::string>(0);
+  const bool with_code = words && ctx.size() == 2 && ctx.match_element<int32_t>(1);
+  if (!words || (ctx.size() > 1 && !with_code)) {
+    return fail_job(self, absl::InternalError(self->system().render(err)));
   }
-  fail_job(self, absl::InternalError(self->system().render(err)));
+  auto code = absl::StatusCode::kInternal;
+  if (with_code) {
+    const int32_t c = ctx.get_as<int32_t>(1);
+    if (c > 0 && c <= static_cast<int32_t>(absl::StatusCode::kUnauthenticated)) {
+      code = static_cast<absl::StatusCode>(c);
+    }
+  }
+  fail_job(self, absl::Status(code, ctx.get_as<std::string>(0)));
 }
 
 void finish_job(self_ptr self, std::vector<double> w, int64_t max_granted_staleness) {

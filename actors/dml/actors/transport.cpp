@@ -314,8 +314,7 @@ class tls_session {
     switch (SSL_get_error(ssl_, ret)) {
       case SSL_ERROR_WANT_READ:
       case SSL_ERROR_WANT_WRITE:
-        if (BIO_wpending(wbio_) > 0 && BIO_flush(wbio_) <= 0 && !BIO_should_retry(wbio_)) return false;
-        return true;
+        return Push();
       default:
         return false;
     }
@@ -348,7 +347,7 @@ struct tls_policy {
   net::rw_state read_some(std::size_t& result, net::native_socket fd, void* buf, std::size_t len) {
     auto st = session->read_some(result, fd, buf, len);
     if (st == net::rw_state::failure) Report(fd);
-    if (st == net::rw_state::success && result > 0) established = true;
+    if (st == net::rw_state::success && result > 0) data_flowed = true;
     Progress(st);
     return st;
   }
@@ -366,19 +365,20 @@ struct tls_policy {
     return session->must_read_more(fd, threshold);
   }
   // Once data has flowed, a failure is the peer closing: not worth a line.
+  // OpenSSL's reasons are taken off the thread's queue either way (left
+  // there, they would be the next connection's on this thread).
   void Report(net::native_socket) {
-    if (reported || established) return;
+    std::string why = SslErrors();
+    if (reported || data_flowed) return;
     reported = true;
-    const unsigned long e = ERR_get_error();
-    char why[256] = "connection closed during the handshake";
-    if (e != 0) ERR_error_string_n(e, why, sizeof why);
-    std::fprintf(stderr, "dml: TLS connection with %s failed: %s\n", peer.c_str(), why);
+    if (why.empty()) why = "connection closed during the handshake";
+    std::fprintf(stderr, "dml: TLS connection with %s failed: %s\n", peer.c_str(), why.c_str());
   }
   tls_session_ptr session;
   std::string peer;
   handshake_listener* listener;
   bool reported = false;
-  bool established = false;
+  bool data_flowed = false;
 };
 
 // A TLS connection as a CAF scribe. Until the handshake is done, what
@@ -408,7 +408,7 @@ class tls_scribe : public caf::io::scribe, public handshake_listener {
     detach(&stream_.backend(), false);
   }
   void flush() override {
-    if (established_) stream_.flush(this);  // else HandshakeDone flushes
+    if (established_) stream_.flush(this);  // else HandshakeStep flushes
   }
   std::string addr() const override {
     auto x = net::remote_addr_of_fd(stream_.fd());

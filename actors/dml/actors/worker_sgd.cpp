@@ -23,9 +23,6 @@
 namespace dml::actors::internal {
 namespace {
 void step_done(self_ptr self, uint64_t loop);
-template <class Key>
-void DistinctColumns(const Dataset& data, const std::vector<int64_t>& rows, std::vector<Key>& out);
-std::vector<double> KvInverseTouch(const worker_state& st);
 std::vector<key_list> batch_keys(const worker_state& st, const std::vector<int64_t>& rows);
 // Pushes a hogwild worker keeps in flight on the key-value store before it
 // waits for the oldest (bounds the deltas held in the store's queues).
