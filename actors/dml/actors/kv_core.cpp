@@ -30,6 +30,10 @@ void RaiseMax(std::atomic<int64_t>& a, int64_t v) {
   }
 }
 
+// Lookups issued ahead of their use: a node's slots are too many for the
+// caches, and each lookup is then a miss that prefetching overlaps.
+constexpr std::size_t kPrefetchAhead = 8;
+
 kv_message Message(kv_kind kind, int32_t requester, int32_t sender, uint64_t op) {
   kv_message m;
   m.kind = static_cast<uint8_t>(kind);
@@ -187,6 +191,22 @@ std::shared_ptr<kv_op> KvCore::Push(absl::Span<const int64_t> keys,
   return Issue(kv_kind::kPush, keys, nullptr, deltas.data());
 }
 
+void KvCore::GroupByStripe(absl::Span<const int64_t> keys, StripeGroups& g) const {
+  const std::size_t n = keys.size();
+  g.block.resize(n);
+  g.order.resize(n);
+  g.start.assign(kStripes + 1, 0);
+  for (std::size_t i = 0; i < n; ++i) {
+    g.block[i] = BlockOf(keys[i]);
+    ++g.start[static_cast<std::size_t>(g.block[i]) % kStripes + 1];
+  }
+  for (std::size_t s = 0; s < kStripes; ++s) g.start[s + 1] += g.start[s];
+  g.fill.assign(g.start.begin(), g.start.end() - 1);
+  for (std::size_t i = 0; i < n; ++i) {
+    g.order[g.fill[static_cast<std::size_t>(g.block[i]) % kStripes]++] = static_cast<uint32_t>(i);
+  }
+}
+
 std::shared_ptr<kv_op> KvCore::Issue(kv_kind kind, absl::Span<const int64_t> keys, double* out,
                                      const double* deltas) {
   const bool push = kind == kv_kind::kPush;
@@ -198,11 +218,22 @@ std::shared_ptr<kv_op> KvCore::Issue(kv_kind kind, absl::Span<const int64_t> key
   const auto vl = static_cast<std::size_t>(options_.value_len);
   std::map<int32_t, kv_message> remote;
   int64_t served = 0, queued = 0;
-  for (std::size_t i = 0; i < keys.size(); ++i) {
-    const int64_t key = keys[i];
-    const int64_t b = BlockOf(key);
-    Stripe& s = StripeOf(b);
+  // Keys by stripe: one lock per stripe and call, not one per key.
+  thread_local StripeGroups g;
+  GroupByStripe(keys, g);
+  for (std::size_t si = 0; si < kStripes; ++si) {
+    const std::size_t first = g.start[si], last = g.start[si + 1];
+    if (first == last) continue;
+    Stripe& s = stripes_[si];
     std::lock_guard<std::mutex> lock(s.mu);
+    for (std::size_t j = first; j < std::min(last, first + kPrefetchAhead); ++j) {
+      s.slots.prefetch(g.block[g.order[j]]);
+    }
+    for (std::size_t j = first; j < last; ++j) {
+    if (j + kPrefetchAhead < last) s.slots.prefetch(g.block[g.order[j + kPrefetchAhead]]);
+    const std::size_t i = g.order[j];
+    const int64_t key = keys[i];
+    const int64_t b = g.block[i];
     auto it = s.slots.find(b);
     if (it != s.slots.end() && it->second.owned) {
       double* v = it->second.values.data() + (key - b * options_.block) * options_.value_len;
@@ -228,6 +259,7 @@ std::shared_ptr<kv_op> KvCore::Issue(kv_kind kind, absl::Span<const int64_t> key
     }
     m->keys.push_back(key);
     if (push) m->values.insert(m->values.end(), deltas + i * vl, deltas + (i + 1) * vl);
+    }
   }
   Dispatch(*op, kind, served, queued, remote);
   return op;
@@ -236,40 +268,57 @@ std::shared_ptr<kv_op> KvCore::Issue(kv_kind kind, absl::Span<const int64_t> key
 std::shared_ptr<kv_op> KvCore::Localize(absl::Span<const int64_t> keys) {
   auto op = std::make_shared<kv_op>();
   op->kind = kv_kind::kLocalize;
-  std::vector<int64_t> blocks;
-  blocks.reserve(keys.size());
-  for (int64_t k : keys) blocks.push_back(BlockOf(k));
-  std::sort(blocks.begin(), blocks.end());
-  blocks.erase(std::unique(blocks.begin(), blocks.end()), blocks.end());
-  op->remaining = options_.dynamic ? static_cast<int64_t>(blocks.size()) : 0;
-  if (!options_.dynamic || blocks.empty()) {
+  // One key per block (its first), each block once: keys are distinct
+  // (CheckKeys), so with one-key blocks they are that already.
+  thread_local std::vector<int64_t> firsts;
+  if (options_.block > 1) {
+    firsts.clear();
+    for (int64_t k : keys) firsts.push_back(BlockOf(k) * options_.block);
+    std::sort(firsts.begin(), firsts.end());
+    firsts.erase(std::unique(firsts.begin(), firsts.end()), firsts.end());
+    keys = firsts;
+  }
+  op->remaining = options_.dynamic ? static_cast<int64_t>(keys.size()) : 0;
+  if (!options_.dynamic || keys.empty()) {
     op->done = true;
     return op;
   }
   std::map<int32_t, kv_message> to_home;
   std::vector<int64_t> mine;  // blocks whose home is this node
   int64_t present = 0;
-  for (int64_t b : blocks) {
-    Stripe& s = StripeOf(b);
+  thread_local StripeGroups g;
+  GroupByStripe(keys, g);
+  for (std::size_t si = 0; si < kStripes; ++si) {
+    const std::size_t first = g.start[si], last = g.start[si + 1];
+    if (first == last) continue;
+    Stripe& s = stripes_[si];
     std::lock_guard<std::mutex> lock(s.mu);
-    Slot& slot = s.slots[b];
-    if (slot.owned) {
-      ++present;
-      continue;
+    for (std::size_t j = first; j < std::min(last, first + kPrefetchAhead); ++j) {
+      s.slots.prefetch(g.block[g.order[j]]);
     }
-    Register(op);  // so that a lost node fails it (PeerLost)
-    if (slot.arriving) {
+    for (std::size_t j = first; j < last; ++j) {
+      if (j + kPrefetchAhead < last) s.slots.prefetch(g.block[g.order[j + kPrefetchAhead]]);
+      const int64_t b = g.block[g.order[j]];
+      auto it = s.slots.find(b);
+      if (it != s.slots.end() && it->second.owned) {
+        ++present;
+        continue;
+      }
+      Slot& slot = it != s.slots.end() ? it->second : s.slots[b];
+      Register(op);  // so that a lost node fails it (PeerLost)
+      if (slot.arriving) {
+        slot.arrival->waiters.push_back(op);
+        continue;
+      }
+      slot.arriving = true;
+      slot.arrival = std::make_unique<Arrival>();
       slot.arrival->waiters.push_back(op);
-      continue;
-    }
-    slot.arriving = true;
-    slot.arrival = std::make_unique<Arrival>();
-    slot.arrival->waiters.push_back(op);
-    const int32_t home = HomeOf(b);
-    if (home == rank_) {
-      mine.push_back(b);
-    } else {
-      to_home[home].keys.push_back(b);
+      const int32_t home = HomeOf(b);
+      if (home == rank_) {
+        mine.push_back(b);
+      } else {
+        to_home[home].keys.push_back(b);
+      }
     }
   }
   Complete(*op, present, this);

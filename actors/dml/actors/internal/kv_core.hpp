@@ -118,6 +118,15 @@ class KvCore {
   const Stripe& StripeOf(int64_t b) const {
     return stripes_[static_cast<std::size_t>(b) % stripes_.size()];
   }
+  // Keys of one call grouped by stripe (a counting sort): key order[j]
+  // for j in [start[s], start[s + 1]) lies in stripe s; block[i] is key
+  // i's block. Reused across calls (thread-local) to save allocations.
+  struct StripeGroups {
+    std::vector<int64_t> block;
+    std::vector<uint32_t> order;
+    std::vector<std::size_t> start, fill;
+  };
+  void GroupByStripe(absl::Span<const int64_t> keys, StripeGroups& g) const;
   int32_t& HomeOwner(int64_t b) { return home_owner_[static_cast<std::size_t>(b - home_begin_)]; }
   // Where to send an operation on block b that this node neither owns nor
   // awaits (stripe locked). `forwarded`: never trust the cache (bounds the
