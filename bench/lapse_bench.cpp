@@ -17,8 +17,14 @@
 //      rare features shared by all (the second half). Features that every
 //      node uses often (heavy hitters) are not modelled: localizing those
 //      would move them back and forth. Dynamic allocation
-//      localizes the keys of the next minibatch while computing this one
-//      (latency hiding), so pulls and pushes are mostly local.
+//      localizes keys ahead of the minibatches that use them while
+//      computing this one (latency hiding), so pulls and pushes are mostly
+//      local: every W batches (--localize-window, default 8) one call
+//      moves the keys of W batches that start --lookahead (8) batches on.
+//      A call moves its keys in one round of messages (one LOCALIZE per
+//      home node, one HAND_OVER per old owner, one TRANSFER back from
+//      each), so W = 8 sends about half the messages of W = 1 here; the
+//      rare tail keys, each in few batches, are most of what moves.
 // Both run minibatches: pull the batch's keys, run its SGD steps on a local
 // copy, push the deltas; static and dynamic differ only in where the keys
 // live. Rank 0 prints one line per epoch and a summary line:
@@ -27,7 +33,7 @@
 //
 // lapse_bench --rank R --peers host:port,... --workload mf|lr --alloc static|dynamic
 //   [--epochs 3] [--rows N] [--cols C | --features F] [--rank-k K] [--nnz-per-row M]
-//   [--cluster-share P] [--lookahead D]
+//   [--cluster-share P] [--lookahead D] [--localize-window W]
 //   [--batch B] [--lr ETA] [--reg L] [--seed S]
 #include <algorithm>
 #include <chrono>
@@ -65,6 +71,7 @@ struct Flags {
   double reg = 0.01;
   double cluster_share = 0.9;  // lr: features drawn from the node's own cluster
   int lookahead = 8;           // batches localized ahead (lr) and pushes in flight
+  int window = 8;              // lr: batches whose keys one Localize call moves
   uint64_t seed = 1;
 };
 
@@ -105,6 +112,7 @@ Flags Parse(int argc, char** argv) {
     else if (a == "--reg") f.reg = std::atof(value().c_str());
     else if (a == "--cluster-share") f.cluster_share = std::atof(value().c_str());
     else if (a == "--lookahead") f.lookahead = std::atoi(value().c_str());
+    else if (a == "--localize-window") f.window = std::atoi(value().c_str());
     else if (a == "--seed") f.seed = std::strtoull(value().c_str(), nullptr, 10);
     else Die("unknown flag " + a);
   }
@@ -115,7 +123,8 @@ Flags Parse(int argc, char** argv) {
   if (f.lr == 0) f.lr = mf ? 0.1 : 4.0;
   if (f.workload != "mf" && f.workload != "lr") Die("--workload must be mf or lr");
   if (f.alloc != "static" && f.alloc != "dynamic") Die("--alloc must be static or dynamic");
-  if (f.epochs < 1 || f.rows < 1 || f.k < 1 || f.nnz < 1 || f.batch < 1 || f.lookahead < 1) {
+  if (f.epochs < 1 || f.rows < 1 || f.k < 1 || f.nnz < 1 || f.batch < 1 || f.lookahead < 1 ||
+      f.window < 1) {
     Die("bad sizes");
   }
   return f;
@@ -323,16 +332,26 @@ void LrEpoch(const Flags& f, dml::KvNode& kv, const LrData& d, bool dynamic, Epo
   // runs. Nothing waits for them: a pull of a key still on its way waits in
   // the new owner's queue, one that another node took meanwhile is
   // forwarded there.
-  if (dynamic) {
-    for (std::size_t b = 0; b < std::min<std::size_t>(f.lookahead, batches); ++b) {
-      Check(kv.Localize(d.batch_keys[b]));
+  // With a window W > 1, one call moves the keys of W batches (their
+  // union): the relocation messages of W batches in one round.
+  const std::size_t window = static_cast<std::size_t>(f.window);
+  std::vector<int64_t> ahead;
+  auto localize = [&](std::size_t from) {  // batches [from, from + W)
+    ahead.clear();
+    for (std::size_t b = from; b < std::min(batches, from + window); ++b) {
+      ahead.insert(ahead.end(), d.batch_keys[b].begin(), d.batch_keys[b].end());
     }
+    if (!ahead.empty()) Check(kv.Localize(ahead));
+  };
+  const std::size_t lead = std::max<std::size_t>(static_cast<std::size_t>(f.lookahead), window);
+  if (dynamic) {
+    for (std::size_t b = 0; b < std::min(lead, batches); b += window) localize(b);
   }
   std::vector<double> w, grad;
   std::deque<dml::KvHandle> pushes;
   const double scale = 1.0 / static_cast<double>(f.batch);
   for (std::size_t b = 0; b < batches; ++b) {
-    if (dynamic && b + f.lookahead < batches) Check(kv.Localize(d.batch_keys[b + f.lookahead]));
+    if (dynamic && (b + lead) % window == 0 && b + lead < batches) localize(b + lead);
     const std::vector<int64_t>& keys = d.batch_keys[b];
     const uint32_t* pos = d.batch_pos[b].data();
     w.assign(keys.size(), 0.0);
