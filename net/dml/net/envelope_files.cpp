@@ -46,7 +46,7 @@ absl::StatusOr<T> ReadEnvelopeFile(const std::string& path, const char* what) {
   while ((got = std::fread(buf, 1, sizeof(buf), f)) > 0) bytes.append(buf, got);
   std::fclose(f);
   T out;
-  if (auto s = FromWire(bytes, &out); !s.ok()) {
+  if (auto s = FromFileBytes(bytes, &out); !s.ok()) {
     return absl::Status(s.code(), absl::StrCat(path, ": ", s.message()));
   }
   return out;
@@ -55,7 +55,7 @@ absl::StatusOr<T> ReadEnvelopeFile(const std::string& path, const char* what) {
 }  // namespace
 
 absl::Status WriteCheckpointFile(const std::string& path, const job_checkpoint& c) {
-  return WriteAtomically(path, ToWire(c));
+  return WriteAtomically(path, ToFileBytes(c));
 }
 
 absl::StatusOr<job_checkpoint> ReadCheckpointFile(const std::string& path) {
@@ -63,7 +63,7 @@ absl::StatusOr<job_checkpoint> ReadCheckpointFile(const std::string& path) {
 }
 
 absl::Status WriteModelFile(const std::string& path, const model_file& m) {
-  return WriteAtomically(path, ToWire(m));
+  return WriteAtomically(path, ToFileBytes(m));
 }
 
 absl::StatusOr<model_file> ReadModelFile(const std::string& path) {

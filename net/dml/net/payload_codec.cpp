@@ -18,7 +18,11 @@
 #include <utility>
 #include <vector>
 
+#include <capnp/any.h>
+#include <openssl/sha.h>
+
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "dml/net/internal/envelope.hpp"
 #include "dml/net/internal/payload_builder.hpp"
 #include "dml/net/internal/payload_checks.hpp"
@@ -560,6 +564,71 @@ absl::Status FromWireImpl(std::string_view bytes, T* out, const DecodeLimits& li
   return absl::OkStatus();
 }
 
+// ---------------------------------------------------------------- files
+// A file's Envelope carries the SHA-256 of its payload's canonical form
+// (wire.capnp fileDigest). Canonical, because the flat bytes could differ
+// for the same content (segment layout); the payload struct, because the
+// digest cannot cover itself.
+
+template <class R>
+uint32_t CanonicalDigest(R payload) {
+  const kj::Array<capnp::word> canon = capnp::AnyStruct::Reader(payload).canonicalize();
+  unsigned char md[SHA256_DIGEST_LENGTH];
+  SHA256(reinterpret_cast<const unsigned char*>(canon.begin()), canon.size() * sizeof(capnp::word),
+         md);
+  const uint32_t d = static_cast<uint32_t>(md[0]) << 24 | static_cast<uint32_t>(md[1]) << 16 |
+                     static_cast<uint32_t>(md[2]) << 8 | static_cast<uint32_t>(md[3]);
+  return d | 1u;  // never 0, which means "no digest"
+}
+
+absl::StatusOr<uint32_t> FileDigest(wire::Envelope::Reader env) {
+  switch (env.which()) {
+    case wire::Envelope::CHECKPOINT: return CanonicalDigest(env.getCheckpoint());
+    case wire::Envelope::MODEL_FILE: return CanonicalDigest(env.getModelFile());
+    default: return absl::InvalidArgumentError(absl::StrCat(internal::DescribeKind(env.which()),
+                                                            " is not a file"));
+  }
+}
+
+template <class T>
+absl::StatusOr<std::string> ToFileImpl(const T& x) {
+  auto builder = MakeBuilder(WordsOf(x));
+  DML_RETURN_IF_ERROR(BuildChecked(x, builder));
+  try {
+    auto env = builder.template getRoot<wire::Envelope>();
+    DML_ASSIGN_OR_RETURN(const uint32_t digest, FileDigest(env.asReader()));
+    env.setFileDigest(digest);
+  } catch (const kj::Exception& e) {
+    return absl::InternalError(
+        absl::StrCat("Cap'n Proto error while sealing a file: ", e.getDescription().cStr()));
+  }
+  return Flatten(builder);
+}
+
+template <class T>
+absl::Status FromFileImpl(std::string_view bytes, T* out, const DecodeLimits& limits) {
+  T value;
+  auto decoded = DecodeEnvelope<bool>(
+      bytes, limits, KindOf(out),
+      [&value](wire::Envelope::Reader env) -> absl::StatusOr<bool> {
+        if (const uint32_t stored = env.getFileDigest(); stored != 0) {
+          DML_ASSIGN_OR_RETURN(const uint32_t computed, FileDigest(env));
+          if (stored != computed) {
+            return absl::DataLossError(absl::StrFormat(
+                "contents do not match the file's SHA-256 (changed after it was written): "
+                "stored %08x, computed %08x",
+                stored, computed));
+          }
+        }
+        DML_RETURN_IF_ERROR(Read(env, &value));
+        return true;
+      },
+      /*passes=*/2);
+  if (!decoded.ok()) return decoded.status();
+  *out = std::move(value);
+  return absl::OkStatus();
+}
+
 // BulkVector: a large dvec by reference (see dml/net/bulk.hpp).
 absl::Status BuildBulkRef(const BulkRef& r, capnp::MallocMessageBuilder& builder) {
   DML_RETURN_IF_ERROR(CheckBulkRef(r));
@@ -624,6 +693,15 @@ DML_WIRE_IMPL(Progress)
 DML_WIRE_IMPL(job_checkpoint)
 DML_WIRE_IMPL(model_file)
 #undef DML_WIRE_IMPL
+
+absl::StatusOr<std::string> ToFileBytes(const job_checkpoint& x) { return ToFileImpl(x); }
+absl::StatusOr<std::string> ToFileBytes(const model_file& x) { return ToFileImpl(x); }
+absl::Status FromFileBytes(std::string_view bytes, job_checkpoint* out, const DecodeLimits& limits) {
+  return FromFileImpl(bytes, out, limits);
+}
+absl::Status FromFileBytes(std::string_view bytes, model_file* out, const DecodeLimits& limits) {
+  return FromFileImpl(bytes, out, limits);
+}
 
 absl::StatusOr<std::string> ToWire(const BulkRef& ref) {
   capnp::MallocMessageBuilder builder(16);

@@ -56,6 +56,19 @@ DML_PAYLOAD_CODEC(BulkRef)
 absl::Status FromWireOrReference(std::string_view bytes, dvec* out,
                                  const DecodeLimits& limits = DecodeLimits{});
 
+/// The bytes of a checkpoint or model file: the Envelope with fileDigest
+/// set (32 bits of the SHA-256 of the payload's canonical form; wire.capnp).
+absl::StatusOr<std::string> ToFileBytes(const job_checkpoint& x);
+absl::StatusOr<std::string> ToFileBytes(const model_file& x);
+/// FromWire for file bytes, after the digest check where the file has one
+/// (files written before digests existed are read unchecked). Errors:
+/// DataLoss "contents do not match the file's SHA-256 ..." for a changed
+/// file; FromWire's otherwise.
+absl::Status FromFileBytes(std::string_view bytes, job_checkpoint* out,
+                           const DecodeLimits& limits = DecodeLimits{});
+absl::Status FromFileBytes(std::string_view bytes, model_file* out,
+                           const DecodeLimits& limits = DecodeLimits{});
+
 /// Writes `c` to `path` atomically (a temporary file, then rename), so a
 /// crash mid-write leaves the previous checkpoint. Errors: I/O, with the path.
 absl::Status WriteCheckpointFile(const std::string& path, const job_checkpoint& c);

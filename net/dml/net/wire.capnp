@@ -58,6 +58,15 @@ struct Envelope {
     bulkVector @18 :BulkVector;
     kvMessage @19 :KvMessage;
   }
+
+  fileDigest @20 :UInt32;
+  # Files only (checkpoints, model files): the first 32 bits of the SHA-256
+  # of the payload's canonical form (Cap'n Proto canonicalization of the
+  # union member's struct), lowest bit set so that it is never 0. A file
+  # changed after it was written (a flipped bit, a torn copy) is refused
+  # instead of resumed or served. 0 in messages, and in files written
+  # before the field existed (read unchecked). It fills the spare half of
+  # the envelope's data word: messages keep their exact bytes.
 }
 
 struct Vector {
