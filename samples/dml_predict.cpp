@@ -176,7 +176,7 @@ int main(int argc, char** argv) {
     // DataLoss from a file that decoded as a model file but whose contents
     // changed since it was written: say that, not "none of the formats".
     const bool changed = !file.ok() && file.status().code() == absl::StatusCode::kDataLoss &&
-                         absl::StrContains(file.status().message(), "file's SHA-256");
+                         absl::StrContains(file.status().message(), "file's checksum");
     model = file.ok() ? FromDmlModel(file->model, *test)
             : changed ? absl::Status(file.status())
                       : absl::InvalidArgumentError(absl::StrCat(

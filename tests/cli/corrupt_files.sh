@@ -22,7 +22,7 @@ flip "$tmp/m.capnp" $((size / 2))   # the 500 weights are most of the file
 if err=$("$predict" "$tmp/d.svm" "$tmp/m.capnp" "$tmp/p2.out" 2>&1); then
   echo "FAIL: a model with a flipped bit was read"; exit 1
 fi
-grep -q "m.capnp: contents do not match the file's SHA-256 (changed after it was written)" <<<"$err" ||
+grep -q "m.capnp: contents do not match the file's checksum (changed after it was written)" <<<"$err" ||
   { echo "FAIL: dml-predict said: $err"; exit 1; }
 echo "model: $err"
 
@@ -40,7 +40,7 @@ if err=$("$train" --model svm --mode cocoa --workers 2 --epochs 6 --checkpoint "
   "$tmp/d.svm" --quiet 2>&1); then
   echo "FAIL: a checkpoint with a flipped bit was resumed"; exit 1
 fi
-grep -q "bad.ckpt: contents do not match the file's SHA-256 (changed after it was written)" <<<"$err" ||
+grep -q "bad.ckpt: contents do not match the file's checksum (changed after it was written)" <<<"$err" ||
   { echo "FAIL: dml-train said: $err"; exit 1; }
 echo "checkpoint: $err"
 echo PASS

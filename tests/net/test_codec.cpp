@@ -258,7 +258,7 @@ std::string TempPath(const char* name) {
 
 }  // namespace
 
-// Files carry the SHA-256 of their payload's canonical form: a bit flipped
+// Files carry a checksum of their payload's canonical form: a bit flipped
 // after writing (in a weight, where the schema has no invariant to catch
 // it) is refused with the path and DataLoss, not read as another model.
 BOOST_AUTO_TEST_CASE(files_refuse_contents_changed_after_writing) {
@@ -281,7 +281,7 @@ BOOST_AUTO_TEST_CASE(files_refuse_contents_changed_after_writing) {
   BOOST_TEST(static_cast<int>(bad.status().code()) == static_cast<int>(absl::StatusCode::kDataLoss));
   BOOST_TEST_CONTEXT(bad.status().message()) {
     BOOST_TEST(absl::StartsWith(bad.status().message(),
-                                path + ": contents do not match the file's SHA-256 (changed after "
+                                path + ": contents do not match the file's checksum (changed after "
                                        "it was written): stored "));
   }
   // Without the digest (a file written before digests existed, or these
@@ -321,7 +321,7 @@ BOOST_AUTO_TEST_CASE(files_refuse_contents_changed_after_writing) {
       BOOST_REQUIRE(!r.ok());
       BOOST_TEST(static_cast<int>(r.status().code()) ==
                  static_cast<int>(absl::StatusCode::kDataLoss));
-      BOOST_TEST(absl::StrContains(r.status().message(), "do not match the file's SHA-256"));
+      BOOST_TEST(absl::StrContains(r.status().message(), "do not match the file's checksum"));
     }
   }
   std::remove(path.c_str());

@@ -84,7 +84,8 @@ absl::StatusOr<Dataset> ReadCache(const std::string& cache_path,
 absl::StatusOr<Dataset> LoadWithCache(const std::string& path, const std::string& cache_path,
                                       const LibsvmOptions& options = {});
 
-/// 64-bit checksum used by the cache (and by net/ for checkpoints): XXH64
+/// 64-bit checksum used by the cache (and by net/ for checkpoint and model
+/// files, wire.capnp fileDigest): XXH64
 /// (xxHash's 64-bit hash, identical output on every platform), about as fast
 /// as memory can be read. Not cryptographic.
 uint64_t Checksum64(const void* data, std::size_t bytes, uint64_t seed = 0);

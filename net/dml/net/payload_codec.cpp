@@ -19,10 +19,10 @@
 #include <vector>
 
 #include <capnp/any.h>
-#include <openssl/sha.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "dml/data/cache.hpp"
 #include "dml/net/internal/envelope.hpp"
 #include "dml/net/internal/payload_builder.hpp"
 #include "dml/net/internal/payload_checks.hpp"
@@ -565,20 +565,16 @@ absl::Status FromWireImpl(std::string_view bytes, T* out, const DecodeLimits& li
 }
 
 // ---------------------------------------------------------------- files
-// A file's Envelope carries the SHA-256 of its payload's canonical form
-// (wire.capnp fileDigest). Canonical, because the flat bytes could differ
+// A file's Envelope carries a checksum (XXH64, folded to 32 bits) of its
+// payload's canonical form (wire.capnp fileDigest). Canonical, because the flat bytes could differ
 // for the same content (segment layout); the payload struct, because the
 // digest cannot cover itself.
 
 template <class R>
 uint32_t CanonicalDigest(R payload) {
   const kj::Array<capnp::word> canon = capnp::AnyStruct::Reader(payload).canonicalize();
-  unsigned char md[SHA256_DIGEST_LENGTH];
-  SHA256(reinterpret_cast<const unsigned char*>(canon.begin()), canon.size() * sizeof(capnp::word),
-         md);
-  const uint32_t d = static_cast<uint32_t>(md[0]) << 24 | static_cast<uint32_t>(md[1]) << 16 |
-                     static_cast<uint32_t>(md[2]) << 8 | static_cast<uint32_t>(md[3]);
-  return d | 1u;  // never 0, which means "no digest"
+  const uint64_t h = Checksum64(canon.begin(), canon.size() * sizeof(capnp::word));
+  return static_cast<uint32_t>(h ^ (h >> 32)) | 1u;  // never 0, which means "no digest"
 }
 
 absl::StatusOr<uint32_t> FileDigest(wire::Envelope::Reader env) {
@@ -615,7 +611,7 @@ absl::Status FromFileImpl(std::string_view bytes, T* out, const DecodeLimits& li
           DML_ASSIGN_OR_RETURN(const uint32_t computed, FileDigest(env));
           if (stored != computed) {
             return absl::DataLossError(absl::StrFormat(
-                "contents do not match the file's SHA-256 (changed after it was written): "
+                "contents do not match the file's checksum (changed after it was written): "
                 "stored %08x, computed %08x",
                 stored, computed));
           }

@@ -57,12 +57,12 @@ absl::Status FromWireOrReference(std::string_view bytes, dvec* out,
                                  const DecodeLimits& limits = DecodeLimits{});
 
 /// The bytes of a checkpoint or model file: the Envelope with fileDigest
-/// set (32 bits of the SHA-256 of the payload's canonical form; wire.capnp).
+/// set (a 32-bit checksum of the payload's canonical form; wire.capnp).
 absl::StatusOr<std::string> ToFileBytes(const job_checkpoint& x);
 absl::StatusOr<std::string> ToFileBytes(const model_file& x);
 /// FromWire for file bytes, after the digest check where the file has one
 /// (files written before digests existed are read unchecked). Errors:
-/// DataLoss "contents do not match the file's SHA-256 ..." for a changed
+/// DataLoss "contents do not match the file's checksum ..." for a changed
 /// file; FromWire's otherwise.
 absl::Status FromFileBytes(std::string_view bytes, job_checkpoint* out,
                            const DecodeLimits& limits = DecodeLimits{});

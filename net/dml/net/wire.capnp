@@ -60,9 +60,11 @@ struct Envelope {
   }
 
   fileDigest @20 :UInt32;
-  # Files only (checkpoints, model files): the first 32 bits of the SHA-256
-  # of the payload's canonical form (Cap'n Proto canonicalization of the
-  # union member's struct), lowest bit set so that it is never 0. A file
+  # Files only (checkpoints, model files): XXH64 (Checksum64 in
+  # libdml/dml/data/cache.hpp) of the payload's canonical form (Cap'n Proto
+  # canonicalization of the union member's struct), its two halves XORed,
+  # lowest bit set so that it is never 0. Not cryptographic: it catches
+  # accidents (a flipped bit, a torn copy), not an attacker. A file
   # changed after it was written (a flipped bit, a torn copy) is refused
   # instead of resumed or served. 0 in messages, and in files written
   # before the field existed (read unchecked). It fills the spare half of
