@@ -349,10 +349,14 @@ Exit LoadData(Run& run) {
       return Fail("expected one data file or --generate RxC (see --help)");
     }
     run.source = args.positional[0];
+    std::string rebuilt;
     auto d = args.values.count("--cache")
-                 ? dml::LoadWithCache(run.source, Get(args, "--cache"), run.load_opts)
+                 ? dml::LoadWithCache(run.source, Get(args, "--cache"), run.load_opts, &rebuilt)
                  : dml::ReadLibsvm(run.source, run.load_opts);
     if (!d.ok()) return Fail(std::string(d.status().message()));
+    // A cache that could not be used is rebuilt from the text; say why
+    // (a corrupt one would otherwise go unnoticed run after run).
+    if (!rebuilt.empty() && !run.quiet) std::printf("cache: built from the text (%s)\n", rebuilt.c_str());
     run.data = *std::move(d);
   }
   if (run.bias >= 0) {

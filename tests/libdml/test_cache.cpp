@@ -505,22 +505,26 @@ BOOST_AUTO_TEST_CASE(load_with_cache_builds_uses_and_rebuilds) {
   BOOST_REQUIRE_MESSAGE(cached.ok(), cached.status().ToString());
   ExpectEqual(*cached, *direct);
 
-  // Fresh cache: used, not rewritten.
+  // Fresh cache: used, not rewritten, and nothing to say about it.
   const FileId id = IdOf(cache);
-  auto second = LoadWithCache(src, cache);
+  std::string why = "not cleared";
+  auto second = LoadWithCache(src, cache, {}, &why);
   BOOST_REQUIRE(second.ok());
   ExpectEqual(*second, *direct);
   BOOST_CHECK(IdOf(cache) == id);
+  BOOST_CHECK_EQUAL(why, "");
 
-  // Corrupt cache: rebuilt, and the result is the text's.
+  // Corrupt cache: rebuilt, and the result is the text's; the caller is
+  // told why (the file and what was wrong).
   std::string b = ReadBytes(cache);
   b[b.size() - 5] ^= 0x40;
   WriteBytes(cache, b);
   BOOST_CHECK(ReadCache(cache).status().code() == absl::StatusCode::kDataLoss);
-  auto third = LoadWithCache(src, cache);
+  auto third = LoadWithCache(src, cache, {}, &why);
   BOOST_REQUIRE_MESSAGE(third.ok(), third.status().ToString());
   ExpectEqual(*third, *direct);
   BOOST_CHECK(ReadCache(cache, *StatSource(src)).ok());
+  BOOST_CHECK_EQUAL(why, cache + ": payload checksum mismatch");
 
   // Truncated to nothing: rebuilt.
   WriteBytes(cache, "");

@@ -79,10 +79,13 @@ absl::StatusOr<Dataset> ReadCache(const std::string& cache_path,
 /// used; a missing, stale or corrupt one is rebuilt from the text file. The
 /// cache records the options that change the result (task,
 /// binarize_threshold, num_features) and a cache made with other options is
-/// stale. Failing to write the cache does not fail the load. Errors: those
-/// of StatSource(path) and ReadLibsvm.
+/// stale. Failing to write the cache does not fail the load. `rebuilt`
+/// (optional) receives why the cache was not used (ReadCache's error: no
+/// cache, stale, or corrupt naming the file and field), or "" when it was.
+/// Errors: those of StatSource(path) and ReadLibsvm.
 absl::StatusOr<Dataset> LoadWithCache(const std::string& path, const std::string& cache_path,
-                                      const LibsvmOptions& options = {});
+                                      const LibsvmOptions& options = {},
+                                      std::string* rebuilt = nullptr);
 
 /// 64-bit checksum used by the cache (and by net/ for checkpoint and model
 /// files, wire.capnp fileDigest): XXH64
