@@ -20,7 +20,8 @@
 //      localizes keys ahead of the minibatches that use them while
 //      computing this one (latency hiding), so pulls and pushes are mostly
 //      local: every W batches (--localize-window, default 8) one call
-//      moves the keys of W batches that start --lookahead (8) batches on.
+//      moves the keys of W batches that start max(--lookahead, W) (8)
+//      batches on.
 //      A call moves its keys in one round of messages (one LOCALIZE per
 //      home node, one HAND_OVER per old owner, one TRANSFER back from
 //      each), so W = 8 sends about half the messages of W = 1 here; the

@@ -355,7 +355,7 @@ Exit LoadData(Run& run) {
                  : dml::ReadLibsvm(run.source, run.load_opts);
     if (!d.ok()) return Fail(std::string(d.status().message()));
     // A cache that could not be used is rebuilt from the text; say why
-    // (a corrupt one would otherwise go unnoticed run after run).
+    // (missing, stale, or corrupt: a disk that corrupts it is worth knowing).
     if (!rebuilt.empty() && !run.quiet) std::printf("cache: built from the text (%s)\n", rebuilt.c_str());
     run.data = *std::move(d);
   }

@@ -230,6 +230,59 @@ BOOST_AUTO_TEST_CASE(a_relocation_takes_three_messages_or_two_in_the_shortcuts) 
   BOOST_TEST(Sum(g).rejected == 0);
 }
 
+// Localize takes repeated keys (the union of several minibatches' keys):
+// each block moves once, with the messages of one relocation per home, and
+// the handle is done once everything landed. Calls far longer than a
+// stripe's lock hold (256 keys) mix owned, arriving and remote keys; every
+// pull sees every push.
+BOOST_AUTO_TEST_CASE(localize_takes_repeated_keys_and_long_calls_mix_every_kind_of_key) {
+  for (int64_t block : {int64_t{1}, int64_t{4}}) {
+    BOOST_TEST_CONTEXT("block " << block) {
+      KvOptions o;
+      o.keys = 40000;  // 2 nodes: rank 0 homes [0, 20000)
+      o.block = block;
+      auto g = Group(2, o);
+      const KvStats before = Sum(g);
+      std::vector<int64_t> twice;
+      for (int64_t k = 30000; k < 30010; ++k) twice.push_back(k);
+      for (int64_t k = 30009; k >= 30000; --k) twice.push_back(k);
+      auto h = g[0]->Localize(twice);
+      BOOST_REQUIRE(h.ok());
+      Ok(g[0]->Wait(*h));
+      for (int64_t k = 30000; k < 30010; ++k) BOOST_TEST(g[0]->Owns(k));
+      const KvStats after = Sum(g);
+      BOOST_TEST(after.localize_messages - before.localize_messages == 1);
+      BOOST_TEST(after.transfer_messages - before.transfer_messages == 1);
+
+      // 30000 keys in one call: 10000 owned here, 10000 on their way here
+      // (localized without waiting), 10000 at rank 1.
+      std::vector<int64_t> mine, coming, remote;
+      for (int64_t k = 0; k < 10000; ++k) mine.push_back(k);
+      for (int64_t k = 20000; k < 30000; ++k) coming.push_back(k);
+      for (int64_t k = 30010; k < 40000; ++k) remote.push_back(k);
+      auto moving = g[0]->Localize(coming);
+      BOOST_REQUIRE(moving.ok());
+      std::vector<int64_t> all = mine;
+      all.insert(all.end(), coming.begin(), coming.end());
+      all.insert(all.end(), remote.begin(), remote.end());
+      std::vector<double> ones(all.size(), 1.0);
+      for (std::size_t i = 0; i < all.size(); ++i) ones[i] = static_cast<double>(all[i] % 7 + 1);
+      auto push = g[0]->Push(all, ones);
+      BOOST_REQUIRE(push.ok());
+      Ok(g[0]->Wait(*push));
+      Ok(g[0]->Wait(*moving));
+      std::vector<double> got(all.size(), -1.0);
+      auto pull = g[1]->Pull(all, got.data());
+      BOOST_REQUIRE(pull.ok());
+      Ok(g[1]->Wait(*pull));
+      int wrong = 0;
+      for (std::size_t i = 0; i < all.size(); ++i) wrong += got[i] != ones[i];
+      BOOST_TEST(wrong == 0);
+      BOOST_TEST(Sum(g).rejected == 0);
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(a_stale_cache_entry_costs_at_most_one_extra_forward) {
   KvOptions o;
   o.keys = 40;

@@ -15,10 +15,9 @@
 #include <caf/event_based_actor.hpp>
 #include <caf/exit_reason.hpp>
 #include <caf/sec.hpp>
-#include <caf/io/middleman.hpp>
-#include <caf/scoped_actor.hpp>
 #include <caf/io/broker.hpp>
 #include <caf/io/middleman.hpp>
+#include <caf/scoped_actor.hpp>
 #include <caf/send.hpp>
 #include <caf/system_messages.hpp>
 #include <caf/skip.hpp>
@@ -141,8 +140,9 @@ caf::behavior KvGate(caf::event_based_actor* self, KvNode::Impl* impl) {
 // are known), then hands every message to the core. It is a broker, so it
 // runs in the network thread that read the message: a message costs no
 // hand-over to a scheduler thread (and its wake-up), which on a loaded
-// machine was most of a small message's cost. The core's handlers only
-// take short locks and never wait.
+// machine was most of a small message's cost. The core's handlers never
+// wait, and take stripe locks that user threads hold for at most a few
+// hundred keys; a transfer's copy of a block's values runs on this thread.
 caf::behavior KvActor(caf::io::broker* self, KvNode::Impl* impl) {
   self->set_default_handler(caf::skip);
   return {

@@ -116,7 +116,9 @@ class KvNode {
 
   /// A group of `nodes` nodes in this process (tests, one-node runs); they
   /// share one actor system with `threads` scheduler threads (0: one per
-  /// core). Errors: InvalidArgument for bad options.
+  /// core). The nodes' actors run in that system's network thread (they are
+  /// brokers), not on the scheduler threads. Errors: InvalidArgument for bad
+  /// options.
   static absl::StatusOr<std::vector<std::unique_ptr<KvNode>>> StartLocalGroup(
       int nodes, const KvOptions& options, int threads = 0);
 
@@ -140,7 +142,8 @@ class KvNode {
   /// Adds deltas[i * value_len ...] to key i (copied at once).
   absl::StatusOr<KvHandle> Push(absl::Span<const int64_t> keys, absl::Span<const double> deltas);
   /// Moves ownership of the blocks of `keys` to this node; done when all
-  /// have landed here (they may move on afterwards).
+  /// have landed here (they may move on afterwards). Unlike Pull and Push,
+  /// `keys` may repeat (a union of minibatches' keys): each block moves once.
   absl::StatusOr<KvHandle> Localize(absl::Span<const int64_t> keys);
   /// Waits for `h` (at most the options' op_timeout_seconds): its status
   /// (Unavailable once a node of the group is lost).

@@ -33,6 +33,8 @@ void RaiseMax(std::atomic<int64_t>& a, int64_t v) {
 // Lookups issued ahead of their use: a node's slots are too many for the
 // caches, and each lookup is then a miss that prefetching overlaps.
 constexpr std::size_t kPrefetchAhead = 8;
+// Most keys handled under one hold of a stripe's lock.
+constexpr std::size_t kKeysPerLock = 256;
 
 kv_message Message(kv_kind kind, int32_t requester, int32_t sender, uint64_t op) {
   kv_message m;
@@ -218,47 +220,50 @@ std::shared_ptr<kv_op> KvCore::Issue(kv_kind kind, absl::Span<const int64_t> key
   const auto vl = static_cast<std::size_t>(options_.value_len);
   std::map<int32_t, kv_message> remote;
   int64_t served = 0, queued = 0;
-  // Keys by stripe: one lock per stripe and call, not one per key.
+  // Keys by stripe: a stripe's lock is taken once per run of at most
+  // kKeysPerLock of its keys, not once per key (bounded, so the network
+  // thread, which serves peers under the same locks, never waits long).
   thread_local StripeGroups g;
   GroupByStripe(keys, g);
   for (std::size_t si = 0; si < kStripes; ++si) {
-    const std::size_t first = g.start[si], last = g.start[si + 1];
-    if (first == last) continue;
     Stripe& s = stripes_[si];
-    std::lock_guard<std::mutex> lock(s.mu);
-    for (std::size_t j = first; j < std::min(last, first + kPrefetchAhead); ++j) {
-      s.slots.prefetch(g.block[g.order[j]]);
-    }
-    for (std::size_t j = first; j < last; ++j) {
-    if (j + kPrefetchAhead < last) s.slots.prefetch(g.block[g.order[j + kPrefetchAhead]]);
-    const std::size_t i = g.order[j];
-    const int64_t key = keys[i];
-    const int64_t b = g.block[i];
-    auto it = s.slots.find(b);
-    if (it != s.slots.end() && it->second.owned) {
-      double* v = it->second.values.data() + (key - b * options_.block) * options_.value_len;
-      if (push) {
-        for (std::size_t j = 0; j < vl; ++j) v[j] += deltas[i * vl + j];
-      } else {
-        std::copy(v, v + vl, out + i * vl);
+    for (std::size_t first = g.start[si]; first < g.start[si + 1]; first += kKeysPerLock) {
+      const std::size_t last = std::min(g.start[si + 1], first + kKeysPerLock);
+      std::lock_guard<std::mutex> lock(s.mu);
+      for (std::size_t p = first; p < std::min(last, first + kPrefetchAhead); ++p) {
+        s.slots.prefetch(g.block[g.order[p]]);
       }
-      ++served;
-      continue;
-    }
-    Register(op);
-    if (!push) {  // where its answer goes
-      std::lock_guard<std::mutex> ol(op->mu);
-      op->pos[key] = static_cast<int64_t>(i);
-    }
-    kv_message* m;
-    if (it != s.slots.end() && it->second.arriving) {
-      m = &QueueFor(it->second, kind, rank_, rank_, op->id, 0);
-      ++queued;
-    } else {
-      m = &remote[RouteLocked(s, b, false)];
-    }
-    m->keys.push_back(key);
-    if (push) m->values.insert(m->values.end(), deltas + i * vl, deltas + (i + 1) * vl);
+      for (std::size_t p = first; p < last; ++p) {
+        if (p + kPrefetchAhead < last) s.slots.prefetch(g.block[g.order[p + kPrefetchAhead]]);
+        const std::size_t i = g.order[p];
+        const int64_t key = keys[i];
+        const int64_t b = g.block[i];
+        auto it = s.slots.find(b);
+        if (it != s.slots.end() && it->second.owned) {
+          double* v = it->second.values.data() + (key - b * options_.block) * options_.value_len;
+          if (push) {
+            for (std::size_t j = 0; j < vl; ++j) v[j] += deltas[i * vl + j];
+          } else {
+            std::copy(v, v + vl, out + i * vl);
+          }
+          ++served;
+          continue;
+        }
+        Register(op);
+        if (!push) {  // where its answer goes
+          std::lock_guard<std::mutex> ol(op->mu);
+          op->pos[key] = static_cast<int64_t>(i);
+        }
+        kv_message* m;
+        if (it != s.slots.end() && it->second.arriving) {
+          m = &QueueFor(it->second, kind, rank_, rank_, op->id, 0);
+          ++queued;
+        } else {
+          m = &remote[RouteLocked(s, b, false)];
+        }
+        m->keys.push_back(key);
+        if (push) m->values.insert(m->values.end(), deltas + i * vl, deltas + (i + 1) * vl);
+      }
     }
   }
   Dispatch(*op, kind, served, queued, remote);
@@ -268,8 +273,11 @@ std::shared_ptr<kv_op> KvCore::Issue(kv_kind kind, absl::Span<const int64_t> key
 std::shared_ptr<kv_op> KvCore::Localize(absl::Span<const int64_t> keys) {
   auto op = std::make_shared<kv_op>();
   op->kind = kv_kind::kLocalize;
-  // One key per block (its first), each block once: keys are distinct
-  // (CheckKeys), so with one-key blocks they are that already.
+  // One key per block (its first). Keys may repeat (a union of batches
+  // repeats them): a repeated block is counted and waited for once per
+  // repeat, and moves once (its later repeats find it owned or arriving).
+  // With one-key blocks the keys are those already, unsorted: sorting the
+  // union of a window of batches would cost more than the repeats.
   thread_local std::vector<int64_t> firsts;
   if (options_.block > 1) {
     firsts.clear();
@@ -289,35 +297,36 @@ std::shared_ptr<kv_op> KvCore::Localize(absl::Span<const int64_t> keys) {
   thread_local StripeGroups g;
   GroupByStripe(keys, g);
   for (std::size_t si = 0; si < kStripes; ++si) {
-    const std::size_t first = g.start[si], last = g.start[si + 1];
-    if (first == last) continue;
     Stripe& s = stripes_[si];
-    std::lock_guard<std::mutex> lock(s.mu);
-    for (std::size_t j = first; j < std::min(last, first + kPrefetchAhead); ++j) {
-      s.slots.prefetch(g.block[g.order[j]]);
-    }
-    for (std::size_t j = first; j < last; ++j) {
-      if (j + kPrefetchAhead < last) s.slots.prefetch(g.block[g.order[j + kPrefetchAhead]]);
-      const int64_t b = g.block[g.order[j]];
-      auto it = s.slots.find(b);
-      if (it != s.slots.end() && it->second.owned) {
-        ++present;
-        continue;
+    for (std::size_t first = g.start[si]; first < g.start[si + 1]; first += kKeysPerLock) {
+      const std::size_t last = std::min(g.start[si + 1], first + kKeysPerLock);
+      std::lock_guard<std::mutex> lock(s.mu);
+      for (std::size_t p = first; p < std::min(last, first + kPrefetchAhead); ++p) {
+        s.slots.prefetch(g.block[g.order[p]]);
       }
-      Slot& slot = it != s.slots.end() ? it->second : s.slots[b];
-      Register(op);  // so that a lost node fails it (PeerLost)
-      if (slot.arriving) {
+      for (std::size_t p = first; p < last; ++p) {
+        if (p + kPrefetchAhead < last) s.slots.prefetch(g.block[g.order[p + kPrefetchAhead]]);
+        const int64_t b = g.block[g.order[p]];
+        auto it = s.slots.find(b);
+        if (it != s.slots.end() && it->second.owned) {
+          ++present;
+          continue;
+        }
+        Slot& slot = it != s.slots.end() ? it->second : s.slots[b];
+        Register(op);  // so that a lost node fails it (PeerLost)
+        if (slot.arriving) {
+          slot.arrival->waiters.push_back(op);
+          continue;
+        }
+        slot.arriving = true;
+        slot.arrival = std::make_unique<Arrival>();
         slot.arrival->waiters.push_back(op);
-        continue;
-      }
-      slot.arriving = true;
-      slot.arrival = std::make_unique<Arrival>();
-      slot.arrival->waiters.push_back(op);
-      const int32_t home = HomeOf(b);
-      if (home == rank_) {
-        mine.push_back(b);
-      } else {
-        to_home[home].keys.push_back(b);
+        const int32_t home = HomeOf(b);
+        if (home == rank_) {
+          mine.push_back(b);
+        } else {
+          to_home[home].keys.push_back(b);
+        }
       }
     }
   }

@@ -574,12 +574,12 @@ absl::StatusOr<Dataset> ReadCache(const std::string& cache_path, const CacheSour
 
 absl::StatusOr<Dataset> LoadWithCache(const std::string& path, const std::string& cache_path,
                                       const LibsvmOptions& options, std::string* rebuilt) {
+  if (rebuilt != nullptr) rebuilt->clear();
   // Stat before parsing: if the text changes while it is parsed, the cache
   // records the old identity and the next load rebuilds it.
   DML_ASSIGN_OR_RETURN(CacheSource source, StatSource(path));
   const ParseKey key = KeyOf(options);
   auto cached = ReadCacheImpl(cache_path, source, &key);
-  if (rebuilt != nullptr) rebuilt->clear();
   if (cached.ok()) return cached;
   if (rebuilt != nullptr) *rebuilt = std::string(cached.status().message());
   DML_ASSIGN_OR_RETURN(Dataset data, ReadLibsvm(path, options));

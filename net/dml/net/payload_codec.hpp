@@ -58,6 +58,8 @@ absl::Status FromWireOrReference(std::string_view bytes, dvec* out,
 
 /// The bytes of a checkpoint or model file: the Envelope with fileDigest
 /// set (a 32-bit checksum of the payload's canonical form; wire.capnp).
+/// Writing and reading a file make one more copy of its payload (the
+/// canonical form is hashed), so peak memory is about twice the file's.
 absl::StatusOr<std::string> ToFileBytes(const job_checkpoint& x);
 absl::StatusOr<std::string> ToFileBytes(const model_file& x);
 /// FromWire for file bytes, after the digest check where the file has one
@@ -76,11 +78,12 @@ absl::Status WriteCheckpointFile(const std::string& path, const job_checkpoint& 
 /// checkpoints are). Errors: InvalidArgument for a model the schema refuses
 /// (non-finite weight, bad labels or bias); I/O errors with the path.
 absl::Status WriteModelFile(const std::string& path, const model_file& m);
-/// Reads one. Errors: NotFound / I/O with the path; a corrupt or foreign
-/// file as FromWire reports it, after the path.
+/// Reads one. Errors: NotFound / I/O with the path; a file changed since it
+/// was written as FromFileBytes reports it (DataLoss, "contents do not match
+/// the file's checksum"), a corrupt or foreign one as FromWire does, after
+/// the path.
 absl::StatusOr<model_file> ReadModelFile(const std::string& path);
-/// Reads a checkpoint file. Errors: NotFound / I/O with the path; the
-/// decoder's errors prefixed with the path.
+/// Reads a checkpoint file. Errors: as ReadModelFile.
 absl::StatusOr<job_checkpoint> ReadCheckpointFile(const std::string& path);
 
 /// The decode error a payload arrived with, as InvalidArgument (OK if none).

@@ -63,10 +63,10 @@ struct Envelope {
   # Files only (checkpoints, model files): XXH64 (Checksum64 in
   # libdml/dml/data/cache.hpp) of the payload's canonical form (Cap'n Proto
   # canonicalization of the union member's struct), its two halves XORed,
-  # lowest bit set so that it is never 0. Not cryptographic: it catches
-  # accidents (a flipped bit, a torn copy), not an attacker. A file
-  # changed after it was written (a flipped bit, a torn copy) is refused
-  # instead of resumed or served. 0 in messages, and in files written
+  # lowest bit set so that it is never 0 (31 bits of check). Not
+  # cryptographic: it catches accidents, not an attacker. A file changed
+  # after it was written (a flipped bit, a torn copy) is refused instead of
+  # resumed or served. 0 in messages, and in files written
   # before the field existed (read unchecked). It fills the spare half of
   # the envelope's data word: messages keep their exact bytes.
 }

@@ -11,6 +11,7 @@
 #include <kj/exception.h>
 #include <kj/io.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -125,7 +126,7 @@ absl::StatusOr<T> OpenEnvelope(std::string_view bytes, const DecodeLimits& limit
   capnp::ReaderOptions options;
   // Reading each object once traverses fewer words than the message holds;
   // anything beyond that is a pointer-aliasing amplification attack.
-  options.traversalLimitInWords = words * static_cast<uint64_t>(passes);
+  options.traversalLimitInWords = words * static_cast<uint64_t>(std::max(passes, 1));
   try {
     capnp::FlatArrayMessageReader reader(kj::arrayPtr(begin, words), options);
     const capnp::word* end = reader.getEnd();
