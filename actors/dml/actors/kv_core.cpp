@@ -209,20 +209,8 @@ void KvCore::GroupByStripe(absl::Span<const int64_t> keys, StripeGroups& g) cons
   }
 }
 
-std::shared_ptr<kv_op> KvCore::Issue(kv_kind kind, absl::Span<const int64_t> keys, double* out,
-                                     const double* deltas) {
-  const bool push = kind == kv_kind::kPush;
-  auto op = std::make_shared<kv_op>();
-  op->kind = kind;
-  op->value_len = options_.value_len;
-  op->out = out;
-  op->remaining = static_cast<int64_t>(keys.size());
-  const auto vl = static_cast<std::size_t>(options_.value_len);
-  std::map<int32_t, kv_message> remote;
-  int64_t served = 0, queued = 0;
-  // Keys by stripe: a stripe's lock is taken once per run of at most
-  // kKeysPerLock of its keys, not once per key (bounded, so the network
-  // thread, which serves peers under the same locks, never waits long).
+template <class Fn>
+void KvCore::ForEachByStripe(absl::Span<const int64_t> keys, Fn&& fn) {
   thread_local StripeGroups g;
   GroupByStripe(keys, g);
   for (std::size_t si = 0; si < kStripes; ++si) {
@@ -236,36 +224,51 @@ std::shared_ptr<kv_op> KvCore::Issue(kv_kind kind, absl::Span<const int64_t> key
       for (std::size_t p = first; p < last; ++p) {
         if (p + kPrefetchAhead < last) s.slots.prefetch(g.block[g.order[p + kPrefetchAhead]]);
         const std::size_t i = g.order[p];
-        const int64_t key = keys[i];
-        const int64_t b = g.block[i];
-        auto it = s.slots.find(b);
-        if (it != s.slots.end() && it->second.owned) {
-          double* v = it->second.values.data() + (key - b * options_.block) * options_.value_len;
-          if (push) {
-            for (std::size_t j = 0; j < vl; ++j) v[j] += deltas[i * vl + j];
-          } else {
-            std::copy(v, v + vl, out + i * vl);
-          }
-          ++served;
-          continue;
-        }
-        Register(op);
-        if (!push) {  // where its answer goes
-          std::lock_guard<std::mutex> ol(op->mu);
-          op->pos[key] = static_cast<int64_t>(i);
-        }
-        kv_message* m;
-        if (it != s.slots.end() && it->second.arriving) {
-          m = &QueueFor(it->second, kind, rank_, rank_, op->id, 0);
-          ++queued;
-        } else {
-          m = &remote[RouteLocked(s, b, false)];
-        }
-        m->keys.push_back(key);
-        if (push) m->values.insert(m->values.end(), deltas + i * vl, deltas + (i + 1) * vl);
+        fn(s, i, g.block[i]);
       }
     }
   }
+}
+
+std::shared_ptr<kv_op> KvCore::Issue(kv_kind kind, absl::Span<const int64_t> keys, double* out,
+                                     const double* deltas) {
+  const bool push = kind == kv_kind::kPush;
+  auto op = std::make_shared<kv_op>();
+  op->kind = kind;
+  op->value_len = options_.value_len;
+  op->out = out;
+  op->remaining = static_cast<int64_t>(keys.size());
+  const auto vl = static_cast<std::size_t>(options_.value_len);
+  std::map<int32_t, kv_message> remote;
+  int64_t served = 0, queued = 0;
+  ForEachByStripe(keys, [&](Stripe& s, std::size_t i, int64_t b) {
+    const int64_t key = keys[i];
+    auto it = s.slots.find(b);
+    if (it != s.slots.end() && it->second.owned) {
+      double* v = it->second.values.data() + (key - b * options_.block) * options_.value_len;
+      if (push) {
+        for (std::size_t j = 0; j < vl; ++j) v[j] += deltas[i * vl + j];
+      } else {
+        std::copy(v, v + vl, out + i * vl);
+      }
+      ++served;
+      return;
+    }
+    Register(op);
+    if (!push) {  // where its answer goes
+      std::lock_guard<std::mutex> ol(op->mu);
+      op->pos[key] = static_cast<int64_t>(i);
+    }
+    kv_message* m;
+    if (it != s.slots.end() && it->second.arriving) {
+      m = &QueueFor(it->second, kind, rank_, rank_, op->id, 0);
+      ++queued;
+    } else {
+      m = &remote[RouteLocked(s, b, false)];
+    }
+    m->keys.push_back(key);
+    if (push) m->values.insert(m->values.end(), deltas + i * vl, deltas + (i + 1) * vl);
+  });
   Dispatch(*op, kind, served, queued, remote);
   return op;
 }
@@ -294,42 +297,28 @@ std::shared_ptr<kv_op> KvCore::Localize(absl::Span<const int64_t> keys) {
   std::map<int32_t, kv_message> to_home;
   std::vector<int64_t> mine;  // blocks whose home is this node
   int64_t present = 0;
-  thread_local StripeGroups g;
-  GroupByStripe(keys, g);
-  for (std::size_t si = 0; si < kStripes; ++si) {
-    Stripe& s = stripes_[si];
-    for (std::size_t first = g.start[si]; first < g.start[si + 1]; first += kKeysPerLock) {
-      const std::size_t last = std::min(g.start[si + 1], first + kKeysPerLock);
-      std::lock_guard<std::mutex> lock(s.mu);
-      for (std::size_t p = first; p < std::min(last, first + kPrefetchAhead); ++p) {
-        s.slots.prefetch(g.block[g.order[p]]);
-      }
-      for (std::size_t p = first; p < last; ++p) {
-        if (p + kPrefetchAhead < last) s.slots.prefetch(g.block[g.order[p + kPrefetchAhead]]);
-        const int64_t b = g.block[g.order[p]];
-        auto it = s.slots.find(b);
-        if (it != s.slots.end() && it->second.owned) {
-          ++present;
-          continue;
-        }
-        Slot& slot = it != s.slots.end() ? it->second : s.slots[b];
-        Register(op);  // so that a lost node fails it (PeerLost)
-        if (slot.arriving) {
-          slot.arrival->waiters.push_back(op);
-          continue;
-        }
-        slot.arriving = true;
-        slot.arrival = std::make_unique<Arrival>();
-        slot.arrival->waiters.push_back(op);
-        const int32_t home = HomeOf(b);
-        if (home == rank_) {
-          mine.push_back(b);
-        } else {
-          to_home[home].keys.push_back(b);
-        }
-      }
+  ForEachByStripe(keys, [&](Stripe& s, std::size_t, int64_t b) {
+    auto it = s.slots.find(b);
+    if (it != s.slots.end() && it->second.owned) {
+      ++present;
+      return;
     }
-  }
+    Slot& slot = it != s.slots.end() ? it->second : s.slots[b];
+    Register(op);  // so that a lost node fails it (PeerLost)
+    if (slot.arriving) {
+      slot.arrival->waiters.push_back(op);
+      return;
+    }
+    slot.arriving = true;
+    slot.arrival = std::make_unique<Arrival>();
+    slot.arrival->waiters.push_back(op);
+    const int32_t home = HomeOf(b);
+    if (home == rank_) {
+      mine.push_back(b);
+    } else {
+      to_home[home].keys.push_back(b);
+    }
+  });
   Complete(*op, present, this);
   for (auto& [to, m] : to_home) {
     m.kind = static_cast<uint8_t>(kv_kind::kLocalize);

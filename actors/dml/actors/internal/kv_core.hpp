@@ -127,6 +127,12 @@ class KvCore {
     std::vector<std::size_t> start, fill;
   };
   void GroupByStripe(absl::Span<const int64_t> keys, StripeGroups& g) const;
+  // Calls fn(stripe, i, block of key i) for every key of a call, grouped by
+  // stripe, with the stripe locked: each lock is held for a run of at most
+  // a few hundred keys (the network thread serves peers under the same
+  // locks), and slots are prefetched a few lookups ahead of their use.
+  template <class Fn>
+  void ForEachByStripe(absl::Span<const int64_t> keys, Fn&& fn);
   int32_t& HomeOwner(int64_t b) { return home_owner_[static_cast<std::size_t>(b - home_begin_)]; }
   // Where to send an operation on block b that this node neither owns nor
   // awaits (stripe locked). `forwarded`: never trust the cache (bounds the
