@@ -35,6 +35,7 @@
 #include "dml/actors/dense_block.hpp"
 #include "dml/actors/messages.hpp"
 #include "dml/actors/wire.hpp"
+#include "dml/net/payload_codec.hpp"
 
 namespace {
 
@@ -326,6 +327,37 @@ std::pair<std::string, std::string> Seed(const std::string& name, const T& x) {
   return {name, *std::move(bytes)};
 }
 
+// The file reader (checkpoint and model files, with their checksum): it
+// never crashes, refuses only with DataLoss or InvalidArgument or
+// ResourceExhausted, and accepts nothing the message decoder refuses (a
+// file is a message plus a check); a model file it accepts decodes to the
+// message decoder's value.
+template <class T>
+void DecodeFile(const char* type, std::string_view bytes) {
+  T file;
+  const absl::Status f = dml::net::FromFileBytes(bytes, &file);
+  T wire;
+  const absl::Status w = dml::net::FromWire(bytes, &wire);
+  if (f.ok() && !w.ok()) Fail(type, "a file decoded that FromWire refuses", w.ToString());
+  if (!f.ok() && f.code() != absl::StatusCode::kDataLoss &&
+      f.code() != absl::StatusCode::kInvalidArgument &&
+      f.code() != absl::StatusCode::kResourceExhausted) {
+    Fail(type, "unexpected status from FromFileBytes", f.ToString());
+  }
+  if constexpr (std::is_same_v<T, dml::net::model_file>) {
+    if (f.ok()) {
+      if (const char* field = Diff(file, wire)) Fail(type, "file and message decode differ", field);
+    }
+  }
+}
+
+template <class T>
+std::pair<std::string, std::string> FileSeed(const std::string& name, const T& x) {
+  auto bytes = dml::net::ToFileBytes(x);
+  if (!bytes.ok()) Fail(name.c_str(), "seed does not encode", bytes.status().ToString());
+  return {name, *std::move(bytes)};
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
@@ -343,6 +375,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
   DecodeAs<dml::net::kv_message>("kv_message", bytes);
   DecodeAs<Progress>("Progress", bytes);
   DecodeAs<dml::net::model_file>("model_file", bytes);
+  DecodeFile<dml::net::model_file>("model file", bytes);
+  DecodeFile<dml::net::job_checkpoint>("checkpoint file", bytes);
   DecodeBulkRef(bytes);
   return 0;
 }
@@ -470,6 +504,18 @@ std::vector<std::pair<std::string, std::string>> WireSeeds() {
   model.primal = 0.3;
   model.gap = inf;
   out.push_back(Seed("model_file", model));
+  out.push_back(FileSeed("model_file_sealed", model));
+  dml::net::job_checkpoint checkpoint;
+  checkpoint.model = {dml::ModelKind::kHingeSvm, 0.1};
+  checkpoint.round = 3;
+  checkpoint.rows = 4;
+  checkpoint.cols = 3;
+  checkpoint.workers = 2;
+  checkpoint.shared = {0.25, -0.5, 1.0};
+  checkpoint.coords = {{0.5, 0.0}, {1.0, 0.25}};
+  checkpoint.processed = {2, 2};
+  checkpoint.history = {progress};
+  out.push_back(FileSeed("checkpoint_sealed", checkpoint));
   out.push_back(Seed("job_progress_empty", Progress()));
   return out;
 }

@@ -11,7 +11,6 @@
 #include <kj/exception.h>
 #include <kj/io.h>
 
-#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -98,11 +97,9 @@ std::string DescribeKind(wire::Envelope::Which which);
 /// Frames, limits and opens a message, checks its version, then hands the
 /// Envelope to `read`, which returns the decoded value. Every Cap'n Proto
 /// exception becomes DataLoss. Errors: see codec.hpp.
-// `passes`: how many times `read` may traverse the message (a file's
-// digest check reads the payload once before decoding it).
 template <class T, class ReadFn>
 absl::StatusOr<T> OpenEnvelope(std::string_view bytes, const DecodeLimits& limits,
-                               ReadFn&& read, int passes = 1) {
+                               ReadFn&& read) {
   if (bytes.empty()) return absl::DataLossError("empty message");
   if (bytes.size() > limits.max_bytes) {
     return absl::ResourceExhaustedError(absl::StrFormat(
@@ -126,7 +123,7 @@ absl::StatusOr<T> OpenEnvelope(std::string_view bytes, const DecodeLimits& limit
   capnp::ReaderOptions options;
   // Reading each object once traverses fewer words than the message holds;
   // anything beyond that is a pointer-aliasing amplification attack.
-  options.traversalLimitInWords = words * static_cast<uint64_t>(std::max(passes, 1));
+  options.traversalLimitInWords = words;
   try {
     capnp::FlatArrayMessageReader reader(kj::arrayPtr(begin, words), options);
     const capnp::word* end = reader.getEnd();
@@ -150,7 +147,7 @@ absl::StatusOr<T> OpenEnvelope(std::string_view bytes, const DecodeLimits& limit
 /// OpenEnvelope, and the payload must be of kind `expected`.
 template <class T, class ReadFn>
 absl::StatusOr<T> DecodeEnvelope(std::string_view bytes, const DecodeLimits& limits,
-                                 wire::Envelope::Which expected, ReadFn&& read, int passes = 1) {
+                                 wire::Envelope::Which expected, ReadFn&& read) {
   return OpenEnvelope<T>(
       bytes, limits, [&](wire::Envelope::Reader envelope) -> absl::StatusOr<T> {
         const wire::Envelope::Which which = envelope.which();
@@ -159,8 +156,7 @@ absl::StatusOr<T> DecodeEnvelope(std::string_view bytes, const DecodeLimits& lim
                                                          ", got ", DescribeKind(which)));
         }
         return read(envelope);
-      },
-      passes);
+      });
 }
 
 /// The payload kind of a message (framing, limits and version checked).
