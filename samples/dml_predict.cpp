@@ -28,7 +28,6 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "dml/data/libsvm.hpp"
 #include "dml/metrics/metrics.hpp"
@@ -173,10 +172,9 @@ int main(int argc, char** argv) {
   } else {
     // Binary: a Cap'n Proto ModelFile (dml-train --model-format capnp), or nothing we read.
     auto file = dml::net::ReadModelFile(opts->model);
-    // DataLoss from a file that decoded as a model file but whose contents
-    // changed since it was written: say that, not "none of the formats".
-    const bool changed = !file.ok() && file.status().code() == absl::StatusCode::kDataLoss &&
-                         absl::StrContains(file.status().message(), "file's checksum");
+    // A file that decoded as a model file but whose contents changed since
+    // it was written: say that, not "none of the formats".
+    const bool changed = !file.ok() && dml::net::ChangedSinceWritten(file.status());
     model = file.ok() ? FromDmlModel(file->model, *test)
             : changed ? absl::Status(file.status())
                       : absl::InvalidArgumentError(absl::StrCat(

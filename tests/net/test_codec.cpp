@@ -279,6 +279,8 @@ BOOST_AUTO_TEST_CASE(files_refuse_contents_changed_after_writing) {
   auto bad = dml::net::ReadModelFile(path);
   BOOST_REQUIRE(!bad.ok());
   BOOST_TEST(static_cast<int>(bad.status().code()) == static_cast<int>(absl::StatusCode::kDataLoss));
+  BOOST_TEST(dml::net::ChangedSinceWritten(bad.status()));
+  BOOST_TEST(!dml::net::ChangedSinceWritten(dml::net::ReadModelFile(path + ".none").status()));
   BOOST_TEST_CONTEXT(bad.status().message()) {
     BOOST_TEST(absl::StartsWith(bad.status().message(),
                                 path + ": contents do not match the file's checksum (changed after "

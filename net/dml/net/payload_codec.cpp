@@ -20,6 +20,7 @@
 
 #include <capnp/any.h>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "dml/data/cache.hpp"
@@ -566,9 +567,9 @@ absl::Status FromWireImpl(std::string_view bytes, T* out, const DecodeLimits& li
 
 // ---------------------------------------------------------------- files
 // A file's Envelope carries a checksum (XXH64, folded to 32 bits) of its
-// payload's canonical form (wire.capnp fileDigest). Canonical, because the flat bytes could differ
-// for the same content (segment layout); the payload struct, because the
-// digest cannot cover itself.
+// payload's canonical form (wire.capnp fileDigest). Canonical, because the
+// flat bytes could differ for the same content (segment layout); the
+// payload struct, because the digest cannot cover itself.
 
 template <class R>
 uint32_t CanonicalDigest(R payload) {
@@ -577,14 +578,15 @@ uint32_t CanonicalDigest(R payload) {
   return static_cast<uint32_t>(h ^ (h >> 32)) | 1u;  // never 0, which means "no digest"
 }
 
-absl::StatusOr<uint32_t> FileDigest(wire::Envelope::Reader env) {
-  switch (env.which()) {
-    case wire::Envelope::CHECKPOINT: return CanonicalDigest(env.getCheckpoint());
-    case wire::Envelope::MODEL_FILE: return CanonicalDigest(env.getModelFile());
-    default: return absl::InvalidArgumentError(absl::StrCat(internal::DescribeKind(env.which()),
-                                                            " is not a file"));
-  }
+// The digest of the file payload of T's kind (the envelope holds that kind).
+uint32_t FileDigest(wire::Envelope::Reader env, const job_checkpoint*) {
+  return CanonicalDigest(env.getCheckpoint());
 }
+uint32_t FileDigest(wire::Envelope::Reader env, const model_file*) {
+  return CanonicalDigest(env.getModelFile());
+}
+
+constexpr char kChangedFile[] = "contents do not match the file's checksum";
 
 template <class T>
 absl::StatusOr<std::string> ToFileImpl(const T& x) {
@@ -592,8 +594,7 @@ absl::StatusOr<std::string> ToFileImpl(const T& x) {
   DML_RETURN_IF_ERROR(BuildChecked(x, builder));
   try {
     auto env = builder.template getRoot<wire::Envelope>();
-    DML_ASSIGN_OR_RETURN(const uint32_t digest, FileDigest(env.asReader()));
-    env.setFileDigest(digest);
+    env.setFileDigest(FileDigest(env.asReader(), &x));
   } catch (const kj::Exception& e) {
     return absl::InternalError(
         absl::StrCat("Cap'n Proto error while sealing a file: ", e.getDescription().cStr()));
@@ -612,12 +613,11 @@ absl::Status FromFileImpl(std::string_view bytes, T* out, const DecodeLimits& li
       bytes, limits, [out](wire::Envelope::Reader env) -> absl::StatusOr<bool> {
         const uint32_t stored = env.getFileDigest();
         if (stored == 0 || env.which() != KindOf(out)) return true;
-        DML_ASSIGN_OR_RETURN(const uint32_t computed, FileDigest(env));
+        const uint32_t computed = FileDigest(env, out);
         if (stored != computed) {
-          return absl::DataLossError(absl::StrFormat(
-              "contents do not match the file's checksum (changed after it was written): "
-              "stored %08x, computed %08x",
-              stored, computed));
+          return absl::DataLossError(
+              absl::StrFormat("%s (changed after it was written): stored %08x, computed %08x",
+                              kChangedFile, stored, computed));
         }
         return true;
       });
@@ -689,6 +689,11 @@ DML_WIRE_IMPL(Progress)
 DML_WIRE_IMPL(job_checkpoint)
 DML_WIRE_IMPL(model_file)
 #undef DML_WIRE_IMPL
+
+bool ChangedSinceWritten(const absl::Status& status) {
+  return status.code() == absl::StatusCode::kDataLoss &&
+         absl::StrContains(status.message(), kChangedFile);
+}
 
 absl::StatusOr<std::string> ToFileBytes(const job_checkpoint& x) { return ToFileImpl(x); }
 absl::StatusOr<std::string> ToFileBytes(const model_file& x) { return ToFileImpl(x); }

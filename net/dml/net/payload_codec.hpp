@@ -70,6 +70,9 @@ absl::Status FromFileBytes(std::string_view bytes, job_checkpoint* out,
                            const DecodeLimits& limits = DecodeLimits{});
 absl::Status FromFileBytes(std::string_view bytes, model_file* out,
                            const DecodeLimits& limits = DecodeLimits{});
+/// Whether `status` is FromFileBytes's (or a file reader's) "changed since it
+/// was written": the file decoded as its kind but failed its checksum.
+bool ChangedSinceWritten(const absl::Status& status);
 
 /// Writes `c` to `path` atomically (a temporary file, then rename), so a
 /// crash mid-write leaves the previous checkpoint. Errors: I/O, with the path.
