@@ -159,8 +159,8 @@ DuHL (a device holding part of the data; without --solver tpa-scd, its CPU twin)
   --device-memory M   the device's budget: a percentage of the data (10%) or bytes (10%)
   --selection R       gap (sampled by gap), gap-greedy, random, sequential, resident (gap)
   --gap-threads N     threads refreshing the gaps while the device solves (1)
-  --solver tpa-scd    the device is a GPU (dual models): TPA-SCD on the block, which stays
-                      there between rounds; only new rows are copied (--device, --gpu-fallback)
+  --solver tpa-scd    the device is a GPU: TPA-SCD on the block, which stays there between
+                      rounds; only new rows (columns) are copied (--device, --gpu-fallback)
   --mode cocoa --local duhl  the same as cocoa's local solver on every worker's block (with
                       --solver tpa-scd: the blocks on the GPUs of the workers' processes)
 Distributed (the actor runtime):

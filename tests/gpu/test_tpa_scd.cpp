@@ -150,21 +150,70 @@ BOOST_AUTO_TEST_CASE(local_solver_without_a_device_is_an_error_or_the_cpu_one) {
                              std::string(strict.status().message()));
   BOOST_TEST(via.first == cpu.first);
   BOOST_TEST(via.second == cpu.second);
-  // Primal models have no device local solver: Unimplemented, or the CPU one.
-  const dml::ModelSpec lasso = tpa_testing::Spec(dml::ModelKind::kLasso);
+  // Primal blocks the same way: bad input first, then the device's error, or
+  // the CPU local solver and one line.
+  const dml::ModelSpec l1 = tpa_testing::Spec(dml::ModelKind::kLogisticL1);
   dml::gpu::TpaScdOptions plain;
+  plain.device = 4096;
   dml::LocalBlock cols;
   cols.cols = data.x.Convert();
   cols.y = data.y;
   cols.n_global = data.x.rows();
   cols.loss_row_end = data.x.rows();
-  auto primal = dml::gpu::MakeTpaScdLocalSolver(cols, lasso, 1, plain);
-  BOOST_TEST((primal.status().code() == absl::StatusCode::kUnimplemented));
-  BOOST_TEST(primal.status().message() ==
-             "tpa-scd as cocoa's local solver runs the dual models (ridge, logistic, svm, "
-             "svm-squared); lasso needs the CPU local solver");
+  dml::LocalBlock bad_cols = cols;
+  bad_cols.y[3] = 0.5f;
+  auto bad_primal = dml::gpu::MakeTpaScdLocalSolver(std::move(bad_cols), l1, 1, plain);
+  BOOST_TEST(bad_primal.status().message() ==
+             "primal local solver: label of example 3 is 0.5; model logistic-l1 needs labels in "
+             "{-1,+1}");
+  auto primal = dml::gpu::MakeTpaScdLocalSolver(cols, l1, 1, plain);
+  BOOST_TEST((primal.status().code() == strict.status().code()));
+  BOOST_TEST(primal.status().message() == strict.status().message());
+  lines.clear();
   plain.allow_fallback = true;
-  BOOST_TEST(dml::gpu::MakeTpaScdLocalSolver(cols, lasso, 1, plain).ok());
+  plain.log = gpu.log;
+  auto fallback = dml::gpu::MakeTpaScdLocalSolver(cols, l1, 1, plain);
+  BOOST_REQUIRE(fallback.ok());
+  BOOST_REQUIRE(lines.size() == 1u);
+  BOOST_TEST(lines[0] == "tpa-scd: cocoa's CPU local solver instead: " +
+                             std::string(strict.status().message()));
+  auto cpu_primal = dml::MakeLocalSolver(cols, l1, 1);
+  BOOST_REQUIRE(cpu_primal.ok());
+  const std::vector<double> v(static_cast<std::size_t>(data.x.rows()), 0.0);
+  auto a = (*fallback)->Solve(v, 1.0, 1.0, 50);
+  auto b = (*cpu_primal)->Solve(v, 1.0, 1.0, 50);
+  BOOST_REQUIRE(a.ok());
+  BOOST_REQUIRE(b.ok());
+  BOOST_TEST(a->delta_shared == b->delta_shared);
+}
+
+// CoCoA+ over column blocks with MakeTpaScdLocalSolver for the primal
+// models, on the CPU where no device is (the fallback): sequential CD's
+// optimum. The GPU test runs the same harness on the device.
+BOOST_AUTO_TEST_CASE(primal_cocoa_through_the_fallback_reaches_the_optimum) {
+  for (dml::ModelKind kind : {dml::ModelKind::kLasso, dml::ModelKind::kElasticNet,
+                              dml::ModelKind::kLogisticL1}) {
+    BOOST_TEST_CONTEXT("model " << dml::ModelName(kind)) {
+      const dml::Dataset data = tpa_testing::Problem(kind, 3000, 300);
+      const dml::ModelSpec spec = tpa_testing::Spec(kind);
+      dml::gpu::TpaScdOptions gpu;
+      gpu.device = 4096;
+      gpu.allow_fallback = true;
+      auto run = tpa_testing::RunCocoaPrimal(data, 3, tpa_testing::kPrimalCocoaRounds,
+                                             [&](dml::LocalBlock b, uint64_t seed) {
+                                               return dml::gpu::MakeTpaScdLocalSolver(
+                                                   std::move(b), spec, seed, gpu);
+                                             });
+      auto c = dml::EvaluatePrimal(data, spec, run.second);
+      auto ref = dml::Train(data, spec, tpa_testing::Tight(dml::SolverKind::kScd));
+      BOOST_REQUIRE(c.ok());
+      BOOST_REQUIRE(ref.ok());
+      BOOST_TEST_MESSAGE("cocoa " << dml::ModelName(kind) << ": P " << c->primal << " gap "
+                                  << c->gap << ", scd P " << ref->primal);
+      BOOST_TEST(c->gap <= 1e-6 * std::abs(c->primal));
+      BOOST_TEST(tpa_testing::RelDiff(c->primal, ref->primal) <= 2e-6);
+    }
+  }
 }
 
 }  // namespace

@@ -3,12 +3,15 @@
 #define BOOST_TEST_MODULE gpu_tpa_scd_device
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
 
 #include "dml/gpu/tpa_scd.hpp"
+#include "dml/metrics/metrics.hpp"
 #include "dml/objective/evaluate.hpp"
 #include "dml/solver/duhl.hpp"
 #include "tpa_problems.hpp"
@@ -251,14 +254,75 @@ BOOST_AUTO_TEST_CASE(device_local_solver_matches_the_cpu_one_in_cocoa) {
   }
 }
 
+// The same for the primal models over 3 column blocks: the device's
+// optimum is the CPU's, the v the rounds built is A w, and Certify agrees.
+BOOST_AUTO_TEST_CASE(device_primal_local_solver_matches_the_cpu_one_in_cocoa) {
+  if (!HaveDevice()) return;
+  for (dml::ModelKind kind : {dml::ModelKind::kLasso, dml::ModelKind::kElasticNet,
+                              dml::ModelKind::kLogisticL1}) {
+    BOOST_TEST_CONTEXT("model " << dml::ModelName(kind)) {
+      const dml::Dataset data = tpa_testing::Problem(kind, 20000, 1500);
+      const dml::ModelSpec spec = tpa_testing::Spec(kind);
+      dml::gpu::TpaScdOptions gpu;
+      std::vector<std::string> lines;
+      gpu.log = [&](std::string_view l) { lines.emplace_back(l); };
+      const int rounds = 4 * tpa_testing::kPrimalCocoaRounds;
+      auto dev = tpa_testing::RunCocoaPrimal(data, 3, rounds, [&](dml::LocalBlock b, uint64_t seed) {
+        return dml::gpu::MakeTpaScdLocalSolver(std::move(b), spec, seed, gpu);
+      });
+      auto cpu = tpa_testing::RunCocoaPrimal(data, 3, rounds, [&](dml::LocalBlock b, uint64_t seed) {
+        return dml::MakeLocalSolver(std::move(b), spec, seed);
+      });
+      BOOST_REQUIRE(lines.size() == 3u);
+      BOOST_TEST(lines[0].rfind("tpa-scd: cocoa's local solver on ", 0) == 0, lines[0]);
+      auto cd = dml::EvaluatePrimal(data, spec, dev.second);
+      auto cc = dml::EvaluatePrimal(data, spec, cpu.second);
+      BOOST_REQUIRE(cd.ok());
+      BOOST_REQUIRE(cc.ok());
+      std::printf("  cocoa %s: device P %.12g gap %.3g, cpu P %.12g gap %.3g\n",
+                  std::string(dml::ModelName(kind)).c_str(), cd->primal, cd->gap, cc->primal,
+                  cc->gap);
+      BOOST_TEST(cd->gap <= 1e-6 * std::abs(cd->primal));
+      BOOST_TEST(RelDiff(cd->primal, cc->primal) <= 2e-6);
+      const std::vector<double> v = dml::Predict(data.x, dev.second);
+      double err = 0, norm = 0;
+      for (std::size_t i = 0; i < v.size(); ++i) {
+        err = std::max(err, std::abs(v[i] - dev.first[i]));
+        norm = std::max(norm, std::abs(v[i]));
+      }
+      BOOST_TEST(err <= 1e-9 * norm);
+      dml::LocalBlock b1, b2;
+      b1.cols = b2.cols = data.x.Convert();
+      b1.y = b2.y = data.y;
+      b1.n_global = b2.n_global = data.x.rows();
+      b1.loss_row_end = b2.loss_row_end = data.x.rows();
+      auto ds = dml::gpu::MakeTpaScdLocalSolver(std::move(b1), spec, 1, gpu);
+      auto cs = dml::MakeLocalSolver(std::move(b2), spec, 1);
+      BOOST_REQUIRE(ds.ok());
+      BOOST_REQUIRE(cs.ok());
+      BOOST_REQUIRE((*ds)->set_coordinates(dev.second).ok());
+      BOOST_REQUIRE((*cs)->set_coordinates(dev.second).ok());
+      auto c1 = (*ds)->Certify(dev.first);
+      auto c2 = (*cs)->Certify(dev.first);
+      BOOST_REQUIRE(c1.ok());
+      BOOST_REQUIRE(c2.ok());
+      BOOST_TEST(RelDiff(c1->loss_sum, c2->loss_sum) <= 1e-12);
+      BOOST_TEST(RelDiff(c1->reg_sum, c2->reg_sum) <= 1e-12);
+      BOOST_TEST(std::abs(c1->gap_sum - c2->gap_sum) <= 1e-9 * (c2->gap_sum + c2->reg_sum) + 1e-15);
+      BOOST_TEST((*ds)->coordinates() == dev.second);
+    }
+  }
+}
+
 }  // namespace
 
 // DuHL with the GPU as its device: TPA-SCD on the block, which stays on the
-// device between rounds (only new rows copied): the twin's optimum, and
+// device between rounds (only new rows, or columns, copied): the twin's optimum, and
 // what the device says it copied is at least what the twin counts.
 BOOST_AUTO_TEST_CASE(duhl_on_the_device_reaches_the_twins_optimum) {
   if (!HaveDevice()) return;
-  for (dml::ModelKind kind : {dml::ModelKind::kHingeSvm, dml::ModelKind::kLogisticL2}) {
+  for (dml::ModelKind kind : {dml::ModelKind::kHingeSvm, dml::ModelKind::kLogisticL2,
+                              dml::ModelKind::kLasso}) {
     const dml::Dataset data = tpa_testing::Problem(kind, 3000, 300);
     const dml::ModelSpec spec = tpa_testing::Spec(kind);
     dml::SolverOptions o;

@@ -103,3 +103,53 @@ std::pair<std::vector<double>, std::vector<double>> RunCocoa(const dml::Dataset&
 }
 
 }  // namespace tpa_testing
+
+namespace tpa_testing {
+
+/// Rounds of RunCocoaPrimal over 3 blocks that reach a relative gap of 1e-6
+/// on Problem's primal models with exact (sequential) local solvers.
+constexpr int kPrimalCocoaRounds = 60;
+
+/// CoCoA+ (adding) for a primal model over K column blocks of `data` with
+/// the local solvers `make` returns, `rounds` rounds of one local epoch
+/// each; returns the final v (shared vector) and the blocks' w in column
+/// order.
+template <class Make>
+std::pair<std::vector<double>, std::vector<double>> RunCocoaPrimal(const dml::Dataset& data,
+                                                                   int k, int rounds, Make make) {
+  const int64_t n = data.x.rows(), d = data.x.cols();
+  const dml::CscMatrix a = data.x.Convert();
+  std::vector<std::unique_ptr<dml::LocalSolver>> solvers;
+  std::vector<int64_t> sizes;
+  for (int b = 0; b < k; ++b) {
+    const int64_t begin = d * b / k, end = d * (b + 1) / k;
+    dml::LocalBlock block;
+    block.cols = a.SliceOuter(begin, end);
+    block.y = data.y;
+    block.n_global = n;
+    block.loss_row_begin = n * b / k;
+    block.loss_row_end = n * (b + 1) / k;
+    auto s = make(std::move(block), static_cast<uint64_t>(b + 1));
+    BOOST_REQUIRE_MESSAGE(s.ok(), s.status().ToString());
+    solvers.push_back(*std::move(s));
+    sizes.push_back(end - begin);
+  }
+  std::vector<double> v(static_cast<std::size_t>(n), 0.0);
+  for (int r = 0; r < rounds; ++r) {
+    std::vector<double> sum(v.size(), 0.0);
+    for (int b = 0; b < k; ++b) {
+      auto up = solvers[b]->Solve(v, static_cast<double>(k), 1.0, sizes[b]);
+      BOOST_REQUIRE_MESSAGE(up.ok(), up.status().ToString());
+      for (std::size_t i = 0; i < v.size(); ++i) sum[i] += up->delta_shared[i];
+    }
+    for (std::size_t i = 0; i < v.size(); ++i) v[i] += sum[i];
+  }
+  std::vector<double> w;
+  for (auto& s : solvers) {
+    const std::vector<double>& c = s->coordinates();
+    w.insert(w.end(), c.begin(), c.end());
+  }
+  return {v, w};
+}
+
+}  // namespace tpa_testing

@@ -254,12 +254,15 @@ absl::StatusOr<std::unique_ptr<LocalSolver>> MakeRemoteLocalSolver(caf::actor_sy
 absl::StatusOr<std::unique_ptr<LocalSolver>> MakeGpuLocalSolver(
     caf::actor_system& sys, LocalBlock block, const ModelSpec& model, uint64_t seed,
     const gpu::TpaScdOptions& gpu, std::shared_ptr<std::atomic<bool>> interrupt) {
-  // No device to hold the block, or a model it does not run: the checks,
-  // errors and fallback of MakeTpaScdLocalSolver, here.
-  if (FormulationOf(model.kind) != Formulation::kDual || !gpu::QueryDevice(gpu.device).ok()) {
+  // No device to hold the block: the checks, errors and fallback of
+  // MakeTpaScdLocalSolver, here.
+  if (!gpu::QueryDevice(gpu.device).ok()) {
     return gpu::MakeTpaScdLocalSolver(std::move(block), model, seed, gpu);
   }
-  if (auto s = CheckDualBlock(block, model); !s.ok()) return s;
+  const absl::Status valid = FormulationOf(model.kind) == Formulation::kDual
+                                 ? CheckDualBlock(block, model)
+                                 : CheckPrimalBlock(block, model);
+  if (!valid.ok()) return valid;
   // The block is needed again if the device refuses it (the fallback runs
   // here, on the worker's thread, not in the device's actor).
   auto keep = std::make_shared<LocalBlock>(gpu.allow_fallback ? block : std::move(block));

@@ -91,8 +91,8 @@ absl::StatusOr<std::unique_ptr<LocalSolver>> MakeRemoteLocalSolver(
     caf::actor_system& sys, int device, gpu_block block);
 
 /// A cocoa worker's tpa-scd local solver: on device gpu.device through its
-/// gpu_solver, or, where there is no usable device, primal models or the
-/// device refuses the block, what dml::gpu::MakeTpaScdLocalSolver does
+/// gpu_solver (dual and primal models), or, where there is no usable device
+/// or the device refuses the block, what dml::gpu::MakeTpaScdLocalSolver does
 /// there (an error, or the logged fallback to the CPU local solver in the
 /// worker's own thread). Errors: those of MakeTpaScdLocalSolver.
 absl::StatusOr<std::unique_ptr<LocalSolver>> MakeGpuLocalSolver(

@@ -99,22 +99,21 @@ absl::StatusOr<std::unique_ptr<LocalSolver>> MakeTpaScdLocalSolver(LocalBlock bl
                                                                    const ModelSpec& model,
                                                                    uint64_t seed,
                                                                    const TpaScdOptions& gpu) {
-  absl::StatusOr<std::unique_ptr<LocalSolver>> r = absl::UnimplementedError("");
   if (FormulationOf(model.kind) == Formulation::kDual) {
     if (auto s = dml::CheckDualBlock(block, model); !s.ok()) return s;
-    if (auto s = CheckOptions(gpu); !s.ok()) return s;
-#if defined(DML_HAVE_CUDA)
-    // The block is needed again if the device refuses it.
-    r = internal::MakeDeviceLocalSolver(gpu.allow_fallback ? block : std::move(block), model, seed,
-                                        gpu);
-#else
-    r = absl::UnavailableError("libdml was built without CUDA");
-#endif
   } else {
-    r = absl::UnimplementedError(absl::StrCat(
-        "tpa-scd as cocoa's local solver runs the dual models (ridge, logistic, svm, "
-        "svm-squared); ", std::string(ModelName(model.kind)), " needs the CPU local solver"));
+    if (auto s = dml::CheckPrimalBlock(block, model); !s.ok()) return s;
   }
+  if (auto s = CheckOptions(gpu); !s.ok()) return s;
+#if defined(DML_HAVE_CUDA)
+  // The block is needed again if the device refuses it.
+  absl::StatusOr<std::unique_ptr<LocalSolver>> r =
+      internal::MakeDeviceLocalSolver(gpu.allow_fallback ? block : std::move(block), model, seed,
+                                      gpu);
+#else
+  absl::StatusOr<std::unique_ptr<LocalSolver>> r =
+      absl::UnavailableError("libdml was built without CUDA");
+#endif
   if (r.ok()) {
     absl::StatusOr<DeviceInfo> info = QueryDevice(gpu.device);
     if (gpu.log && info.ok()) {

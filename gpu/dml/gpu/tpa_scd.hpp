@@ -109,16 +109,20 @@ absl::StatusOr<TrainResult> TrainTpaScdTwin(const Dataset& data, const ModelSpec
 absl::StatusOr<TrainResult> Train(const Dataset& data, const ModelSpec& model,
                                   const SolverOptions& options, const TpaScdOptions& gpu = {});
 
-/// CoCoA+'s local solver (dml/solver/cocoa_local.hpp) on a GPU, for the
-/// dual models: the block's rows stay on device gpu.device; each Solve runs
-/// TPA-SCD on the local subproblem (the step of the CPU local solver with
-/// sigma' q and u = w + sigma' delta_w, a fresh permutation per pass) and
-/// commits gamma dA. The interrupt flag is read once per pass over the
-/// block. Certify runs on the device. coordinates() copies alpha back.
+/// CoCoA+'s local solver (dml/solver/cocoa_local.hpp) on a GPU: the
+/// block's rows (dual models) or columns over all rows (primal models) stay
+/// on device gpu.device; each Solve runs TPA-SCD on the local subproblem
+/// (the step of the CPU local solver with its curvature times sigma',
+/// against the local vector shared + sigma' times the block's change, a
+/// fresh permutation per pass) and commits gamma times the change of the
+/// coordinates; where stale steps made the subproblem worse than no step,
+/// the passes run again with half the blocks in flight. The interrupt flag
+/// is read once per pass over the block. Certify runs on the device.
+/// coordinates() copies alpha (or the block's w) back. Reload (DuHL's next
+/// block) copies in only the rows or columns new to the device.
 /// With gpu.allow_fallback, where the device cannot run it (Unavailable,
-/// ResourceExhausted, or Unimplemented for a primal model) the CPU local
-/// solver (MakeLocalSolver) is returned and one line goes to gpu.log; on
-/// the device, one line names it.
+/// ResourceExhausted) the CPU local solver (MakeLocalSolver) is returned
+/// and one line goes to gpu.log; on the device, one line names it.
 /// Errors: InvalidArgument for the model or block (as MakeLocalSolver);
 /// the device errors above without fallback.
 absl::StatusOr<std::unique_ptr<LocalSolver>> MakeTpaScdLocalSolver(LocalBlock block,
@@ -128,7 +132,7 @@ absl::StatusOr<std::unique_ptr<LocalSolver>> MakeTpaScdLocalSolver(LocalBlock bl
 
 /// What MakeTpaScdLocalSolver does where the device refused a block with
 /// `why`: with gpu.allow_fallback and `why` Unavailable, ResourceExhausted
-/// or Unimplemented, one line to gpu.log and the CPU local solver
+/// or Unimplemented (a device solver the caller has none of), one line to gpu.log and the CPU local solver
 /// (MakeLocalSolver) of `block`; else `why` itself. For callers that place
 /// the device solver elsewhere (the gpu_solver actor).
 absl::StatusOr<std::unique_ptr<LocalSolver>> LocalSolverFallback(absl::Status why, LocalBlock block,

@@ -123,6 +123,16 @@ absl::Status CheckDualBlock(const LocalBlock& block, const ModelSpec& model);
 absl::Status CheckDualSolve(const std::vector<double>& shared, int64_t features,
                             double sigma_prime, double gamma, int64_t steps);
 
+/// MakeLocalSolver's checks of a primal model's block (columns over all n
+/// rows, all n labels, the loss rows), for every local solver of such
+/// blocks (the GPU's too). Errors: InvalidArgument naming the field.
+absl::Status CheckPrimalBlock(const LocalBlock& block, const ModelSpec& model);
+
+/// A primal local solver's checks of Solve's arguments for a block over
+/// `n` rows (shared v finite, of n entries). Errors: InvalidArgument.
+absl::Status CheckPrimalSolve(const std::vector<double>& shared, int64_t n, double sigma_prime,
+                              double gamma, int64_t steps);
+
 /// A LocalSolver (dual or primal by the model) that owns `block`, with its
 /// coordinates at 0 and its step order seeded by `seed`. Errors:
 /// InvalidArgument for an invalid model, an empty block, or labels not in

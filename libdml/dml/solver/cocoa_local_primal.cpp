@@ -72,28 +72,7 @@ class PrimalLocalSolver final : public LocalSolver {
                                     double gamma, int64_t steps,
                                     const std::atomic<bool>* interrupt) override {
     const int64_t n = cols_.rows();
-    if (static_cast<int64_t>(shared.size()) != n) {
-      return absl::InvalidArgumentError(absl::StrCat("primal local solver: shared v has ",
-                                                     shared.size(), " entries, expected ", n));
-    }
-    if (!(sigma_prime > 0.0) || !std::isfinite(sigma_prime)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("primal local solver: sigma' must be positive and finite, got ", sigma_prime));
-    }
-    if (!(gamma > 0.0) || !std::isfinite(gamma)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("primal local solver: gamma must be positive and finite, got ", gamma));
-    }
-    if (steps < 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("primal local solver: steps must be >= 0, got ", steps));
-    }
-    for (std::size_t i = 0; i < shared.size(); ++i) {
-      if (!std::isfinite(shared[i])) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("primal local solver: shared v[", i, "] is not finite"));
-      }
-    }
+    DML_RETURN_IF_ERROR(CheckPrimalSolve(shared, n, sigma_prime, gamma, steps));
 
     std::vector<double> state(static_cast<std::size_t>(n));
     Obj::InitState(shared, y_, state.data());
@@ -195,6 +174,27 @@ class PrimalLocalSolver final : public LocalSolver {
 absl::StatusOr<std::unique_ptr<LocalSolver>> MakePrimalLocalSolver(LocalBlock block,
                                                                    const ModelSpec& model,
                                                                    uint64_t seed) {
+  DML_RETURN_IF_ERROR(CheckPrimalBlock(block, model));
+  switch (model.kind) {
+    case ModelKind::kLasso:
+      return std::unique_ptr<LocalSolver>(
+          new PrimalLocalSolver<LassoObjective>(std::move(block), model, seed));
+    case ModelKind::kElasticNet:
+      return std::unique_ptr<LocalSolver>(
+          new PrimalLocalSolver<ElasticNetObjective>(std::move(block), model, seed));
+    case ModelKind::kLogisticL1:
+      return std::unique_ptr<LocalSolver>(
+          new PrimalLocalSolver<LogisticL1Objective>(std::move(block), model, seed));
+    default: break;
+  }
+  return absl::InvalidArgumentError("primal local solver: not a primal model");
+}
+
+}  // namespace dml::internal
+
+namespace dml {
+
+absl::Status CheckPrimalBlock(const LocalBlock& block, const ModelSpec& model) {
   DML_RETURN_IF_ERROR(Validate(model));
   if (FormulationOf(model.kind) != Formulation::kPrimal) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -232,19 +232,34 @@ absl::StatusOr<std::unique_ptr<LocalSolver>> MakePrimalLocalSolver(LocalBlock bl
           classification ? " needs labels in {-1,+1}" : " needs finite labels"));
     }
   }
-  switch (model.kind) {
-    case ModelKind::kLasso:
-      return std::unique_ptr<LocalSolver>(
-          new PrimalLocalSolver<LassoObjective>(std::move(block), model, seed));
-    case ModelKind::kElasticNet:
-      return std::unique_ptr<LocalSolver>(
-          new PrimalLocalSolver<ElasticNetObjective>(std::move(block), model, seed));
-    case ModelKind::kLogisticL1:
-      return std::unique_ptr<LocalSolver>(
-          new PrimalLocalSolver<LogisticL1Objective>(std::move(block), model, seed));
-    default: break;
-  }
-  return absl::InvalidArgumentError("primal local solver: not a primal model");
+  return absl::OkStatus();
 }
 
-}  // namespace dml::internal
+absl::Status CheckPrimalSolve(const std::vector<double>& shared, int64_t n, double sigma_prime,
+                              double gamma, int64_t steps) {
+  if (static_cast<int64_t>(shared.size()) != n) {
+    return absl::InvalidArgumentError(absl::StrCat("primal local solver: shared v has ",
+                                                   shared.size(), " entries, expected ", n));
+  }
+  if (!(sigma_prime > 0.0) || !std::isfinite(sigma_prime)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("primal local solver: sigma' must be positive and finite, got ", sigma_prime));
+  }
+  if (!(gamma > 0.0) || !std::isfinite(gamma)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("primal local solver: gamma must be positive and finite, got ", gamma));
+  }
+  if (steps < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("primal local solver: steps must be >= 0, got ", steps));
+  }
+  for (std::size_t i = 0; i < shared.size(); ++i) {
+    if (!std::isfinite(shared[i])) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("primal local solver: shared v[", i, "] is not finite"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace dml

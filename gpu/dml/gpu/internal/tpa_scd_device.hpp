@@ -26,8 +26,7 @@ absl::StatusOr<TrainResult> TrainOnDevice(const Dataset& data, const ModelSpec& 
 
 /// MakeTpaScdLocalSolver's device part: the block resident on gpu.device.
 /// Preconditions: a valid model and block. Errors: Unavailable (no such
-/// device), Unimplemented (a primal model), ResourceExhausted (over the
-/// budget), Internal with file:line.
+/// device), ResourceExhausted (over the budget), Internal with file:line.
 absl::StatusOr<std::unique_ptr<LocalSolver>> MakeDeviceLocalSolver(LocalBlock block,
                                                                     const ModelSpec& model,
                                                                     uint64_t seed,

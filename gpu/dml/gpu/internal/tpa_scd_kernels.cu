@@ -317,15 +317,35 @@ struct PrimalArgs {
   double inv_n;
   double* w;
   double* v;
+  // CoCoA+'s local subproblem (the device local solver): the steps move
+  // w_j + dw_j and write dw_j, leaving w alone; `v` is then the local
+  // vector v + sigma' A_k dw, and `scale` = sigma' scales the column
+  // (curvature times sigma', v moved by sigma' times the step). Plain
+  // TPA-SCD: no dw, scale 1.
+  double* dw = nullptr;
+  double scale = 1.0;
 };
 
+// The coordinate a step starts from, and where it writes the step's result.
+__device__ __forceinline__ double StepStart(const PrimalArgs& a, uint64_t j) {
+  return a.dw == nullptr ? a.w[j] : a.w[j] + a.dw[j];
+}
+__device__ __forceinline__ void StepWrite(const PrimalArgs& a, uint64_t j, double next) {
+  if (a.dw == nullptr) {
+    a.w[j] = next;
+  } else {
+    a.dw[j] = next - a.w[j];
+  }
+}
+
 // Lasso and elastic net: the exact step w_j' = Prox(w_j - g_j / q_j, q_j) of
-// squared_cd::Step, with g_j = a_j^T (v - y) / n.
+// squared_cd::Step, with g_j = a_j^T (v - y) / n and q_j scaled by sigma';
+// steps on the first `count` coordinates of p.
 template <class Obj>
-__global__ void SquaredEpochKernel(PrimalArgs a, Obj obj, Permutation p) {
+__global__ void SquaredEpochKernel(PrimalArgs a, Obj obj, Permutation p, uint64_t count) {
   __shared__ double sh[33];
   __shared__ double s_delta;
-  for (uint64_t k = blockIdx.x; k < p.n; k += gridDim.x) {
+  for (uint64_t k = blockIdx.x; k < count; k += gridDim.x) {
     const uint64_t j = Walk(k, p);
     const int64_t begin = a.off[j], end = a.off[j + 1];
     double s = 0.0;
@@ -335,13 +355,13 @@ __global__ void SquaredEpochKernel(PrimalArgs a, Obj obj, Permutation p) {
     }
     s = BlockSum(s, sh);
     if (threadIdx.x == 0) {
-      const double w = a.w[j];
-      const double q = a.q[j];
+      const double w = StepStart(a, j);
+      const double q = a.q[j] * a.scale;
       const double g = s * a.inv_n;
       double next = q > 0.0 ? obj.Reg().Prox(w - g / q, q) : 0.0;
       if (!isfinite(next)) next = w;
-      a.w[j] = next;
-      s_delta = next - w;
+      StepWrite(a, j, next);
+      s_delta = a.scale * (next - w);
     }
     __syncthreads();
     const double dw = s_delta;
@@ -356,13 +376,15 @@ __global__ void SquaredEpochKernel(PrimalArgs a, Obj obj, Permutation p) {
 
 // L1-logistic: CDN's step (LogisticL1Objective::Step): the Newton direction
 // with the L1 term exact, then Armijo backtracking on the coordinate's true
-// objective, each trial one block reduction over the column.
-__global__ void LogisticL1EpochKernel(PrimalArgs a, double lambda, Permutation p) {
+// objective, each trial one block reduction over the column. With sigma'
+// (a.scale) the column is scaled by it and the loss change by 1/sigma', as
+// in LogisticL1Objective::Step.
+__global__ void LogisticL1EpochKernel(PrimalArgs a, double lambda, Permutation p, uint64_t count) {
   using L = loss::Logistic;
   __shared__ double sh[33];
   __shared__ double s_d;
   __shared__ int s_state;  // 0: try, 1: accepted, 2: gave up
-  for (uint64_t k = blockIdx.x; k < p.n; k += gridDim.x) {
+  for (uint64_t k = blockIdx.x; k < count; k += gridDim.x) {
     const uint64_t j = Walk(k, p);
     const int64_t begin = a.off[j], end = a.off[j + 1];
     double gs = 0.0, hs = 0.0;
@@ -374,9 +396,9 @@ __global__ void LogisticL1EpochKernel(PrimalArgs a, double lambda, Permutation p
     }
     const double g = BlockSum(gs, sh) * a.inv_n;
     const double hsum = BlockSum(hs, sh) * a.inv_n;
-    const double w = a.w[j];
+    const double w = StepStart(a, j);
     if (threadIdx.x == 0) {
-      const double h = fmax(hsum, 1e-12 * lambda);
+      const double h = fmax(a.scale * hsum, 1e-12 * lambda);
       const double d = reg::SoftThreshold(h * w - g, lambda) / h - w;
       s_d = isfinite(d) ? d : 0.0;
       s_state = s_d == 0.0 ? 2 : 0;
@@ -384,13 +406,14 @@ __global__ void LogisticL1EpochKernel(PrimalArgs a, double lambda, Permutation p
     __syncthreads();
     for (int trial = 0; trial < LogisticL1Objective::kMaxLineSearch && s_state == 0; ++trial) {
       const double d = s_d;
+      const double sd = a.scale * d;
       double dl = 0.0;
       for (int64_t t = begin + threadIdx.x; t < end; t += blockDim.x) {
         const uint32_t r = a.idx[t];
         const double x = a.val[t], yr = a.y[r], vr = __ldcg(a.v + r);
-        dl += L::Value(yr, vr + d * x) - L::Value(yr, vr);
+        dl += L::Value(yr, vr + sd * x) - L::Value(yr, vr);
       }
-      dl = BlockSum(dl, sh) * a.inv_n;
+      dl = BlockSum(dl, sh) * a.inv_n / a.scale;
       if (threadIdx.x == 0) {
         const double reg_change = lambda * (fabs(w + d) - fabs(w));
         if (dl + reg_change <= LogisticL1Objective::kSigma * (g * d + reg_change)) {
@@ -405,18 +428,21 @@ __global__ void LogisticL1EpochKernel(PrimalArgs a, double lambda, Permutation p
     }
     if (s_state == 1) {
       const double d = s_d;
-      if (threadIdx.x == 0) a.w[j] = w + d;
+      const double sd = a.scale * d;
+      if (threadIdx.x == 0) StepWrite(a, j, w + d);
       for (int64_t t = begin + threadIdx.x; t < end; t += blockDim.x) {
-        atomicAdd(a.v + a.idx[t], d * static_cast<double>(a.val[t]));
+        atomicAdd(a.v + a.idx[t], sd * static_cast<double>(a.val[t]));
       }
     }
     __syncthreads();
   }
 }
 
-// u_i = loss'(y_i, v_i) / n; sums[0] += sum_i loss(y_i, v_i).
+// u_i = loss'(y_i, v_i) / n; sums[0] += sum of loss(y_i, v_i) over the rows
+// [loss_begin, loss_end) (a CoCoA+ block counts its share of the rows).
 template <class Obj>
-__global__ void PrimalRowKernel(PrimalArgs a, double* u, double* sums) {
+__global__ void PrimalRowKernel(PrimalArgs a, double* u, double* sums, int64_t loss_begin,
+                                int64_t loss_end) {
   __shared__ double sh[33];
   double acc = 0.0;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < a.n;
@@ -424,7 +450,7 @@ __global__ void PrimalRowKernel(PrimalArgs a, double* u, double* sums) {
     double value, derivative;
     Obj::ValueAndDerivative(a.y[i], a.v[i], &value, &derivative);
     u[i] = derivative * a.inv_n;
-    acc += value;
+    if (i >= loss_begin && i < loss_end) acc += value;
   }
   acc = BlockSum(acc, sh);
   if (threadIdx.x == 0) atomicAdd(sums + 0, acc);
@@ -1067,9 +1093,9 @@ absl::StatusOr<TrainResult> RunPrimal(const Dataset& data, const ModelSpec& mode
   while (!loop.Stop(&why)) {
     const Permutation perm = MakePermutation(static_cast<uint64_t>(d), rng);
     if constexpr (kModel == 0) {
-      SquaredEpochKernel<Obj><<<blocks.grid(), threads>>>(args, obj, perm);
+      SquaredEpochKernel<Obj><<<blocks.grid(), threads>>>(args, obj, perm, perm.n);
     } else {
-      LogisticL1EpochKernel<<<blocks.grid(), threads>>>(args, model.lambda, perm);
+      LogisticL1EpochKernel<<<blocks.grid(), threads>>>(args, model.lambda, perm, perm.n);
     }
     DML_CUDA_RETURN_IF_ERROR(cudaGetLastError());
     DML_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
@@ -1077,7 +1103,7 @@ absl::StatusOr<TrainResult> RunPrimal(const Dataset& data, const ModelSpec& mode
     if (!loop.EvaluateNow()) continue;
 
     DML_CUDA_RETURN_IF_ERROR(cudaMemset(d_sums.get(), 0, 4 * sizeof(double)));
-    PrimalRowKernel<Obj><<<eval_grid, 256>>>(args, d_u.get(), d_sums.get());
+    PrimalRowKernel<Obj><<<eval_grid, 256>>>(args, d_u.get(), d_sums.get(), 0, n);
     DML_CUDA_RETURN_IF_ERROR(cudaGetLastError());
     PrimalColumnKernel<Obj><<<eval_grid, threads>>>(args, obj, d_u.get(), d_sums.get(), d_cg.get());
     DML_CUDA_RETURN_IF_ERROR(cudaGetLastError());
@@ -1138,7 +1164,7 @@ absl::StatusOr<TrainResult> RunPrimal(const Dataset& data, const ModelSpec& mode
 
 // dA_i = local_i - alpha_i; alpha_i += gamma dA_i (kept in the domain, as
 // the CPU solver does against rounding).
-// DuHL's block reload: row r of the new block is row data copied from the
+// DuHL's block reload: row (or column) r of the new block is data copied from the
 // block held now (src[r] >= 0: its offset there) or from the rows just
 // uploaded (src[r] < 0: offset -src[r] - 1 in the staging arrays).
 __global__ void AssembleRowsKernel(const int64_t* off, const int64_t* src, const uint32_t* old_idx,
@@ -1153,6 +1179,58 @@ __global__ void AssembleRowsKernel(const int64_t* off, const int64_t* src, const
       val[begin + t] = from_val[t];
     }
   }
+}
+
+// A reloaded block on the device: outer slot k of `x` is slot kept[k] of the
+// block held now (offsets `held_off`, `held` slots, data in off/idx/val),
+// copied on the device, or new (kept[k] < 0) and uploaded. On success
+// off/idx/val hold the new block; returns the bytes uploaded (offsets,
+// sources and the new slots' nonzeros). `slot` names a slot in errors.
+template <class Matrix>
+absl::StatusOr<int64_t> AssembleBlock(const Matrix& x, const std::vector<int64_t>& kept,
+                                      const std::vector<int64_t>& held_off, int64_t held,
+                                      const char* slot, int grid, int threads,
+                                      DeviceBuffer<int64_t>& d_off, DeviceBuffer<uint32_t>& d_idx,
+                                      DeviceBuffer<float>& d_val) {
+  const int64_t m = x.outer_size();
+  std::vector<int64_t> src(static_cast<std::size_t>(m));
+  std::vector<uint32_t> new_idx;
+  std::vector<float> new_val;
+  for (int64_t k = 0; k < m; ++k) {
+    const SparseView r = x.outer(k);
+    if (kept[k] >= 0) {
+      if (kept[k] >= held || held_off[kept[k] + 1] - held_off[kept[k]] !=
+                                 static_cast<int64_t>(r.size)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("reload: ", slot, " ", k, " is said to be kept ", slot, " ", kept[k],
+                         ", which this solver does not hold with that length"));
+      }
+      src[k] = held_off[kept[k]];
+    } else {
+      src[k] = -static_cast<int64_t>(new_idx.size()) - 1;
+      new_idx.insert(new_idx.end(), r.index, r.index + r.size);
+      new_val.insert(new_val.end(), r.value, r.value + r.size);
+    }
+  }
+  DeviceBuffer<int64_t> off, d_src;
+  DeviceBuffer<uint32_t> staged_idx, idx;
+  DeviceBuffer<float> staged_val, val;
+  if (auto s = Upload(off, x.offsets().data(), x.offsets().size()); !s.ok()) return s;
+  if (auto s = Upload(d_src, src.data(), src.size()); !s.ok()) return s;
+  if (auto s = Upload(staged_idx, new_idx.data(), new_idx.size()); !s.ok()) return s;
+  if (auto s = Upload(staged_val, new_val.data(), new_val.size()); !s.ok()) return s;
+  const std::size_t nnz = x.values().size();
+  if (auto s = idx.Allocate(std::max<std::size_t>(nnz, 1)); !s.ok()) return s;
+  if (auto s = val.Allocate(std::max<std::size_t>(nnz, 1)); !s.ok()) return s;
+  AssembleRowsKernel<<<grid, threads>>>(off.get(), d_src.get(), d_idx.get(), d_val.get(),
+                                        staged_idx.get(), staged_val.get(), idx.get(), val.get(),
+                                        m);
+  DML_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+  DML_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
+  d_off = std::move(off);
+  d_idx = std::move(idx);
+  d_val = std::move(val);
+  return static_cast<int64_t>(x.offsets().size() * 8 + src.size() * 8 + new_idx.size() * 8);
 }
 
 template <class Obj>
@@ -1315,49 +1393,14 @@ class DeviceDualLocalSolver final : public LocalSolver {
           "reload: a block of ", m, " rows, ", x.cols(), " columns, ", block.y.size(),
           " labels and ", kept.size(), " kept entries; this solver has ", d_, " columns"));
     }
-    // Where each row's data comes from, and the new rows packed together.
-    std::vector<int64_t> src(static_cast<std::size_t>(m));
-    std::vector<uint32_t> new_idx;
-    std::vector<float> new_val;
-    for (int64_t k = 0; k < m; ++k) {
-      const SparseView r = x.outer(k);
-      if (kept[k] >= 0) {
-        if (kept[k] >= nk_ || host_off_[kept[k] + 1] - host_off_[kept[k]] !=
-                                  static_cast<int64_t>(r.size)) {
-          return absl::InvalidArgumentError(
-              absl::StrCat("reload: row ", k, " is said to be kept row ", kept[k],
-                           ", which this solver does not hold with that length"));
-        }
-        src[k] = host_off_[kept[k]];
-      } else {
-        src[k] = -static_cast<int64_t>(new_idx.size()) - 1;
-        new_idx.insert(new_idx.end(), r.index, r.index + r.size);
-        new_val.insert(new_val.end(), r.value, r.value + r.size);
-      }
-    }
     DML_CUDA_RETURN_IF_ERROR(cudaSetDevice(info_.index));
-    int64_t moved = 0;
-    DeviceBuffer<int64_t> off, d_src;
-    DeviceBuffer<uint32_t> staged_idx, idx;
-    DeviceBuffer<float> staged_val, val;
-    if (auto s = Upload(off, x.offsets().data(), x.offsets().size()); !s.ok()) return s;
-    if (auto s = Upload(d_src, src.data(), src.size()); !s.ok()) return s;
-    if (auto s = Upload(staged_idx, new_idx.data(), new_idx.size()); !s.ok()) return s;
-    if (auto s = Upload(staged_val, new_val.data(), new_val.size()); !s.ok()) return s;
+    absl::StatusOr<int64_t> assembled =
+        AssembleBlock(x, kept, host_off_, nk_, "row", std::max(1, info_.multiprocessors) * 8,
+                      threads_, d_off_, d_idx_, d_val_);
+    if (!assembled.ok()) return assembled.status();
     if (auto s = Upload(d_y_, block.y.data(), block.y.size()); !s.ok()) return s;
-    moved += static_cast<int64_t>(x.offsets().size() * 8 + src.size() * 8 + new_idx.size() * 8 +
-                                  block.y.size() * 4);
+    const int64_t moved = *assembled + static_cast<int64_t>(block.y.size() * 4);
     const std::size_t nnz = x.values().size();
-    if (auto s = idx.Allocate(std::max<std::size_t>(nnz, 1)); !s.ok()) return s;
-    if (auto s = val.Allocate(std::max<std::size_t>(nnz, 1)); !s.ok()) return s;
-    AssembleRowsKernel<<<std::max(1, info_.multiprocessors) * 8, threads_>>>(
-        off.get(), d_src.get(), d_idx_.get(), d_val_.get(), staged_idx.get(), staged_val.get(),
-        idx.get(), val.get(), m);
-    DML_CUDA_RETURN_IF_ERROR(cudaGetLastError());
-    DML_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
-    d_off_ = std::move(off);
-    d_idx_ = std::move(idx);
-    d_val_ = std::move(val);
     if (m != nk_) {
       for (DeviceBuffer<double>* b : {&d_q_, &d_alpha_, &d_local_, &d_da_}) {
         if (auto s = b->Allocate(static_cast<std::size_t>(m)); !s.ok()) return s;
@@ -1464,6 +1507,336 @@ class DeviceDualLocalSolver final : public LocalSolver {
   DeviceBuffer<double> d_q_, d_alpha_, d_local_, d_da_, d_u_, d_sums_;
 };
 
+// ---------------------------------------------------------------------------
+// CoCoA+'s local solver on the device (primal models): the block's columns
+// (CSC over all n rows) and all n labels stay resident; each Solve runs
+// TPA-SCD passes on the local subproblem of cocoa_local_primal.cpp,
+//   min_dw (1/sigma') f(v + sigma' A_k dw) + sum_{j in k} g_j(w_j + dw_j),
+// the steps moving w_j + dw_j against the local vector v + sigma' A_k dw,
+// then returns delta_v = A_k dw, summed again from dw (not the drifting local
+// vector), and commits w += gamma dw.
+
+// out += A_k c (out zeroed before): a column per block, atomic adds.
+__global__ void ColumnTimesKernel(PrimalArgs a, const double* c, double* out) {
+  for (int64_t j = blockIdx.x; j < a.d; j += gridDim.x) {
+    const double cj = c[j];
+    if (cj == 0.0) continue;  // block-uniform
+    for (int64_t t = a.off[j] + threadIdx.x; t < a.off[j + 1]; t += blockDim.x) {
+      atomicAdd(out + a.idx[t], cj * static_cast<double>(a.val[t]));
+    }
+  }
+}
+
+// The local subproblem's change from dw = 0 to dw, in two parts with the
+// magnitudes of their terms (for the rounding tolerance):
+//   sums[0] += sum_i loss(y_i, s_i + sigma' delta_i) - loss(y_i, s_i),
+//   sums[1] += the |terms|, over the rows (s: the shared v);
+//   sums[2] += sum_j g_j(w_j + dw_j) - g_j(w_j), sums[3] += the |terms|.
+template <class Obj>
+__global__ void PrimalLocalChangeKernel(PrimalArgs a, Obj obj, const double* shared,
+                                        const double* delta, double* sums) {
+  __shared__ double sh[33];
+  double loss = 0.0, loss_mag = 0.0, reg = 0.0, reg_mag = 0.0;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  const int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  for (int64_t i = first; i < a.n; i += stride) {
+    if (delta[i] == 0.0) continue;
+    double after, before, derivative;
+    Obj::ValueAndDerivative(a.y[i], shared[i] + a.scale * delta[i], &after, &derivative);
+    Obj::ValueAndDerivative(a.y[i], shared[i], &before, &derivative);
+    loss += after - before;
+    loss_mag += fabs(after) + fabs(before);
+  }
+  for (int64_t j = first; j < a.d; j += stride) {
+    if (a.dw[j] == 0.0) continue;
+    const double after = obj.Regularizer(a.w[j] + a.dw[j]), before = obj.Regularizer(a.w[j]);
+    reg += after - before;
+    reg_mag += fabs(after) + fabs(before);
+  }
+  loss = BlockSum(loss, sh);
+  loss_mag = BlockSum(loss_mag, sh);
+  reg = BlockSum(reg, sh);
+  reg_mag = BlockSum(reg_mag, sh);
+  if (threadIdx.x == 0) {
+    atomicAdd(sums + 0, loss);
+    atomicAdd(sums + 1, loss_mag);
+    atomicAdd(sums + 2, reg);
+    atomicAdd(sums + 3, reg_mag);
+  }
+}
+
+// w_j += gamma dw_j.
+__global__ void PrimalCommitKernel(double* w, const double* dw, int64_t d, double gamma) {
+  for (int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; j < d;
+       j += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    w[j] += gamma * dw[j];
+  }
+}
+
+// kModel as RunPrimal's: 0 lasso / elastic net, 1 L1-logistic.
+template <class Obj, int kModel>
+class DevicePrimalLocalSolver final : public LocalSolver {
+ public:
+  static absl::StatusOr<std::unique_ptr<LocalSolver>> Make(LocalBlock block, const ModelSpec& model,
+                                                           uint64_t seed, const TpaScdOptions& gpu,
+                                                           const DeviceInfo& info) {
+    auto s = std::unique_ptr<DevicePrimalLocalSolver>(new DevicePrimalLocalSolver(info, seed, model));
+    if (auto st = s->Init(std::move(block), gpu); !st.ok()) return st;
+    return std::unique_ptr<LocalSolver>(std::move(s));
+  }
+
+  absl::StatusOr<LocalUpdate> Solve(const std::vector<double>& shared, double sigma_prime,
+                                    double gamma, int64_t steps,
+                                    const std::atomic<bool>* interrupt) override {
+    if (auto st = CheckPrimalSolve(shared, n_, sigma_prime, gamma, steps); !st.ok()) return st;
+    DML_CUDA_RETURN_IF_ERROR(cudaSetDevice(info_.index));
+    const int eval_grid = std::max(1, info_.multiprocessors) * 8;
+    const std::size_t v_bytes = static_cast<std::size_t>(n_) * sizeof(double);
+    const std::size_t w_bytes = static_cast<std::size_t>(dk_) * sizeof(double);
+    DML_CUDA_RETURN_IF_ERROR(cudaMemcpy(d_shared_.get(), shared.data(), v_bytes,
+                                        cudaMemcpyHostToDevice));
+    const Obj obj = Obj::Make(model_, y_);
+    PrimalArgs a = Args();
+    a.dw = d_dw_.get();
+    a.scale = sigma_prime;
+    LocalUpdate up;
+    for (;;) {
+      DML_CUDA_RETURN_IF_ERROR(cudaMemcpy(d_v_.get(), d_shared_.get(), v_bytes,
+                                          cudaMemcpyDeviceToDevice));
+      DML_CUDA_RETURN_IF_ERROR(cudaMemset(d_dw_.get(), 0, w_bytes));
+      up.steps = 0;
+      int64_t left = steps;
+      while (left > 0) {
+        if (interrupt != nullptr && interrupt->load(std::memory_order_relaxed)) break;
+        const int64_t count = std::min(left, dk_);
+        const Permutation perm = MakePermutation(static_cast<uint64_t>(dk_), rng_);
+        if constexpr (kModel == 0) {
+          SquaredEpochKernel<Obj><<<grid_, threads_>>>(a, obj, perm, static_cast<uint64_t>(count));
+        } else {
+          LogisticL1EpochKernel<<<grid_, threads_>>>(a, model_.lambda, perm,
+                                                     static_cast<uint64_t>(count));
+        }
+        DML_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+        DML_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
+        left -= count;
+        up.steps += count;
+      }
+      // delta_v = A_k dw exactly, and the subproblem's change with it.
+      DML_CUDA_RETURN_IF_ERROR(cudaMemset(d_delta_.get(), 0, v_bytes));
+      ColumnTimesKernel<<<eval_grid, threads_>>>(a, d_dw_.get(), d_delta_.get());
+      DML_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+      DML_CUDA_RETURN_IF_ERROR(cudaMemset(d_sums_.get(), 0, 4 * sizeof(double)));
+      PrimalLocalChangeKernel<Obj><<<eval_grid, 256>>>(a, obj, d_shared_.get(), d_delta_.get(),
+                                                      d_sums_.get());
+      DML_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+      double change[4];
+      DML_CUDA_RETURN_IF_ERROR(cudaMemcpy(change, d_sums_.get(), sizeof change,
+                                          cudaMemcpyDeviceToHost));
+      // Exact steps never raise the local subproblem's objective (1/sigma')
+      // f(v + sigma' A_k dw) + g(w + dw) above its value at dw = 0; where it
+      // rose beyond what rounding makes of a zero change, stale steps
+      // overshot: the passes again from dw = 0 with half the blocks (one
+      // block is sequential CD).
+      const double rise = change[0] * inv_n_ / sigma_prime + change[2];
+      constexpr double kEps = 2.220446049250313e-16;
+      const double tol = 16.0 * kEps * (change[1] * inv_n_ / sigma_prime + change[3]);
+      if ((std::isfinite(rise) && rise <= tol) || grid_ == 1) break;
+      grid_ = std::max(1, grid_ / 2);
+      streak_ = 0;
+    }
+    if (auto st = Download(up.delta_shared, d_delta_, static_cast<std::size_t>(n_)); !st.ok()) {
+      return st;
+    }
+    up.nnz_touched = static_cast<int64_t>(static_cast<double>(up.steps) * mean_col_ * 2.0);
+    PrimalCommitKernel<<<eval_grid, 256>>>(d_w_.get(), d_dw_.get(), dk_, gamma);
+    DML_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+    DML_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
+    if (++streak_ >= kLocalRegrow && grid_ < max_grid_) {
+      grid_ = std::min(max_grid_, 2 * grid_);
+      streak_ = 0;
+    }
+    return up;
+  }
+
+  // cocoa_local_primal.cpp's Certify on the device: u = grad f(v) over all
+  // rows, the loss over the block's share of them, the bounded-support gap
+  // of each of its columns.
+  absl::StatusOr<BlockCertificate> Certify(const std::vector<double>& shared) const override {
+    if (static_cast<int64_t>(shared.size()) != n_) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("certify: shared v has ", shared.size(), " entries, expected ", n_));
+    }
+    DML_CUDA_RETURN_IF_ERROR(cudaSetDevice(info_.index));
+    const std::vector<double>& w = coordinates();
+    double w_max = 0.0;
+    for (double wj : w) w_max = std::max(w_max, std::abs(wj));
+    const Obj obj = Obj::Make(model_, y_, w_max);
+    DML_CUDA_RETURN_IF_ERROR(cudaMemcpy(d_shared_.get(), shared.data(), shared.size() * sizeof(double),
+                                        cudaMemcpyHostToDevice));
+    DML_CUDA_RETURN_IF_ERROR(cudaMemset(d_sums_.get(), 0, 4 * sizeof(double)));
+    PrimalArgs a = Args();
+    a.v = d_shared_.get();
+    const int eval_grid = std::max(1, info_.multiprocessors) * 8;
+    PrimalRowKernel<Obj><<<eval_grid, 256>>>(a, d_delta_.get(), d_sums_.get(), loss_begin_,
+                                             loss_end_);
+    DML_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+    PrimalColumnKernel<Obj><<<eval_grid, threads_>>>(a, obj, d_delta_.get(), d_sums_.get(),
+                                                     d_dw_.get());
+    DML_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+    double sums[4];
+    DML_CUDA_RETURN_IF_ERROR(cudaMemcpy(sums, d_sums_.get(), sizeof sums, cudaMemcpyDeviceToHost));
+    BlockCertificate c;
+    c.loss_sum = sums[0];
+    c.reg_sum = sums[1];
+    c.gap_sum = sums[2];
+    return c;
+  }
+
+  const std::vector<double>& coordinates() const override {
+    // The interface returns a reference: a host copy refreshed on each call.
+    if (cudaSetDevice(info_.index) != cudaSuccess ||
+        !Download(host_w_, d_w_, static_cast<std::size_t>(dk_)).ok()) {
+      (void)cudaGetLastError();
+    }
+    return host_w_;
+  }
+
+  absl::Status set_coordinates(std::vector<double> c) override {
+    if (static_cast<int64_t>(c.size()) != dk_) {
+      return absl::InvalidArgumentError(absl::StrCat("primal local solver: ", c.size(),
+                                                     " coordinates for a block of ", dk_,
+                                                     " features"));
+    }
+    for (std::size_t j = 0; j < c.size(); ++j) {
+      if (!std::isfinite(c[j])) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("primal local solver: coordinate ", j, " is not finite"));
+      }
+    }
+    DML_CUDA_RETURN_IF_ERROR(cudaSetDevice(info_.index));
+    DML_CUDA_RETURN_IF_ERROR(cudaMemcpy(d_w_.get(), c.data(), c.size() * sizeof(double),
+                                        cudaMemcpyHostToDevice));
+    host_w_ = std::move(c);
+    return absl::OkStatus();
+  }
+
+  // DuHL's next block of columns: the kept ones are copied on the device,
+  // only the new ones (and the offsets, sources and curvatures) uploaded.
+  // The labels and the loss rows stay (every primal block holds all n).
+  absl::StatusOr<int64_t> Reload(LocalBlock block, const std::vector<int64_t>& kept) override {
+    const CscMatrix& x = block.cols;
+    const int64_t m = x.cols();
+    if (x.rows() != n_ || static_cast<int64_t>(kept.size()) != m ||
+        static_cast<int64_t>(block.y.size()) != n_ || m == 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "reload: a block of ", x.rows(), " rows, ", m, " columns, ", block.y.size(),
+          " labels and ", kept.size(), " kept entries; this solver has ", n_, " rows"));
+    }
+    std::vector<double> q = x.OuterSquaredNorms();
+    for (double& qj : q) qj *= inv_n_;
+    DML_CUDA_RETURN_IF_ERROR(cudaSetDevice(info_.index));
+    absl::StatusOr<int64_t> assembled =
+        AssembleBlock(x, kept, host_off_, dk_, "column", std::max(1, info_.multiprocessors) * 8,
+                      threads_, d_off_, d_idx_, d_val_);
+    if (!assembled.ok()) return assembled.status();
+    if (auto s = Upload(d_q_, q.data(), q.size()); !s.ok()) return s;
+    const int64_t moved = *assembled + static_cast<int64_t>(q.size() * 8);
+    const std::size_t nnz = x.values().size();
+    if (m != dk_) {
+      for (DeviceBuffer<double>* b : {&d_w_, &d_dw_}) {
+        if (auto s = b->Allocate(static_cast<std::size_t>(m)); !s.ok()) return s;
+      }
+    }
+    DML_CUDA_RETURN_IF_ERROR(cudaMemset(d_w_.get(), 0, static_cast<std::size_t>(m) * 8));
+    dk_ = m;
+    mean_col_ = static_cast<double>(nnz) / static_cast<double>(m);
+    host_off_ = x.offsets();
+    host_w_.assign(static_cast<std::size_t>(m), 0.0);
+    absl::StatusOr<int> grid = [&] {
+      if constexpr (kModel == 0) {
+        return GridFor(SquaredEpochKernel<Obj>, threads_, dk_, gpu_, info_);
+      } else {
+        return GridFor(LogisticL1EpochKernel, threads_, dk_, gpu_, info_);
+      }
+    }();
+    if (!grid.ok()) return grid.status();
+    max_grid_ = *grid;
+    grid_ = std::min(grid_, max_grid_);
+    return moved;
+  }
+
+ private:
+  DevicePrimalLocalSolver(const DeviceInfo& info, uint64_t seed, const ModelSpec& model)
+      : info_(info), rng_(seed), model_(model) {}
+
+  absl::Status Init(LocalBlock block, const TpaScdOptions& gpu) {
+    const CscMatrix& x = block.cols;
+    n_ = x.rows();
+    dk_ = x.cols();
+    loss_begin_ = block.loss_row_begin;
+    loss_end_ = block.loss_row_end;
+    inv_n_ = 1.0 / static_cast<double>(n_);
+    const int64_t nnz = static_cast<int64_t>(x.values().size());
+    mean_col_ = static_cast<double>(nnz) / static_cast<double>(dk_);
+    std::vector<double> q = x.OuterSquaredNorms();
+    for (double& qj : q) qj *= inv_n_;
+    // Columns; labels; q, w, dw and the gaps per column; shared, local and
+    // delta per row.
+    const int64_t need = (dk_ + 1) * 8 + nnz * 8 + n_ * 4 + dk_ * 24 + n_ * 24 + 64;
+    if (auto s = CheckBudget(need, gpu); !s.ok()) return s;
+    DML_CUDA_RETURN_IF_ERROR(cudaSetDevice(info_.index));
+    std::vector<double> zeros(static_cast<std::size_t>(dk_), 0.0);
+    if (auto s = Upload(d_off_, x.offsets().data(), x.offsets().size()); !s.ok()) return s;
+    if (auto s = Upload(d_idx_, x.indices().data(), x.indices().size()); !s.ok()) return s;
+    if (auto s = Upload(d_val_, x.values().data(), x.values().size()); !s.ok()) return s;
+    if (auto s = Upload(d_y_, block.y.data(), block.y.size()); !s.ok()) return s;
+    if (auto s = Upload(d_q_, q.data(), q.size()); !s.ok()) return s;
+    if (auto s = Upload(d_w_, zeros.data(), zeros.size()); !s.ok()) return s;
+    if (auto s = d_dw_.Allocate(static_cast<std::size_t>(dk_)); !s.ok()) return s;
+    for (DeviceBuffer<double>* b : {&d_shared_, &d_v_, &d_delta_}) {
+      if (auto s = b->Allocate(static_cast<std::size_t>(n_)); !s.ok()) return s;
+    }
+    if (auto s = d_sums_.Allocate(4); !s.ok()) return s;
+    y_ = std::move(block.y);
+    host_w_ = std::move(zeros);
+    host_off_ = x.offsets();
+    gpu_ = gpu;
+    threads_ = ThreadsFor(nnz, dk_);
+    const absl::StatusOr<int> grid = [&] {
+      if constexpr (kModel == 0) {
+        return GridFor(SquaredEpochKernel<Obj>, threads_, dk_, gpu, info_);
+      } else {
+        return GridFor(LogisticL1EpochKernel, threads_, dk_, gpu, info_);
+      }
+    }();
+    if (!grid.ok()) return grid.status();
+    grid_ = max_grid_ = *grid;
+    return absl::OkStatus();
+  }
+
+  PrimalArgs Args() const {
+    return PrimalArgs{d_off_.get(), d_idx_.get(), d_val_.get(), d_y_.get(), d_q_.get(),
+                      dk_,          n_,           inv_n_,       d_w_.get(), d_v_.get()};
+  }
+
+  DeviceInfo info_;
+  std::mt19937_64 rng_;
+  ModelSpec model_;
+  int64_t n_ = 0, dk_ = 0, loss_begin_ = 0, loss_end_ = 0;
+  double inv_n_ = 0.0, mean_col_ = 0.0;
+  int threads_ = 32, grid_ = 1, max_grid_ = 1, streak_ = 0;
+  std::vector<float> y_;
+  std::vector<int64_t> host_off_;  // the held block's column offsets (Reload)
+  TpaScdOptions gpu_;
+  mutable std::vector<double> host_w_;
+  DeviceBuffer<int64_t> d_off_;
+  DeviceBuffer<uint32_t> d_idx_;
+  DeviceBuffer<float> d_val_, d_y_;
+  // d_shared_ and d_delta_ are scratch for Certify too (u there), hence mutable.
+  mutable DeviceBuffer<double> d_shared_, d_delta_, d_dw_;
+  DeviceBuffer<double> d_q_, d_w_, d_v_, d_sums_;
+};
+
 __global__ void CopyKernel(const float4* __restrict__ src, float4* __restrict__ dst, int64_t m) {
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < m;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -1533,11 +1906,17 @@ absl::StatusOr<std::unique_ptr<LocalSolver>> MakeDeviceLocalSolver(LocalBlock bl
     case ModelKind::kSquaredHingeSvm:
       return DeviceDualLocalSolver<SquaredHingeSvmObjective>::Make(std::move(block), model, seed,
                                                                    gpu, *info);
-    default:
-      return absl::UnimplementedError(absl::StrCat(
-          "tpa-scd as cocoa's local solver runs the dual models (ridge, logistic, svm, "
-          "svm-squared); ", AsAbsl(ModelName(model.kind)), " needs the CPU local solver"));
+    case ModelKind::kLasso:
+      return DevicePrimalLocalSolver<LassoObjective, 0>::Make(std::move(block), model, seed, gpu,
+                                                              *info);
+    case ModelKind::kElasticNet:
+      return DevicePrimalLocalSolver<ElasticNetObjective, 0>::Make(std::move(block), model, seed,
+                                                                   gpu, *info);
+    case ModelKind::kLogisticL1:
+      return DevicePrimalLocalSolver<LogisticL1Objective, 1>::Make(std::move(block), model, seed,
+                                                                   gpu, *info);
   }
+  return absl::InvalidArgumentError("tpa-scd: unknown model");
 }
 
 absl::StatusOr<double> HostToDeviceBandwidthCuda(int index, int64_t bytes) {
