@@ -240,12 +240,15 @@ int main(int argc, char** argv) {
                     "(evaluated each), %.4g s after the last evaluation\n",
                     side, o->setup, o->first_eval, o->per_epoch, o->after_last);
       }
-      // Streaming: the rows get a third of their size (two buffers of a
-      // sixth) beside the resident per-example state; the epoch time is
-      // taken between the evaluations after epochs 10 and 30.
-      if (g[0].error.empty() && dml::FormulationOf(spec.kind) == dml::Formulation::kDual) {
+      // Streaming: the rows (dual models) or columns (primal) get a third
+      // of their size (two buffers of a sixth) beside the resident state
+      // (TrainTpaScd's accounting); the epoch time is taken between the
+      // evaluations after epochs 10 and 30.
+      if (g[0].error.empty()) {
         const int64_t n = c.data.x.rows(), d = c.data.x.cols();
-        const int64_t state = n * 36 + d * 16 + 64, rows = (n + 1) * 8 + nnz * 8;
+        const bool dual = dml::FormulationOf(spec.kind) == dml::Formulation::kDual;
+        const int64_t state = dual ? n * 36 + d * 16 + 64 : d * 32 + n * 20 + 64;
+        const int64_t rows = ((dual ? n : d) + 1) * 8 + nnz * 8;
         dml::gpu::TpaScdOptions streamed;
         streamed.memory_budget_bytes = state + rows / 3;
         dml::SolverOptions o = Options(dml::SolverKind::kTpaScd, 0, seq_seconds);
@@ -272,9 +275,10 @@ int main(int argc, char** argv) {
         if (!st.empty()) {
           const double stream_s = Median(st), compute_s = 1.0 / gr,
                        copy_s = h2d_bw > 0 ? static_cast<double>(rows) / h2d_bw : 0;
-          std::printf("    streamed epoch %.4g s; resident (compute) %.4g s; copy of the rows %.4g s;"
+          std::printf("    streamed epoch %.4g s; resident (compute) %.4g s; copy of the %s %.4g s;"
                       " streamed / max(copy, compute) %.3f\n",
-                      stream_s, compute_s, copy_s, stream_s / std::max(copy_s, compute_s));
+                      stream_s, compute_s, dual ? "rows" : "columns", copy_s,
+                      stream_s / std::max(copy_s, compute_s));
         }
         std::printf("    streamed: %s\n", note.c_str());
       }

@@ -140,13 +140,52 @@ BOOST_AUTO_TEST_CASE(over_the_memory_budget_is_an_error_or_a_logged_fallback) {
   BOOST_REQUIRE(fb.ok());
   BOOST_REQUIRE(lines.size() == 1u);
   BOOST_TEST(lines[0] == "tpa-scd: running the CPU twin: " + std::string(r.status().message()));
-  // A primal model over the budget: its columns are not streamed.
+  // A primal model whose state alone is over the budget.
   const dml::Dataset reg = tpa_testing::Problem(dml::ModelKind::kLasso, 2000, 100);
   dml::gpu::TpaScdOptions small;
   small.memory_budget_bytes = 1000;
   auto lasso = dml::gpu::TrainTpaScd(reg, tpa_testing::Spec(dml::ModelKind::kLasso),
                                      tpa_testing::Tight(dml::SolverKind::kTpaScd), small);
   BOOST_TEST((lasso.status().code() == absl::StatusCode::kResourceExhausted));
+  const int64_t primal_state = 100 * 32 + 2000 * 20 + 64;
+  const int64_t cols = 101 * 8 + static_cast<int64_t>(reg.x.values().size()) * 8;
+  BOOST_TEST(std::string(lasso.status().message()) ==
+             "tpa-scd: the per-feature and per-example state needs " +
+                 std::to_string(primal_state) + " bytes of device memory and the columns " +
+                 std::to_string(cols) +
+                 "; the budget of 1000 bytes holds neither all of them nor the state and two "
+                 "streaming buffers");
+}
+
+// Columns over the budget are streamed in chunks: the same optimum as resident.
+BOOST_AUTO_TEST_CASE(streamed_columns_reach_the_resident_optimum) {
+  if (!HaveDevice()) return;
+  for (dml::ModelKind kind : {dml::ModelKind::kLasso, dml::ModelKind::kLogisticL1}) {
+    BOOST_TEST_CONTEXT("model " << dml::ModelName(kind)) {
+      const dml::Dataset data = tpa_testing::Problem(kind, 20000, 3000);
+      const dml::ModelSpec spec = tpa_testing::Spec(kind);
+      const int64_t n = data.x.rows(), d = data.x.cols();
+      const int64_t state = d * 32 + n * 20 + 64;
+      const int64_t cols = (d + 1) * 8 + static_cast<int64_t>(data.x.values().size()) * 8;
+      dml::gpu::TpaScdOptions gpu;
+      auto resident = dml::gpu::TrainTpaScd(data, spec, tpa_testing::Tight(dml::SolverKind::kTpaScd), gpu);
+      BOOST_REQUIRE_MESSAGE(resident.ok(), resident.status().ToString());
+      gpu.memory_budget_bytes = state + cols / 3;
+      auto streamed = dml::gpu::TrainTpaScd(data, spec, tpa_testing::Tight(dml::SolverKind::kTpaScd), gpu);
+      BOOST_REQUIRE_MESSAGE(streamed.ok(), streamed.status().ToString());
+      std::printf("  streamed %s: P %.12g gap %.3g epochs %g %.3f s (resident %.12g, %g epochs, %.3f s) %s\n",
+                  std::string(dml::ModelName(kind)).c_str(), streamed->primal, streamed->gap,
+                  streamed->epochs, streamed->seconds, resident->primal, resident->epochs,
+                  resident->seconds, streamed->note.c_str());
+      // Two buffers of a sixth of the columns each: 6 chunks, 7 where columns straddle.
+      const std::size_t at = streamed->note.find("; columns streamed in ");
+      BOOST_REQUIRE_MESSAGE(at != std::string::npos, streamed->note);
+      const int chunks = std::atoi(streamed->note.c_str() + at + 22);
+      BOOST_TEST((chunks == 6 || chunks == 7), streamed->note);
+      BOOST_TEST((streamed->reason == dml::StopReason::kConverged));
+      BOOST_TEST(RelDiff(streamed->primal, resident->primal) <= 1e-6);
+    }
+  }
 }
 
 // Rows over the budget are streamed in chunks: the same optimum as resident.

@@ -58,11 +58,12 @@ struct TpaScdOptions {
   /// twin and send one line to `log` saying why. false: return the error.
   bool allow_fallback = false;
   /// Device memory the solver may take, in bytes; 0: 90% of what is free
-  /// when training starts. Dual models whose rows do not fit beside the
-  /// per-example state stream the rows in chunks through two buffers (the
-  /// next chunk's copy overlapping this chunk's compute); where not even the
-  /// state and two buffers fit, and for primal models over it (their
-  /// columns are not streamed yet): ResourceExhausted.
+  /// when training starts. Where the rows (dual models) or columns (primal
+  /// models) do not fit beside the per-coordinate and per-example state,
+  /// TrainTpaScd streams them in chunks through two buffers (the next
+  /// chunk's copy overlapping this chunk's compute); where not even the
+  /// state and two buffers fit: ResourceExhausted. A local solver's block
+  /// (cocoa, DuHL) stays resident: over the budget, ResourceExhausted.
   int64_t memory_budget_bytes = 0;
   /// Blocks in flight at the start (0: as many as the device holds at
   /// once, at most n/4). Tests use small values to exercise the halving.

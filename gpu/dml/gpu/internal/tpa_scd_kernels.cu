@@ -324,6 +324,9 @@ struct PrimalArgs {
   // TPA-SCD: no dw, scale 1.
   double* dw = nullptr;
   double scale = 1.0;
+  // A streamed chunk: off holds the chunk's slice of the global offsets,
+  // which point `base` nonzeros before its idx/val (0 when resident).
+  int64_t base = 0;
 };
 
 // The coordinate a step starts from, and where it writes the step's result.
@@ -347,7 +350,7 @@ __global__ void SquaredEpochKernel(PrimalArgs a, Obj obj, Permutation p, uint64_
   __shared__ double s_delta;
   for (uint64_t k = blockIdx.x; k < count; k += gridDim.x) {
     const uint64_t j = Walk(k, p);
-    const int64_t begin = a.off[j], end = a.off[j + 1];
+    const int64_t begin = a.off[j] - a.base, end = a.off[j + 1] - a.base;
     double s = 0.0;
     for (int64_t t = begin + threadIdx.x; t < end; t += blockDim.x) {
       const uint32_t r = a.idx[t];
@@ -386,7 +389,7 @@ __global__ void LogisticL1EpochKernel(PrimalArgs a, double lambda, Permutation p
   __shared__ int s_state;  // 0: try, 1: accepted, 2: gave up
   for (uint64_t k = blockIdx.x; k < count; k += gridDim.x) {
     const uint64_t j = Walk(k, p);
-    const int64_t begin = a.off[j], end = a.off[j + 1];
+    const int64_t begin = a.off[j] - a.base, end = a.off[j + 1] - a.base;
     double gs = 0.0, hs = 0.0;
     for (int64_t t = begin + threadIdx.x; t < end; t += blockDim.x) {
       const uint32_t r = a.idx[t];
@@ -464,7 +467,7 @@ __global__ void PrimalColumnKernel(PrimalArgs a, Obj obj, const double* u, doubl
   double reg_acc = 0.0, gap_acc = 0.0;
   for (int64_t j = blockIdx.x; j < a.d; j += gridDim.x) {
     double s = 0.0;
-    for (int64_t t = a.off[j] + threadIdx.x; t < a.off[j + 1]; t += blockDim.x) {
+    for (int64_t t = a.off[j] - a.base + threadIdx.x; t < a.off[j + 1] - a.base; t += blockDim.x) {
       s += static_cast<double>(a.val[t]) * u[a.idx[t]];
     }
     s = BlockSum(s, sh);
@@ -524,7 +527,7 @@ absl::Status CheckBudget(int64_t need, const TpaScdOptions& gpu) {
   if (need > *budget) {
     return absl::ResourceExhaustedError(absl::StrFormat(
         "tpa-scd: the data and solver state need %d bytes of device memory, the budget is %d "
-        "(only the rows of TrainTpaScd's dual models are streamed)",
+        "(a local solver's block stays resident: only TrainTpaScd streams)",
         need, *budget));
   }
   return absl::OkStatus();
@@ -672,17 +675,19 @@ void Report(const SolverOptions& options, TrainResult& r, Progress p) {
   r.history.push_back(std::move(p));
 }
 
-// The rows of a dual problem on the device: all resident, or streamed in
+// The coordinates' vectors on the device, the rows of a dual problem (CSR)
+// or the columns of a primal one (CSC): all resident, or streamed in
 // contiguous chunks through two buffers, the next chunk's copy (its own
 // stream, from page-locked host memory) overlapping this chunk's compute.
 // A streamed epoch visits the chunks in a random order and each chunk's
-// rows in a random order.
-class RowData {
+// coordinates in a random order.
+template <class Matrix>
+class OuterData {
  public:
-  RowData() = default;
-  RowData(const RowData&) = delete;
-  RowData& operator=(const RowData&) = delete;
-  ~RowData() {
+  OuterData() = default;
+  OuterData(const OuterData&) = delete;
+  OuterData& operator=(const OuterData&) = delete;
+  ~OuterData() {
     // On an error return work may still run on the streams, reading the
     // registered host memory: it must end before that memory is released.
     if (!streams_.empty()) (void)cudaDeviceSynchronize();
@@ -692,10 +697,11 @@ class RowData {
   }
 
   // `buffer_bytes` <= 0: resident; else two buffers of at most that many
-  // bytes each (offsets 8 and nonzeros 8 bytes apiece).
-  absl::Status Init(const CsrMatrix& x, int64_t buffer_bytes) {
+  // bytes each (offsets 8 and nonzeros 8 bytes apiece). `what` names a
+  // coordinate's vector in errors ("row", "column").
+  absl::Status Init(const Matrix& x, int64_t buffer_bytes, const char* what) {
     x_ = &x;
-    const int64_t n = x.rows();
+    const int64_t n = x.outer_size();
     const std::vector<int64_t>& off = x.offsets();
     if (buffer_bytes <= 0) {
       chunks_.push_back({0, n});
@@ -706,8 +712,8 @@ class RowData {
         while (end < n && (end + 2 - row0) * 8 + (off[end + 1] - off[row0]) * 8 <= buffer_bytes) ++end;
         if (end == row0) {
           return absl::ResourceExhaustedError(absl::StrFormat(
-              "tpa-scd: row %d has %d nonzeros, more than a streaming buffer of %d bytes holds",
-              row0, off[row0 + 1] - off[row0], buffer_bytes));
+              "tpa-scd: %s %d has %d nonzeros, more than a streaming buffer of %d bytes holds",
+              what, row0, off[row0 + 1] - off[row0], buffer_bytes));
         }
         chunks_.push_back({row0, end - row0});
         row0 = end;
@@ -767,12 +773,12 @@ class RowData {
   int64_t max_rows() const { return max_rows_; }
 
   // Calls launch(args, row0, rows, stream) for every chunk, args being
-  // `whole` (the per-example arrays of all n rows) narrowed to the chunk;
-  // waits for the last launch. `rng`: chunk order (null: in order).
-  template <class Launch>
-  absl::Status ForEach(const DualArgs& whole, std::mt19937_64* rng, Launch launch) {
+  // `whole` (the per-coordinate arrays of all of them) narrowed to the
+  // chunk; waits for the last launch. `rng`: chunk order (null: in order).
+  template <class Args, class Launch>
+  absl::Status ForEach(const Args& whole, std::mt19937_64* rng, Launch launch) {
     if (!streamed()) {
-      DualArgs a = whole;
+      Args a = whole;
       SetPointers(a, 0, chunks_[0]);
       a.base = 0;
       launch(a, int64_t{0}, chunks_[0].rows, cudaStream_t{nullptr});
@@ -792,13 +798,10 @@ class RowData {
       if (auto st = Copy(b, order[t], copy); !st.ok()) return st;
       DML_CUDA_RETURN_IF_ERROR(cudaEventRecord(events_[b], copy));
       DML_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(compute, events_[b], 0));
-      DualArgs a = whole;
+      Args a = whole;
       SetPointers(a, b, c);
       a.base = x_->offsets()[c.row0];
-      a.y += c.row0;
-      a.q += c.row0;
-      a.alpha += c.row0;
-      a.n = c.rows;
+      Narrow(a, c.row0, c.rows);
       launch(a, c.row0, c.rows, compute);
       DML_CUDA_RETURN_IF_ERROR(cudaGetLastError());
       DML_CUDA_RETURN_IF_ERROR(cudaEventRecord(events_[2 + b], compute));
@@ -823,10 +826,24 @@ class RowData {
   float* ValIn(int b, const Chunk& c) const {
     return reinterpret_cast<float*>(buf_[b].get() + (c.rows + 1) * 8 + Nnz(c) * 4);
   }
-  void SetPointers(DualArgs& a, int b, const Chunk& c) const {
+  template <class Args>
+  void SetPointers(Args& a, int b, const Chunk& c) const {
     a.off = OffIn(b);
     a.idx = IdxIn(b, c);
     a.val = ValIn(b, c);
+  }
+  // The per-coordinate arrays of a chunk of `count` coordinates from `first`.
+  static void Narrow(DualArgs& a, int64_t first, int64_t count) {
+    a.y += first;
+    a.q += first;
+    a.alpha += first;
+    a.n = count;
+  }
+  static void Narrow(PrimalArgs& a, int64_t first, int64_t count) {
+    a.q += first;
+    a.w += first;
+    if (a.dw != nullptr) a.dw += first;
+    a.d = count;
   }
 
   absl::Status Copy(int b, int64_t chunk, cudaStream_t stream) {
@@ -848,7 +865,7 @@ class RowData {
     return absl::OkStatus();
   }
 
-  const CsrMatrix* x_ = nullptr;
+  const Matrix* x_ = nullptr;
   std::vector<Chunk> chunks_;
   int64_t max_rows_ = 0;
   DeviceBuffer<char> buf_[2];
@@ -888,8 +905,8 @@ absl::StatusOr<TrainResult> RunDual(const Dataset& data, const ModelSpec& model,
   }
 
   std::mt19937_64 rng(options.seed);
-  RowData rows;
-  if (auto s = rows.Init(x, buffer_bytes); !s.ok()) return s;
+  OuterData<CsrMatrix> rows;
+  if (auto s = rows.Init(x, buffer_bytes, "row"); !s.ok()) return s;
   DeviceBuffer<float> d_y;
   DeviceBuffer<double> d_q, d_alpha, d_saved, d_w, d_wx, d_cg, d_sums;
   if (auto s = Upload(d_y, data.y.data(), data.y.size()); !s.ok()) return s;
@@ -1050,16 +1067,29 @@ absl::StatusOr<TrainResult> RunPrimal(const Dataset& data, const ModelSpec& mode
   const Obj obj = Obj::Make(model, data.y);
   std::vector<double> w(static_cast<std::size_t>(d), 0.0), v(static_cast<std::size_t>(n), 0.0);
 
-  const int64_t need = (d + 1) * 8 + nnz * 8 + d * (8 + 8 + 8 + 8) + n * (4 + 8 + 8) + 64;
-  if (auto s = CheckBudget(need, gpu); !s.ok()) return s;
+  // Per-feature (q, w, its saved copy, the gaps) and per-example (y, v, u)
+  // state stays resident; the columns too where they fit, else they are
+  // streamed through two buffers that share what is left.
+  const int64_t state = d * (8 + 8 + 8 + 8) + n * (4 + 8 + 8) + 64;
+  const int64_t cols_bytes = (d + 1) * 8 + nnz * 8;
+  absl::StatusOr<int64_t> budget = Budget(gpu);
+  if (!budget.ok()) return budget.status();
+  int64_t buffer_bytes = 0;
+  if (state + cols_bytes > *budget) {
+    buffer_bytes = (*budget - state) / 2;
+    if (buffer_bytes < 1024) {
+      return absl::ResourceExhaustedError(absl::StrFormat(
+          "tpa-scd: the per-feature and per-example state needs %d bytes of device memory and "
+          "the columns %d; the budget of %d bytes holds neither all of them nor the state and "
+          "two streaming buffers",
+          state, cols_bytes, *budget));
+    }
+  }
+  OuterData<CscMatrix> cols;
+  if (auto s = cols.Init(a, buffer_bytes, "column"); !s.ok()) return s;
 
-  DeviceBuffer<int64_t> d_off;
-  DeviceBuffer<uint32_t> d_idx;
-  DeviceBuffer<float> d_val, d_y;
+  DeviceBuffer<float> d_y;
   DeviceBuffer<double> d_q, d_w, d_saved, d_v, d_u, d_cg, d_sums;
-  if (auto s = Upload(d_off, a.offsets().data(), a.offsets().size()); !s.ok()) return s;
-  if (auto s = Upload(d_idx, a.indices().data(), a.indices().size()); !s.ok()) return s;
-  if (auto s = Upload(d_val, a.values().data(), a.values().size()); !s.ok()) return s;
   if (auto s = Upload(d_y, data.y.data(), data.y.size()); !s.ok()) return s;
   if (auto s = Upload(d_q, q.data(), q.size()); !s.ok()) return s;
   if (auto s = Upload(d_w, w.data(), w.size()); !s.ok()) return s;
@@ -1068,15 +1098,15 @@ absl::StatusOr<TrainResult> RunPrimal(const Dataset& data, const ModelSpec& mode
   if (auto s = d_u.Allocate(static_cast<std::size_t>(n)); !s.ok()) return s;
   if (auto s = d_cg.Allocate(static_cast<std::size_t>(std::max<int64_t>(d, 1))); !s.ok()) return s;
   if (auto s = d_sums.Allocate(4); !s.ok()) return s;
-  const PrimalArgs args{d_off.get(), d_idx.get(), d_val.get(), d_y.get(), d_q.get(),
+  const PrimalArgs args{nullptr, nullptr, nullptr, d_y.get(), d_q.get(),
                         d, n, inv_n, d_w.get(), d_v.get()};
 
   const int threads = ThreadsFor(nnz, d);
   const absl::StatusOr<int> grid_or = [&] {
     if constexpr (kModel == 0) {
-      return GridFor(SquaredEpochKernel<Obj>, threads, d, gpu, info);
+      return GridFor(SquaredEpochKernel<Obj>, threads, cols.max_rows(), gpu, info);
     } else {
-      return GridFor(LogisticL1EpochKernel, threads, d, gpu, info);
+      return GridFor(LogisticL1EpochKernel, threads, cols.max_rows(), gpu, info);
     }
   }();
   if (!grid_or.ok()) return grid_or.status();
@@ -1090,23 +1120,27 @@ absl::StatusOr<TrainResult> RunPrimal(const Dataset& data, const ModelSpec& mode
   double last_primal = std::numeric_limits<double>::infinity();
   double slack = 1.0;
   StopReason why = StopReason::kMaxEpochs;
-  while (!loop.Stop(&why)) {
-    const Permutation perm = MakePermutation(static_cast<uint64_t>(d), rng);
+  auto epoch = [&](const PrimalArgs& c, int64_t, int64_t count, cudaStream_t st) {
+    const Permutation perm = MakePermutation(static_cast<uint64_t>(count), rng);
     if constexpr (kModel == 0) {
-      SquaredEpochKernel<Obj><<<blocks.grid(), threads>>>(args, obj, perm, perm.n);
+      SquaredEpochKernel<Obj><<<blocks.grid(), threads, 0, st>>>(c, obj, perm, perm.n);
     } else {
-      LogisticL1EpochKernel<<<blocks.grid(), threads>>>(args, model.lambda, perm, perm.n);
+      LogisticL1EpochKernel<<<blocks.grid(), threads, 0, st>>>(c, model.lambda, perm, perm.n);
     }
-    DML_CUDA_RETURN_IF_ERROR(cudaGetLastError());
-    DML_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
+  };
+  auto gaps = [&](const PrimalArgs& c, int64_t j0, int64_t, cudaStream_t st) {
+    PrimalColumnKernel<Obj><<<eval_grid, threads, 0, st>>>(c, obj, d_u.get(), d_sums.get(),
+                                                           d_cg.get() + j0);
+  };
+  while (!loop.Stop(&why)) {
+    if (auto s = cols.ForEach(args, &rng, epoch); !s.ok()) return s;
     ++loop.epoch;
     if (!loop.EvaluateNow()) continue;
 
     DML_CUDA_RETURN_IF_ERROR(cudaMemset(d_sums.get(), 0, 4 * sizeof(double)));
     PrimalRowKernel<Obj><<<eval_grid, 256>>>(args, d_u.get(), d_sums.get(), 0, n);
     DML_CUDA_RETURN_IF_ERROR(cudaGetLastError());
-    PrimalColumnKernel<Obj><<<eval_grid, threads>>>(args, obj, d_u.get(), d_sums.get(), d_cg.get());
-    DML_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+    if (auto s = cols.ForEach(args, nullptr, gaps); !s.ok()) return s;
     double sums[4];
     DML_CUDA_RETURN_IF_ERROR(cudaMemcpy(sums, d_sums.get(), sizeof sums, cudaMemcpyDeviceToHost));
     Progress p;
@@ -1153,6 +1187,11 @@ absl::StatusOr<TrainResult> RunPrimal(const Dataset& data, const ModelSpec& mode
   Finish(loop, why, *c, r);
   r.w = std::move(w);
   r.note = blocks.Note(info, threads);
+  if (cols.streamed()) {
+    absl::StrAppendFormat(&r.note, "; columns streamed in %d chunks of at most %d bytes%s",
+                          cols.chunk_count(), buffer_bytes,
+                          cols.page_locked() ? "" : " (host columns not page-locked: copies staged)");
+  }
   return r;
 }
 
@@ -1521,7 +1560,7 @@ __global__ void ColumnTimesKernel(PrimalArgs a, const double* c, double* out) {
   for (int64_t j = blockIdx.x; j < a.d; j += gridDim.x) {
     const double cj = c[j];
     if (cj == 0.0) continue;  // block-uniform
-    for (int64_t t = a.off[j] + threadIdx.x; t < a.off[j + 1]; t += blockDim.x) {
+    for (int64_t t = a.off[j] - a.base + threadIdx.x; t < a.off[j + 1] - a.base; t += blockDim.x) {
       atomicAdd(out + a.idx[t], cj * static_cast<double>(a.val[t]));
     }
   }
