@@ -157,61 +157,36 @@ BOOST_AUTO_TEST_CASE(over_the_memory_budget_is_an_error_or_a_logged_fallback) {
                  "streaming buffers");
 }
 
-// Columns over the budget are streamed in chunks: the same optimum as resident.
-BOOST_AUTO_TEST_CASE(streamed_columns_reach_the_resident_optimum) {
+// Rows (dual models) or columns (primal) over the budget are streamed in
+// chunks: the same optimum as resident.
+BOOST_AUTO_TEST_CASE(streamed_rows_and_columns_reach_the_resident_optimum) {
   if (!HaveDevice()) return;
-  for (dml::ModelKind kind : {dml::ModelKind::kLasso, dml::ModelKind::kLogisticL1}) {
+  for (dml::ModelKind kind : {dml::ModelKind::kLogisticL2, dml::ModelKind::kHingeSvm,
+                              dml::ModelKind::kLasso, dml::ModelKind::kLogisticL1}) {
     BOOST_TEST_CONTEXT("model " << dml::ModelName(kind)) {
-      const dml::Dataset data = tpa_testing::Problem(kind, 20000, 3000);
+      const bool dual = dml::FormulationOf(kind) == dml::Formulation::kDual;
+      const dml::Dataset data = dual ? tpa_testing::Problem(kind, 30000, 1000)
+                                     : tpa_testing::Problem(kind, 20000, 3000);
       const dml::ModelSpec spec = tpa_testing::Spec(kind);
       const int64_t n = data.x.rows(), d = data.x.cols();
-      const int64_t state = d * 32 + n * 20 + 64;
-      const int64_t cols = (d + 1) * 8 + static_cast<int64_t>(data.x.values().size()) * 8;
+      const int64_t state = dual ? n * 36 + d * 8 + 64 : d * 32 + n * 20 + 64;
+      const int64_t vectors =
+          ((dual ? n : d) + 1) * 8 + static_cast<int64_t>(data.x.values().size()) * 8;
       dml::gpu::TpaScdOptions gpu;
       auto resident = dml::gpu::TrainTpaScd(data, spec, tpa_testing::Tight(dml::SolverKind::kTpaScd), gpu);
       BOOST_REQUIRE_MESSAGE(resident.ok(), resident.status().ToString());
-      gpu.memory_budget_bytes = state + cols / 3;
+      gpu.memory_budget_bytes = state + vectors / 3;
       auto streamed = dml::gpu::TrainTpaScd(data, spec, tpa_testing::Tight(dml::SolverKind::kTpaScd), gpu);
       BOOST_REQUIRE_MESSAGE(streamed.ok(), streamed.status().ToString());
       std::printf("  streamed %s: P %.12g gap %.3g epochs %g %.3f s (resident %.12g, %g epochs, %.3f s) %s\n",
                   std::string(dml::ModelName(kind)).c_str(), streamed->primal, streamed->gap,
                   streamed->epochs, streamed->seconds, resident->primal, resident->epochs,
                   resident->seconds, streamed->note.c_str());
-      // Two buffers of a sixth of the columns each: 6 chunks, 7 where columns straddle.
-      const std::size_t at = streamed->note.find("; columns streamed in ");
+      // Two buffers of a sixth of the vectors each: 6 chunks, 7 where they straddle.
+      const std::string says = dual ? "; rows streamed in " : "; columns streamed in ";
+      const std::size_t at = streamed->note.find(says);
       BOOST_REQUIRE_MESSAGE(at != std::string::npos, streamed->note);
-      const int chunks = std::atoi(streamed->note.c_str() + at + 22);
-      BOOST_TEST((chunks == 6 || chunks == 7), streamed->note);
-      BOOST_TEST((streamed->reason == dml::StopReason::kConverged));
-      BOOST_TEST(RelDiff(streamed->primal, resident->primal) <= 1e-6);
-    }
-  }
-}
-
-// Rows over the budget are streamed in chunks: the same optimum as resident.
-BOOST_AUTO_TEST_CASE(streamed_rows_reach_the_resident_optimum) {
-  if (!HaveDevice()) return;
-  for (dml::ModelKind kind : {dml::ModelKind::kLogisticL2, dml::ModelKind::kHingeSvm}) {
-    BOOST_TEST_CONTEXT("model " << dml::ModelName(kind)) {
-      const dml::Dataset data = tpa_testing::Problem(kind, 30000, 1000);
-      const dml::ModelSpec spec = tpa_testing::Spec(kind);
-      const int64_t n = data.x.rows(), d = data.x.cols();
-      const int64_t state = n * 36 + d * 8 + 64;
-      const int64_t rows = (n + 1) * 8 + static_cast<int64_t>(data.x.values().size()) * 8;
-      dml::gpu::TpaScdOptions gpu;
-      auto resident = dml::gpu::TrainTpaScd(data, spec, tpa_testing::Tight(dml::SolverKind::kTpaScd), gpu);
-      BOOST_REQUIRE_MESSAGE(resident.ok(), resident.status().ToString());
-      gpu.memory_budget_bytes = state + rows / 3;
-      auto streamed = dml::gpu::TrainTpaScd(data, spec, tpa_testing::Tight(dml::SolverKind::kTpaScd), gpu);
-      BOOST_REQUIRE_MESSAGE(streamed.ok(), streamed.status().ToString());
-      std::printf("  streamed %s: P %.12g gap %.3g epochs %g %.3f s (resident %.12g, %g epochs, %.3f s) %s\n",
-                  std::string(dml::ModelName(kind)).c_str(), streamed->primal, streamed->gap,
-                  streamed->epochs, streamed->seconds, resident->primal, resident->epochs,
-                  resident->seconds, streamed->note.c_str());
-      // Two buffers of a sixth of the rows each: 6 chunks, 7 where rows straddle.
-      const std::size_t at = streamed->note.find("; rows streamed in ");
-      BOOST_REQUIRE_MESSAGE(at != std::string::npos, streamed->note);
-      const int chunks = std::atoi(streamed->note.c_str() + at + 19);
+      const int chunks = std::atoi(streamed->note.c_str() + at + says.size());
       BOOST_TEST((chunks == 6 || chunks == 7), streamed->note);
       BOOST_TEST((streamed->reason == dml::StopReason::kConverged));
       BOOST_TEST(RelDiff(streamed->primal, resident->primal) <= 1e-6);
