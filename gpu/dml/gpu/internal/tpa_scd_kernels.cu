@@ -410,13 +410,14 @@ __global__ void LogisticL1EpochKernel(PrimalArgs a, double lambda, Permutation p
     for (int trial = 0; trial < LogisticL1Objective::kMaxLineSearch && s_state == 0; ++trial) {
       const double d = s_d;
       const double sd = a.scale * d;
+      const double inv_ns = a.inv_n / a.scale;  // as the CPU step: one rounding, fused below
       double dl = 0.0;
       for (int64_t t = begin + threadIdx.x; t < end; t += blockDim.x) {
         const uint32_t r = a.idx[t];
         const double x = a.val[t], yr = a.y[r], vr = __ldcg(a.v + r);
         dl += L::Value(yr, vr + sd * x) - L::Value(yr, vr);
       }
-      dl = BlockSum(dl, sh) * a.inv_n / a.scale;
+      dl = BlockSum(dl, sh) * inv_ns;
       if (threadIdx.x == 0) {
         const double reg_change = lambda * (fabs(w + d) - fabs(w));
         if (dl + reg_change <= LogisticL1Objective::kSigma * (g * d + reg_change)) {
@@ -1201,8 +1202,6 @@ absl::StatusOr<TrainResult> RunPrimal(const Dataset& data, const ModelSpec& mode
 // step of cocoa_local_dual.cpp with q' = sigma' q and the local vector
 // u = w + sigma' delta_w), then commits gamma * dA.
 
-// dA_i = local_i - alpha_i; alpha_i += gamma dA_i (kept in the domain, as
-// the CPU solver does against rounding).
 // DuHL's block reload: row (or column) r of the new block is data copied from the
 // block held now (src[r] >= 0: its offset there) or from the rows just
 // uploaded (src[r] < 0: offset -src[r] - 1 in the staging arrays).
@@ -1272,6 +1271,8 @@ absl::StatusOr<int64_t> AssembleBlock(const Matrix& x, const std::vector<int64_t
   return static_cast<int64_t>(x.offsets().size() * 8 + src.size() * 8 + new_idx.size() * 8);
 }
 
+// dA_i = local_i - alpha_i; alpha_i += gamma dA_i (kept in the domain, as
+// the CPU solver does against rounding).
 template <class Obj>
 __global__ void CommitKernel(const float* y, const double* local, double* alpha, double* da,
                              int64_t n, double gamma) {
@@ -1771,6 +1772,7 @@ class DevicePrimalLocalSolver final : public LocalSolver {
           "reload: a block of ", x.rows(), " rows, ", m, " columns, ", block.y.size(),
           " labels and ", kept.size(), " kept entries; this solver has ", n_, " rows"));
     }
+    if (auto s = CheckPrimalBlock(block, model_); !s.ok()) return s;  // labels, loss rows
     std::vector<double> q = x.OuterSquaredNorms();
     for (double& qj : q) qj *= inv_n_;
     DML_CUDA_RETURN_IF_ERROR(cudaSetDevice(info_.index));
@@ -1779,7 +1781,15 @@ class DevicePrimalLocalSolver final : public LocalSolver {
                       threads_, d_off_, d_idx_, d_val_);
     if (!assembled.ok()) return assembled.status();
     if (auto s = Upload(d_q_, q.data(), q.size()); !s.ok()) return s;
-    const int64_t moved = *assembled + static_cast<int64_t>(q.size() * 8);
+    int64_t moved = *assembled + static_cast<int64_t>(q.size() * 8);
+    // Every primal block holds all n labels: uploaded again only if they changed.
+    if (block.y != y_) {
+      if (auto s = Upload(d_y_, block.y.data(), block.y.size()); !s.ok()) return s;
+      moved += static_cast<int64_t>(block.y.size() * 4);
+      y_ = std::move(block.y);
+    }
+    loss_begin_ = block.loss_row_begin;
+    loss_end_ = block.loss_row_end;
     const std::size_t nnz = x.values().size();
     if (m != dk_) {
       for (DeviceBuffer<double>* b : {&d_w_, &d_dw_}) {
@@ -1819,8 +1829,8 @@ class DevicePrimalLocalSolver final : public LocalSolver {
     mean_col_ = static_cast<double>(nnz) / static_cast<double>(dk_);
     std::vector<double> q = x.OuterSquaredNorms();
     for (double& qj : q) qj *= inv_n_;
-    // Columns; labels; q, w, dw and the gaps per column; shared, local and
-    // delta per row.
+    // Columns; labels; q, w and dw (the gaps in Certify) per column;
+    // shared, local and delta (u in Certify) per row.
     const int64_t need = (dk_ + 1) * 8 + nnz * 8 + n_ * 4 + dk_ * 24 + n_ * 24 + 64;
     if (auto s = CheckBudget(need, gpu); !s.ok()) return s;
     DML_CUDA_RETURN_IF_ERROR(cudaSetDevice(info_.index));
