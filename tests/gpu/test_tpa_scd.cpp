@@ -78,7 +78,54 @@ BOOST_AUTO_TEST_CASE(no_device_is_an_error_that_names_it) {
   gpu.memory_budget_bytes = -5;
   auto negative = dml::gpu::TrainTpaScd(data, tpa_testing::Spec(dml::ModelKind::kRidge), o, gpu);
   BOOST_TEST(negative.status().message() ==
-             "tpa-scd options must be >= 0: memory_budget_bytes -5, max_blocks 0, twin_threads 0");
+             "tpa-scd options must be >= 0: memory_budget_bytes -5, max_blocks 0, twin_threads 0, "
+             "scratch_bytes 0");
+}
+
+// The caller's scratch and stream: checked on every host before any device
+// question, TrainTpaScd's alone, and the size query needs a device.
+BOOST_AUTO_TEST_CASE(scratch_and_stream_options_are_checked_first) {
+  const dml::Dataset data = tpa_testing::Problem(dml::ModelKind::kHingeSvm, 200, 20);
+  const dml::ModelSpec spec = tpa_testing::Spec(dml::ModelKind::kHingeSvm);
+  const dml::SolverOptions o = tpa_testing::Tight(dml::SolverKind::kTpaScd);
+  dml::gpu::TpaScdOptions gpu;
+  gpu.device = 4096;
+  gpu.scratch_bytes = 4096;
+  auto half = dml::gpu::TrainTpaScd(data, spec, o, gpu);
+  BOOST_TEST((half.status().code() == absl::StatusCode::kInvalidArgument));
+  BOOST_TEST(half.status().message() ==
+             "tpa-scd: scratch and scratch_bytes go together: scratch is null, scratch_bytes 4096");
+  BOOST_TEST(dml::gpu::TpaScdScratchBytes(data, spec, gpu).status().message() ==
+             half.status().message());
+  // Not dereferenced: every check below fails before any device work.
+  int host_word = 0;
+  gpu.scratch = &host_word;
+  gpu.scratch_bytes = -1;
+  auto negative = dml::gpu::TrainTpaScd(data, spec, o, gpu);
+  BOOST_TEST(negative.status().message() ==
+             "tpa-scd options must be >= 0: memory_budget_bytes 0, max_blocks 0, twin_threads 0, "
+             "scratch_bytes -1");
+  gpu.scratch_bytes = 4096;
+  gpu.allow_fallback = true;
+  dml::LocalBlock block;
+  block.rows = data.x;
+  block.y = data.y;
+  block.n_global = data.x.rows();
+  auto local = dml::gpu::MakeTpaScdLocalSolver(block, spec, 1, gpu);
+  BOOST_TEST((local.status().code() == absl::StatusCode::kInvalidArgument));
+  BOOST_TEST(local.status().message() ==
+             "tpa-scd: a local solver keeps its block in device memory of its own on the default "
+             "stream; stream and scratch are TrainTpaScd's");
+  gpu.scratch = nullptr;
+  gpu.scratch_bytes = 0;
+  auto size = dml::gpu::TpaScdScratchBytes(data, spec, gpu);
+  BOOST_TEST((size.status().code() == absl::StatusCode::kUnavailable));
+  BOOST_TEST(size.status().message() ==
+             dml::gpu::TrainTpaScd(data, spec, o, [&] {
+               dml::gpu::TpaScdOptions strict = gpu;
+               strict.allow_fallback = false;
+               return strict;
+             }()).status().message());
 }
 
 BOOST_AUTO_TEST_CASE(allowed_fallback_runs_the_twin_and_says_why_once) {

@@ -3,6 +3,8 @@
 #define BOOST_TEST_MODULE gpu_tpa_scd_device
 #include <boost/test/unit_test.hpp>
 
+#include <cuda_runtime.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -126,8 +128,11 @@ BOOST_AUTO_TEST_CASE(over_the_memory_budget_is_an_error_or_a_logged_fallback) {
   auto r = dml::gpu::TrainTpaScd(data, spec, tpa_testing::Tight(dml::SolverKind::kTpaScd), gpu);
   BOOST_REQUIRE(!r.ok());
   BOOST_TEST((r.status().code() == absl::StatusCode::kResourceExhausted));
-  const int64_t state = 2000 * 36 + 100 * 16 + 64;  // two d-vectors: shared and certificate
-  const int64_t rows = 2001 * 8 + static_cast<int64_t>(data.x.values().size()) * 8;
+  // Every buffer as allocated, in 256-byte pieces: y, q, alpha, its saved
+  // copy, the gaps per example; w shared and for the certificate; the sums.
+  auto ab = [](int64_t b) { return (b + 255) / 256 * 256; };
+  const int64_t state = ab(2000 * 4) + 4 * ab(2000 * 8) + 2 * ab(100 * 8) + ab(32);
+  const int64_t rows = ab(2001 * 8 + static_cast<int64_t>(data.x.values().size()) * 8);
   BOOST_TEST(std::string(r.status().message()) ==
              "tpa-scd: the per-example state needs " + std::to_string(state) +
                  " bytes of device memory and the rows " + std::to_string(rows) +
@@ -147,8 +152,9 @@ BOOST_AUTO_TEST_CASE(over_the_memory_budget_is_an_error_or_a_logged_fallback) {
   auto lasso = dml::gpu::TrainTpaScd(reg, tpa_testing::Spec(dml::ModelKind::kLasso),
                                      tpa_testing::Tight(dml::SolverKind::kTpaScd), small);
   BOOST_TEST((lasso.status().code() == absl::StatusCode::kResourceExhausted));
-  const int64_t primal_state = 100 * 32 + 2000 * 20 + 64;
-  const int64_t cols = 101 * 8 + static_cast<int64_t>(reg.x.values().size()) * 8;
+  // y; q, w, its saved copy, the gaps per feature; v, u; the sums.
+  const int64_t primal_state = ab(2000 * 4) + 4 * ab(100 * 8) + 2 * ab(2000 * 8) + ab(32);
+  const int64_t cols = ab(101 * 8 + static_cast<int64_t>(reg.x.values().size()) * 8);
   BOOST_TEST(std::string(lasso.status().message()) ==
              "tpa-scd: the per-feature and per-example state needs " +
                  std::to_string(primal_state) + " bytes of device memory and the columns " +
@@ -192,6 +198,59 @@ BOOST_AUTO_TEST_CASE(streamed_rows_and_columns_reach_the_resident_optimum) {
       BOOST_TEST(RelDiff(streamed->primal, resident->primal) <= 1e-6);
     }
   }
+}
+
+// The caller's stream and scratch (CUB's habit): a scratch of
+// TpaScdScratchBytes holds the run, resident or streamed, and it reaches
+// the optimum of a run in memory of its own; a scratch short of what the
+// budget's layout needs is refused, naming both sizes.
+BOOST_AUTO_TEST_CASE(callers_stream_and_scratch_hold_the_run) {
+  if (!HaveDevice()) return;
+  cudaStream_t stream = nullptr;
+  BOOST_REQUIRE(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess);
+  for (dml::ModelKind kind : {dml::ModelKind::kHingeSvm, dml::ModelKind::kLasso}) {
+    BOOST_TEST_CONTEXT("model " << dml::ModelName(kind)) {
+      const dml::Dataset data = tpa_testing::Problem(kind, 20000, 1000);
+      const dml::ModelSpec spec = tpa_testing::Spec(kind);
+      const dml::SolverOptions tight = tpa_testing::Tight(dml::SolverKind::kTpaScd);
+      auto own = dml::gpu::TrainTpaScd(data, spec, tight, {});
+      BOOST_REQUIRE_MESSAGE(own.ok(), own.status().ToString());
+      auto resident_bytes = dml::gpu::TpaScdScratchBytes(data, spec, {});
+      BOOST_REQUIRE_MESSAGE(resident_bytes.ok(), resident_bytes.status().ToString());
+      for (bool streamed : {false, true}) {
+        dml::gpu::TpaScdOptions o;
+        if (streamed) o.memory_budget_bytes = *resident_bytes / 2;
+        auto bytes = dml::gpu::TpaScdScratchBytes(data, spec, o);
+        BOOST_REQUIRE_MESSAGE(bytes.ok(), bytes.status().ToString());
+        if (!streamed) BOOST_TEST(*bytes == *resident_bytes);
+        if (streamed) BOOST_TEST(*bytes <= o.memory_budget_bytes);
+        void* scratch = nullptr;
+        BOOST_REQUIRE(cudaMalloc(&scratch, static_cast<std::size_t>(*bytes)) == cudaSuccess);
+        o.stream = stream;
+        o.scratch = scratch;
+        o.scratch_bytes = *bytes;
+        auto r = dml::gpu::TrainTpaScd(data, spec, tight, o);
+        BOOST_REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+        std::printf("  caller's scratch %s %s: %lld bytes, P %.12g (own memory %.12g) %s\n",
+                    std::string(dml::ModelName(kind)).c_str(), streamed ? "streamed" : "resident",
+                    static_cast<long long>(*bytes), r->primal, own->primal, r->note.c_str());
+        BOOST_TEST((r->reason == dml::StopReason::kConverged));
+        BOOST_TEST(RelDiff(r->primal, own->primal) <= 1e-6);
+        BOOST_TEST((r->note.find(" streamed in ") != std::string::npos) == streamed, r->note);
+        // The budget fixed, a scratch one byte short of its layout.
+        o.memory_budget_bytes = *bytes;
+        o.scratch_bytes = *bytes - 1;
+        auto refused = dml::gpu::TrainTpaScd(data, spec, tight, o);
+        BOOST_TEST((refused.status().code() == absl::StatusCode::kInvalidArgument));
+        BOOST_TEST(std::string(refused.status().message()) ==
+                   "tpa-scd: the caller's scratch holds " + std::to_string(*bytes - 1) +
+                       " bytes; this run needs " + std::to_string(*bytes) +
+                       " (TpaScdScratchBytes)");
+        BOOST_REQUIRE(cudaFree(scratch) == cudaSuccess);
+      }
+    }
+  }
+  BOOST_REQUIRE(cudaStreamDestroy(stream) == cudaSuccess);
 }
 
 // A single block in flight is sequential SCD on the device: the same optimum.

@@ -36,10 +36,17 @@ std::string DescribeDevice(const DeviceInfo& info) {
 namespace {
 
 absl::Status CheckOptions(const TpaScdOptions& gpu) {
-  if (gpu.memory_budget_bytes < 0 || gpu.max_blocks < 0 || gpu.twin_threads < 0) {
+  if (gpu.memory_budget_bytes < 0 || gpu.max_blocks < 0 || gpu.twin_threads < 0 ||
+      gpu.scratch_bytes < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "tpa-scd options must be >= 0: memory_budget_bytes ", gpu.memory_budget_bytes,
-        ", max_blocks ", gpu.max_blocks, ", twin_threads ", gpu.twin_threads));
+        ", max_blocks ", gpu.max_blocks, ", twin_threads ", gpu.twin_threads, ", scratch_bytes ",
+        gpu.scratch_bytes));
+  }
+  if ((gpu.scratch == nullptr) != (gpu.scratch_bytes == 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tpa-scd: scratch and scratch_bytes go together: scratch is ",
+        gpu.scratch == nullptr ? "null" : "set", ", scratch_bytes ", gpu.scratch_bytes));
   }
   return absl::OkStatus();
 }
@@ -89,6 +96,19 @@ absl::StatusOr<TrainResult> TrainTpaScd(const Dataset& data, const ModelSpec& mo
   return twin;
 }
 
+absl::StatusOr<int64_t> TpaScdScratchBytes(const Dataset& data, const ModelSpec& model,
+                                           const TpaScdOptions& gpu) {
+  SolverOptions options;
+  options.kind = SolverKind::kTpaScd;
+  if (auto s = CheckTrainInputs(data, model, options); !s.ok()) return s;
+  if (auto s = CheckOptions(gpu); !s.ok()) return s;
+#if defined(DML_HAVE_CUDA)
+  return internal::ScratchBytesCuda(data, model, gpu);
+#else
+  return absl::UnavailableError("libdml was built without CUDA");
+#endif
+}
+
 absl::StatusOr<TrainResult> Train(const Dataset& data, const ModelSpec& model,
                                   const SolverOptions& options, const TpaScdOptions& gpu) {
   if (options.kind == SolverKind::kTpaScd) return TrainTpaScd(data, model, options, gpu);
@@ -105,6 +125,11 @@ absl::StatusOr<std::unique_ptr<LocalSolver>> MakeTpaScdLocalSolver(LocalBlock bl
     if (auto s = dml::CheckPrimalBlock(block, model); !s.ok()) return s;
   }
   if (auto s = CheckOptions(gpu); !s.ok()) return s;
+  if (gpu.stream != nullptr || gpu.scratch != nullptr) {
+    return absl::InvalidArgumentError(
+        "tpa-scd: a local solver keeps its block in device memory of its own on the default "
+        "stream; stream and scratch are TrainTpaScd's");
+  }
 #if defined(DML_HAVE_CUDA)
   // The block is needed again if the device refuses it.
   absl::StatusOr<std::unique_ptr<LocalSolver>> r =

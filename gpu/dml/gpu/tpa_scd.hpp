@@ -70,6 +70,21 @@ struct TpaScdOptions {
   int max_blocks = 0;
   /// Threads of the CPU twin; 0: all cores.
   int twin_threads = 0;
+  /// The caller's CUDA stream on `device` (a cudaStream_t; this header
+  /// names no CUDA type), or null. TrainTpaScd then puts every copy and
+  /// kernel on it and waits for it alone, never for the whole device; a
+  /// streamed run adds one copy stream of its own, ordered against it by
+  /// events. null: the legacy default stream. TrainTpaScd only.
+  void* stream = nullptr;
+  /// Device memory on `device` that the caller owns (CUB's habit), or null.
+  /// TrainTpaScd then carves all its device buffers from it (no allocation
+  /// of its own) and, unless memory_budget_bytes is set, takes its size as
+  /// the budget; it must hold TpaScdScratchBytes(...) for the same options,
+  /// else InvalidArgument naming both sizes. The caller must not touch it
+  /// while training runs. TrainTpaScd only: a local solver's options with
+  /// a stream or scratch are refused (InvalidArgument).
+  void* scratch = nullptr;
+  int64_t scratch_bytes = 0;  ///< the size of `scratch`
   LogFn log;  ///< receives the fallback line; may be empty
 };
 
@@ -98,6 +113,15 @@ std::string DescribeDevice(const DeviceInfo& info);
 absl::StatusOr<TrainResult> TrainTpaScd(const Dataset& data, const ModelSpec& model,
                                         const SolverOptions& options,
                                         const TpaScdOptions& gpu = {});
+
+/// The device memory TrainTpaScd(data, model, ..., gpu) takes on gpu.device
+/// (resident, or streamed under the budget: memory_budget_bytes, else 90%
+/// of what is free now), exactly: a scratch of this many bytes, with the
+/// same budget, holds the run. Errors: those of TrainTpaScd's checks,
+/// Unavailable (no CUDA, no device), ResourceExhausted (not even the state
+/// and two streaming buffers fit the budget).
+absl::StatusOr<int64_t> TpaScdScratchBytes(const Dataset& data, const ModelSpec& model,
+                                           const TpaScdOptions& gpu = {});
 
 /// The CPU twin: the same asynchronous SCD (dml::Train with
 /// SolverKind::kAsyncScd) on gpu.twin_threads threads (0: all cores).

@@ -32,6 +32,10 @@ absl::StatusOr<std::unique_ptr<LocalSolver>> MakeDeviceLocalSolver(LocalBlock bl
                                                                     uint64_t seed,
                                                                     const TpaScdOptions& gpu);
 
+/// TpaScdScratchBytes on a CUDA build (inputs checked by the caller).
+absl::StatusOr<int64_t> ScratchBytesCuda(const Dataset& data, const ModelSpec& model,
+                                         const TpaScdOptions& gpu);
+
 /// MeasureHostToDeviceBandwidth on a CUDA build.
 absl::StatusOr<double> HostToDeviceBandwidthCuda(int index, int64_t bytes);
 

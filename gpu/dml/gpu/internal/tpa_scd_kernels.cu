@@ -489,19 +489,34 @@ __global__ void PrimalColumnKernel(PrimalArgs a, Obj obj, const double* u, doubl
 // ---------------------------------------------------------------------------
 // Host side.
 
+// Where a run's device work goes: its stream (null: the legacy default
+// stream) and the caller's scratch (null: cudaMalloc). The local solvers
+// use the defaults.
+struct Place {
+  cudaStream_t stream = nullptr;
+  Arena* arena = nullptr;
+};
+
+// Allocates max(n, 1) elements and copies n from the host, in stream order
+// (a copy from pageable memory has left h_src when this returns).
 template <class T>
-absl::Status Upload(DeviceBuffer<T>& d_buf, const T* h_src, std::size_t n) {
-  if (auto s = d_buf.Allocate(std::max<std::size_t>(n, 1)); !s.ok()) return s;
+absl::Status Upload(DeviceBuffer<T>& d_buf, const T* h_src, std::size_t n, Place at = {}) {
+  if (auto s = d_buf.Allocate(std::max<std::size_t>(n, 1), at.arena); !s.ok()) return s;
   if (n == 0) return absl::OkStatus();
-  DML_CUDA_RETURN_IF_ERROR(cudaMemcpy(d_buf.get(), h_src, n * sizeof(T), cudaMemcpyHostToDevice));
+  DML_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(d_buf.get(), h_src, n * sizeof(T), cudaMemcpyHostToDevice, at.stream));
   return absl::OkStatus();
 }
 
+// Copies n elements back once the stream's work before it is done.
 template <class T>
-absl::Status Download(std::vector<T>& h_dst, const DeviceBuffer<T>& d_buf, std::size_t n) {
+absl::Status Download(std::vector<T>& h_dst, const DeviceBuffer<T>& d_buf, std::size_t n,
+                      cudaStream_t stream = nullptr) {
   h_dst.resize(n);
   if (n == 0) return absl::OkStatus();
-  DML_CUDA_RETURN_IF_ERROR(cudaMemcpy(h_dst.data(), d_buf.get(), n * sizeof(T), cudaMemcpyDeviceToHost));
+  DML_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(h_dst.data(), d_buf.get(), n * sizeof(T), cudaMemcpyDeviceToHost, stream));
+  DML_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
   return absl::OkStatus();
 }
 
@@ -517,6 +532,7 @@ int ThreadsFor(int64_t nnz, int64_t coords) {
 
 absl::StatusOr<int64_t> Budget(const TpaScdOptions& gpu) {
   if (gpu.memory_budget_bytes > 0) return gpu.memory_budget_bytes;
+  if (gpu.scratch != nullptr) return gpu.scratch_bytes;
   size_t free_bytes = 0, total_bytes = 0;
   DML_CUDA_RETURN_IF_ERROR(cudaMemGetInfo(&free_bytes, &total_bytes));
   return static_cast<int64_t>(0.9 * static_cast<double>(free_bytes));
@@ -691,21 +707,27 @@ class OuterData {
   ~OuterData() {
     // On an error return work may still run on the streams, reading the
     // registered host memory: it must end before that memory is released.
-    if (!streams_.empty()) (void)cudaDeviceSynchronize();
+    if (copy_ != nullptr) (void)cudaStreamSynchronize(copy_);
+    if (copy_ != nullptr) (void)cudaStreamSynchronize(compute_);
     for (const void* p : registered_) (void)cudaHostUnregister(const_cast<void*>(p));
     for (cudaEvent_t e : events_) (void)cudaEventDestroy(e);
     for (cudaStream_t st : streams_) (void)cudaStreamDestroy(st);
   }
 
-  // `buffer_bytes` <= 0: resident; else two buffers of at most that many
-  // bytes each (offsets 8 and nonzeros 8 bytes apiece). `what` names a
-  // coordinate's vector in errors ("row", "column").
-  absl::Status Init(const Matrix& x, int64_t buffer_bytes, const char* what) {
-    x_ = &x;
-    const int64_t n = x.outer_size();
-    const std::vector<int64_t>& off = x.offsets();
+  struct Chunk {
+    int64_t row0 = 0, rows = 0;
+  };
+
+  // The chunks of a matrix with outer offsets `off` for two buffers of
+  // `buffer_bytes` (<= 0: one chunk, resident), and the bytes of the
+  // largest chunk's slot (its offsets 8, its nonzeros 8 bytes apiece).
+  // `what` names a coordinate's vector in errors ("row", "column").
+  static absl::Status Chunking(const std::vector<int64_t>& off, int64_t buffer_bytes,
+                               const char* what, std::vector<Chunk>* chunks, int64_t* slot) {
+    const int64_t n = static_cast<int64_t>(off.size()) - 1;
+    chunks->clear();
     if (buffer_bytes <= 0) {
-      chunks_.push_back({0, n});
+      chunks->push_back({0, n});
     } else {
       int64_t row0 = 0;
       while (row0 < n) {
@@ -716,24 +738,40 @@ class OuterData {
               "tpa-scd: %s %d has %d nonzeros, more than a streaming buffer of %d bytes holds",
               what, row0, off[row0 + 1] - off[row0], buffer_bytes));
         }
-        chunks_.push_back({row0, end - row0});
+        chunks->push_back({row0, end - row0});
         row0 = end;
       }
     }
+    *slot = 0;
+    for (const Chunk& c : *chunks) {
+      *slot = std::max(*slot, (c.rows + 1) * 8 + (off[c.row0 + c.rows] - off[c.row0]) * 8);
+    }
+    return absl::OkStatus();
+  }
+
+  // `buffer_bytes` <= 0: resident; else two buffers of at most that many
+  // bytes each (Chunking). The buffers come from at.arena where given; the
+  // kernels run on at.stream (resident, or the caller's stream while
+  // streaming) or on a compute stream of its own (streaming without a
+  // caller's stream), the copies of a streamed epoch on a stream of its own.
+  absl::Status Init(const Matrix& x, int64_t buffer_bytes, const char* what, Place at) {
+    x_ = &x;
+    stream_ = at.stream;
+    const std::vector<int64_t>& off = x.offsets();
     // Each slot is one allocation that a chunk's offsets (rows + 1, 8 bytes
     // each) and then its indices and values (4 bytes each) are laid out in:
     // the chunking keeps every chunk within it.
     int64_t slot = 0;
-    for (const Chunk& c : chunks_) {
-      max_rows_ = std::max(max_rows_, c.rows);
-      slot = std::max(slot, SlotBytes(c));
-    }
-    const int buffers = streamed() ? 2 : 1;
+    if (auto st = Chunking(off, buffer_bytes, what, &chunks_, &slot); !st.ok()) return st;
+    for (const Chunk& c : chunks_) max_rows_ = std::max(max_rows_, c.rows);
+    const int buffers = chunks_.size() > 1 ? 2 : 1;
     for (int b = 0; b < buffers; ++b) {
-      if (auto st = buf_[b].Allocate(static_cast<std::size_t>(slot)); !st.ok()) return st;
+      if (auto st = buf_[b].Allocate(static_cast<std::size_t>(slot), at.arena); !st.ok()) return st;
     }
-    if (!streamed()) {
-      return Copy(0, 0, nullptr);
+    if (chunks_.size() == 1) {
+      if (auto st = Copy(0, 0, stream_); !st.ok()) return st;
+      DML_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+      return absl::OkStatus();
     }
     // Page-locked host memory makes the copies asynchronous. A copy range
     // must be wholly registered or not at all, so either all three arrays
@@ -753,11 +791,13 @@ class OuterData {
         break;
       }
     }
-    for (int k = 0; k < 2; ++k) {
+    for (int k = 0; k < (stream_ != nullptr ? 1 : 2); ++k) {
       cudaStream_t st;
       DML_CUDA_RETURN_IF_ERROR(cudaStreamCreate(&st));
       streams_.push_back(st);
     }
+    copy_ = streams_[0];
+    compute_ = stream_ != nullptr ? stream_ : streams_[1];
     for (int k = 0; k < 4; ++k) {
       cudaEvent_t e;
       DML_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
@@ -766,7 +806,7 @@ class OuterData {
     return absl::OkStatus();
   }
 
-  bool streamed() const { return chunks_.size() > 1 || !streams_.empty(); }
+  bool streamed() const { return copy_ != nullptr; }
   // Whether the streamed copies come from page-locked memory (else the
   // driver stages them and they do not overlap the compute).
   bool page_locked() const { return registered_.size() == 3; }
@@ -782,15 +822,15 @@ class OuterData {
       Args a = whole;
       SetPointers(a, 0, chunks_[0]);
       a.base = 0;
-      launch(a, int64_t{0}, chunks_[0].rows, cudaStream_t{nullptr});
+      launch(a, int64_t{0}, chunks_[0].rows, stream_);
       DML_CUDA_RETURN_IF_ERROR(cudaGetLastError());
-      DML_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
+      DML_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
       return absl::OkStatus();
     }
     std::vector<int64_t> order(chunks_.size());
     for (std::size_t c = 0; c < order.size(); ++c) order[c] = static_cast<int64_t>(c);
     if (rng != nullptr) std::shuffle(order.begin(), order.end(), *rng);
-    cudaStream_t copy = streams_[0], compute = streams_[1];
+    cudaStream_t copy = copy_, compute = compute_;
     for (std::size_t t = 0; t < order.size(); ++t) {
       const int b = static_cast<int>(t % 2);
       const Chunk& c = chunks_[order[t]];
@@ -812,9 +852,6 @@ class OuterData {
   }
 
  private:
-  struct Chunk {
-    int64_t row0 = 0, rows = 0;
-  };
   int64_t Nnz(const Chunk& c) const {
     return x_->offsets()[c.row0 + c.rows] - x_->offsets()[c.row0];
   }
@@ -862,11 +899,13 @@ class OuterData {
                                                static_cast<std::size_t>(k1 - k0) * 4,
                                                cudaMemcpyHostToDevice, stream));
     }
-    if (stream == nullptr) DML_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
     return absl::OkStatus();
   }
 
   const Matrix* x_ = nullptr;
+  cudaStream_t stream_ = nullptr;   // the run's stream (the caller's, or the legacy default)
+  cudaStream_t copy_ = nullptr;     // streaming: the copies' stream (own)
+  cudaStream_t compute_ = nullptr;  // streaming: the kernels' stream
   std::vector<Chunk> chunks_;
   int64_t max_rows_ = 0;
   DeviceBuffer<char> buf_[2];
@@ -874,6 +913,110 @@ class OuterData {
   std::vector<cudaStream_t> streams_;
   std::vector<cudaEvent_t> events_;
 };
+
+// The device memory of a TrainTpaScd run, exactly as it allocates it
+// (ArenaBytes of every buffer, so a caller's scratch of total() bytes holds
+// it): the per-coordinate and per-example state, always resident, and the
+// coordinates' vectors in one slot (resident) or two (streamed).
+struct Layout {
+  int64_t state = 0;
+  int64_t vectors = 0;       // the one slot of the resident layout
+  int64_t buffer_bytes = 0;  // 0: resident; else the cap of each streaming slot
+  int64_t slot = 0;          // ArenaBytes of a slot as allocated
+  int slots = 1;
+  int64_t total() const { return state + slots * slot; }
+};
+
+int64_t AB(int64_t bytes) { return static_cast<int64_t>(ArenaBytes(static_cast<std::size_t>(bytes))); }
+
+// Per-example y, q, alpha, its saved copy, the gaps; the shared w and the
+// certificate's; the sums.
+int64_t DualState(int64_t n, int64_t d) {
+  const int64_t n1 = std::max<int64_t>(n, 1), d1 = std::max<int64_t>(d, 1);
+  return AB(4 * n1) + 4 * AB(8 * n1) + 2 * AB(8 * d1) + AB(32);
+}
+
+// Per-feature q, w, its saved copy, the gaps; per-example y, v, u; the sums.
+int64_t PrimalState(int64_t n, int64_t d) {
+  const int64_t n1 = std::max<int64_t>(n, 1), d1 = std::max<int64_t>(d, 1);
+  return AB(4 * n1) + 4 * AB(8 * d1) + 2 * AB(8 * n1) + AB(32);
+}
+
+// The layout for outer offsets `off` (rows or columns) beside `state`
+// bytes within `budget`: resident where all fits, else two streaming slots
+// sharing what is left. `state_what` and `what` name them in the error.
+absl::StatusOr<Layout> PlanLayout(const std::vector<int64_t>& off, int64_t state, int64_t budget,
+                                  const char* state_what, const char* what) {
+  Layout l;
+  l.state = state;
+  l.vectors = AB(static_cast<int64_t>(off.size()) * 8 + (off.back() - off.front()) * 8);
+  if (state + l.vectors <= budget) {
+    l.slot = l.vectors;
+    return l;
+  }
+  l.buffer_bytes = (budget - state) / 2 / 256 * 256;  // a slot's ArenaBytes stays within it
+  if (l.buffer_bytes < 1024) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "tpa-scd: the %s needs %d bytes of device memory and the %ss %d; the budget of %d bytes "
+        "holds neither all of them nor the state and two streaming buffers",
+        state_what, state, what, l.vectors, budget));
+  }
+  std::vector<OuterData<CsrMatrix>::Chunk> chunks;
+  int64_t slot = 0;
+  if (auto s = OuterData<CsrMatrix>::Chunking(off, l.buffer_bytes, what, &chunks, &slot); !s.ok()) {
+    return s;
+  }
+  l.slot = AB(slot);
+  l.slots = chunks.size() > 1 ? 2 : 1;
+  return l;
+}
+
+// The CSC offsets of x's columns (counts only, without building the CSC).
+std::vector<int64_t> ColumnOffsets(const CsrMatrix& x) {
+  std::vector<int64_t> off(static_cast<std::size_t>(x.cols()) + 1, 0);
+  for (uint32_t j : x.indices()) ++off[j + 1];
+  for (std::size_t j = 1; j < off.size(); ++j) off[j] += off[j - 1];
+  return off;
+}
+
+// The layout of TrainTpaScd for `data` and `model` under gpu's budget.
+absl::StatusOr<Layout> LayoutFor(const Dataset& data, const ModelSpec& model,
+                                 const TpaScdOptions& gpu) {
+  absl::StatusOr<int64_t> budget = Budget(gpu);
+  if (!budget.ok()) return budget.status();
+  const int64_t n = data.x.rows(), d = data.x.cols();
+  if (FormulationOf(model.kind) == Formulation::kDual) {
+    return PlanLayout(data.x.offsets(), DualState(n, d), *budget, "per-example state", "row");
+  }
+  return PlanLayout(ColumnOffsets(data.x), PrimalState(n, d), *budget,
+                    "per-feature and per-example state", "column");
+}
+
+// A TrainTpaScd run's device memory: its layout, and the caller's scratch
+// (where given) as the arena its buffers come from.
+struct RunMemory {
+  Layout layout;
+  std::unique_ptr<Arena> arena;
+  cudaStream_t stream = nullptr;
+  Place at() const { return Place{stream, arena.get()}; }
+};
+
+absl::StatusOr<RunMemory> PlanRun(const Dataset& data, const ModelSpec& model,
+                                  const TpaScdOptions& gpu) {
+  RunMemory m;
+  absl::StatusOr<Layout> layout = LayoutFor(data, model, gpu);
+  if (!layout.ok()) return layout.status();
+  m.layout = *layout;
+  m.stream = static_cast<cudaStream_t>(gpu.stream);
+  if (gpu.scratch == nullptr) return m;
+  if (m.layout.total() > gpu.scratch_bytes) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "tpa-scd: the caller's scratch holds %d bytes; this run needs %d (TpaScdScratchBytes)",
+        gpu.scratch_bytes, m.layout.total()));
+  }
+  m.arena = std::make_unique<Arena>(gpu.scratch, static_cast<std::size_t>(gpu.scratch_bytes));
+  return m;
+}
 
 template <class Obj>
 absl::StatusOr<TrainResult> RunDual(const Dataset& data, const ModelSpec& model,
@@ -887,37 +1030,28 @@ absl::StatusOr<TrainResult> RunDual(const Dataset& data, const ModelSpec& model,
   for (int64_t i = 0; i < n; ++i) alpha[i] = Obj::Initial(data.y[i], lambda_n);
 
   // Per-example state stays resident; the rows too where they fit, else
-  // they are streamed through two buffers that share what is left. Beside
-  // the shared vector, a second d-vector holds w rebuilt from alpha alone
-  // for the certificates.
-  const int64_t state = n * (4 + 8 + 8 + 8 + 8) + d * 16 + 64;
-  const int64_t rows_bytes = (n + 1) * 8 + nnz * 8;
-  absl::StatusOr<int64_t> budget = Budget(gpu);
-  if (!budget.ok()) return budget.status();
-  int64_t buffer_bytes = 0;
-  if (state + rows_bytes > *budget) {
-    buffer_bytes = (*budget - state) / 2;
-    if (buffer_bytes < 1024) {
-      return absl::ResourceExhaustedError(absl::StrFormat(
-          "tpa-scd: the per-example state needs %d bytes of device memory and the rows %d; the "
-          "budget of %d bytes holds neither all of them nor the state and two streaming buffers",
-          state, rows_bytes, *budget));
-    }
-  }
+  // they are streamed through two buffers that share what is left (Layout).
+  // Beside the shared vector, a second d-vector holds w rebuilt from alpha
+  // alone for the certificates.
+  absl::StatusOr<RunMemory> memory = PlanRun(data, model, gpu);
+  if (!memory.ok()) return memory.status();
+  const Place at = memory->at();
+  const cudaStream_t stream = at.stream;
+  const int64_t buffer_bytes = memory->layout.buffer_bytes;
 
   std::mt19937_64 rng(options.seed);
   OuterData<CsrMatrix> rows;
-  if (auto s = rows.Init(x, buffer_bytes, "row"); !s.ok()) return s;
+  if (auto s = rows.Init(x, buffer_bytes, "row", at); !s.ok()) return s;
   DeviceBuffer<float> d_y;
   DeviceBuffer<double> d_q, d_alpha, d_saved, d_w, d_wx, d_cg, d_sums;
-  if (auto s = Upload(d_y, data.y.data(), data.y.size()); !s.ok()) return s;
-  if (auto s = d_q.Allocate(static_cast<std::size_t>(std::max<int64_t>(n, 1))); !s.ok()) return s;
-  if (auto s = Upload(d_alpha, alpha.data(), alpha.size()); !s.ok()) return s;
-  if (auto s = Upload(d_saved, alpha.data(), alpha.size()); !s.ok()) return s;
-  if (auto s = d_w.Allocate(static_cast<std::size_t>(std::max<int64_t>(d, 1))); !s.ok()) return s;
-  if (auto s = d_wx.Allocate(static_cast<std::size_t>(std::max<int64_t>(d, 1))); !s.ok()) return s;
-  if (auto s = d_cg.Allocate(static_cast<std::size_t>(n)); !s.ok()) return s;
-  if (auto s = d_sums.Allocate(4); !s.ok()) return s;
+  if (auto s = Upload(d_y, data.y.data(), data.y.size(), at); !s.ok()) return s;
+  if (auto s = d_q.Allocate(static_cast<std::size_t>(std::max<int64_t>(n, 1)), at.arena); !s.ok()) return s;
+  if (auto s = Upload(d_alpha, alpha.data(), alpha.size(), at); !s.ok()) return s;
+  if (auto s = Upload(d_saved, alpha.data(), alpha.size(), at); !s.ok()) return s;
+  if (auto s = d_w.Allocate(static_cast<std::size_t>(std::max<int64_t>(d, 1)), at.arena); !s.ok()) return s;
+  if (auto s = d_wx.Allocate(static_cast<std::size_t>(std::max<int64_t>(d, 1)), at.arena); !s.ok()) return s;
+  if (auto s = d_cg.Allocate(static_cast<std::size_t>(n), at.arena); !s.ok()) return s;
+  if (auto s = d_sums.Allocate(4, at.arena); !s.ok()) return s;
   const DualArgs args{nullptr, nullptr, nullptr, d_y.get(), d_q.get(),
                       n,       1.0 / lambda_n, d_alpha.get(), d_w.get()};
 
@@ -948,7 +1082,7 @@ absl::StatusOr<TrainResult> RunDual(const Dataset& data, const ModelSpec& model,
       !s.ok()) {
     return s;
   }
-  DML_CUDA_RETURN_IF_ERROR(cudaMemset(d_w.get(), 0, static_cast<std::size_t>(d) * sizeof(double)));
+  DML_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(d_w.get(), 0, static_cast<std::size_t>(d) * sizeof(double), stream));
   if (auto s = rows.ForEach(args, nullptr, rebuild); !s.ok()) return s;
   // The certificate of alpha alone, EvaluateDual's computation on the
   // device: w rebuilt as A^T alpha / (lambda n) into its own vector (not the
@@ -957,14 +1091,16 @@ absl::StatusOr<TrainResult> RunDual(const Dataset& data, const ModelSpec& model,
   auto certify = [&]() -> absl::StatusOr<Certificate> {
     DualArgs exact = args;
     exact.w = d_wx.get();
-    DML_CUDA_RETURN_IF_ERROR(cudaMemset(d_wx.get(), 0, static_cast<std::size_t>(d) * sizeof(double)));
+    DML_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(d_wx.get(), 0, static_cast<std::size_t>(d) * sizeof(double), stream));
     if (auto s = rows.ForEach(exact, nullptr, rebuild); !s.ok()) return s;
-    DML_CUDA_RETURN_IF_ERROR(cudaMemset(d_sums.get(), 0, 4 * sizeof(double)));
+    DML_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(d_sums.get(), 0, 4 * sizeof(double), stream));
     if (auto s = rows.ForEach(exact, nullptr, gap); !s.ok()) return s;
-    SquaredNormKernel<<<eval_grid, 256>>>(d_wx.get(), d, d_sums.get() + 3);
+    SquaredNormKernel<<<eval_grid, 256, 0, stream>>>(d_wx.get(), d, d_sums.get() + 3);
     DML_CUDA_RETURN_IF_ERROR(cudaGetLastError());
     double sums[4];
-    DML_CUDA_RETURN_IF_ERROR(cudaMemcpy(sums, d_sums.get(), sizeof sums, cudaMemcpyDeviceToHost));
+    DML_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(sums, d_sums.get(), sizeof sums, cudaMemcpyDeviceToHost, stream));
+    DML_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
     Certificate c;
     c.primal = sums[0] * inv_n + 0.5 * model.lambda * sums[3];
     c.gap = sums[2] * inv_n;
@@ -984,12 +1120,14 @@ absl::StatusOr<TrainResult> RunDual(const Dataset& data, const ModelSpec& model,
     ++loop.epoch;
     if (!loop.EvaluateNow()) continue;
 
-    DML_CUDA_RETURN_IF_ERROR(cudaMemset(d_sums.get(), 0, 4 * sizeof(double)));
+    DML_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(d_sums.get(), 0, 4 * sizeof(double), stream));
     if (auto s = rows.ForEach(args, nullptr, gap); !s.ok()) return s;
-    SquaredNormKernel<<<eval_grid, 256>>>(d_w.get(), d, d_sums.get() + 3);
+    SquaredNormKernel<<<eval_grid, 256, 0, stream>>>(d_w.get(), d, d_sums.get() + 3);
     DML_CUDA_RETURN_IF_ERROR(cudaGetLastError());
     double sums[4];
-    DML_CUDA_RETURN_IF_ERROR(cudaMemcpy(sums, d_sums.get(), sizeof sums, cudaMemcpyDeviceToHost));
+    DML_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(sums, d_sums.get(), sizeof sums, cudaMemcpyDeviceToHost, stream));
+    DML_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
     const double half_norm = 0.5 * model.lambda * sums[3];
     Progress p;
     p.round = loop.epoch;
@@ -1006,15 +1144,13 @@ absl::StatusOr<TrainResult> RunDual(const Dataset& data, const ModelSpec& model,
                      p.dual < last_dual - 1e-9 * std::abs(last_dual), "the dual fell", loop.epoch, p);
     if (!back.ok()) return back.status();
     if (*back) {
-      DML_CUDA_RETURN_IF_ERROR(cudaMemcpy(d_alpha.get(), d_saved.get(), d_alpha.bytes(),
-                                          cudaMemcpyDeviceToDevice));
-      DML_CUDA_RETURN_IF_ERROR(cudaMemset(d_w.get(), 0, static_cast<std::size_t>(d) * sizeof(double)));
+      DML_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d_alpha.get(), d_saved.get(), d_alpha.bytes(), cudaMemcpyDeviceToDevice, stream));
+      DML_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(d_w.get(), 0, static_cast<std::size_t>(d) * sizeof(double), stream));
       if (auto s = rows.ForEach(args, nullptr, rebuild); !s.ok()) return s;
       Report(options, r, std::move(p));
       continue;
     }
-    DML_CUDA_RETURN_IF_ERROR(cudaMemcpy(d_saved.get(), d_alpha.get(), d_alpha.bytes(),
-                                        cudaMemcpyDeviceToDevice));
+    DML_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d_saved.get(), d_alpha.get(), d_alpha.bytes(), cudaMemcpyDeviceToDevice, stream));
     last_dual = p.dual;
     StopReason device_says;
     const bool stop = loop.Meets(p.primal, p.gap, slack, &device_says);
@@ -1035,7 +1171,7 @@ absl::StatusOr<TrainResult> RunDual(const Dataset& data, const ModelSpec& model,
     if (!c.ok()) return c.status();
     final_certificate = *c;
   }
-  if (auto s = Download(alpha, d_alpha, alpha.size()); !s.ok()) return s;
+  if (auto s = Download(alpha, d_alpha, alpha.size(), stream); !s.ok()) return s;
   for (int64_t i = 0; i < n; ++i) {
     if (!Obj::InDomain(data.y[i], alpha[i])) {  // the steps keep alpha in it: a defect
       return absl::InternalError(absl::StrFormat(
@@ -1043,7 +1179,7 @@ absl::StatusOr<TrainResult> RunDual(const Dataset& data, const ModelSpec& model,
           AsAbsl(ModelName(model.kind)), data.y[i]));
     }
   }
-  if (auto s = Download(r.w, d_wx, static_cast<std::size_t>(d)); !s.ok()) return s;
+  if (auto s = Download(r.w, d_wx, static_cast<std::size_t>(d), stream); !s.ok()) return s;
   r.alpha = std::move(alpha);
   Finish(loop, why, *final_certificate, r);
   r.note = blocks.Note(info, threads);
@@ -1070,35 +1206,25 @@ absl::StatusOr<TrainResult> RunPrimal(const Dataset& data, const ModelSpec& mode
 
   // Per-feature (q, w, its saved copy, the gaps) and per-example (y, v, u)
   // state stays resident; the columns too where they fit, else they are
-  // streamed through two buffers that share what is left.
-  const int64_t state = d * (8 + 8 + 8 + 8) + n * (4 + 8 + 8) + 64;
-  const int64_t cols_bytes = (d + 1) * 8 + nnz * 8;
-  absl::StatusOr<int64_t> budget = Budget(gpu);
-  if (!budget.ok()) return budget.status();
-  int64_t buffer_bytes = 0;
-  if (state + cols_bytes > *budget) {
-    buffer_bytes = (*budget - state) / 2;
-    if (buffer_bytes < 1024) {
-      return absl::ResourceExhaustedError(absl::StrFormat(
-          "tpa-scd: the per-feature and per-example state needs %d bytes of device memory and "
-          "the columns %d; the budget of %d bytes holds neither all of them nor the state and "
-          "two streaming buffers",
-          state, cols_bytes, *budget));
-    }
-  }
+  // streamed through two buffers that share what is left (Layout).
+  absl::StatusOr<RunMemory> memory = PlanRun(data, model, gpu);
+  if (!memory.ok()) return memory.status();
+  const Place at = memory->at();
+  const cudaStream_t stream = at.stream;
+  const int64_t buffer_bytes = memory->layout.buffer_bytes;
   OuterData<CscMatrix> cols;
-  if (auto s = cols.Init(a, buffer_bytes, "column"); !s.ok()) return s;
+  if (auto s = cols.Init(a, buffer_bytes, "column", at); !s.ok()) return s;
 
   DeviceBuffer<float> d_y;
   DeviceBuffer<double> d_q, d_w, d_saved, d_v, d_u, d_cg, d_sums;
-  if (auto s = Upload(d_y, data.y.data(), data.y.size()); !s.ok()) return s;
-  if (auto s = Upload(d_q, q.data(), q.size()); !s.ok()) return s;
-  if (auto s = Upload(d_w, w.data(), w.size()); !s.ok()) return s;
-  if (auto s = Upload(d_saved, w.data(), w.size()); !s.ok()) return s;
-  if (auto s = Upload(d_v, v.data(), v.size()); !s.ok()) return s;
-  if (auto s = d_u.Allocate(static_cast<std::size_t>(n)); !s.ok()) return s;
-  if (auto s = d_cg.Allocate(static_cast<std::size_t>(std::max<int64_t>(d, 1))); !s.ok()) return s;
-  if (auto s = d_sums.Allocate(4); !s.ok()) return s;
+  if (auto s = Upload(d_y, data.y.data(), data.y.size(), at); !s.ok()) return s;
+  if (auto s = Upload(d_q, q.data(), q.size(), at); !s.ok()) return s;
+  if (auto s = Upload(d_w, w.data(), w.size(), at); !s.ok()) return s;
+  if (auto s = Upload(d_saved, w.data(), w.size(), at); !s.ok()) return s;
+  if (auto s = Upload(d_v, v.data(), v.size(), at); !s.ok()) return s;
+  if (auto s = d_u.Allocate(static_cast<std::size_t>(n), at.arena); !s.ok()) return s;
+  if (auto s = d_cg.Allocate(static_cast<std::size_t>(std::max<int64_t>(d, 1)), at.arena); !s.ok()) return s;
+  if (auto s = d_sums.Allocate(4, at.arena); !s.ok()) return s;
   const PrimalArgs args{nullptr, nullptr, nullptr, d_y.get(), d_q.get(),
                         d, n, inv_n, d_w.get(), d_v.get()};
 
@@ -1138,12 +1264,14 @@ absl::StatusOr<TrainResult> RunPrimal(const Dataset& data, const ModelSpec& mode
     ++loop.epoch;
     if (!loop.EvaluateNow()) continue;
 
-    DML_CUDA_RETURN_IF_ERROR(cudaMemset(d_sums.get(), 0, 4 * sizeof(double)));
-    PrimalRowKernel<Obj><<<eval_grid, 256>>>(args, d_u.get(), d_sums.get(), 0, n);
+    DML_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(d_sums.get(), 0, 4 * sizeof(double), stream));
+    PrimalRowKernel<Obj><<<eval_grid, 256, 0, stream>>>(args, d_u.get(), d_sums.get(), 0, n);
     DML_CUDA_RETURN_IF_ERROR(cudaGetLastError());
     if (auto s = cols.ForEach(args, nullptr, gaps); !s.ok()) return s;
     double sums[4];
-    DML_CUDA_RETURN_IF_ERROR(cudaMemcpy(sums, d_sums.get(), sizeof sums, cudaMemcpyDeviceToHost));
+    DML_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(sums, d_sums.get(), sizeof sums, cudaMemcpyDeviceToHost, stream));
+    DML_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
     Progress p;
     p.round = loop.epoch;
     p.epochs = loop.epoch;
@@ -1159,30 +1287,28 @@ absl::StatusOr<TrainResult> RunPrimal(const Dataset& data, const ModelSpec& mode
         p.primal > last_primal + 1e-9 * std::abs(last_primal), "the primal rose", loop.epoch, p);
     if (!back.ok()) return back.status();
     if (*back) {
-      DML_CUDA_RETURN_IF_ERROR(cudaMemcpy(d_w.get(), d_saved.get(), d_w.bytes(),
-                                          cudaMemcpyDeviceToDevice));
-      if (auto s = Download(w, d_w, w.size()); !s.ok()) return s;
+      DML_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d_w.get(), d_saved.get(), d_w.bytes(), cudaMemcpyDeviceToDevice, stream));
+      if (auto s = Download(w, d_w, w.size(), stream); !s.ok()) return s;
       v = Predict(data.x, w);
-      DML_CUDA_RETURN_IF_ERROR(cudaMemcpy(d_v.get(), v.data(), v.size() * sizeof(double),
-                                          cudaMemcpyHostToDevice));
+      DML_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d_v.get(), v.data(), v.size() * sizeof(double),
+                                               cudaMemcpyHostToDevice, stream));
       Report(options, r, std::move(p));
       continue;
     }
-    DML_CUDA_RETURN_IF_ERROR(cudaMemcpy(d_saved.get(), d_w.get(), d_w.bytes(),
-                                        cudaMemcpyDeviceToDevice));
+    DML_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d_saved.get(), d_w.get(), d_w.bytes(), cudaMemcpyDeviceToDevice, stream));
     last_primal = p.primal;
     StopReason device_says;
     const bool stop = loop.Meets(p.primal, p.gap, slack, &device_says);
     Report(options, r, std::move(p));
     if (!stop) continue;
-    if (auto s = Download(w, d_w, w.size()); !s.ok()) return s;
+    if (auto s = Download(w, d_w, w.size(), stream); !s.ok()) return s;
     absl::StatusOr<Certificate> c = EvaluatePrimal(data, model, w);
     if (!c.ok()) return c.status();
     if (loop.Meets(c->primal, c->gap, 1.0, &why)) break;
     slack *= 0.5;
   }
 
-  if (auto s = Download(w, d_w, w.size()); !s.ok()) return s;
+  if (auto s = Download(w, d_w, w.size(), stream); !s.ok()) return s;
   absl::StatusOr<Certificate> c = EvaluatePrimal(data, model, w);
   if (!c.ok()) return c.status();
   Finish(loop, why, *c, r);
@@ -1935,6 +2061,16 @@ absl::StatusOr<TrainResult> TrainOnDevice(const Dataset& data, const ModelSpec& 
       return RunPrimal<LogisticL1Objective, 1>(data, model, options, gpu, *info);
   }
   return absl::InvalidArgumentError("tpa-scd: unknown model");
+}
+
+absl::StatusOr<int64_t> ScratchBytesCuda(const Dataset& data, const ModelSpec& model,
+                                         const TpaScdOptions& gpu) {
+  absl::StatusOr<DeviceInfo> info = QueryDeviceCuda(gpu.device);
+  if (!info.ok()) return info.status();
+  DML_CUDA_RETURN_IF_ERROR(cudaSetDevice(gpu.device));
+  absl::StatusOr<Layout> layout = LayoutFor(data, model, gpu);
+  if (!layout.ok()) return layout.status();
+  return layout->total();
 }
 
 absl::StatusOr<std::unique_ptr<LocalSolver>> MakeDeviceLocalSolver(LocalBlock block,
