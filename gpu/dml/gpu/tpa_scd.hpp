@@ -72,9 +72,12 @@ struct TpaScdOptions {
   int twin_threads = 0;
   /// The caller's CUDA stream on `device` (a cudaStream_t; this header
   /// names no CUDA type), or null. TrainTpaScd then puts every copy and
-  /// kernel on it and waits for it alone, never for the whole device; a
-  /// streamed run adds one copy stream of its own, ordered against it by
-  /// events. null: the legacy default stream. TrainTpaScd only.
+  /// kernel on it, in its order, and waits for it alone; a streamed run
+  /// adds one non-blocking copy stream of its own, ordered against it by
+  /// events. Only with `scratch` too is no device memory allocated or freed
+  /// (cudaFree synchronizes the whole device). On an error return, work may
+  /// still be queued on the stream: synchronize it before reusing the
+  /// scratch. null: the legacy default stream. TrainTpaScd only.
   void* stream = nullptr;
   /// Device memory on `device` that the caller owns (CUB's habit), or null.
   /// TrainTpaScd then carves all its device buffers from it (no allocation

@@ -791,14 +791,18 @@ class OuterData {
         break;
       }
     }
+    // With the caller's stream the copy stream does not synchronize with
+    // the legacy default stream either: it is ordered by events alone.
     for (int k = 0; k < (stream_ != nullptr ? 1 : 2); ++k) {
       cudaStream_t st;
-      DML_CUDA_RETURN_IF_ERROR(cudaStreamCreate(&st));
+      DML_CUDA_RETURN_IF_ERROR(stream_ != nullptr
+                                   ? cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking)
+                                   : cudaStreamCreate(&st));
       streams_.push_back(st);
     }
     copy_ = streams_[0];
     compute_ = stream_ != nullptr ? stream_ : streams_[1];
-    for (int k = 0; k < 4; ++k) {
+    for (int k = 0; k < 5; ++k) {  // copied[2], computed[2], start
       cudaEvent_t e;
       DML_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
       events_.push_back(e);
@@ -831,6 +835,10 @@ class OuterData {
     for (std::size_t c = 0; c < order.size(); ++c) order[c] = static_cast<int64_t>(c);
     if (rng != nullptr) std::shuffle(order.begin(), order.end(), *rng);
     cudaStream_t copy = copy_, compute = compute_;
+    // The copies write the slots only after what the compute stream holds
+    // before this pass (the caller's work on its scratch, in its order).
+    DML_CUDA_RETURN_IF_ERROR(cudaEventRecord(events_[4], compute));
+    DML_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(copy, events_[4], 0));
     for (std::size_t t = 0; t < order.size(); ++t) {
       const int b = static_cast<int>(t % 2);
       const Chunk& c = chunks_[order[t]];
@@ -955,7 +963,9 @@ absl::StatusOr<Layout> PlanLayout(const std::vector<int64_t>& off, int64_t state
     return l;
   }
   l.buffer_bytes = (budget - state) / 2 / 256 * 256;  // a slot's ArenaBytes stays within it
-  if (l.buffer_bytes < 1024) {
+  // No floor beyond one piece: a budget TpaScdScratchBytes sized for small
+  // slots must plan them again (a row too long for a slot is Chunking's error).
+  if (l.buffer_bytes < 256) {
     return absl::ResourceExhaustedError(absl::StrFormat(
         "tpa-scd: the %s needs %d bytes of device memory and the %ss %d; the budget of %d bytes "
         "holds neither all of them nor the state and two streaming buffers",
