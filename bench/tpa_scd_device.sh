@@ -17,6 +17,10 @@ if [[ $what == tests || $what == all ]]; then
     --run_test=one_block_in_flight_is_sequential 2>&1 | tail -4
   timeout 90 compute-sanitizer --tool racecheck "$D/test_tpa_scd_device" \
     --run_test=one_block_in_flight_is_sequential 2>&1 | tail -4
+  for tool in memcheck racecheck; do
+    timeout 120 compute-sanitizer --tool $tool "$D/test_tpa_scd_device" \
+      --run_test=primal_paths_on_a_small_problem 2>&1 | tail -4
+  done
   timeout 60 "$D/test_runtime" --run_test=cocoa_with_the_gpu_local_solver_or_its_fallback 2>&1 | tail -2
   timeout 60 "$D/test_gpu_solver" 2>&1 | tail -2
   [[ -f $D/news20.binary.svm ]] && timeout 60 "$D/dml-train" --model logistic --mode cocoa \

@@ -253,6 +253,81 @@ BOOST_AUTO_TEST_CASE(callers_stream_and_scratch_hold_the_run) {
   BOOST_REQUIRE(cudaStreamDestroy(stream) == cudaSuccess);
 }
 
+// The primal device paths on a problem small enough for compute-sanitizer
+// (bench/tpa_scd_device.sh runs memcheck and racecheck on this case):
+// streamed columns on the caller's stream and scratch, the CoCoA+ local
+// solver, and a Reload that keeps some columns and takes new ones.
+BOOST_AUTO_TEST_CASE(primal_paths_on_a_small_problem) {
+  if (!HaveDevice()) return;
+  const dml::Dataset data = tpa_testing::Problem(dml::ModelKind::kLasso, 400, 120);
+  const dml::ModelSpec spec = tpa_testing::Spec(dml::ModelKind::kLasso);
+  dml::SolverOptions o = tpa_testing::Tight(dml::SolverKind::kTpaScd);
+  auto resident = dml::gpu::TrainTpaScd(data, spec, o, {});
+  BOOST_REQUIRE_MESSAGE(resident.ok(), resident.status().ToString());
+  auto full = dml::gpu::TpaScdScratchBytes(data, spec, {});
+  BOOST_REQUIRE(full.ok());
+  dml::gpu::TpaScdOptions small;
+  small.memory_budget_bytes = *full - *full / 4;
+  auto bytes = dml::gpu::TpaScdScratchBytes(data, spec, small);
+  BOOST_REQUIRE_MESSAGE(bytes.ok(), bytes.status().ToString());
+  cudaStream_t stream = nullptr;
+  BOOST_REQUIRE(cudaStreamCreate(&stream) == cudaSuccess);
+  void* scratch = nullptr;
+  BOOST_REQUIRE(cudaMalloc(&scratch, static_cast<std::size_t>(*bytes)) == cudaSuccess);
+  small.stream = stream;
+  small.scratch = scratch;
+  small.scratch_bytes = *bytes;
+  auto streamed = dml::gpu::TrainTpaScd(data, spec, o, small);
+  BOOST_REQUIRE_MESSAGE(streamed.ok(), streamed.status().ToString());
+  BOOST_TEST(streamed->note.find("; columns streamed in ") != std::string::npos, streamed->note);
+  BOOST_TEST(RelDiff(streamed->primal, resident->primal) <= 1e-6);
+  BOOST_REQUIRE(cudaFree(scratch) == cudaSuccess);
+  BOOST_REQUIRE(cudaStreamDestroy(stream) == cudaSuccess);
+  // CoCoA+ over 2 column blocks, then block 0 reloaded with half its
+  // columns kept and the other block's first columns new.
+  dml::gpu::TpaScdOptions gpu;
+  auto run = tpa_testing::RunCocoaPrimal(data, 2, 3 * tpa_testing::kPrimalCocoaRounds,
+                                         [&](dml::LocalBlock b, uint64_t seed) {
+                                           return dml::gpu::MakeTpaScdLocalSolver(std::move(b), spec,
+                                                                                  seed, gpu);
+                                         });
+  auto c = dml::EvaluatePrimal(data, spec, run.second);
+  BOOST_REQUIRE(c.ok());
+  BOOST_TEST(c->gap <= 1e-6 * std::abs(c->primal));
+  const dml::CscMatrix a = data.x.Convert();
+  dml::LocalBlock b0;
+  b0.cols = a.SliceOuter(0, 60);
+  b0.y = data.y;
+  b0.n_global = data.x.rows();
+  b0.loss_row_end = data.x.rows();
+  auto solver = dml::gpu::MakeTpaScdLocalSolver(b0, spec, 3, gpu);
+  BOOST_REQUIRE(solver.ok());
+  dml::LocalBlock next;
+  next.cols = a.SliceOuter(30, 90);  // columns 30..59 kept (slots 30..59), 60..89 new
+  next.y = data.y;
+  next.n_global = data.x.rows();
+  next.loss_row_end = data.x.rows();
+  std::vector<int64_t> kept(60, -1);
+  for (int64_t k = 0; k < 30; ++k) kept[k] = 30 + k;
+  auto moved = (*solver)->Reload(next, kept);
+  BOOST_REQUIRE_MESSAGE(moved.ok(), moved.status().ToString());
+  const int64_t new_nnz = a.offsets()[90] - a.offsets()[60];
+  BOOST_TEST(*moved == 61 * 8 + 60 * 8 + new_nnz * 8 + 60 * 8);  // offsets, sources, new, q
+  // The reloaded solver is the one a fresh solver of `next` is: same Certify.
+  auto fresh = dml::MakeLocalSolver(next, spec, 3);
+  BOOST_REQUIRE(fresh.ok());
+  const std::vector<double> w(run.second.begin() + 30, run.second.begin() + 90);
+  BOOST_REQUIRE((*solver)->set_coordinates(w).ok());
+  BOOST_REQUIRE((*fresh)->set_coordinates(w).ok());
+  auto c1 = (*solver)->Certify(run.first);
+  auto c2 = (*fresh)->Certify(run.first);
+  BOOST_REQUIRE(c1.ok());
+  BOOST_REQUIRE(c2.ok());
+  BOOST_TEST(RelDiff(c1->loss_sum, c2->loss_sum) <= 1e-12);
+  BOOST_TEST(RelDiff(c1->reg_sum, c2->reg_sum) <= 1e-12);
+  BOOST_TEST(std::abs(c1->gap_sum - c2->gap_sum) <= 1e-9 * (c2->gap_sum + c2->reg_sum) + 1e-15);
+}
+
 // A single block in flight is sequential SCD on the device: the same optimum.
 BOOST_AUTO_TEST_CASE(one_block_in_flight_is_sequential) {
   if (!HaveDevice()) return;
