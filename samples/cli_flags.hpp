@@ -3,6 +3,11 @@
 // boolean switches, positional arguments, and numbers that must parse whole.
 // Header-only; errors are returned as one line naming the flag.
 
+#include <limits.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <initializer_list>
@@ -90,6 +95,29 @@ bool Number(const Args& args, std::initializer_list<const char*> names, T& out, 
 inline std::string Get(const Args& args, const char* name, const std::string& def = "") {
   auto it = args.values.find(name);
   return it == args.values.end() ? def : it->second;
+}
+
+// Where `path` is, for comparing paths: its real path where it exists,
+// else its directory's real path and its name ("" where neither resolves).
+inline std::string Canonical(const std::string& path) {
+  char buf[PATH_MAX];
+  if (::realpath(path.c_str(), buf) != nullptr) return buf;
+  const std::size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : path.substr(0, std::max<std::size_t>(slash, 1));
+  const std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
+  if (::realpath(dir.c_str(), buf) == nullptr) return "";
+  return std::string(buf) + "/" + name;
+}
+
+/// Whether paths `a` and `b` name the same file (the same inode where both
+/// exist, else the same resolved path).
+inline bool SameFile(const std::string& a, const std::string& b) {
+  struct stat sa {}, sb {};
+  if (::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0) {
+    return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+  }
+  const std::string ca = Canonical(a);
+  return a == b || (!ca.empty() && ca == Canonical(b));
 }
 
 }  // namespace dml::samples

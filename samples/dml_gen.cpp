@@ -59,6 +59,7 @@ int main(int argc, char** argv) {
     std::ofstream p(planted);
     p.precision(17);
     for (double w : s->planted) p << w << "\n";
+    p.close();  // a full disk shows at the flush
     if (!p) return Fail(planted + ": write failed");
   }
   return 0;

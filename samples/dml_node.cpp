@@ -33,6 +33,8 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <memory>
 #include <string>
@@ -196,13 +198,21 @@ int main(int argc, char** argv) {
                  tls.ca.empty() ? "" : ", peers must present a certificate signed by the CA");
   }
   if (!port_file.empty()) {
+    // Whoever waits for the port file would wait forever: no file, no node.
     const std::string tmp = port_file + ".tmp";
+    bool written = false;
     {
       std::ofstream out(tmp);
       out << *published << "\n";
+      out.flush();
+      written = static_cast<bool>(out);
     }
-    if (std::rename(tmp.c_str(), port_file.c_str()) != 0) {
-      std::fprintf(stderr, "dml-node: cannot write %s\n", port_file.c_str());
+    if (!written || std::rename(tmp.c_str(), port_file.c_str()) != 0) {
+      std::fprintf(stderr, "dml-node: cannot write the port file %s: %s\n", port_file.c_str(),
+                   std::strerror(errno));
+      std::remove(tmp.c_str());
+      std::fflush(stderr);
+      std::_Exit(1);
     }
   }
 

@@ -34,6 +34,7 @@
 #include "dml/net/payload_codec.hpp"
 #include "dml/objective/liblinear_model.hpp"
 #include "dml/objective/model_io.hpp"
+#include "cli_flags.hpp"
 
 namespace {
 
@@ -158,6 +159,13 @@ int main(int argc, char** argv) {
   if (!opts.ok()) {
     std::fputs(kUsage, stderr);
     return Fail(std::string(opts.status().message()));
+  }
+  // The predictions must not overwrite what is read (a swapped argument).
+  for (const auto& [what, path] : {std::pair<const char*, const std::string&>{"the test data", opts->test},
+                                   {"the model", opts->model}}) {
+    if (dml::samples::SameFile(opts->output, path)) {
+      return Fail(opts->output + " is also " + what + "; writing the predictions would destroy it");
+    }
   }
   dml::LibsvmOptions lo;
   lo.task = dml::Task::kRegression;  // labels as written; mapped per model below

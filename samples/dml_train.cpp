@@ -3,6 +3,8 @@
 //   dml-train [options] [data.libsvm]     (every flag and its default: kUsage, --help)
 //
 // Exit status: 0 on success, 2 on a bad flag or bad data, 1 if training failed.
+#include <limits.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -43,6 +45,7 @@ using dml::samples::Get;
 using dml::samples::Number;
 using dml::samples::ParseArgs;
 using dml::samples::ParseNumber;
+using dml::samples::SameFile;
 
 // Flags that take a value; the switches (--quiet, --resume, --svrg, ...) are in main.
 const char* const kValueFlags[] = {"-c", "-e", "-o", "-s", "-B", "--lambda", "--tol", "--model", "--l1-ratio",
@@ -222,15 +225,19 @@ class MetricsFile {
     for (const auto& l : dml::ProgressJsonLines(p)) Line(l);
   }
   void Result(const dml::TrainResult& r) { Line(dml::ResultJson(r)); }
+  /// The first write error (a full disk), or empty; checked at the end.
+  const std::string& error() const { return error_; }
 
  private:
   void Line(const std::string& json) {
-    if (!f_) return;
-    std::fputs(json.c_str(), f_.get());
-    std::fputc('\n', f_.get());
-    std::fflush(f_.get());
+    if (!f_ || !error_.empty()) return;
+    if (std::fputs(json.c_str(), f_.get()) < 0 || std::fputc('\n', f_.get()) == EOF ||
+        std::fflush(f_.get()) != 0) {
+      error_ = std::strerror(errno);
+    }
   }
   std::unique_ptr<FILE, int (*)(FILE*)> f_{nullptr, &std::fclose};
+  std::string error_;
 };
 
 // On a terminal: the status line rewritten in place; events above it.
@@ -425,6 +432,59 @@ Exit ChooseNodes(const Run& run, dml::JobSpec& job,
       b = e + 1;
     }
     if (job.cluster.nodes.empty()) return Fail("--nodes: expected host:port[,host:port...]");
+  }
+  return std::nullopt;
+}
+
+// The files a run writes must not be files it reads (a slip in -o or
+// --metrics-out destroyed the data), nor each other, nor directories, and
+// their directories must exist; --test must be there. All checked before
+// any data is read or a model trained, so none is lost to a late error.
+Exit CheckFiles(const Args& args) {
+  struct Named {
+    std::string flag, path;
+  };
+  std::vector<Named> inputs, outputs;
+  if (args.positional.size() == 1) inputs.push_back({"the data file", args.positional[0]});
+  for (const char* f : {"--test", "--secret-file", "--tls-cert", "--tls-key", "--tls-ca"}) {
+    if (args.values.count(f)) inputs.push_back({f, Get(args, f)});
+  }
+  for (const char* f : {"-o", "--output", "--liblinear-model", "--metrics-out", "--cache",
+                        "--checkpoint"}) {
+    if (args.values.count(f)) outputs.push_back({f, Get(args, f)});
+  }
+  if (args.values.count("--test")) {
+    struct stat info {};
+    const std::string test = Get(args, "--test");
+    if (::stat(test.c_str(), &info) != 0) {
+      return Fail("--test: " + test + ": " + std::strerror(errno));
+    }
+    if (S_ISDIR(info.st_mode)) return Fail("--test: " + test + " is a directory");
+  }
+  for (std::size_t i = 0; i < outputs.size(); ++i) {
+    const Named& o = outputs[i];
+    if (o.path.empty()) return Fail(o.flag + ": expected a path");
+    struct stat info {};
+    if (::stat(o.path.c_str(), &info) == 0 && S_ISDIR(info.st_mode)) {
+      return Fail(o.flag + ": " + o.path + " is a directory");
+    }
+    const std::size_t slash = o.path.rfind('/');
+    const std::string dir =
+        slash == std::string::npos ? "." : o.path.substr(0, std::max<std::size_t>(slash, 1));
+    if (::stat(dir.c_str(), &info) != 0 || !S_ISDIR(info.st_mode)) {
+      return Fail(o.flag + ": " + o.path + ": its directory " + dir + " does not exist");
+    }
+    for (const Named& in : inputs) {
+      if (SameFile(o.path, in.path)) {
+        return Fail(o.flag + ": " + o.path + " is also " + in.flag +
+                    "; writing it would destroy it");
+      }
+    }
+    for (std::size_t k = i + 1; k < outputs.size(); ++k) {
+      if (SameFile(o.path, outputs[k].path)) {
+        return Fail(o.flag + " and " + outputs[k].flag + " name the same file, " + o.path);
+      }
+    }
   }
   return std::nullopt;
 }
@@ -700,13 +760,16 @@ int main(int argc, char** argv) {
   }
   // Runtime-only switches would otherwise be dropped without a word.
   if (!run.args.values.count("--mode")) {
-    for (const char* f : {"--svrg", "--saga", "--staleness", "--tau", "--shards"}) {
+    for (const char* f : {"--svrg", "--saga", "--staleness", "--tau", "--shards", "--workers",
+                          "--nodes", "--local-nodes", "--checkpoint", "--checkpoint-every",
+                          "--resume", "--node-silence"}) {
       if (run.args.values.count(f)) {
         return Fail(std::string(f) + " is a flag of the distributed runtime (--mode ...); "
                                      "without --mode one process trains");
       }
     }
   }
+  if (Exit e = CheckFiles(run.args)) return *e;
   if (run.args.values.count("--metrics-out") &&
       !run.metrics->Open(Get(run.args, "--metrics-out"))) {
     return Fail("--metrics-out: cannot open " + Get(run.args, "--metrics-out") + " for writing");
@@ -764,14 +827,6 @@ int main(int argc, char** argv) {
                                  : "");
   if (!result->note.empty() && !run.quiet) std::printf("solver: %s\n", result->note.c_str());
   Report(run, "train", trained_on, result->w);
-  if (run.args.values.count("--test")) {
-    auto t = dml::ReadLibsvm(Get(run.args, "--test"), run.load_opts);
-    if (!t.ok()) return Fail(std::string(t.status().message()));
-    if (run.bias >= 0) {  // the bias weight is the model's last
-      t->x = dml::WithConstantColumn(t->x, static_cast<float>(run.bias), trained_on.x.cols() - 1);
-    }
-    Report(run, "test", *t, result->w);
-  }
   const std::string out =
       run.args.values.count("-o") ? Get(run.args, "-o") : Get(run.args, "--output");
   if (!out.empty()) {
@@ -793,6 +848,20 @@ int main(int argc, char** argv) {
       return Fail(std::string(st.message()));
     }
     if (!run.quiet) std::printf("LIBLINEAR model written to %s\n", liblinear.c_str());
+  }
+  // After the model files: a bad test file loses nothing trained.
+  if (run.args.values.count("--test")) {
+    auto t = dml::ReadLibsvm(Get(run.args, "--test"), run.load_opts);
+    if (!t.ok()) return Fail(std::string(t.status().message()));
+    if (run.bias >= 0) {  // the bias weight is the model's last
+      t->x = dml::WithConstantColumn(t->x, static_cast<float>(run.bias), trained_on.x.cols() - 1);
+    }
+    Report(run, "test", *t, result->w);
+  }
+  if (!run.metrics->error().empty()) {
+    std::fprintf(stderr, "dml-train: --metrics-out %s: write failed: %s\n",
+                 Get(run.args, "--metrics-out").c_str(), run.metrics->error().c_str());
+    return 1;
   }
   return 0;
 }

@@ -727,6 +727,29 @@ absl::Status ConfigureTls(caf::actor_system_config& cfg, const TlsFiles& tls) {
       return absl::InvalidArgumentError(std::string("TLS ") + what + " " + path + ": cannot be read");
     }
   }
+  // Loaded once here, as every connection will: a file that is not PEM, a
+  // key that is not the certificate's, is refused at start, not on each
+  // connection later.
+  {
+    std::unique_ptr<SSL_CTX, void (*)(SSL_CTX*)> ctx(SSL_CTX_new(TLS_method()), &SSL_CTX_free);
+    auto refuse = [&](const std::string& what) {
+      std::string why = SslErrors();
+      return absl::InvalidArgumentError("TLS " + what + (why.empty() ? "" : ": " + why));
+    };
+    if (ctx == nullptr) return refuse("cannot create an OpenSSL context");
+    if (SSL_CTX_use_certificate_chain_file(ctx.get(), tls.cert.c_str()) != 1) {
+      return refuse("certificate " + tls.cert + " does not load (PEM expected)");
+    }
+    if (SSL_CTX_use_PrivateKey_file(ctx.get(), tls.key.c_str(), SSL_FILETYPE_PEM) != 1) {
+      return refuse("key " + tls.key + " does not load (PEM expected)");
+    }
+    if (SSL_CTX_check_private_key(ctx.get()) != 1) {
+      return refuse("key " + tls.key + " is not the key of certificate " + tls.cert);
+    }
+    if (!tls.ca.empty() && SSL_CTX_load_verify_locations(ctx.get(), tls.ca.c_str(), nullptr) != 1) {
+      return refuse("CA file " + tls.ca + " does not load (PEM expected)");
+    }
+  }
   cfg.load<caf::openssl::manager>();
   // SSL_read hands out one record (16 KiB) per call, and CAF's stream
   // yields to the event loop after this many reads: at CAF's 50, an 8 MiB

@@ -1,5 +1,9 @@
 #include "dml/net/admission.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
@@ -68,19 +72,43 @@ absl::Status AdmissionChallenges::Check(const std::string& peer, std::string_vie
 }
 
 absl::StatusOr<std::string> ReadSecretFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
+  // POSIX reads, at most one byte past the limit: a directory, a device
+  // that never ends (/dev/zero) or a huge file is an error, not a throw or
+  // an endless read.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
     return absl::NotFoundError(absl::StrCat(path, ": cannot open secret file: ",
                                             std::strerror(errno)));
   }
-  std::string s((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  struct stat info {};
+  if (::fstat(fd, &info) == 0 && S_ISDIR(info.st_mode)) {
+    ::close(fd);
+    return absl::InvalidArgumentError(absl::StrCat(path, ": the secret file is a directory"));
+  }
+  constexpr std::size_t kMax = 4096;
+  std::string s(kMax + 1, '\0');
+  std::size_t got = 0;
+  while (got < s.size()) {
+    const ssize_t r = ::read(fd, s.data() + got, s.size() - got);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) {
+      const int err = errno;
+      ::close(fd);
+      return absl::InvalidArgumentError(absl::StrCat(path, ": cannot read secret file: ",
+                                                     std::strerror(err)));
+    }
+    if (r == 0) break;
+    got += static_cast<std::size_t>(r);
+  }
+  ::close(fd);
+  if (got > kMax) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": the secret has more than ", kMax, " bytes; at most ", kMax));
+  }
+  s.resize(got);
   if (!s.empty() && s.back() == '\n') s.pop_back();
   if (!s.empty() && s.back() == '\r') s.pop_back();
   if (s.empty()) return absl::InvalidArgumentError(absl::StrCat(path, ": the secret is empty"));
-  if (s.size() > 4096) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": the secret has ", s.size(), " bytes; at most 4096"));
-  }
   return s;
 }
 

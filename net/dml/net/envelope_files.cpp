@@ -1,6 +1,7 @@
 // Checkpoint and model files: one Envelope each (dml/net/payload_codec.hpp),
 // written to a temporary name, synced and renamed over the old file, so a
 // crash mid-write leaves the previous one.
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -10,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "dml/net/payload_codec.hpp"
+#include "dml/objective/internal/model_text.hpp"
 
 namespace dml::net {
 namespace {
@@ -17,6 +19,16 @@ namespace {
 absl::Status WriteAtomically(const std::string& path, const absl::StatusOr<std::string>& bytes) {
   if (!bytes.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": ", bytes.status().message()));
+  }
+  // Only a regular file (or none) is replaced by a renamed copy: renaming
+  // over a device or a FIFO (-o /dev/null, run as root) would replace the
+  // node itself. Those are written in place; a directory is an error.
+  struct stat info {};
+  if (::stat(path.c_str(), &info) == 0 && !S_ISREG(info.st_mode)) {
+    if (S_ISDIR(info.st_mode)) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": is a directory"));
+    }
+    return dml::internal::WriteTextFile(path, *bytes);
   }
   const std::string tmp = path + ".tmp";
   std::FILE* f = std::fopen(tmp.c_str(), "wb");

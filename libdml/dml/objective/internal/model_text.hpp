@@ -3,7 +3,9 @@
 // and writing a buffer to a file with one error per failure.
 
 #include <charconv>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <cstdint>
 #include <cstdio>
 #include <memory>
@@ -28,12 +30,21 @@ inline bool ParseInt(absl::string_view s, int64_t& out) {
   return r.ec == std::errc() && r.ptr == s.data() + s.size();
 }
 
-/// Writes `text` to `path` (in place). Errors: Unavailable naming the path.
+/// Writes `text` to `path` (in place). Errors: Unavailable naming the path
+/// and the system's reason (a full disk is an error, also at close).
 inline absl::Status WriteTextFile(const std::string& path, const std::string& text) {
-  std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "wb"), &std::fclose);
-  if (!f) return absl::UnavailableError(absl::StrCat(path, ": cannot open for writing"));
-  if (std::fwrite(text.data(), 1, text.size(), f.get()) != text.size() || std::fflush(f.get()) != 0) {
-    return absl::UnavailableError(absl::StrCat(path, ": write failed"));
+  FILE* f = std::fopen(path.c_str(), "wb");
+  if (f == nullptr) {
+    return absl::UnavailableError(
+        absl::StrCat(path, ": cannot open for writing: ", std::strerror(errno)));
+  }
+  const bool written =
+      std::fwrite(text.data(), 1, text.size(), f) == text.size() && std::fflush(f) == 0;
+  const int err = errno;
+  const bool closed = std::fclose(f) == 0;
+  if (!written || !closed) {
+    return absl::UnavailableError(
+        absl::StrCat(path, ": write failed: ", std::strerror(written ? errno : err)));
   }
   return absl::OkStatus();
 }

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Files the tools write never destroy what they read, and a failed write is
+# an error: dml-train refuses an -o, --metrics-out or --cache that is its
+# data file (the data intact), and an -o in a missing directory before it
+# trains; a full disk (/dev/full) fails the run and leaves the device node
+# alone; dml-predict refuses to write predictions over its model or test
+# data; runtime-only flags without --mode, a directory as --secret-file and
+# a non-PEM TLS certificate are refused at start, and dml-node exits when
+# it cannot write its port file.
+#   tests/cli/output_paths.sh BUILD_DIR
+set -uo pipefail
+build=$(cd "$1" && pwd)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+train=$build/samples/dml-train predict=$build/samples/dml-predict node=$build/samples/dml-node
+"$build/samples/dml-gen" --rows 300 --cols 30 --nnz-per-row 6 --seed 3 --task classification \
+  --out "$tmp/d.svm" >/dev/null || { echo "FAIL: dml-gen"; exit 1; }
+sum=$(md5sum <"$tmp/d.svm")
+fails=0
+# expect RC PATTERN CMD...: the command exits RC and says PATTERN on stderr.
+expect() {
+  local rc=$1 pattern=$2; shift 2
+  local err got
+  err=$("$@" 2>&1 >/dev/null); got=$?
+  if [[ $got != "$rc" ]] || ! grep -qF -- "$pattern" <<<"$err"; then
+    echo "FAIL: $* -> rc $got (want $rc): $err"; fails=$((fails + 1))
+  else
+    echo "ok: ${pattern}"
+  fi
+}
+cd "$tmp"
+expect 2 "--metrics-out: d.svm is also the data file; writing it would destroy it" \
+  "$train" -q d.svm --metrics-out d.svm
+expect 2 "-o: ./d.svm is also the data file" "$train" -q d.svm -o ./d.svm
+expect 2 "--cache: $tmp/d.svm is also the data file" "$train" -q --cache "$tmp/d.svm" d.svm
+expect 2 "-o and --metrics-out name the same file, m.txt" "$train" -q d.svm -o m.txt --metrics-out m.txt
+expect 2 "-o: $tmp/no/m.txt: its directory $tmp/no does not exist" "$train" -q d.svm -o "$tmp/no/m.txt"
+expect 2 "--test: $tmp is a directory" "$train" -q d.svm --test "$tmp"
+[[ $(md5sum <d.svm) == "$sum" ]] || { echo "FAIL: the data file changed"; fails=$((fails + 1)); }
+[[ ! -e m.txt ]] || { echo "FAIL: a refused run wrote m.txt"; fails=$((fails + 1)); }
+if [[ -c /dev/full ]]; then
+  expect 2 "/dev/full: write failed: No space left on device" "$train" -q d.svm -o /dev/full
+  expect 2 "/dev/full: write failed: No space left on device" \
+    "$train" -q d.svm -o /dev/full --model-format capnp
+  expect 1 "--metrics-out /dev/full: write failed" "$train" -q d.svm --metrics-out /dev/full
+  [[ -c /dev/full ]] || { echo "FAIL: /dev/full is no longer a device"; fails=$((fails + 1)); }
+fi
+expect 2 "--checkpoint is a flag of the distributed runtime" "$train" -q --checkpoint c.ck d.svm
+expect 2 "--workers is a flag of the distributed runtime" "$train" -q --workers 3 d.svm
+expect 2 "the secret file is a directory" \
+  "$train" -q --mode cocoa --secret-file "$tmp" --local-nodes 1 d.svm
+"$train" -q d.svm -o m.txt >/dev/null || { echo "FAIL: training"; fails=$((fails + 1)); }
+msum=$(md5sum <m.txt)
+expect 2 "m.txt is also the model; writing the predictions would destroy it" \
+  "$predict" d.svm m.txt m.txt
+expect 2 "d.svm is also the test data" "$predict" d.svm m.txt ./d.svm
+[[ $(md5sum <m.txt) == "$msum" && $(md5sum <d.svm) == "$sum" ]] ||
+  { echo "FAIL: dml-predict changed its inputs"; fails=$((fails + 1)); }
+expect 2 "TLS certificate d.svm does not load (PEM expected)" \
+  timeout 10 "$node" --tls-cert=d.svm --tls-key=d.svm
+expect 1 "cannot write the port file $tmp/no/port" timeout 10 "$node" --port-file="$tmp/no/port"
+echo "$fails failure(s)"
+[[ $fails == 0 ]]
