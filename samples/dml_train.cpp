@@ -114,9 +114,19 @@ bool CheckRanges(const Args& args, std::string& error) {
     if (!Number(args, {r.flag}, v, error)) return false;
     if (!args.values.count(r.flag)) continue;
     if (v < r.lo || v > r.hi || (r.lo_open && v == r.lo)) {
-      char buf[64];
-      std::snprintf(buf, sizeof buf, "%g", v);
-      error = std::string(r.flag) + ": " + r.what + ", got " + buf;
+      // The shortest text that reads back as the value (%g made 2147483647
+      // "2.14748e+09"); a bound the rule's words do not state is named.
+      auto shortest = [](double x) {
+        char buf[64];
+        const auto res = std::to_chars(buf, buf + sizeof buf, x);
+        return std::string(buf, res.ptr);
+      };
+      const std::string what = r.what;
+      const bool states_hi = what.find(']') != std::string::npos || what.find(')') != std::string::npos ||
+                             what.find(" 0 or ") != std::string::npos;
+      error = std::string(r.flag) + ": " +
+              (v > r.hi && !states_hi ? "at most " + shortest(r.hi) : what) + ", got " +
+              shortest(v);
       return false;
     }
   }
@@ -365,6 +375,15 @@ Exit LoadData(Run& run) {
     // (missing, stale, or corrupt: a disk that corrupts it is worth knowing).
     if (!rebuilt.empty() && !run.quiet) std::printf("cache: built from the text (%s)\n", rebuilt.c_str());
     run.data = *std::move(d);
+    // A model of one class cannot say which label its other side is (its
+    // file records two), and dml-predict would have to guess it.
+    if (run.task == dml::Task::kClassification && !run.data.y.empty() &&
+        (std::all_of(run.data.y.begin(), run.data.y.end(), [](float v) { return v > 0; }) ||
+         std::all_of(run.data.y.begin(), run.data.y.end(), [](float v) { return v < 0; }))) {
+      return Fail(absl::StrCat(run.source, ": all ", run.data.y.size(),
+                               " examples are of one class (", run.data.y[0] > 0 ? "+1" : "-1",
+                               "); a classifier needs examples of two classes"));
+    }
   }
   if (run.bias >= 0) {
     run.data.x = dml::WithConstantColumn(run.data.x, static_cast<float>(run.bias), run.data.x.cols());

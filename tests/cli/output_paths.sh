@@ -6,7 +6,8 @@
 # alone; dml-predict refuses to write predictions over its model or test
 # data; runtime-only flags without --mode, a directory as --secret-file and
 # a non-PEM TLS certificate are refused at start, and dml-node exits when
-# it cannot write its port file.
+# it cannot write its port file. A classifier's data of one class is
+# refused (its model could not name the other label).
 #   tests/cli/output_paths.sh BUILD_DIR
 set -uo pipefail
 build=$(cd "$1" && pwd)
@@ -59,5 +60,9 @@ expect 2 "d.svm is also the test data" "$predict" d.svm m.txt ./d.svm
 expect 2 "TLS certificate d.svm does not load (PEM expected)" \
   timeout 10 "$node" --tls-cert=d.svm --tls-key=d.svm
 expect 1 "cannot write the port file $tmp/no/port" timeout 10 "$node" --port-file="$tmp/no/port"
+printf '1 1:0.5 2:1\n1 1:0.2\n1 2:0.3\n' >one.svm
+expect 2 "one.svm: all 3 examples are of one class (+1); a classifier needs examples of two classes" \
+  "$train" -q one.svm -o one.txt
+expect 2 "--epochs: at most 1e+09, got 2147483647" "$train" -q --epochs 2147483647 d.svm
 echo "$fails failure(s)"
 [[ $fails == 0 ]]
