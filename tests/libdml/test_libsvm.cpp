@@ -384,8 +384,26 @@ BOOST_AUTO_TEST_CASE(reads_compressed_files_like_plain_ones) {
       auto truncated = dml::ReadLibsvm(cut);
       BOOST_TEST(!truncated.ok());
       BOOST_TEST(std::string(truncated.status().message()).find(cut) != std::string::npos);
+      // Zeros after two lines (a bomb of them decompresses without end):
+      // refused as they arrive, at the first one's line and column.
+      const std::string zeros = plain + ".zeros" + tool.ext;
+      BOOST_REQUIRE(std::system(("(printf '1 1:1\\n-1 2:1\\n'; head -c 3000000 /dev/zero) | " +
+                                 std::string(tool.name) + " -c > '" + zeros + "'")
+                                    .c_str()) == 0);
+      auto bomb = dml::ReadFileContents(zeros);
+      BOOST_TEST((bomb.status().code() == absl::StatusCode::kInvalidArgument));
+      BOOST_TEST(bomb.status().message() ==
+                 zeros + ":3:1: a NUL byte: binary data, not LIBSVM text (read stopped)");
     }
   }
+}
+
+// A device that never ends is refused at its first NUL byte, not read
+// until memory runs out.
+BOOST_AUTO_TEST_CASE(an_endless_stream_of_zeros_is_refused) {
+  auto d = dml::ReadLibsvm("/dev/zero");
+  BOOST_TEST((d.status().code() == absl::StatusCode::kInvalidArgument));
+  BOOST_TEST(d.status().message() == "/dev/zero:1:1: a NUL byte: binary data, not LIBSVM text (read stopped)");
 }
 
 BOOST_AUTO_TEST_CASE(missing_files_are_not_found) {

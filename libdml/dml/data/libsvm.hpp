@@ -46,10 +46,12 @@ absl::StatusOr<Dataset> ParseLibsvm(std::string_view text, const LibsvmOptions& 
 /// Reads and parses a file (decompressing .gz/.bz2/.xz).
 absl::StatusOr<Dataset> ReadLibsvm(const std::string& path, const LibsvmOptions& options = {});
 
-/// Reads a whole file into memory, decompressing by extension. Errors: the
-/// errno of a failed open or read (NotFound for a missing file);
-/// InvalidArgument for a corrupt compressed stream; Unimplemented for a
-/// compression libdml was built without.
+/// Reads a whole file of LIBSVM text into memory, decompressing by
+/// extension. Errors: the errno of a failed open or read (NotFound for a
+/// missing file); InvalidArgument for a corrupt compressed stream, or a NUL
+/// byte in decompressed output or in a stream that is not a regular file
+/// (binary data: the read stops there, with the byte's line and column);
+/// Unimplemented for a compression libdml was built without.
 absl::StatusOr<std::string> ReadFileContents(const std::string& path);
 
 /// Writes a dataset in LIBSVM format (1-based indices, shortest round-trip

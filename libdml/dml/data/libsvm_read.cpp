@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <string_view>
 
@@ -38,6 +39,23 @@ bool EndsWith(const std::string& s, std::string_view suffix) {
          s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
+// A NUL byte in out[from, size()), as an error at its line and column:
+// LIBSVM text has none, and a stream of them (/dev/zero, a decompression
+// bomb of zeros) would otherwise be read until memory runs out. Checked as
+// streams and decompressed output arrive; a regular file's size bounds it,
+// and the parser reports its NUL bytes by token.
+absl::Status NoNulFrom(std::string_view out, std::size_t from, const std::string& path) {
+  if (from >= out.size()) return absl::OkStatus();
+  const void* hit = std::memchr(out.data() + from, '\0', out.size() - from);
+  if (hit == nullptr) return absl::OkStatus();
+  const std::size_t at = static_cast<std::size_t>(static_cast<const char*>(hit) - out.data());
+  const std::size_t line = 1 + static_cast<std::size_t>(std::count(out.data(), out.data() + at, '\n'));
+  const std::size_t nl = at == 0 ? std::string_view::npos : out.rfind('\n', at - 1);
+  const std::size_t col = nl == std::string_view::npos ? at + 1 : at - nl;
+  return absl::InvalidArgumentError(absl::StrCat(
+      path, ":", line, ":", col, ": a NUL byte: binary data, not LIBSVM text (read stopped)"));
+}
+
 absl::StatusOr<std::string> ReadRaw(const std::string& path) {
   std::FILE* f = std::fopen(path.c_str(), "rb");
   if (f == nullptr) return absl::ErrnoToStatus(errno, path);
@@ -57,11 +75,18 @@ absl::StatusOr<std::string> ReadRaw(const std::string& path) {
     ResizeFresh(&out, static_cast<std::size_t>(st.st_size));
     out.resize(std::fread(out.data(), 1, out.size(), f));
   }
+  const bool stream = !S_ISREG(st.st_mode);
   char buf[1 << 16];
   while (!std::ferror(f)) {
     const std::size_t got = std::fread(buf, 1, sizeof buf, f);
     if (got == 0) break;
     out.append(buf, got);
+    if (stream) {
+      if (absl::Status s = NoNulFrom(out, out.size() - got, path); !s.ok()) {
+        std::fclose(f);
+        return s;
+      }
+    }
   }
   const bool failed = std::ferror(f) != 0;
   const int err = errno;
@@ -92,7 +117,12 @@ absl::StatusOr<std::string> Gunzip(const std::string& in, const std::string& pat
     z.avail_out = static_cast<uInt>(out_avail);
     const int rc = inflate(&z, Z_NO_FLUSH);
     pos += in_avail - z.avail_in;
+    const std::size_t was = used;
     used += out_avail - z.avail_out;
+    if (absl::Status s = NoNulFrom(std::string_view(out.data(), used), was, path); !s.ok()) {
+      inflateEnd(&z);
+      return s;
+    }
     if (rc == Z_STREAM_END) {
       // Concatenated gzip members (e.g. from pigz) follow each other.
       if (pos < in.size()) {
@@ -135,7 +165,12 @@ absl::StatusOr<std::string> Bunzip2(const std::string& in, const std::string& pa
       b.avail_out = static_cast<unsigned>(out_avail);
       rc = BZ2_bzDecompress(&b);
       pos += in_avail - b.avail_in;
+      const std::size_t was = used;
       used += out_avail - b.avail_out;
+      if (absl::Status s = NoNulFrom(std::string_view(out.data(), used), was, path); !s.ok()) {
+        BZ2_bzDecompressEnd(&b);
+        return s;
+      }
       if (rc == BZ_STREAM_END) break;
       if (rc != BZ_OK) break;
       if (pos == in.size() && b.avail_out > 0) {
@@ -172,7 +207,12 @@ absl::StatusOr<std::string> Unxz(const std::string& in, const std::string& path)
     s.avail_out = out.size() - used;
     const std::size_t before = s.avail_out;
     rc = lzma_code(&s, LZMA_FINISH);  // all input is present
+    const std::size_t was = used;
     used += before - s.avail_out;
+    if (absl::Status st = NoNulFrom(std::string_view(out.data(), used), was, path); !st.ok()) {
+      lzma_end(&s);
+      return st;
+    }
     if (rc == LZMA_STREAM_END) break;
     if (rc != LZMA_OK) break;
   }
