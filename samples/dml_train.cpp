@@ -777,6 +777,31 @@ int main(int argc, char** argv) {
       return Fail(std::string(f) + " is a flag of --store kv");
     }
   }
+  // Flags one of which would otherwise win without a word.
+  const auto given = [&](const char* f) { return run.args.values.count(f) > 0; };
+  for (const auto& [a, b] : {std::pair<const char*, const char*>{"-c", "--lambda"}, {"-e", "--tol"},
+                             {"--nodes", "--local-nodes"}, {"-o", "--output"}}) {
+    if (given(a) && given(b)) return Fail(std::string(a) + " and " + b + " both set it: give one");
+  }
+  if (given("--generate") && !run.args.positional.empty()) {
+    return Fail("--generate and a data file (" + run.args.positional[0] + ") both give the data: "
+                "give one");
+  }
+  const bool tpa = Get(run.args, "--solver") == "tpa-scd";
+  for (const char* f : {"--device", "--gpu-fallback"}) {
+    if (given(f) && !tpa) return Fail(std::string(f) + " is a flag of --solver tpa-scd");
+  }
+  if (given("--l1-ratio") && run.spec.kind != dml::ModelKind::kElasticNet) {
+    return Fail("--l1-ratio is elastic-net's; model " +
+                std::string(dml::ModelName(run.spec.kind)) + " has no l1 ratio");
+  }
+  // With --mode the runtime decides how each worker solves: --solver only
+  // puts the local solver (or DuHL's device) on a GPU (tpa-scd).
+  if (given("--mode") && given("--solver") && !tpa && Get(run.args, "--solver") != "auto") {
+    return Fail("--solver " + Get(run.args, "--solver") + " with --mode " +
+                Get(run.args, "--mode") + ": the runtime picks each worker's solver (--local "
+                "for cocoa's); only --solver tpa-scd applies there");
+  }
   // Runtime-only switches would otherwise be dropped without a word.
   if (!run.args.values.count("--mode")) {
     for (const char* f : {"--svrg", "--saga", "--staleness", "--tau", "--shards", "--workers",
