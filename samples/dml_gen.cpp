@@ -12,8 +12,15 @@
 
 #include "dml/data/libsvm.hpp"
 #include "dml/data/synthetic.hpp"
+#include "cli_flags.hpp"
 
 namespace {
+constexpr const char* kUsage =
+    "usage: dml-gen --rows N --cols D --nnz-per-row K [--noise S] [--density F]\n"
+    "               [--task classification|regression] [--seed N] [--scale-decades D]\n"
+    "               --out FILE [--planted FILE]\n"
+    "  writes a synthetic LIBSVM file from a planted model (and the model to --planted)\n";
+
 int Fail(const std::string& m) {
   std::fprintf(stderr, "dml-gen: %s\n", m.c_str());
   return 2;
@@ -30,6 +37,10 @@ int main(int argc, char** argv) {
   std::string out, planted;
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
+    if (flag == "-h" || flag == "--help") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    }
     if (i + 1 >= argc) return Fail("option " + flag + " needs a value");
     const std::string v = argv[++i];
     bool ok = true;
@@ -52,6 +63,9 @@ int main(int argc, char** argv) {
     if (!ok) return Fail(flag + ": expected a number, got \"" + v + "\"");
   }
   if (out.empty()) return Fail("--out FILE is required");
+  if (!planted.empty() && dml::samples::SameFile(out, planted)) {
+    return Fail("--out and --planted name the same file, " + out);
+  }
   auto s = dml::GenerateSynthetic(o);
   if (!s.ok()) return Fail(std::string(s.status().message()));
   if (auto st = dml::WriteLibsvm(s->data, out); !st.ok()) return Fail(std::string(st.message()));
