@@ -242,7 +242,8 @@ BOOST_AUTO_TEST_CASE(bad_budgets_and_options_are_errors) {
   BOOST_TEST((small.status().code() == absl::StatusCode::kResourceExhausted));
   BOOST_TEST(std::string(small.status().message()) ==
              "duhl: example 0 takes " + std::to_string(dml::DuhlCoordinateBytes(data.x.outer_nnz(0))) +
-                 " bytes on the device, more than the budget of 50");
+                 " bytes on the device, more than the budget of 50 (raise DuhlOptions.device_bytes "
+                 "or device_fraction: dml-train --device-memory)");
   o.device_bytes = 0;
   o.device_fraction = 0.5;
   o.selection = dml::DuhlSelection::kResident;

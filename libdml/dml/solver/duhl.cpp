@@ -377,7 +377,8 @@ class Duhl final : public DuhlLocalSolver {
     for (int64_t i = 0; i < count_; ++i) {
       if (bytes_[i] > budget_bytes_) {
         return absl::ResourceExhaustedError(absl::StrFormat(
-            "duhl: %s %d takes %d bytes on the device, more than the budget of %d",
+            "duhl: %s %d takes %d bytes on the device, more than the budget of %d (raise "
+            "DuhlOptions.device_bytes or device_fraction: dml-train --device-memory)",
             d ? "example" : "feature", i, bytes_[i], budget_bytes_));
       }
     }
