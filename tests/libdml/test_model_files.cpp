@@ -86,14 +86,20 @@ BOOST_AUTO_TEST_CASE(bad_liblinear_files_name_line_and_field) {
     return std::string(dml::ReadLiblinearModel(Write(name, text)).status().message());
   };
   const std::string p = TmpPath("bad.model");
-  BOOST_TEST(error("bad.model", "solver_type MCSVM_CS\nnr_class 3\nlabel 1 2 3\n") ==
+  BOOST_TEST(error("bad.model", "solver_type L2R_LR\nnr_class 3\nlabel 1 2 3\n") ==
              p + ":2: nr_class 3: multi-class models are not supported (dml models are binary)");
   BOOST_TEST(error("bad.model", "solver_type L2R_LR\nnr_class 2\nlabel 1 -1\nnr_feature 3\nbias -1\nw\n1 \n2 \n") ==
              p + ":9: the file ends after 2 of 3 weights");
   BOOST_TEST(error("bad.model", "solver_type L2R_LR\nnr_class 2\nlabel 1 -1\nnr_feature 2\nbias -1\nw\n1 \nx \n") ==
              p + ":8: weight 2: expected one finite number, got \"x\"");
   BOOST_TEST(error("bad.model", "solver_type ONECLASS_SVM\nnr_class 2\nrho 0.5\n") ==
+             p + ":1: solver_type \"ONECLASS_SVM\": not a binary or regression solver of LIBLINEAR "
+                 "(multi-class MCSVM_CS and one-class models are not supported)");
+  BOOST_TEST(error("bad.model", "solver_type L2R_LR\nnr_class 2\nrho 0.5\n") ==
              p + ":3: rho: one-class SVM models are not supported");
+  BOOST_TEST(error("bad.model", "solver_type FOO\nnr_class 2\nlabel 1 -1\nnr_feature 1\nbias -1\nw\n1\n") ==
+             p + ":1: solver_type \"FOO\": not a binary or regression solver of LIBLINEAR "
+                 "(multi-class MCSVM_CS and one-class models are not supported)");
   BOOST_TEST(error("bad.model", "nr_class 2\nlabel 1 -1\nnr_feature 1\nbias -1\nw\n1\n") ==
              p + ":5: no solver_type line before \"w\"");
   BOOST_TEST(error("bad.model", "solver_type L2R_LR\nnr_class 2\nnr_feature 1\nbias -1\nw\n1\n") ==

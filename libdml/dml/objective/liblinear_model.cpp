@@ -40,6 +40,17 @@ class Reader {
       const absl::string_view key = f[0];
       if (key == "w" && f.size() == 1) break;
       if (key == "solver_type" && f.size() == 2) {
+        // LIBLINEAR's binary and regression solvers (linear.cpp's
+        // solver_type_table); MCSVM_CS is multi-class, ONECLASS_SVM has rho.
+        static constexpr absl::string_view kKnown[] = {
+            "L2R_LR",       "L2R_L2LOSS_SVC_DUAL", "L2R_L2LOSS_SVC", "L2R_L1LOSS_SVC_DUAL",
+            "L1R_L2LOSS_SVC", "L1R_LR",            "L2R_LR_DUAL",    "L2R_L2LOSS_SVR",
+            "L2R_L2LOSS_SVR_DUAL", "L2R_L1LOSS_SVR_DUAL"};
+        if (std::find(std::begin(kKnown), std::end(kKnown), f[1]) == std::end(kKnown)) {
+          return Fail(absl::StrCat("solver_type \"", f[1], "\": not a binary or regression solver "
+                                   "of LIBLINEAR (multi-class MCSVM_CS and one-class models are "
+                                   "not supported)"));
+        }
         m.solver_type = std::string(f[1]);
       } else if (key == "nr_class" && f.size() == 2) {
         if (!ParseInt(f[1], nr_class) || nr_class < 1) return Fail("nr_class: expected a count");
