@@ -191,6 +191,16 @@ int main(int argc, char** argv) {
                             file.status().message(), ")"));
   }
   if (!model.ok()) return Fail(std::string(model.status().message()));
+  // LIBLINEAR's predict gives features the model never saw weight 0; so do
+  // we, but not without a word (a model of other data predicts nonsense).
+  if (test->x.cols() > model->nr_feature) {
+    std::fprintf(stderr,
+                 "dml-predict: note: %s has features up to %lld, the model %lld: the %lld past "
+                 "them count 0 (as LIBLINEAR's predict)\n",
+                 opts->test.c_str(), static_cast<long long>(test->x.cols()),
+                 static_cast<long long>(model->nr_feature),
+                 static_cast<long long>(test->x.cols() - model->nr_feature));
+  }
   if (opts->probabilities && !model->probabilistic()) {
     return Fail("-b 1: probabilities need a logistic model; this one is " + model->solver_type);
   }
