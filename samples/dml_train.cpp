@@ -200,7 +200,7 @@ Distributed (the actor runtime):
   --tls-cert PEM --tls-key PEM [--tls-ca PEM]  TLS to the nodes (they need the same flags)
   --node-silence S    a node silent this long counts as lost (10)
   --checkpoint PATH   write checkpoints there (Cap'n Proto) (none)
-  --checkpoint-every N  cocoa: rounds between checkpoints (10); SGD modes: every evaluation
+  --checkpoint-every N  cocoa: rounds between checkpoints (10; 0: none); SGD modes: every evaluation
   --resume            continue from --checkpoint PATH
 Data and output:
   --test FILE         also report accuracy/AUC/log-loss (or RMSE/R^2) on this file
@@ -863,9 +863,13 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "dml-train: %s\n", std::string(result.status().message()).c_str());
     return result.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
   }
-  std::printf("done: %s after %d epochs in %.3fs: primal %.10g dual %.10g duality gap %.3e%s\n",
-              std::string(dml::StopReasonName(result->reason)).c_str(),
-              static_cast<int>(std::ceil(result->epochs)), result->seconds, result->primal,
+  // Epochs to the nearest whole (a run of 20 that read a batch past them
+  // showed 21), at least 1 once any ran.
+  const double epochs = result->epochs;
+  const long long shown = epochs > 0 && epochs < 1 ? 1 : std::llround(epochs);
+  std::printf("done: %s after %lld epochs in %.3fs: primal %.10g dual %.10g duality gap %.3e%s\n",
+              std::string(dml::StopReasonName(result->reason)).c_str(), shown, result->seconds,
+              result->primal,
               result->dual, result->gap,
               duhl || local_duhl ? (" device_bytes=" + std::to_string(result->device_bytes)).c_str()
                                  : "");
