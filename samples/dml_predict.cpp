@@ -17,7 +17,11 @@
 //
 // Exit status: 0 on success, 2 on a bad flag, model or data file.
 
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -171,6 +175,11 @@ int main(int argc, char** argv) {
   lo.task = dml::Task::kRegression;  // labels as written; mapped per model below
   auto test = dml::ReadLibsvm(opts->test, lo);
   if (!test.ok()) return Fail(std::string(test.status().message()));
+  if (struct stat info {}; ::stat(opts->model.c_str(), &info) != 0 || S_ISDIR(info.st_mode)) {
+    return Fail(opts->model + ": " +
+                (S_ISDIR(info.st_mode) ? std::string("is a directory, not a model file")
+                                       : "cannot open the model: " + std::string(std::strerror(errno))));
+  }
   const std::string kind = FirstWord(opts->model);
   absl::StatusOr<dml::LiblinearModel> model = absl::UnknownError("");
   if (kind == "dml-model") {

@@ -52,6 +52,11 @@ absl::StatusOr<T> ReadEnvelopeFile(const std::string& path, const char* what) {
     return absl::NotFoundError(absl::StrCat(path, ": cannot open ", what, ": ",
                                             std::strerror(errno)));
   }
+  struct stat info {};
+  if (::fstat(::fileno(f), &info) == 0 && S_ISDIR(info.st_mode)) {
+    std::fclose(f);
+    return absl::InvalidArgumentError(absl::StrCat(path, ": is a directory, not a ", what));
+  }
   std::string bytes;
   char buf[1 << 16];
   std::size_t got;
