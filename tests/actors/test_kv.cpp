@@ -523,6 +523,27 @@ BOOST_AUTO_TEST_CASE(bad_calls_are_refused_with_the_position) {
   BOOST_TEST(e.status().message() == "Localize: key 0 (-1) outside [0, 10)");
   KvOptions bad;
   BOOST_TEST(KvNode::StartLocalGroup(2, bad).status().message() == "KvOptions.keys: 0 <= 0");
+  // No keys: done at once (a Pull of none never completed); keys outside
+  // the space have no owner.
+  auto none = g[0]->Pull({}, out);
+  BOOST_REQUIRE(none.ok());
+  BOOST_TEST(none->Done());
+  BOOST_TEST(g[0]->Wait(*none).ok());
+  auto none_pushed = g[1]->Push({}, std::vector<double>{});
+  BOOST_REQUIRE(none_pushed.ok());
+  BOOST_TEST(g[1]->Wait(*none_pushed).ok());
+  BOOST_TEST(g[0]->OwnerHint(-1) == -1);
+  BOOST_TEST(g[0]->OwnerHint(10) == -1);
+  BOOST_TEST(!g[0]->Owns(-1));
+  BOOST_TEST(!g[0]->Owns(INT64_MAX));
+  // Values that cannot fit this machine are refused, not allocated (abort).
+  KvOptions huge;
+  huge.keys = 100;
+  huge.value_len = INT32_MAX;
+  auto refused = KvNode::StartLocalGroup(2, huge, 1);
+  BOOST_TEST((refused.status().code() == absl::StatusCode::kResourceExhausted));
+  BOOST_TEST(std::string(refused.status().message()).find("a key-value node (100 keys of 2147483647 doubles)") !=
+             std::string::npos, refused.status().message());
 }
 
 BOOST_AUTO_TEST_CASE(malformed_peer_messages_are_dropped_and_counted) {

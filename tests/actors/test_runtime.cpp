@@ -1358,6 +1358,17 @@ BOOST_AUTO_TEST_CASE(bad_specs_are_refused_naming_the_field) {
     return std::string(j.status().message());
   };
   BOOST_TEST(field_of([](dml::JobSpec& s) { s.mode.workers = 0; }).find("JobSpec.mode.workers") == 0u);
+  // Out-of-range enums and NaN stop rules (a Mode of 99 crashed Submit).
+  BOOST_TEST(field_of([](dml::JobSpec& s) { s.mode.kind = static_cast<dml::Mode>(99); }) ==
+             "JobSpec.mode.kind: 99 is not a Mode");
+  BOOST_TEST(field_of([](dml::JobSpec& s) { s.model.kind = static_cast<dml::ModelKind>(42); }) ==
+             "JobSpec.model: model kind 42 is not a ModelKind");
+  BOOST_TEST(field_of([](dml::JobSpec& s) { s.stop.gap_rel = NAN; }).find("JobSpec.stop: gap tolerances") == 0u);
+  BOOST_TEST(field_of([](dml::JobSpec& s) { s.stop.max_seconds = NAN; }).find("JobSpec.stop: max_seconds") == 0u);
+  BOOST_TEST(field_of([](dml::JobSpec& s) { s.sgd.batch_size = 1 << 30; }) ==
+             "JobSpec.sgd.batch_size: must be in [0, 16777216] (0: auto), got 1073741824");
+  BOOST_TEST(field_of([](dml::JobSpec& s) { s.cocoa.local_epochs = 1e18; }) ==
+             "JobSpec.cocoa.local_epochs: must be in (0, 1e6], got 1e+18");
   BOOST_TEST(field_of([](dml::JobSpec& s) { s.mode.workers = 51; }).find("JobSpec.mode.workers") == 0u);
   BOOST_TEST(field_of([](dml::JobSpec& s) { s.mode.shards = 0; }).find("JobSpec.mode.shards") == 0u);
   BOOST_TEST(field_of([](dml::JobSpec& s) { s.cocoa.gamma = 1.5; }).find("JobSpec.cocoa.gamma") == 0u);

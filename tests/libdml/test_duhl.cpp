@@ -258,6 +258,10 @@ BOOST_AUTO_TEST_CASE(bad_budgets_and_options_are_errors) {
   o.gap_threads = -1;
   BOOST_TEST(std::string(dml::TrainDuhl(data, m, Tight(), o).status().message()) ==
              "duhl: gap_threads is -1; in [0, 1024]");
+  o.gap_threads = 1;
+  o.selection = static_cast<dml::DuhlSelection>(9);
+  BOOST_TEST(std::string(dml::TrainDuhl(data, m, Tight(), o).status().message()) ==
+             "duhl: selection is 9; one of gap, gap-greedy, random, sequential, resident");
   BOOST_TEST(std::string(dml::ParseDuhlSelection("best").status().message()) ==
              "unknown selection 'best'; expected gap, gap-greedy, random, sequential or resident");
   BOOST_TEST((*dml::ParseDuhlSelection("gap-greedy") == dml::DuhlSelection::kGapGreedy));

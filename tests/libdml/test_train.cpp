@@ -1,6 +1,8 @@
 #define BOOST_TEST_MODULE train
 #include <boost/test/unit_test.hpp>
 
+#include <cmath>
+
 #include <unistd.h>
 
 #include <cstdio>
@@ -97,6 +99,28 @@ BOOST_AUTO_TEST_CASE(rejects_bad_model_options_and_labels) {
   dml::Dataset broken = cls;
   broken.y.pop_back();
   BOOST_TEST(dml::Train(broken, spec, opt).status().message() == "data has 200 rows but 199 labels");
+
+  // An out-of-range kind, and NaN stop rules, are refused (they trained).
+  dml::ModelSpec odd;
+  odd.kind = static_cast<dml::ModelKind>(42);
+  BOOST_TEST(dml::Train(cls, odd, opt).status().message() == "model kind 42 is not a ModelKind");
+  dml::SolverOptions nan_budget;
+  nan_budget.stop.max_seconds = NAN;
+  BOOST_TEST(dml::Train(cls, spec, nan_budget).status().message() ==
+             "max_seconds and target_primal must be numbers (infinity: no time budget), not NaN");
+  // A lambda so small that the certificate leaves double's range is an
+  // error, not "converged" on an infinite primal (dual CD for logistic).
+  {
+    dml::ModelSpec tiny;
+    tiny.kind = dml::ModelKind::kLogisticL2;
+    tiny.lambda = 1e-300;
+    dml::SolverOptions scd;
+    scd.kind = dml::SolverKind::kScd;
+    auto r = dml::Train(cls, tiny, scd);
+    BOOST_TEST((r.status().code() == absl::StatusCode::kFailedPrecondition), r.status().ToString());
+    BOOST_TEST(std::string(r.status().message()).find("training ended with a certificate that is not finite") == 0u,
+               r.status().message());
+  }
 }
 
 BOOST_AUTO_TEST_CASE(every_model_and_solver_trains_through_the_factory) {

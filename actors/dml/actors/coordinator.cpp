@@ -15,6 +15,7 @@
 #include "dml/actors/internal/coordinator_state.hpp"
 #include "dml/actors/wire.hpp"
 #include "dml/solver/sgd.hpp"
+#include "dml/solver/solver.hpp"
 #include "dml/util/status.hpp"
 
 namespace dml::actors {
@@ -127,6 +128,15 @@ void fail_job(self_ptr self, const caf::error& err) {
 
 void finish_job(self_ptr self, std::vector<double> w, int64_t max_granted_staleness) {
   auto& st = self->state;
+  {
+    // An infinite or NaN certificate is no result (it could read "converged").
+    TrainResult check;
+    check.primal = st.last.primal;
+    check.gap = st.last.gap;
+    if (absl::Status s = CheckCertificateFinite(check, st.spec().model); !s.ok()) {
+      return fail_job(self, s);
+    }
+  }
   if (!enter(st, job_phase::kFinished)) return;
   TrainResult r;
   r.model = st.spec().model;

@@ -28,6 +28,7 @@
 #include "dml/actors/network.hpp"
 #include "dml/actors/transport.hpp"
 #include "dml/actors/type_ids.hpp"
+#include "dml/util/memory.hpp"
 #include "dml/util/status.hpp"
 
 namespace dml {
@@ -191,6 +192,12 @@ absl::Status ValidateKvOptions(const KvOptions& o) {
   if (o.keys > (int64_t{1} << 48) || static_cast<double>(o.keys) * o.value_len > 1e12) {
     return absl::InvalidArgumentError("KvOptions: keys * value_len too large");
   }
+  // A node holds its home range's values (and may come to own them all):
+  // the whole store's values must fit this machine, or allocation aborts.
+  DML_RETURN_IF_ERROR(CheckModelMemory(o.keys, o.value_len, 0,
+                                       absl::StrCat("a key-value node (", o.keys, " keys of ",
+                                                    o.value_len, " doubles)"),
+                                       VectorOrigin::kModelFile));
   if (!(o.op_timeout_seconds > 0)) {
     return absl::InvalidArgumentError("KvOptions.op_timeout_seconds: must be > 0");
   }
@@ -364,6 +371,7 @@ absl::StatusOr<KvHandle> KvNode::Pull(absl::Span<const int64_t> keys, double* ou
   DML_RETURN_IF_ERROR(impl_->core->Lost());
   DML_RETURN_IF_ERROR(impl_->core->CheckKeys(keys));
   if (out == nullptr && !keys.empty()) return absl::InvalidArgumentError("Pull: out is null");
+  if (keys.empty()) return KvHandle();  // nothing to wait for (an empty handle is done)
   return KvHandle(impl_->core->Pull(keys, out));
 }
 
@@ -381,6 +389,7 @@ absl::StatusOr<KvHandle> KvNode::Push(absl::Span<const int64_t> keys,
       return absl::InvalidArgumentError(absl::StrCat("Push: deltas[", i, "] is not finite"));
     }
   }
+  if (keys.empty()) return KvHandle();  // nothing to wait for
   return KvHandle(impl_->core->Push(keys, deltas));
 }
 
@@ -420,8 +429,12 @@ absl::Status KvNode::Barrier(std::chrono::duration<double> timeout) {
   return absl::OkStatus();
 }
 
-int32_t KvNode::OwnerHint(int64_t key) const { return impl_->core->OwnerHint(key); }
-bool KvNode::Owns(int64_t key) const { return impl_->core->Owns(key); }
+int32_t KvNode::OwnerHint(int64_t key) const {
+  return key >= 0 && key < impl_->core->options().keys ? impl_->core->OwnerHint(key) : -1;
+}
+bool KvNode::Owns(int64_t key) const {
+  return key >= 0 && key < impl_->core->options().keys && impl_->core->Owns(key);
+}
 int32_t KvNode::rank() const { return impl_->core->rank(); }
 int32_t KvNode::size() const { return impl_->core->nodes(); }
 const KvOptions& KvNode::options() const { return impl_->core->options(); }

@@ -137,7 +137,8 @@ class KvNode {
       std::string listen_host = {}, int threads = 0);
 
   /// Reads keys into out[i * value_len ...] (out must hold keys.size() *
-  /// value_len doubles and stay valid until the handle is done).
+  /// value_len doubles and stay valid until the handle is done). No keys: a
+  /// handle that is done (as for Push).
   absl::StatusOr<KvHandle> Pull(absl::Span<const int64_t> keys, double* out);
   /// Adds deltas[i * value_len ...] to key i (copied at once).
   absl::StatusOr<KvHandle> Push(absl::Span<const int64_t> keys, absl::Span<const double> deltas);
@@ -154,9 +155,11 @@ class KvNode {
   absl::Status Barrier(std::chrono::duration<double> timeout = std::chrono::seconds(120));
 
   /// Which node owns `key` now, as this node knows it: itself, its cache, or
-  /// the home node (only exact at the home node or the owner).
+  /// the home node (only exact at the home node or the owner); -1 for a key
+  /// outside [0, keys).
   int32_t OwnerHint(int64_t key) const;
-  /// Whether this node owns `key`'s block now (values resident here).
+  /// Whether this node owns `key`'s block now (values resident here); false
+  /// for a key outside [0, keys).
   bool Owns(int64_t key) const;
 
   int32_t rank() const;
@@ -171,7 +174,9 @@ class KvNode {
   std::unique_ptr<Impl> impl_;
 };
 
-/// Checks options (keys > 0, value_len >= 1, block >= 1, timeout > 0).
+/// Checks options (keys > 0, value_len >= 1, block >= 1, timeout > 0):
+/// InvalidArgument; ResourceExhausted where keys x value_len doubles would
+/// not fit this machine's memory (dml::MemoryLimit).
 absl::Status ValidateKvOptions(const KvOptions& o);
 
 }  // namespace dml

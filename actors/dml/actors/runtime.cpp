@@ -96,10 +96,23 @@ absl::Status ValidateSpec(const JobSpec& s) {
   if (auto st = Validate(s.model); !st.ok()) {
     return Invalid("model", std::string(st.message()));
   }
+  if (static_cast<int>(s.mode.kind) < 0 || static_cast<int>(s.mode.kind) > static_cast<int>(kLastMode)) {
+    return Invalid("mode.kind", absl::StrCat(static_cast<int>(s.mode.kind), " is not a Mode"));
+  }
+  if (!(s.stop.gap_rel >= 0) || !(s.stop.gap_abs >= 0)) {
+    return Invalid("stop", absl::StrCat("gap tolerances must be >= 0, got gap_rel ", s.stop.gap_rel,
+                                        ", gap_abs ", s.stop.gap_abs));
+  }
+  if (std::isnan(s.stop.max_seconds) || (s.stop.target_primal && std::isnan(*s.stop.target_primal))) {
+    return Invalid("stop", "max_seconds and target_primal must be numbers (infinity: no time "
+                           "budget), not NaN");
+  }
   if (s.mode.workers < 1) return Invalid("mode.workers", absl::StrCat("must be >= 1, got ", s.mode.workers));
   if (s.mode.shards < 1) return Invalid("mode.shards", absl::StrCat("must be >= 1, got ", s.mode.shards));
-  if (s.sgd.batch_size < 0) {
-    return Invalid("sgd.batch_size", absl::StrCat("must be >= 0 (0: auto), got ", s.sgd.batch_size));
+  // A batch is sampled as a list of its rows: INT_MAX of them was 16 GiB.
+  if (s.sgd.batch_size < 0 || s.sgd.batch_size > (1 << 24)) {
+    return Invalid("sgd.batch_size",
+                   absl::StrCat("must be in [0, 16777216] (0: auto), got ", s.sgd.batch_size));
   }
   if (!(s.sgd.step0 >= 0) || !std::isfinite(s.sgd.step0)) {
     return Invalid("sgd.step0", absl::StrCat("must be >= 0 (0: calibrated) and finite, got ",
@@ -138,8 +151,10 @@ absl::Status ValidateSpec(const JobSpec& s) {
   if (!(s.sgd.easgd_alpha >= 0 && s.sgd.easgd_alpha < 1)) {
     return Invalid("sgd.easgd_alpha", absl::StrCat("must be in [0, 1), got ", s.sgd.easgd_alpha));
   }
-  if (!(s.cocoa.local_epochs > 0) || !std::isfinite(s.cocoa.local_epochs)) {
-    return Invalid("cocoa.local_epochs", absl::StrCat("must be positive, got ", s.cocoa.local_epochs));
+  // Bounded: H times a block's size is a step count (1e18 overflowed to 1 step).
+  if (!(s.cocoa.local_epochs > 0 && s.cocoa.local_epochs <= 1e6)) {
+    return Invalid("cocoa.local_epochs",
+                   absl::StrCat("must be in (0, 1e6], got ", s.cocoa.local_epochs));
   }
   if (!(s.cocoa.gamma > 0 && s.cocoa.gamma <= 1)) {
     return Invalid("cocoa.gamma", absl::StrCat("must be in (0, 1], got ", s.cocoa.gamma));

@@ -65,6 +65,10 @@ absl::StatusOr<ModelKind> ParseModelKind(std::string_view name) {
 }
 
 absl::Status Validate(const ModelSpec& spec) {
+  const int kind = static_cast<int>(spec.kind);
+  if (kind < static_cast<int>(ModelKind::kRidge) || kind > static_cast<int>(ModelKind::kSquaredHingeSvm)) {
+    return absl::InvalidArgumentError(absl::StrCat("model kind ", kind, " is not a ModelKind"));
+  }
   if (!(spec.lambda > 0.0) || !std::isfinite(spec.lambda)) {
     return absl::InvalidArgumentError(
         absl::StrCat("lambda must be positive and finite, got ", spec.lambda));

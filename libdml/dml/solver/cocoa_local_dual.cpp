@@ -211,6 +211,11 @@ absl::Status CheckDualSolve(const std::vector<double>& shared, int64_t features,
   if (steps < 0) {
     return absl::InvalidArgumentError(absl::StrCat("steps must be >= 0, got ", steps));
   }
+  for (std::size_t j = 0; j < shared.size(); ++j) {
+    if (!std::isfinite(shared[j])) {
+      return absl::InvalidArgumentError(absl::StrCat("shared w[", j, "] is not finite"));
+    }
+  }
   return absl::OkStatus();
 }
 

@@ -245,9 +245,9 @@ absl::Status CheckPrimalSolve(const std::vector<double>& shared, int64_t n, doub
     return absl::InvalidArgumentError(
         absl::StrCat("primal local solver: sigma' must be positive and finite, got ", sigma_prime));
   }
-  if (!(gamma > 0.0) || !std::isfinite(gamma)) {
+  if (!(gamma > 0.0 && gamma <= 1.0)) {  // CoCoA+'s aggregation, as the dual solver's
     return absl::InvalidArgumentError(
-        absl::StrCat("primal local solver: gamma must be positive and finite, got ", gamma));
+        absl::StrCat("primal local solver: gamma must be in (0, 1], got ", gamma));
   }
   if (steps < 0) {
     return absl::InvalidArgumentError(

@@ -222,6 +222,12 @@ absl::Status CheckOptions(const DuhlOptions& o) {
   if (!(o.passes > 0.0 && o.passes <= 1e6)) {
     return absl::InvalidArgumentError(absl::StrCat("duhl: passes is ", o.passes, "; in (0, 1e6]"));
   }
+  const int selection = static_cast<int>(o.selection);
+  if (selection < static_cast<int>(DuhlSelection::kGap) ||
+      selection > static_cast<int>(DuhlSelection::kResident)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "duhl: selection is ", selection, "; one of gap, gap-greedy, random, sequential, resident"));
+  }
   return absl::OkStatus();
 }
 

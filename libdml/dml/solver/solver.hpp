@@ -229,6 +229,12 @@ struct TrainResult {
 /// and that the model's vectors fit in memory (CheckModelMemory, three
 /// vectors: what any solver holds). Errors: InvalidArgument naming the field
 /// or the example; ResourceExhausted.
+/// FailedPrecondition where a run's certificate (primal or gap) is not
+/// finite: a result that would say "converged" on inf or NaN (a lambda too
+/// small for the data's scale) is an error instead. Train and the runtime
+/// check every result with it.
+absl::Status CheckCertificateFinite(const TrainResult& r, const ModelSpec& model);
+
 absl::Status CheckTrainInputs(const Dataset& data, const ModelSpec& model,
                               const SolverOptions& options);
 

@@ -97,6 +97,10 @@ absl::Status ValidateOptions(const SolverOptions& o) {
   if (!(o.stop.gap_rel >= 0) || !(o.stop.gap_abs >= 0)) {
     return absl::InvalidArgumentError("gap tolerances must be >= 0");
   }
+  if (std::isnan(o.stop.max_seconds) || (o.stop.target_primal && std::isnan(*o.stop.target_primal))) {
+    return absl::InvalidArgumentError(
+        "max_seconds and target_primal must be numbers (infinity: no time budget), not NaN");
+  }
   if (o.eval_every < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("eval_every must be >= 0, got ", o.eval_every));
@@ -221,6 +225,14 @@ absl::Status CheckSolverMemory(const Dataset& data, const ModelSpec& model, Solv
 
 }  // namespace
 
+absl::Status CheckCertificateFinite(const TrainResult& r, const ModelSpec& model) {
+  if (std::isfinite(r.primal) && std::isfinite(r.gap)) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "training ended with a certificate that is not finite (primal ", r.primal, ", gap ", r.gap,
+      "): the problem left double's range; lambda ", model.lambda,
+      " may be too small for these data"));
+}
+
 absl::Status CheckTrainInputs(const Dataset& data, const ModelSpec& model,
                               const SolverOptions& options) {
   DML_RETURN_IF_ERROR(Validate(model));
@@ -242,6 +254,7 @@ absl::StatusOr<TrainResult> Train(const Dataset& data, const ModelSpec& model,
   DML_RETURN_IF_ERROR(CheckSolverMemory(data, model, resolved.kind));
   absl::StatusOr<TrainResult> result = Dispatch(data, model, resolved);
   if (!result.ok()) return result;
+  DML_RETURN_IF_ERROR(CheckCertificateFinite(*result, model));
   result->model = model;
   if (options.kind == SolverKind::kAuto) {
     const std::string why = AutoNote(model, resolved.kind, options.threads);
