@@ -3,6 +3,7 @@
 #define BOOST_TEST_MODULE model_files
 #include <boost/test/unit_test.hpp>
 
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -172,6 +173,21 @@ BOOST_AUTO_TEST_CASE(our_text_models_keep_the_label_values) {
   Write("labels.dml", "dml-model 1\nmodel svm\nlambda 0.5\nl1_ratio 0.5\nlabels 7 3\nfeatures 2\nweights 0\n");
   BOOST_TEST(std::string(dml::ReadModelText(path).status().message()) ==
              path + ":5: labels: expected two increasing numbers, got \"labels 7 3\"");
+}
+
+// A model the reader would refuse is not written: no file at all.
+BOOST_AUTO_TEST_CASE(models_the_reader_would_refuse_are_not_written) {
+  const std::string path = TmpPath("refused.model");
+  std::remove(path.c_str());
+  dml::LinearModel nan_weight{{dml::ModelKind::kLogisticL2, 1e-3}, {1, NAN, 3}, {}, -1};
+  BOOST_TEST(dml::WriteModelText(nan_weight, path).message() ==
+             path + ": not written: weight 2 is not finite");
+  dml::LinearModel nan_lambda{{dml::ModelKind::kLogisticL2, NAN}, {1, 2}, {}, -1};
+  BOOST_TEST(dml::WriteModelText(nan_lambda, path).message() ==
+             path + ": not written: lambda must be positive and finite, got nan");
+  std::FILE* f = std::fopen(path.c_str(), "r");
+  BOOST_TEST(f == nullptr);
+  if (f != nullptr) std::fclose(f);
 }
 
 BOOST_AUTO_TEST_CASE(liblinear_solver_numbers_and_bias) {

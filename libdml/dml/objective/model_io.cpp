@@ -29,6 +29,16 @@ std::string ShortestDouble(double v) {
 }  // namespace
 
 absl::Status WriteModelText(const LinearModel& model, const std::string& path) {
+  // What ReadModelText would refuse is not written (nothing half-valid on disk).
+  if (absl::Status s = Validate(model.spec); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": not written: ", s.message()));
+  }
+  for (std::size_t j = 0; j < model.w.size(); ++j) {
+    if (!std::isfinite(model.w[j])) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": not written: weight ", j + 1, " is not finite"));
+    }
+  }
   std::string out;
   int64_t nnz = 0;
   for (double v : model.w) nnz += v != 0.0;

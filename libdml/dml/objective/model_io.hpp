@@ -37,7 +37,9 @@ struct LinearModel {
 };
 
 /// Writes `model` to `path` in the format above (in place, not atomically).
-/// Errors: Unavailable if the file cannot be opened or written.
+/// Errors: InvalidArgument (nothing written) for a model ReadModelText
+/// would refuse (an invalid spec, a weight that is not finite);
+/// Unavailable if the file cannot be opened or written.
 absl::Status WriteModelText(const LinearModel& model, const std::string& path);
 /// Reads a file written by WriteModelText. Errors: NotFound if it cannot be
 /// opened; InvalidArgument "path:line: ..." for a malformed one.
