@@ -120,4 +120,11 @@ inline bool SameFile(const std::string& a, const std::string& b) {
   return a == b || (!ca.empty() && ca == Canonical(b));
 }
 
+/// Whether writing `path` would replace a file's contents: it is a regular
+/// file or does not exist yet (a device or a terminal is written through).
+inline bool WouldOverwrite(const std::string& path) {
+  struct stat info {};
+  return ::stat(path.c_str(), &info) != 0 || S_ISREG(info.st_mode);
+}
+
 }  // namespace dml::samples

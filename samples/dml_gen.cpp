@@ -63,7 +63,7 @@ int main(int argc, char** argv) {
     if (!ok) return Fail(flag + ": expected a number, got \"" + v + "\"");
   }
   if (out.empty()) return Fail("--out FILE is required");
-  if (!planted.empty() && dml::samples::SameFile(out, planted)) {
+  if (!planted.empty() && dml::samples::WouldOverwrite(out) && dml::samples::SameFile(out, planted)) {
     return Fail("--out and --planted name the same file, " + out);
   }
   auto s = dml::GenerateSynthetic(o);

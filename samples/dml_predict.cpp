@@ -167,7 +167,7 @@ int main(int argc, char** argv) {
   // The predictions must not overwrite what is read (a swapped argument).
   for (const auto& [what, path] : {std::pair<const char*, const std::string&>{"the test data", opts->test},
                                    {"the model", opts->model}}) {
-    if (dml::samples::SameFile(opts->output, path)) {
+    if (dml::samples::WouldOverwrite(opts->output) && dml::samples::SameFile(opts->output, path)) {
       return Fail(opts->output + " is also " + what + "; writing the predictions would destroy it");
     }
   }

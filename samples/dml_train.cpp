@@ -85,7 +85,7 @@ constexpr Range kRanges[] = {
     {"--threads", 1, 1024, false, "must be in [1, 1024]"},
     {"--gap-threads", 0, 1024, false, "must be in [0, 1024]"},
     {"--eval-every", 0, 1e9, false, "must be >= 0"},
-    {"--batch", 1, 1e9, false, "must be >= 1"},
+    {"--batch", 1, 16777216, false, "must be in [1, 16777216]"},
     {"--step", 0, 1e300, true, "must be positive"},
     {"--certificate-cg", -1, 1000, false, "must be in [-1, 1000]"},
     {"--feature-steps", 0, 1, false, "must be 0 or 1"},
@@ -493,6 +493,13 @@ Exit CheckFiles(const Args& args) {
     if (::stat(dir.c_str(), &info) != 0 || !S_ISDIR(info.st_mode)) {
       return Fail(o.flag + ": " + o.path + ": its directory " + dir + " does not exist");
     }
+    // The cache is replaced by a renamed copy: a device there would be replaced.
+    if (o.flag == "--cache" && ::stat(o.path.c_str(), &info) == 0 && !S_ISREG(info.st_mode)) {
+      return Fail("--cache: " + o.path + " is not a regular file");
+    }
+    // Devices and terminals (/dev/null, /dev/stdout) are not destroyed by
+    // writing: only a regular file, or a new one, is checked against the rest.
+    if (!dml::samples::WouldOverwrite(o.path)) continue;
     for (const Named& in : inputs) {
       if (SameFile(o.path, in.path)) {
         return Fail(o.flag + ": " + o.path + " is also " + in.flag +
@@ -569,6 +576,10 @@ Exit TrainOnRuntime(Run& run, std::shared_ptr<const dml::Dataset>& shared_data,
       return Fail("--local: expected scd, tpa-scd or duhl, got \"" + Get(args, "--local") + "\"");
     }
     job.cocoa.local_solver = *local;
+    if (*local == dml::SolverKind::kTpaScd) {  // as --solver tpa-scd below
+      job.cocoa.gpu_fallback = args.values.count("--gpu-fallback") > 0;
+      if (!Number(args, {"--device"}, job.cocoa.device, error)) return Fail(error);
+    }
   }
   // --mode duhl: one device worker (worker 0) and --workers - 1 CPU ones.
   const bool duhl_mode = job.mode.kind == dml::Mode::kDuhl;
@@ -788,8 +799,11 @@ int main(int argc, char** argv) {
                 "give one");
   }
   const bool tpa = Get(run.args, "--solver") == "tpa-scd";
+  const bool local_tpa = Get(run.args, "--local") == "tpa-scd";
   for (const char* f : {"--device", "--gpu-fallback"}) {
-    if (given(f) && !tpa) return Fail(std::string(f) + " is a flag of --solver tpa-scd");
+    if (given(f) && !tpa && !local_tpa) {
+      return Fail(std::string(f) + " is a flag of --solver tpa-scd (or --local tpa-scd)");
+    }
   }
   if (given("--l1-ratio") && run.spec.kind != dml::ModelKind::kElasticNet) {
     return Fail("--l1-ratio is elastic-net's; model " +

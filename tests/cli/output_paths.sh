@@ -7,7 +7,10 @@
 # data; runtime-only flags without --mode, a directory as --secret-file and
 # a non-PEM TLS certificate are refused at start, and dml-node exits when
 # it cannot write its port file. A classifier's data of one class is
-# refused (its model could not name the other label).
+# refused (its model could not name the other label). What must keep
+# working does: devices as outputs (/dev/null twice), compressed data from
+# a FIFO, a 4096-byte secret with its newline, --local tpa-scd with
+# --gpu-fallback; a cache over a device node is refused, the node kept.
 #   tests/cli/output_paths.sh BUILD_DIR
 set -uo pipefail
 build=$(cd "$1" && pwd)
@@ -64,5 +67,27 @@ printf '1 1:0.5 2:1\n1 1:0.2\n1 2:0.3\n' >one.svm
 expect 2 "one.svm: all 3 examples are of one class (+1); a classifier needs examples of two classes" \
   "$train" -q one.svm -o one.txt
 expect 2 "--epochs: at most 1e+09, got 2147483647" "$train" -q --epochs 2147483647 d.svm
+# Legitimate: devices as outputs, compressed data from a pipe.
+"$train" -q d.svm -o /dev/null --liblinear-model /dev/null >/dev/null ||
+  { echo "FAIL: -o /dev/null --liblinear-model /dev/null refused"; fails=$((fails + 1)); }
+gzip -c d.svm >dz.svm.gz && mkfifo pipe.svm.gz
+(cat dz.svm.gz >pipe.svm.gz &)
+timeout 20 "$train" -q pipe.svm.gz >/dev/null ||
+  { echo "FAIL: gzip data from a FIFO refused"; fails=$((fails + 1)); }
+"$train" -q --mode cocoa --local tpa-scd --gpu-fallback --generate 200x10 >/dev/null 2>&1 ||
+  { echo "FAIL: --local tpa-scd --gpu-fallback refused"; fails=$((fails + 1)); }
+if mknod nulldev c 1 3 2>/dev/null; then  # root only
+  expect 2 "--cache: nulldev is not a regular file" "$train" -q d.svm --cache nulldev
+  [[ -c nulldev ]] || { echo "FAIL: the device node was replaced"; fails=$((fails + 1)); }
+fi
+# Secrets: 4096 bytes and a newline start a node; 4097 bytes do not.
+head -c 4096 /dev/zero | tr '\0' 'k' >s4096 && echo >>s4096
+timeout 10 "$node" --secret-file=s4096 --port-file="$tmp/port" >/dev/null 2>&1 &
+for _ in $(seq 50); do [[ -s $tmp/port ]] && break; sleep 0.1; done
+[[ -s $tmp/port ]] || { echo "FAIL: a 4096-byte secret with a newline refused"; fails=$((fails + 1)); }
+kill %1 2>/dev/null; wait 2>/dev/null
+head -c 4097 /dev/zero | tr '\0' 'k' >s4097
+expect 2 "s4097: the secret has more than 4096 bytes; at most 4096" \
+  timeout 10 "$node" --secret-file=s4097
 echo "$fails failure(s)"
 [[ $fails == 0 ]]

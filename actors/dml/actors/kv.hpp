@@ -175,8 +175,9 @@ class KvNode {
 };
 
 /// Checks options (keys > 0, value_len >= 1, block >= 1, timeout > 0):
-/// InvalidArgument; ResourceExhausted where keys x value_len doubles would
-/// not fit this machine's memory (dml::MemoryLimit).
+/// InvalidArgument. (StartLocalGroup and Join also refuse, ResourceExhausted,
+/// values that would not fit this process's memory, dml::MemoryLimit: the
+/// whole store, or the node's home range.)
 absl::Status ValidateKvOptions(const KvOptions& o);
 
 }  // namespace dml

@@ -310,6 +310,12 @@ absl::Status WriteCacheImpl(const Dataset& data, const CacheSource& source,
                       x.values().data(), x.indices().size(), data.y.data(), data.y.size());
   h.header_checksum = HeaderChecksum(h);
 
+  // The cache replaces what is there by rename: only a regular file (or
+  // none), never a device or a directory (as root, /dev/null would go).
+  if (struct stat there {}; ::stat(cache_path.c_str(), &there) == 0 && !S_ISREG(there.st_mode)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(cache_path, ": not a regular file; a cache is not written over it"));
+  }
   std::string tmp_path;
   DML_ASSIGN_OR_RETURN(int raw_fd, CreateTemp(cache_path, &tmp_path));
   Fd fd(raw_fd);

@@ -56,7 +56,10 @@ absl::Status NoNulFrom(std::string_view out, std::size_t from, const std::string
       path, ":", line, ":", col, ": a NUL byte: binary data, not LIBSVM text (read stopped)"));
 }
 
-absl::StatusOr<std::string> ReadRaw(const std::string& path) {
+// `text`: the file is LIBSVM text itself (not compressed): a stream of it is
+// checked for NUL bytes as it arrives (compressed input is checked after
+// decompression: its headers hold NUL bytes).
+absl::StatusOr<std::string> ReadRaw(const std::string& path, bool text) {
   std::FILE* f = std::fopen(path.c_str(), "rb");
   if (f == nullptr) return absl::ErrnoToStatus(errno, path);
   struct stat st {};
@@ -75,7 +78,7 @@ absl::StatusOr<std::string> ReadRaw(const std::string& path) {
     ResizeFresh(&out, static_cast<std::size_t>(st.st_size));
     out.resize(std::fread(out.data(), 1, out.size(), f));
   }
-  const bool stream = !S_ISREG(st.st_mode);
+  const bool stream = text && !S_ISREG(st.st_mode);
   char buf[1 << 16];
   while (!std::ferror(f)) {
     const std::size_t got = std::fread(buf, 1, sizeof buf, f);
@@ -253,7 +256,7 @@ absl::StatusOr<std::string> ReadFileContents(const std::string& path) {
         absl::StrCat(path, ": reading .xz files needs liblzma, and libdml was built without it"));
   }
 #endif
-  auto raw = ReadRaw(path);
+  auto raw = ReadRaw(path, !gz && !bz2 && !xz);
   if (!raw.ok()) return raw.status();
 #if defined(DML_HAVE_ZLIB)
   if (gz) return Gunzip(*raw, path);

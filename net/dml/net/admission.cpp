@@ -86,7 +86,7 @@ absl::StatusOr<std::string> ReadSecretFile(const std::string& path) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": the secret file is a directory"));
   }
   constexpr std::size_t kMax = 4096;
-  std::string s(kMax + 1, '\0');
+  std::string s(kMax + 3, '\0');  // room for a CRLF after the longest secret, and one more
   std::size_t got = 0;
   while (got < s.size()) {
     const ssize_t r = ::read(fd, s.data() + got, s.size() - got);
@@ -101,13 +101,13 @@ absl::StatusOr<std::string> ReadSecretFile(const std::string& path) {
     got += static_cast<std::size_t>(r);
   }
   ::close(fd);
-  if (got > kMax) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": the secret has more than ", kMax, " bytes; at most ", kMax));
-  }
   s.resize(got);
   if (!s.empty() && s.back() == '\n') s.pop_back();
   if (!s.empty() && s.back() == '\r') s.pop_back();
+  if (s.size() > kMax) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": the secret has more than ", kMax, " bytes; at most ", kMax));
+  }
   if (s.empty()) return absl::InvalidArgumentError(absl::StrCat(path, ": the secret is empty"));
   return s;
 }
