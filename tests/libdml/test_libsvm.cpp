@@ -159,6 +159,9 @@ BOOST_AUTO_TEST_CASE(errors_name_line_and_column) {
   };
   const std::vector<Case> cases = {
       {"abc 1:2\n", "t:1:1: expected a numeric label, got \"abc\""},
+      // A NUL byte in a comment, as a stream would stop at it.
+      {std::string("1 1:2 # x\0y\n", 12), "t:1:10: a NUL byte in a comment: binary data, not LIBSVM text"},
+      {std::string("# a\0b\n1 1:2\n", 12), "t:1:4: a NUL byte in a comment: binary data, not LIBSVM text"},
       {"1 2:3\n1 5 6:1\n", "t:2:3: expected ':' after feature index, got \"5\""},
       {"1 2x:3\n", "t:1:3: expected ':' after feature index, got \"2x:3\""},
       {"1 0:1\n", "t:1:3: feature index must be >= 1, got 0"},

@@ -106,9 +106,20 @@ class ChunkParser {
     return best;
   }
 
+  // A comment from `p` to `le`: skipped, unless it holds a NUL byte (binary
+  // data; a stream or decompressed output stops at the same byte).
+  bool SkipComment(const char* lb, const char* p, const char* le, int64_t line) {
+    if (const void* nul = std::memchr(p, '\0', static_cast<std::size_t>(le - p))) {
+      return Fail(lb, static_cast<const char*>(nul), line,
+                  "a NUL byte in a comment: binary data, not LIBSVM text");
+    }
+    return true;
+  }
+
   bool ParseLine(const char* lb, const char* le, int64_t line) {
     const char* p = SkipSpace(lb, le);
-    if (p == le || *p == '#') return true;  // blank or comment line
+    if (p == le) return true;  // blank line
+    if (*p == '#') return SkipComment(lb, p, le, line);
 
     // Label.
     double label = 0;
@@ -149,7 +160,11 @@ class ChunkParser {
     bool unsorted = false;
     while (true) {
       p = SkipSpace(p, le);
-      if (p == le || *p == '#') break;
+      if (p == le) break;
+      if (*p == '#') {
+        if (!SkipComment(lb, p, le, line)) return false;
+        break;
+      }
       const char* tok = p;
       if (!IsDigit(*p)) {
         if (le - p >= 4 && std::memcmp(p, "qid:", 4) == 0) {
