@@ -90,6 +90,9 @@ int main(int argc, char** argv) {
       insecure_open = true;
       continue;
     }
+    if (a.rfind("--insecure-open=", 0) == 0) {
+      return Usage("--insecure-open is a switch: it takes no value, got \"" + a + "\"");
+    }
     const auto eq = a.find('=');
     if (a.rfind("--", 0) != 0 || eq == std::string::npos) {
       return Usage("expected --flag=value, got \"" + a + "\"");
