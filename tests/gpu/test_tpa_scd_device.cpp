@@ -374,11 +374,7 @@ BOOST_AUTO_TEST_CASE(device_local_solver_matches_the_cpu_one_in_cocoa) {
       BOOST_TEST(RelDiff(cd->primal, cc->primal) <= 2e-6);
       // The shared w the rounds built is A^T alpha / (lambda n).
       const std::vector<double> w = dml::PrimalFromDual(data.x, dev.second, spec.lambda);
-      double err = 0, norm = 0;
-      for (std::size_t j = 0; j < w.size(); ++j) {
-        err = std::max(err, std::abs(w[j] - dev.first[j]));
-        norm = std::max(norm, std::abs(w[j]));
-      }
+      const auto [err, norm] = tpa_testing::MaxDiffAndNorm(w, dev.first);
       BOOST_TEST(err <= 1e-9 * norm);
       // Certify on the device = Certify on the CPU at the same alpha and w.
       dml::LocalBlock b1, b2;
@@ -433,11 +429,7 @@ BOOST_AUTO_TEST_CASE(device_primal_local_solver_matches_the_cpu_one_in_cocoa) {
       BOOST_TEST(cd->gap <= 1e-6 * std::abs(cd->primal));
       BOOST_TEST(RelDiff(cd->primal, cc->primal) <= 2e-6);
       const std::vector<double> v = dml::Predict(data.x, dev.second);
-      double err = 0, norm = 0;
-      for (std::size_t i = 0; i < v.size(); ++i) {
-        err = std::max(err, std::abs(v[i] - dev.first[i]));
-        norm = std::max(norm, std::abs(v[i]));
-      }
+      const auto [err, norm] = tpa_testing::MaxDiffAndNorm(v, dev.first);
       BOOST_TEST(err <= 1e-9 * norm);
       dml::LocalBlock b1, b2;
       b1.cols = b2.cols = data.x.Convert();

@@ -59,6 +59,18 @@ inline dml::SolverOptions Tight(dml::SolverKind kind, uint64_t seed = 1) {
 
 inline double RelDiff(double a, double b) { return std::abs(a - b) / std::max(1e-300, std::abs(b)); }
 
+/// max_i |got_i - want_i| and max_i |want_i| (got is want to rounding when
+/// the first is a small multiple of the second).
+inline std::pair<double, double> MaxDiffAndNorm(const std::vector<double>& want,
+                                                const std::vector<double>& got) {
+  double err = 0, norm = 0;
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    err = std::max(err, std::abs(want[i] - got[i]));
+    norm = std::max(norm, std::abs(want[i]));
+  }
+  return {err, norm};
+}
+
 }  // namespace tpa_testing
 
 namespace tpa_testing {

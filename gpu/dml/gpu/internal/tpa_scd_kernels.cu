@@ -989,17 +989,16 @@ std::vector<int64_t> ColumnOffsets(const CsrMatrix& x) {
   return off;
 }
 
-// The layout of TrainTpaScd for `data` and `model` under gpu's budget.
-absl::StatusOr<Layout> LayoutFor(const Dataset& data, const ModelSpec& model,
+// The layout of TrainTpaScd under gpu's budget for n examples and d
+// features whose coordinates' vectors have offsets `off` (rows for a dual
+// model, columns for a primal one).
+absl::StatusOr<Layout> LayoutFor(const std::vector<int64_t>& off, int64_t n, int64_t d, bool dual,
                                  const TpaScdOptions& gpu) {
   absl::StatusOr<int64_t> budget = Budget(gpu);
   if (!budget.ok()) return budget.status();
-  const int64_t n = data.x.rows(), d = data.x.cols();
-  if (FormulationOf(model.kind) == Formulation::kDual) {
-    return PlanLayout(data.x.offsets(), DualState(n, d), *budget, "per-example state", "row");
-  }
-  return PlanLayout(ColumnOffsets(data.x), PrimalState(n, d), *budget,
-                    "per-feature and per-example state", "column");
+  if (dual) return PlanLayout(off, DualState(n, d), *budget, "per-example state", "row");
+  return PlanLayout(off, PrimalState(n, d), *budget, "per-feature and per-example state",
+                    "column");
 }
 
 // A TrainTpaScd run's device memory: its layout, and the caller's scratch
@@ -1011,10 +1010,10 @@ struct RunMemory {
   Place at() const { return Place{stream, arena.get()}; }
 };
 
-absl::StatusOr<RunMemory> PlanRun(const Dataset& data, const ModelSpec& model,
+absl::StatusOr<RunMemory> PlanRun(const std::vector<int64_t>& off, int64_t n, int64_t d, bool dual,
                                   const TpaScdOptions& gpu) {
   RunMemory m;
-  absl::StatusOr<Layout> layout = LayoutFor(data, model, gpu);
+  absl::StatusOr<Layout> layout = LayoutFor(off, n, d, dual, gpu);
   if (!layout.ok()) return layout.status();
   m.layout = *layout;
   m.stream = static_cast<cudaStream_t>(gpu.stream);
@@ -1043,7 +1042,7 @@ absl::StatusOr<TrainResult> RunDual(const Dataset& data, const ModelSpec& model,
   // they are streamed through two buffers that share what is left (Layout).
   // Beside the shared vector, a second d-vector holds w rebuilt from alpha
   // alone for the certificates.
-  absl::StatusOr<RunMemory> memory = PlanRun(data, model, gpu);
+  absl::StatusOr<RunMemory> memory = PlanRun(x.offsets(), n, d, /*dual=*/true, gpu);
   if (!memory.ok()) return memory.status();
   const Place at = memory->at();
   const cudaStream_t stream = at.stream;
@@ -1217,7 +1216,7 @@ absl::StatusOr<TrainResult> RunPrimal(const Dataset& data, const ModelSpec& mode
   // Per-feature (q, w, its saved copy, the gaps) and per-example (y, v, u)
   // state stays resident; the columns too where they fit, else they are
   // streamed through two buffers that share what is left (Layout).
-  absl::StatusOr<RunMemory> memory = PlanRun(data, model, gpu);
+  absl::StatusOr<RunMemory> memory = PlanRun(a.offsets(), n, d, /*dual=*/false, gpu);
   if (!memory.ok()) return memory.status();
   const Place at = memory->at();
   const cudaStream_t stream = at.stream;
@@ -1453,6 +1452,37 @@ __global__ void LocalChangeKernel(const float* y, const double* local, const dou
 // blocks double again.
 constexpr int kLocalRegrow = 8;
 
+// The blocks in flight of a device local solver (dual or primal): halved
+// where a solve's passes overshot (run again), doubled again after
+// kLocalRegrow solves in a row without one, never above the most the
+// device holds for the block.
+class LocalGrid {
+ public:
+  int grid() const { return grid_; }
+  // A new block's most (Init: the start; Reload: capped to it).
+  void SetMax(int max, bool start) {
+    max_ = max;
+    grid_ = start ? max : std::min(grid_, max);
+  }
+  // Whether the passes must run again with fewer blocks (false at one
+  // block: that is sequential, what it gives is the answer).
+  bool Overshot() {
+    if (grid_ == 1) return false;
+    grid_ = std::max(1, grid_ / 2);
+    streak_ = 0;
+    return true;
+  }
+  void Solved() {
+    if (++streak_ >= kLocalRegrow && grid_ < max_) {
+      grid_ = std::min(max_, 2 * grid_);
+      streak_ = 0;
+    }
+  }
+
+ private:
+  int grid_ = 1, max_ = 1, streak_ = 0;
+};
+
 template <class Obj>
 class DeviceDualLocalSolver final : public LocalSolver {
  public:
@@ -1483,7 +1513,7 @@ class DeviceDualLocalSolver final : public LocalSolver {
       while (left > 0) {
         if (interrupt != nullptr && interrupt->load(std::memory_order_relaxed)) break;
         const int64_t count = std::min(left, nk_);
-        LaunchDualEpoch<Obj>(grid_, threads_, nullptr, a,
+        LaunchDualEpoch<Obj>(grid_.grid(), threads_, nullptr, a,
                              MakePermutation(static_cast<uint64_t>(nk_), rng_),
                              static_cast<uint64_t>(count));
         DML_CUDA_RETURN_IF_ERROR(cudaGetLastError());
@@ -1522,19 +1552,14 @@ class DeviceDualLocalSolver final : public LocalSolver {
       constexpr double kEps = 2.220446049250313e-16;
       const double tol = 16.0 * kEps *
                          (change[1] * inv_n + lambda_ * wd_mag + 0.5 * sigma_prime * lambda_ * dd);
-      if ((std::isfinite(gain) && gain >= -tol) || grid_ == 1) break;
-      grid_ = std::max(1, grid_ / 2);
-      streak_ = 0;
+      if ((std::isfinite(gain) && gain >= -tol) || !grid_.Overshot()) break;
     }
     up.nnz_touched = static_cast<int64_t>(static_cast<double>(up.steps) * mean_row_ * 2.0);
     CommitKernel<Obj><<<eval_grid, 256>>>(d_y_.get(), d_local_.get(), d_alpha_.get(), d_da_.get(),
                                           nk_, gamma);
     DML_CUDA_RETURN_IF_ERROR(cudaGetLastError());
     DML_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
-    if (++streak_ >= kLocalRegrow && grid_ < max_grid_) {
-      grid_ = std::min(max_grid_, 2 * grid_);
-      streak_ = 0;
-    }
+    grid_.Solved();
     return up;
   }
 
@@ -1593,8 +1618,7 @@ class DeviceDualLocalSolver final : public LocalSolver {
     host_alpha_.assign(static_cast<std::size_t>(m), 0.0);
     absl::StatusOr<int> grid = GridFor(DualEpochKernelFor<Obj>(threads_), threads_, nk_, gpu_, info_);
     if (!grid.ok()) return grid.status();
-    max_grid_ = *grid;
-    grid_ = std::min(grid_, max_grid_);
+    grid_.SetMax(*grid, /*start=*/false);
     return moved;
   }
 
@@ -1659,7 +1683,7 @@ class DeviceDualLocalSolver final : public LocalSolver {
     threads_ = ThreadsFor(nnz, nk_);
     absl::StatusOr<int> grid = GridFor(DualEpochKernelFor<Obj>(threads_), threads_, nk_, gpu, info_);
     if (!grid.ok()) return grid.status();
-    grid_ = max_grid_ = *grid;
+    grid_.SetMax(*grid, /*start=*/true);
     return absl::OkStatus();
   }
 
@@ -1672,7 +1696,8 @@ class DeviceDualLocalSolver final : public LocalSolver {
   std::mt19937_64 rng_;
   int64_t nk_ = 0, d_ = 0;
   double inv_ln_ = 0.0, lambda_ = 0.0, mean_row_ = 0.0;
-  int threads_ = 32, grid_ = 1, max_grid_ = 1, streak_ = 0;
+  int threads_ = 32;
+  LocalGrid grid_;
   std::vector<float> y_;
   std::vector<int64_t> host_off_;  // the held block's row offsets (Reload)
   TpaScdOptions gpu_;
@@ -1787,9 +1812,10 @@ class DevicePrimalLocalSolver final : public LocalSolver {
         const int64_t count = std::min(left, dk_);
         const Permutation perm = MakePermutation(static_cast<uint64_t>(dk_), rng_);
         if constexpr (kModel == 0) {
-          SquaredEpochKernel<Obj><<<grid_, threads_>>>(a, obj, perm, static_cast<uint64_t>(count));
+          SquaredEpochKernel<Obj><<<grid_.grid(), threads_>>>(a, obj, perm,
+                                                              static_cast<uint64_t>(count));
         } else {
-          LogisticL1EpochKernel<<<grid_, threads_>>>(a, model_.lambda, perm,
+          LogisticL1EpochKernel<<<grid_.grid(), threads_>>>(a, model_.lambda, perm,
                                                      static_cast<uint64_t>(count));
         }
         DML_CUDA_RETURN_IF_ERROR(cudaGetLastError());
@@ -1816,9 +1842,7 @@ class DevicePrimalLocalSolver final : public LocalSolver {
       const double rise = change[0] * inv_n_ / sigma_prime + change[2];
       constexpr double kEps = 2.220446049250313e-16;
       const double tol = 16.0 * kEps * (change[1] * inv_n_ / sigma_prime + change[3]);
-      if ((std::isfinite(rise) && rise <= tol) || grid_ == 1) break;
-      grid_ = std::max(1, grid_ / 2);
-      streak_ = 0;
+      if ((std::isfinite(rise) && rise <= tol) || !grid_.Overshot()) break;
     }
     if (auto st = Download(up.delta_shared, d_delta_, static_cast<std::size_t>(n_)); !st.ok()) {
       return st;
@@ -1827,10 +1851,7 @@ class DevicePrimalLocalSolver final : public LocalSolver {
     PrimalCommitKernel<<<eval_grid, 256>>>(d_w_.get(), d_dw_.get(), dk_, gamma);
     DML_CUDA_RETURN_IF_ERROR(cudaGetLastError());
     DML_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
-    if (++streak_ >= kLocalRegrow && grid_ < max_grid_) {
-      grid_ = std::min(max_grid_, 2 * grid_);
-      streak_ = 0;
-    }
+    grid_.Solved();
     return up;
   }
 
@@ -1945,8 +1966,7 @@ class DevicePrimalLocalSolver final : public LocalSolver {
       }
     }();
     if (!grid.ok()) return grid.status();
-    max_grid_ = *grid;
-    grid_ = std::min(grid_, max_grid_);
+    grid_.SetMax(*grid, /*start=*/false);
     return moved;
   }
 
@@ -1995,7 +2015,7 @@ class DevicePrimalLocalSolver final : public LocalSolver {
       }
     }();
     if (!grid.ok()) return grid.status();
-    grid_ = max_grid_ = *grid;
+    grid_.SetMax(*grid, /*start=*/true);
     return absl::OkStatus();
   }
 
@@ -2009,7 +2029,8 @@ class DevicePrimalLocalSolver final : public LocalSolver {
   ModelSpec model_;
   int64_t n_ = 0, dk_ = 0, loss_begin_ = 0, loss_end_ = 0;
   double inv_n_ = 0.0, mean_col_ = 0.0;
-  int threads_ = 32, grid_ = 1, max_grid_ = 1, streak_ = 0;
+  int threads_ = 32;
+  LocalGrid grid_;
   std::vector<float> y_;
   std::vector<int64_t> host_off_;  // the held block's column offsets (Reload)
   TpaScdOptions gpu_;
@@ -2078,7 +2099,11 @@ absl::StatusOr<int64_t> ScratchBytesCuda(const Dataset& data, const ModelSpec& m
   absl::StatusOr<DeviceInfo> info = QueryDeviceCuda(gpu.device);
   if (!info.ok()) return info.status();
   DML_CUDA_RETURN_IF_ERROR(cudaSetDevice(gpu.device));
-  absl::StatusOr<Layout> layout = LayoutFor(data, model, gpu);
+  // Primal: the CSC offsets alone (column counts), not the CSC a run builds.
+  const bool dual = FormulationOf(model.kind) == Formulation::kDual;
+  const int64_t n = data.x.rows(), d = data.x.cols();
+  absl::StatusOr<Layout> layout = dual ? LayoutFor(data.x.offsets(), n, d, true, gpu)
+                                       : LayoutFor(ColumnOffsets(data.x), n, d, false, gpu);
   if (!layout.ok()) return layout.status();
   return layout->total();
 }
