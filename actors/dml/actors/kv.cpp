@@ -23,7 +23,6 @@
 #include <caf/skip.hpp>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "dml/actors/internal/kv_core.hpp"
 #include "dml/net/admission.hpp"
 #include "dml/actors/network.hpp"
@@ -184,22 +183,6 @@ std::unique_ptr<KvNode::Impl> MakeImpl(std::shared_ptr<detail::kv_group> group,
 
 }  // namespace
 
-namespace {
-
-// Whether `keys` keys of the options' value_len doubles fit this process
-// (dml::MemoryLimit), or ResourceExhausted naming `who`: allocation would
-// otherwise abort on bad_alloc.
-absl::Status CheckStoreMemory(const KvOptions& o, int64_t keys, const char* who) {
-  const double need = static_cast<double>(keys) * static_cast<double>(o.value_len) * 8.0;
-  const int64_t limit = MemoryLimit();
-  if (need <= static_cast<double>(limit)) return absl::OkStatus();
-  return absl::ResourceExhaustedError(absl::StrFormat(
-      "%s: %d keys of %d doubles need %.3g GiB, more than the %.3g GiB of memory here", who, keys,
-      o.value_len, need / (1 << 30), static_cast<double>(limit) / (1 << 30)));
-}
-
-}  // namespace
-
 absl::Status ValidateKvOptions(const KvOptions& o) {
   if (o.keys <= 0) return absl::InvalidArgumentError(absl::StrCat("KvOptions.keys: ", o.keys, " <= 0"));
   if (o.value_len < 1) {
@@ -236,7 +219,8 @@ absl::StatusOr<std::vector<std::unique_ptr<KvNode>>> KvNode::StartLocalGroup(
   DML_RETURN_IF_ERROR(ValidateKvOptions(options));
   if (nodes < 1) return absl::InvalidArgumentError(absl::StrCat("nodes: ", nodes, " < 1"));
   // All of the group lives in this process.
-  DML_RETURN_IF_ERROR(CheckStoreMemory(options, options.keys, "a key-value group in one process"));
+  DML_RETURN_IF_ERROR(CheckModelMemory(options.keys, options.value_len, 0,
+                                       "a key-value group in one process", VectorOrigin::kKeys));
   auto group = std::make_shared<detail::kv_group>(threads);
   std::vector<std::unique_ptr<Impl>> impls;
   for (int r = 0; r < nodes; ++r) impls.push_back(MakeImpl(group, options, r, nodes));
@@ -263,9 +247,9 @@ absl::StatusOr<std::unique_ptr<KvNode>> KvNode::Join(const KvOptions& options, i
   }
   // This process holds its home range (other nodes' keys come and go).
   const int64_t blocks = (options.keys + options.block - 1) / options.block;
-  DML_RETURN_IF_ERROR(CheckStoreMemory(
-      options, std::min(options.keys, (blocks + nodes - 1) / nodes * options.block),
-      "a key-value node's home range"));
+  DML_RETURN_IF_ERROR(CheckModelMemory(
+      std::min(options.keys, (blocks + nodes - 1) / nodes * options.block), options.value_len, 0,
+      "a key-value node's home range", VectorOrigin::kKeys));
   std::vector<std::pair<std::string, uint16_t>> addr;
   for (std::size_t i = 0; i < peers.size(); ++i) {
     auto hp = actors::ParseHostPort(peers[i]);

@@ -55,6 +55,11 @@ absl::Status CheckModelMemory(int64_t d, int64_t vectors, int64_t extra_bytes,
   const int64_t limit = MemoryLimit();
   if (need <= static_cast<double>(limit)) return absl::OkStatus();
   const bool features = origin == VectorOrigin::kFeatures;
+  if (origin == VectorOrigin::kKeys) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        AsAbsl(who), ": ", d, " keys of ", vectors, " doubles need about ", GiB(need),
+        ", more than the ", GiB(static_cast<double>(limit)), " of memory here"));
+  }
   return absl::ResourceExhaustedError(absl::StrCat(
       origin == VectorOrigin::kExamples ? "the shared vector has " : "the model has ", d,
       origin == VectorOrigin::kExamples ? " entries (one per example)" : " weights",

@@ -14,6 +14,7 @@ enum class VectorOrigin {
   kFeatures,   ///< the data's largest feature index + 1 (a model's weights)
   kModelFile,  ///< a model file's feature count
   kExamples,   ///< the number of examples (a vector of predictions)
+  kKeys,       ///< a key-value store's keys (`vectors` = doubles per key)
 };
 
 /// Whether `vectors` vectors of `d` doubles, plus `extra_bytes`, fit in this
