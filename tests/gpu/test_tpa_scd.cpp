@@ -19,7 +19,7 @@ BOOST_AUTO_TEST_CASE(twin_reaches_sequential_scds_optimum_for_every_model) {
   for (dml::ModelKind kind : tpa_testing::AllModels()) {
     BOOST_TEST_CONTEXT("model " << dml::ModelName(kind)) {
       const dml::Dataset data = tpa_testing::Problem(kind);
-      const dml::ModelSpec spec = tpa_testing::Spec(kind);
+      const dml::ModelSpec spec = tpa_testing::Spec(kind, data);
       auto ref = dml::Train(data, spec, tpa_testing::Tight(dml::SolverKind::kScd));
       BOOST_REQUIRE_MESSAGE(ref.ok(), ref.status().ToString());
       BOOST_REQUIRE((ref->reason == dml::StopReason::kConverged));
@@ -46,7 +46,7 @@ BOOST_AUTO_TEST_CASE(no_device_is_an_error_that_names_it) {
   const dml::Dataset data = tpa_testing::Problem(dml::ModelKind::kRidge, 200, 20);
   dml::gpu::TpaScdOptions gpu;
   gpu.device = 4096;  // no machine has this many
-  auto r = dml::gpu::TrainTpaScd(data, tpa_testing::Spec(dml::ModelKind::kRidge),
+  auto r = dml::gpu::TrainTpaScd(data, tpa_testing::Spec(dml::ModelKind::kRidge, data),
                                  tpa_testing::Tight(dml::SolverKind::kTpaScd), gpu);
   BOOST_REQUIRE(!r.ok());
   BOOST_TEST((r.status().code() == absl::StatusCode::kUnavailable));
@@ -63,20 +63,20 @@ BOOST_AUTO_TEST_CASE(no_device_is_an_error_that_names_it) {
   }
   // dml::gpu::Train takes the same path; dml::Train refuses the kind.
   dml::SolverOptions o = tpa_testing::Tight(dml::SolverKind::kTpaScd);
-  auto via = dml::gpu::Train(data, tpa_testing::Spec(dml::ModelKind::kRidge), o, gpu);
+  auto via = dml::gpu::Train(data, tpa_testing::Spec(dml::ModelKind::kRidge, data), o, gpu);
   BOOST_TEST(via.status().message() == r.status().message());
-  auto core = dml::Train(data, tpa_testing::Spec(dml::ModelKind::kRidge), o);
+  auto core = dml::Train(data, tpa_testing::Spec(dml::ModelKind::kRidge, data), o);
   BOOST_TEST(core.status().message() ==
              "solver tpa-scd runs through dml::gpu::Train (dml/gpu/tpa_scd.hpp, library "
              "dml::gpu); dml::Train has no GPU solver");
   // Bad input is reported before any device question.
-  dml::ModelSpec bad = tpa_testing::Spec(dml::ModelKind::kRidge);
+  dml::ModelSpec bad = tpa_testing::Spec(dml::ModelKind::kRidge, data);
   bad.lambda = -1;
   auto invalid = dml::gpu::TrainTpaScd(data, bad, o, gpu);
   BOOST_TEST((invalid.status().code() == absl::StatusCode::kInvalidArgument));
   gpu.device = 0;
   gpu.memory_budget_bytes = -5;
-  auto negative = dml::gpu::TrainTpaScd(data, tpa_testing::Spec(dml::ModelKind::kRidge), o, gpu);
+  auto negative = dml::gpu::TrainTpaScd(data, tpa_testing::Spec(dml::ModelKind::kRidge, data), o, gpu);
   BOOST_TEST(negative.status().message() ==
              "tpa-scd options must be >= 0: memory_budget_bytes -5, max_blocks 0, twin_threads 0, "
              "scratch_bytes 0");
@@ -86,7 +86,7 @@ BOOST_AUTO_TEST_CASE(no_device_is_an_error_that_names_it) {
 // question, TrainTpaScd's alone, and the size query needs a device.
 BOOST_AUTO_TEST_CASE(scratch_and_stream_options_are_checked_first) {
   const dml::Dataset data = tpa_testing::Problem(dml::ModelKind::kHingeSvm, 200, 20);
-  const dml::ModelSpec spec = tpa_testing::Spec(dml::ModelKind::kHingeSvm);
+  const dml::ModelSpec spec = tpa_testing::Spec(dml::ModelKind::kHingeSvm, data);
   const dml::SolverOptions o = tpa_testing::Tight(dml::SolverKind::kTpaScd);
   dml::gpu::TpaScdOptions gpu;
   gpu.device = 4096;
@@ -130,7 +130,7 @@ BOOST_AUTO_TEST_CASE(scratch_and_stream_options_are_checked_first) {
 
 BOOST_AUTO_TEST_CASE(allowed_fallback_runs_the_twin_and_says_why_once) {
   const dml::Dataset data = tpa_testing::Problem(dml::ModelKind::kLogisticL2, 500, 50);
-  const dml::ModelSpec spec = tpa_testing::Spec(dml::ModelKind::kLogisticL2);
+  const dml::ModelSpec spec = tpa_testing::Spec(dml::ModelKind::kLogisticL2, data);
   dml::gpu::TpaScdOptions gpu;
   gpu.device = 4096;
   gpu.allow_fallback = true;
@@ -162,7 +162,7 @@ BOOST_AUTO_TEST_CASE(allowed_fallback_runs_the_twin_and_says_why_once) {
 
 BOOST_AUTO_TEST_CASE(local_solver_without_a_device_is_an_error_or_the_cpu_one) {
   const dml::Dataset data = tpa_testing::Problem(dml::ModelKind::kHingeSvm, 1000, 50);
-  const dml::ModelSpec spec = tpa_testing::Spec(dml::ModelKind::kHingeSvm);
+  const dml::ModelSpec spec = tpa_testing::Spec(dml::ModelKind::kHingeSvm, data);
   auto block_of = [&] {
     dml::LocalBlock b;
     b.rows = data.x;
@@ -199,7 +199,7 @@ BOOST_AUTO_TEST_CASE(local_solver_without_a_device_is_an_error_or_the_cpu_one) {
   BOOST_TEST(via.second == cpu.second);
   // Primal blocks the same way: bad input first, then the device's error, or
   // the CPU local solver and one line.
-  const dml::ModelSpec l1 = tpa_testing::Spec(dml::ModelKind::kLogisticL1);
+  const dml::ModelSpec l1 = tpa_testing::Spec(dml::ModelKind::kLogisticL1, data);
   dml::gpu::TpaScdOptions plain;
   plain.device = 4096;
   dml::LocalBlock cols;
@@ -242,7 +242,7 @@ BOOST_AUTO_TEST_CASE(primal_cocoa_through_the_fallback_reaches_the_optimum) {
                               dml::ModelKind::kLogisticL1}) {
     BOOST_TEST_CONTEXT("model " << dml::ModelName(kind)) {
       const dml::Dataset data = tpa_testing::Problem(kind, 3000, 300);
-      const dml::ModelSpec spec = tpa_testing::Spec(kind);
+      const dml::ModelSpec spec = tpa_testing::Spec(kind, data);
       dml::gpu::TpaScdOptions gpu;
       gpu.device = 4096;
       gpu.allow_fallback = true;

@@ -41,7 +41,7 @@ BOOST_AUTO_TEST_CASE(gpu_matches_the_twin_for_every_model_over_five_runs) {
   for (dml::ModelKind kind : tpa_testing::AllModels()) {
     BOOST_TEST_CONTEXT("model " << dml::ModelName(kind)) {
       const dml::Dataset data = tpa_testing::Problem(kind, 20000, 2000);
-      const dml::ModelSpec spec = tpa_testing::Spec(kind);
+      const dml::ModelSpec spec = tpa_testing::Spec(kind, data);
       dml::gpu::TpaScdOptions gpu;
       gpu.twin_threads = 4;
       dml::SolverOptions tight = tpa_testing::Tight(dml::SolverKind::kTpaScd);
@@ -103,7 +103,7 @@ BOOST_AUTO_TEST_CASE(dense_and_duplicated_columns_do_not_diverge) {
                                           std::move(val));
       BOOST_REQUIRE(x.ok());
       dml::Dataset data{*std::move(x), base.y, base.task, {}};
-      const dml::ModelSpec spec = tpa_testing::Spec(kind);
+      const dml::ModelSpec spec = tpa_testing::Spec(kind, data);
       dml::SolverOptions o = tpa_testing::Tight(dml::SolverKind::kTpaScd);
       o.stop.gap_rel = 1e-6;
       auto r = dml::gpu::TrainTpaScd(data, spec, o);
@@ -122,7 +122,7 @@ BOOST_AUTO_TEST_CASE(dense_and_duplicated_columns_do_not_diverge) {
 BOOST_AUTO_TEST_CASE(over_the_memory_budget_is_an_error_or_a_logged_fallback) {
   if (!HaveDevice()) return;
   const dml::Dataset data = tpa_testing::Problem(dml::ModelKind::kRidge, 2000, 100);
-  const dml::ModelSpec spec = tpa_testing::Spec(dml::ModelKind::kRidge);
+  const dml::ModelSpec spec = tpa_testing::Spec(dml::ModelKind::kRidge, data);
   dml::gpu::TpaScdOptions gpu;
   gpu.memory_budget_bytes = 1000;
   auto r = dml::gpu::TrainTpaScd(data, spec, tpa_testing::Tight(dml::SolverKind::kTpaScd), gpu);
@@ -149,7 +149,7 @@ BOOST_AUTO_TEST_CASE(over_the_memory_budget_is_an_error_or_a_logged_fallback) {
   const dml::Dataset reg = tpa_testing::Problem(dml::ModelKind::kLasso, 2000, 100);
   dml::gpu::TpaScdOptions small;
   small.memory_budget_bytes = 1000;
-  auto lasso = dml::gpu::TrainTpaScd(reg, tpa_testing::Spec(dml::ModelKind::kLasso),
+  auto lasso = dml::gpu::TrainTpaScd(reg, tpa_testing::Spec(dml::ModelKind::kLasso, reg),
                                      tpa_testing::Tight(dml::SolverKind::kTpaScd), small);
   BOOST_TEST((lasso.status().code() == absl::StatusCode::kResourceExhausted));
   // y; q, w, its saved copy, the gaps per feature; v, u; the sums.
@@ -173,7 +173,7 @@ BOOST_AUTO_TEST_CASE(streamed_rows_and_columns_reach_the_resident_optimum) {
       const bool dual = dml::FormulationOf(kind) == dml::Formulation::kDual;
       const dml::Dataset data = dual ? tpa_testing::Problem(kind, 30000, 1000)
                                      : tpa_testing::Problem(kind, 20000, 3000);
-      const dml::ModelSpec spec = tpa_testing::Spec(kind);
+      const dml::ModelSpec spec = tpa_testing::Spec(kind, data);
       const int64_t n = data.x.rows(), d = data.x.cols();
       const int64_t state = dual ? n * 36 + d * 8 + 64 : d * 32 + n * 20 + 64;
       const int64_t vectors =
@@ -211,7 +211,7 @@ BOOST_AUTO_TEST_CASE(callers_stream_and_scratch_hold_the_run) {
   for (dml::ModelKind kind : {dml::ModelKind::kHingeSvm, dml::ModelKind::kLasso}) {
     BOOST_TEST_CONTEXT("model " << dml::ModelName(kind)) {
       const dml::Dataset data = tpa_testing::Problem(kind, 20000, 1000);
-      const dml::ModelSpec spec = tpa_testing::Spec(kind);
+      const dml::ModelSpec spec = tpa_testing::Spec(kind, data);
       const dml::SolverOptions tight = tpa_testing::Tight(dml::SolverKind::kTpaScd);
       auto own = dml::gpu::TrainTpaScd(data, spec, tight, {});
       BOOST_REQUIRE_MESSAGE(own.ok(), own.status().ToString());
@@ -260,7 +260,7 @@ BOOST_AUTO_TEST_CASE(callers_stream_and_scratch_hold_the_run) {
 BOOST_AUTO_TEST_CASE(primal_paths_on_a_small_problem) {
   if (!HaveDevice()) return;
   const dml::Dataset data = tpa_testing::Problem(dml::ModelKind::kLasso, 400, 120);
-  const dml::ModelSpec spec = tpa_testing::Spec(dml::ModelKind::kLasso);
+  const dml::ModelSpec spec = tpa_testing::Spec(dml::ModelKind::kLasso, data);
   dml::SolverOptions o = tpa_testing::Tight(dml::SolverKind::kTpaScd);
   auto resident = dml::gpu::TrainTpaScd(data, spec, o, {});
   BOOST_REQUIRE_MESSAGE(resident.ok(), resident.status().ToString());
@@ -286,7 +286,7 @@ BOOST_AUTO_TEST_CASE(primal_paths_on_a_small_problem) {
   // CoCoA+ over 2 column blocks, then block 0 reloaded with half its
   // columns kept and the other block's first columns new.
   dml::gpu::TpaScdOptions gpu;
-  auto run = tpa_testing::RunCocoaPrimal(data, 2, 3 * tpa_testing::kPrimalCocoaRounds,
+  auto run = tpa_testing::RunCocoaPrimal(data, 2, tpa_testing::kPrimalCocoaRounds,
                                          [&](dml::LocalBlock b, uint64_t seed) {
                                            return dml::gpu::MakeTpaScdLocalSolver(std::move(b), spec,
                                                                                   seed, gpu);
@@ -332,7 +332,7 @@ BOOST_AUTO_TEST_CASE(primal_paths_on_a_small_problem) {
 BOOST_AUTO_TEST_CASE(one_block_in_flight_is_sequential) {
   if (!HaveDevice()) return;
   const dml::Dataset data = tpa_testing::Problem(dml::ModelKind::kHingeSvm, 2000, 100);
-  const dml::ModelSpec spec = tpa_testing::Spec(dml::ModelKind::kHingeSvm);
+  const dml::ModelSpec spec = tpa_testing::Spec(dml::ModelKind::kHingeSvm, data);
   dml::gpu::TpaScdOptions gpu;
   gpu.max_blocks = 1;
   auto r = dml::gpu::TrainTpaScd(data, spec, tpa_testing::Tight(dml::SolverKind::kTpaScd), gpu);
@@ -351,7 +351,7 @@ BOOST_AUTO_TEST_CASE(device_local_solver_matches_the_cpu_one_in_cocoa) {
                               dml::ModelKind::kHingeSvm, dml::ModelKind::kSquaredHingeSvm}) {
     BOOST_TEST_CONTEXT("model " << dml::ModelName(kind)) {
       const dml::Dataset data = tpa_testing::Problem(kind, 20000, 500);
-      const dml::ModelSpec spec = tpa_testing::Spec(kind);
+      const dml::ModelSpec spec = tpa_testing::Spec(kind, data);
       dml::gpu::TpaScdOptions gpu;
       std::vector<std::string> lines;
       gpu.log = [&](std::string_view l) { lines.emplace_back(l); };
@@ -406,7 +406,7 @@ BOOST_AUTO_TEST_CASE(device_primal_local_solver_matches_the_cpu_one_in_cocoa) {
                               dml::ModelKind::kLogisticL1}) {
     BOOST_TEST_CONTEXT("model " << dml::ModelName(kind)) {
       const dml::Dataset data = tpa_testing::Problem(kind, 20000, 1500);
-      const dml::ModelSpec spec = tpa_testing::Spec(kind);
+      const dml::ModelSpec spec = tpa_testing::Spec(kind, data);
       dml::gpu::TpaScdOptions gpu;
       std::vector<std::string> lines;
       gpu.log = [&](std::string_view l) { lines.emplace_back(l); };
@@ -464,7 +464,7 @@ BOOST_AUTO_TEST_CASE(duhl_on_the_device_reaches_the_twins_optimum) {
   for (dml::ModelKind kind : {dml::ModelKind::kHingeSvm, dml::ModelKind::kLogisticL2,
                               dml::ModelKind::kLasso}) {
     const dml::Dataset data = tpa_testing::Problem(kind, 3000, 300);
-    const dml::ModelSpec spec = tpa_testing::Spec(kind);
+    const dml::ModelSpec spec = tpa_testing::Spec(kind, data);
     dml::SolverOptions o;
     o.stop.gap_rel = 1e-7;
     o.stop.max_epochs = 3000;

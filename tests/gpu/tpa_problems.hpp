@@ -39,11 +39,31 @@ inline dml::Dataset Problem(dml::ModelKind kind, int64_t rows = 3000, int64_t co
   return std::move(d->data);
 }
 
-inline dml::ModelSpec Spec(dml::ModelKind kind) {
+/// lambda_max of an L1 model on `data`: max_j |a_j^T f'(0)| / n, the smallest
+/// lambda whose optimum is w = 0 (before elastic net's l1_ratio).
+inline double L1LambdaMax(const dml::Dataset& data, dml::ModelKind kind) {
+  // f'(0) per example: -y for the squared loss, -y/2 for the logistic loss.
+  const double slope = kind == dml::ModelKind::kLogisticL1 ? 0.5 : 1.0;
+  std::vector<double> g(static_cast<std::size_t>(data.x.cols()), 0.0);
+  for (int64_t i = 0; i < data.x.rows(); ++i) {
+    const dml::SparseView r = data.x.outer(i);
+    for (std::size_t k = 0; k < r.size; ++k) g[r.index[k]] += r.value[k] * data.y[i] * slope;
+  }
+  double m = 0.0;
+  for (double x : g) m = std::max(m, std::abs(x));
+  return m / static_cast<double>(data.x.rows());
+}
+
+/// The model of `kind` the tests train on `data`: lambda 1e-3 for the dual
+/// models; a tenth of lambda_max for the primal ones, so that their optimum
+/// is neither w = 0 (certified before any step) nor dense.
+inline dml::ModelSpec Spec(dml::ModelKind kind, const dml::Dataset& data) {
   dml::ModelSpec m;
   m.kind = kind;
-  m.lambda = dml::FormulationOf(kind) == dml::Formulation::kPrimal ? 2e-3 : 1e-3;
   m.l1_ratio = kind == dml::ModelKind::kElasticNet ? 0.5 : 1.0;
+  m.lambda = dml::FormulationOf(kind) == dml::Formulation::kPrimal
+                 ? 0.1 * L1LambdaMax(data, kind) / m.l1_ratio
+                 : 1e-3;
   return m;
 }
 
@@ -120,7 +140,7 @@ namespace tpa_testing {
 
 /// Rounds of RunCocoaPrimal over 3 blocks that reach a relative gap of 1e-6
 /// on Problem's primal models with exact (sequential) local solvers.
-constexpr int kPrimalCocoaRounds = 60;
+constexpr int kPrimalCocoaRounds = 150;
 
 /// CoCoA+ (adding) for a primal model over K column blocks of `data` with
 /// the local solvers `make` returns, `rounds` rounds of one local epoch

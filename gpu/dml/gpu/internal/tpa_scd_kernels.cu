@@ -1117,10 +1117,26 @@ absl::StatusOr<TrainResult> RunDual(const Dataset& data, const ModelSpec& model,
     return c;
   };
 
+  // The evaluation's sums against the shared w: losses, conjugates, gaps, ||w||^2.
+  double sums[4];
+  auto measure = [&]() -> absl::Status {
+    DML_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(d_sums.get(), 0, 4 * sizeof(double), stream));
+    if (auto s = rows.ForEach(args, nullptr, gap); !s.ok()) return s;
+    SquaredNormKernel<<<eval_grid, 256, 0, stream>>>(d_w.get(), d, d_sums.get() + 3);
+    DML_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+    DML_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(sums, d_sums.get(), sizeof sums, cudaMemcpyDeviceToHost, stream));
+    DML_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+    return absl::OkStatus();
+  };
+
   TrainResult r;
   r.threads = 1;
   Loop loop{options};
-  double last_dual = -std::numeric_limits<double>::infinity();
+  // The first epoch is judged against the starting point's dual: against
+  // -inf, one whose stale steps overshot far would be kept and saved.
+  if (auto s = measure(); !s.ok()) return s;
+  double last_dual = sums[1] * inv_n - 0.5 * model.lambda * sums[3];
   double slack = 1.0;  // tightened when the exact certificate disagrees
   std::optional<Certificate> final_certificate;
   StopReason why = StopReason::kMaxEpochs;
@@ -1129,14 +1145,7 @@ absl::StatusOr<TrainResult> RunDual(const Dataset& data, const ModelSpec& model,
     ++loop.epoch;
     if (!loop.EvaluateNow()) continue;
 
-    DML_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(d_sums.get(), 0, 4 * sizeof(double), stream));
-    if (auto s = rows.ForEach(args, nullptr, gap); !s.ok()) return s;
-    SquaredNormKernel<<<eval_grid, 256, 0, stream>>>(d_w.get(), d, d_sums.get() + 3);
-    DML_CUDA_RETURN_IF_ERROR(cudaGetLastError());
-    double sums[4];
-    DML_CUDA_RETURN_IF_ERROR(
-        cudaMemcpyAsync(sums, d_sums.get(), sizeof sums, cudaMemcpyDeviceToHost, stream));
-    DML_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+    if (auto s = measure(); !s.ok()) return s;
     const double half_norm = 0.5 * model.lambda * sums[3];
     Progress p;
     p.round = loop.epoch;
@@ -1253,7 +1262,6 @@ absl::StatusOr<TrainResult> RunPrimal(const Dataset& data, const ModelSpec& mode
   r.threads = 1;
   Loop loop{options};
   std::mt19937_64 rng(options.seed);
-  double last_primal = std::numeric_limits<double>::infinity();
   double slack = 1.0;
   StopReason why = StopReason::kMaxEpochs;
   auto epoch = [&](const PrimalArgs& c, int64_t, int64_t count, cudaStream_t st) {
@@ -1268,19 +1276,29 @@ absl::StatusOr<TrainResult> RunPrimal(const Dataset& data, const ModelSpec& mode
     PrimalColumnKernel<Obj><<<eval_grid, threads, 0, st>>>(c, obj, d_u.get(), d_sums.get(),
                                                            d_cg.get() + j0);
   };
+  // The evaluation's sums against the shared v: losses, regularizer, gaps.
+  double sums[4];
+  auto measure = [&]() -> absl::Status {
+    DML_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(d_sums.get(), 0, 4 * sizeof(double), stream));
+    PrimalRowKernel<Obj><<<eval_grid, 256, 0, stream>>>(args, d_u.get(), d_sums.get(), 0, n);
+    DML_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+    if (auto s = cols.ForEach(args, nullptr, gaps); !s.ok()) return s;
+    DML_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(sums, d_sums.get(), sizeof sums, cudaMemcpyDeviceToHost, stream));
+    DML_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+    return absl::OkStatus();
+  };
+  // The first epoch is judged against the starting point's primal: against
+  // +inf, one whose stale steps overshot far (news20's lasso went to 1e45)
+  // would be kept and saved, and the run would descend from there.
+  if (auto s = measure(); !s.ok()) return s;
+  double last_primal = sums[0] * inv_n + sums[1];
   while (!loop.Stop(&why)) {
     if (auto s = cols.ForEach(args, &rng, epoch); !s.ok()) return s;
     ++loop.epoch;
     if (!loop.EvaluateNow()) continue;
 
-    DML_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(d_sums.get(), 0, 4 * sizeof(double), stream));
-    PrimalRowKernel<Obj><<<eval_grid, 256, 0, stream>>>(args, d_u.get(), d_sums.get(), 0, n);
-    DML_CUDA_RETURN_IF_ERROR(cudaGetLastError());
-    if (auto s = cols.ForEach(args, nullptr, gaps); !s.ok()) return s;
-    double sums[4];
-    DML_CUDA_RETURN_IF_ERROR(
-        cudaMemcpyAsync(sums, d_sums.get(), sizeof sums, cudaMemcpyDeviceToHost, stream));
-    DML_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+    if (auto s = measure(); !s.ok()) return s;
     Progress p;
     p.round = loop.epoch;
     p.epochs = loop.epoch;
