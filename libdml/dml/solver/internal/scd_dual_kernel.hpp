@@ -481,7 +481,9 @@ TrainResult DriveDualScd(const SolverOptions& opt, double lambda, int64_t n, Eng
   const double half_life = 4.0 * static_cast<double>(std::max<int64_t>(1, eng.Nnz()));
   double kappa_cal = kKappa0;
   double work_since_cert = 0.0;
-  double last_dual = -std::numeric_limits<double>::infinity();
+  // The first certificate is judged against the starting dual (exact here):
+  // against -inf, stale first-epoch steps that overshot below it would pass.
+  double last_dual = negconj_sum * inv_n - 0.5 * lambda * wsq;
   for (;;) {
     if (auto r = checker.BeforeEpoch(epoch + 1)) {
       reason = *r;
