@@ -13,7 +13,7 @@
 //              [--selections sequential,gap,random,gap-greedy] FILE.svm ...
 //
 // --tpa-scd: the device is the GPU (dml::gpu::MakeTpaScdLocalSolver, the
-// block kept there between rounds; dual models); bytes are then what it
+// block kept there between rounds; every model); bytes are then what it
 // copied.
 //
 // lasso's lambda defaults to 1e-2 of lambda_max = ||A^T y||_inf / n (a
