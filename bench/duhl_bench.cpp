@@ -8,7 +8,7 @@
 // gap) to a CSV for bench/duhl_plot.py.
 //
 //   duhl_bench [--models lasso,svm] [--budgets 0.1,0.25] [--gap 1e-4]
-//              [--seconds 120] [--gap-threads 1] [--lasso-lambda L]
+//              [--seconds 120] [--gap-threads 1] [--passes 5] [--eval-every 10] [--lasso-lambda L]
 //              [--gen-rows N] [--csv FILE] [--tpa-scd]
 //              [--selections sequential,gap,random,gap-greedy] FILE.svm ...
 //
@@ -57,6 +57,8 @@ int main(int argc, char** argv) {
   std::vector<double> budgets = {0.1, 0.25};
   double gap = 1e-4, seconds = 120, lasso_fraction = 1e-2;
   int gap_threads = 1;
+  double passes = 5;
+  int eval_every = 10;
   int64_t gen_rows = 0;
   std::string csv = "duhl_bench.csv";
   bool on_gpu = false;
@@ -80,6 +82,8 @@ int main(int argc, char** argv) {
     } else if (a == "--gap") gap = std::atof(next().c_str());
     else if (a == "--seconds") seconds = std::atof(next().c_str());
     else if (a == "--gap-threads") gap_threads = std::atoi(next().c_str());
+    else if (a == "--passes") passes = std::atof(next().c_str());
+    else if (a == "--eval-every") eval_every = std::atoi(next().c_str());
     else if (a == "--lasso-lambda") lasso_fraction = std::atof(next().c_str());
     else if (a == "--gen-rows") gen_rows = std::atoll(next().c_str());
     else if (a == "--selections") {
@@ -150,11 +154,12 @@ int main(int argc, char** argv) {
           o.stop.max_epochs = 100000;
           o.stop.max_seconds = seconds;
           o.seed = 1;
-          o.eval_every = 10;  // and whenever the gap memory says the target may be met
+          o.eval_every = eval_every;  // and whenever the gap memory says the target may be met
           dml::DuhlOptions d;
           d.device_fraction = budget;
           d.selection = rule;
           d.gap_threads = gap_threads;
+          d.passes = passes;
           if (on_gpu) {
             d.make_solver = [](dml::LocalBlock b, const dml::ModelSpec& m, uint64_t seed) {
               return dml::gpu::MakeTpaScdLocalSolver(std::move(b), m, seed, {});

@@ -121,6 +121,47 @@ BOOST_AUTO_TEST_CASE(fresh_gap_memory_sums_to_the_exact_gap_for_every_model) {
              "gap memory: a state of 9 shared and 50 coordinate values; expected 10 and 50");
 }
 
+// A primal gap memory over columns its caller holds: the same values as one
+// that converts the data itself; columns of other data, or a dual model,
+// refused.
+BOOST_AUTO_TEST_CASE(gap_memory_on_shared_columns_measures_the_same) {
+  for (dml::ModelKind kind : {dml::ModelKind::kLasso, dml::ModelKind::kElasticNet,
+                              dml::ModelKind::kLogisticL1}) {
+    BOOST_TEST_CONTEXT(dml::ModelName(kind)) {
+      const dml::Dataset data = Problem(kind, 400, 60);
+      const dml::ModelSpec m = Spec(kind);
+      dml::SolverOptions few = Tight();
+      few.kind = dml::SolverKind::kScd;
+      few.stop.max_epochs = 2;
+      auto t = dml::Train(data, m, few);
+      BOOST_REQUIRE(t.ok());
+      const std::vector<double> shared = dml::Predict(data.x, t->w);
+      auto cols = std::make_shared<const dml::CscMatrix>(data.x.Convert());
+      auto own = dml::GapMemory::Make(data, m, 0);
+      auto with = dml::GapMemory::Make(data, m, 0, cols);
+      BOOST_REQUIRE(own.ok());
+      BOOST_REQUIRE_MESSAGE(with.ok(), with.status().ToString());
+      BOOST_REQUIRE((*own)->Publish(shared, t->w).ok());
+      BOOST_REQUIRE((*with)->Publish(shared, t->w).ok());
+      (*own)->RefreshAll();
+      (*with)->RefreshAll();
+      BOOST_TEST((*own)->Values() == (*with)->Values(), boost::test_tools::per_element());
+      BOOST_TEST(Sum((*with)->Values()) > 0.0);
+      const dml::Dataset other = Problem(kind, 400, 61);
+      auto wrong = dml::GapMemory::Make(
+          data, m, 0, std::make_shared<const dml::CscMatrix>(other.x.Convert()));
+      BOOST_TEST(wrong.status().message() ==
+                 "gap memory: the shared columns are not the data's (shape or nonzeros differ)");
+      BOOST_TEST(dml::GapMemory::Make(data, m, 0, nullptr).status().code() ==
+                 absl::StatusCode::kInvalidArgument);
+    }
+  }
+  const dml::Dataset svm = Problem(dml::ModelKind::kHingeSvm, 50, 10);
+  auto dual = dml::GapMemory::Make(svm, Spec(dml::ModelKind::kHingeSvm), 0,
+                                   std::make_shared<const dml::CscMatrix>(svm.x.Convert()));
+  BOOST_TEST(dual.status().message() == "gap memory: shared columns are for primal models, not svm");
+}
+
 BOOST_AUTO_TEST_CASE(a_full_budget_swaps_nothing_after_round_one_and_reaches_scds_optimum) {
   for (dml::ModelKind kind : {dml::ModelKind::kHingeSvm, dml::ModelKind::kLasso,
                               dml::ModelKind::kLogisticL2}) {

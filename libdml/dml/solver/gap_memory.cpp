@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "dml/util/status.hpp"
 #include "dml/objective/elastic_net.hpp"
 #include "dml/objective/hinge_svm.hpp"
 #include "dml/objective/lasso.hpp"
@@ -59,7 +60,7 @@ struct PrimalMeasure {
   };
   const Dataset& data;
   ModelSpec model;
-  CscMatrix cols;
+  std::shared_ptr<const CscMatrix> cols;  // data.x as CSC, maybe shared with the caller
   int64_t size() const { return data.x.cols(); }
   int64_t shared_size() const { return data.x.rows(); }
   std::shared_ptr<const Snap> Prepare(int64_t version, std::vector<double> shared,
@@ -80,7 +81,7 @@ struct PrimalMeasure {
     return s;
   }
   double Gap(const Snap& s, int64_t j) const {
-    const SparseView c = cols.outer(j);
+    const SparseView c = cols->outer(j);
     double g = 0.0;
     for (std::size_t k = 0; k < c.size; ++k) g += static_cast<double>(c.value[k]) * s.u[c.index[k]];
     return s.obj.CoordinateGap(s.w[j], g);
@@ -223,15 +224,37 @@ std::unique_ptr<GapMemory> Dual(const Dataset& data, int threads) {
   return std::make_unique<Memory<DualMeasure<Obj>>>(DualMeasure<Obj>{data}, threads);
 }
 template <class Obj>
-std::unique_ptr<GapMemory> Primal(const Dataset& data, const ModelSpec& model, int threads) {
+std::unique_ptr<GapMemory> Primal(const Dataset& data, const ModelSpec& model, int threads,
+                                  std::shared_ptr<const CscMatrix> cols) {
+  if (!cols) cols = std::make_shared<const CscMatrix>(data.x.Convert());
   return std::make_unique<Memory<PrimalMeasure<Obj>>>(
-      PrimalMeasure<Obj>{data, model, data.x.Convert()}, threads);
+      PrimalMeasure<Obj>{data, model, std::move(cols)}, threads);
 }
 
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<GapMemory>> GapMemory::Make(const Dataset& data,
                                                            const ModelSpec& model, int threads) {
+  return MakeWith(data, model, threads, nullptr);
+}
+
+absl::StatusOr<std::unique_ptr<GapMemory>> GapMemory::Make(const Dataset& data,
+                                                           const ModelSpec& model, int threads,
+                                                           std::shared_ptr<const CscMatrix> cols) {
+  if (FormulationOf(model.kind) != Formulation::kPrimal) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "gap memory: shared columns are for primal models, not ", AsAbsl(ModelName(model.kind))));
+  }
+  if (!cols || cols->rows() != data.x.rows() || cols->cols() != data.x.cols() ||
+      cols->values().size() != data.x.values().size()) {
+    return absl::InvalidArgumentError(
+        "gap memory: the shared columns are not the data's (shape or nonzeros differ)");
+  }
+  return MakeWith(data, model, threads, std::move(cols));
+}
+
+absl::StatusOr<std::unique_ptr<GapMemory>> GapMemory::MakeWith(
+    const Dataset& data, const ModelSpec& model, int threads, std::shared_ptr<const CscMatrix> cols) {
   if (threads < 0) {
     return absl::InvalidArgumentError(absl::StrCat("gap memory: ", threads, " threads"));
   }
@@ -242,9 +265,9 @@ absl::StatusOr<std::unique_ptr<GapMemory>> GapMemory::Make(const Dataset& data,
     case ModelKind::kLogisticL2: return Dual<LogisticL2Objective>(data, threads);
     case ModelKind::kHingeSvm: return Dual<HingeSvmObjective>(data, threads);
     case ModelKind::kSquaredHingeSvm: return Dual<SquaredHingeSvmObjective>(data, threads);
-    case ModelKind::kLasso: return Primal<LassoObjective>(data, model, threads);
-    case ModelKind::kElasticNet: return Primal<ElasticNetObjective>(data, model, threads);
-    case ModelKind::kLogisticL1: return Primal<LogisticL1Objective>(data, model, threads);
+    case ModelKind::kLasso: return Primal<LassoObjective>(data, model, threads, std::move(cols));
+    case ModelKind::kElasticNet: return Primal<ElasticNetObjective>(data, model, threads, std::move(cols));
+    case ModelKind::kLogisticL1: return Primal<LogisticL1Objective>(data, model, threads, std::move(cols));
   }
   return absl::InvalidArgumentError("gap memory: unknown model");
 }

@@ -31,6 +31,13 @@ class GapMemory {
   /// not ones the model accepts).
   static absl::StatusOr<std::unique_ptr<GapMemory>> Make(const Dataset& data,
                                                          const ModelSpec& model, int threads);
+  /// The same, for a primal model, with `cols` = data.x as CSC held by the
+  /// caller too (shared, not copied: the columns are then in memory once and
+  /// no conversion is paid). InvalidArgument where cols is null or its
+  /// shape or nonzeros differ from data.x, or the model is a dual one.
+  static absl::StatusOr<std::unique_ptr<GapMemory>> Make(const Dataset& data,
+                                                         const ModelSpec& model, int threads,
+                                                         std::shared_ptr<const CscMatrix> cols);
   virtual ~GapMemory() = default;
 
   /// Makes (shared, coords) the state to measure: w and alpha for dual
@@ -57,6 +64,11 @@ class GapMemory {
   virtual std::vector<int64_t> Versions() const = 0;
   /// Values computed since the start (how much the threads have done).
   virtual int64_t refreshed() const = 0;
+
+ private:
+  static absl::StatusOr<std::unique_ptr<GapMemory>> MakeWith(const Dataset& data,
+                                                             const ModelSpec& model, int threads,
+                                                             std::shared_ptr<const CscMatrix> cols);
 };
 
 }  // namespace dml
