@@ -30,6 +30,7 @@
 #include "dml/actors/wire.hpp"
 #include "dml/data/libsvm.hpp"
 #include "dml/data/synthetic.hpp"
+#include "dml/gpu/tpa_scd.hpp"
 #include "dml/net/admission.hpp"
 #include "dml/objective/evaluate.hpp"
 #include "dml/solver/solver.hpp"
@@ -256,6 +257,37 @@ BOOST_AUTO_TEST_CASE(large_vectors_cross_by_the_bulk_channel) {
   BOOST_TEST(std::abs(remote.rounds - local.rounds) <= 2);
   BOOST_TEST(std::abs(remote.primal - local.primal) <= 1e-9 * std::abs(local.primal));
   BOOST_TEST(remote.gap <= 1e-6 * std::abs(remote.primal));
+}
+
+// A worker on a node whose round fails after it replied (here DuHL asks for
+// a GPU its process has not got: the first Solve fails) fails the job with
+// the worker's message. Its report used to lose the message on the wire,
+// and the coordinator waited for ever.
+BOOST_AUTO_TEST_CASE(a_node_workers_failure_in_a_round_fails_the_job) {
+  if (dml::gpu::CudaDeviceCount() > 0) {
+    BOOST_TEST_MESSAGE("a CUDA device is present: the round would not fail; skipped");
+    return;
+  }
+  dml::JobSpec s = Spec(dml::Mode::kCocoa);
+  s.model.kind = dml::ModelKind::kHingeSvm;
+  s.cocoa.local_solver = dml::SolverKind::kDuhl;
+  s.cocoa.duhl.gpu = true;
+  s.cluster.nodes = fixture->cluster->addresses();
+  s.stop.max_seconds = 60;
+  dml::Runtime rt;
+  auto j = rt.Submit(s);
+  BOOST_REQUIRE_MESSAGE(j.ok(), j.status().ToString());
+  const auto deadline = Clock::now() + std::chrono::seconds(30);
+  while (!j->Done() && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  BOOST_REQUIRE_MESSAGE(j->Done(), "the job still runs 30 s after a worker failed");
+  auto r = j->Wait();
+  BOOST_REQUIRE(!r.ok());
+  BOOST_TEST(std::string(r.status().message()).find("worker ") != std::string::npos,
+             r.status().ToString());
+  BOOST_TEST(std::string(r.status().message()).find("no usable CUDA device") != std::string::npos,
+             r.status().ToString());
 }
 
 // Nodes started with --secret-file serve only processes that prove they

@@ -269,7 +269,7 @@ caf::result<block_sums, worker_report> solve_round(self_ptr self, int64_t r, con
   auto report_failure = [self](const std::string& what) {
     auto& st = self->state;
     worker_report failed = st.report();
-    failed.wire_error = what;
+    failed.wire_error = what.substr(0, net::kMaxWorkerFailureBytes);
     if (st.cfg.coordinator) caf::anon_send(st.cfg.coordinator, failed);
   };
   if (!up.ok()) {

@@ -103,7 +103,12 @@ absl::Status Check(const worker_report& x) {
   DML_RETURN_IF_ERROR(CheckNonNegative(x.processed, "WorkerReport.processed"));
   DML_RETURN_IF_ERROR(CheckNonNegative(x.bytes, "WorkerReport.bytes"));
   DML_RETURN_IF_ERROR(CheckNonNegative(x.device_bytes, "WorkerReport.deviceBytes"));
-  return CheckNonNegative(x.device_swaps, "WorkerReport.deviceSwaps");
+  DML_RETURN_IF_ERROR(CheckNonNegative(x.device_swaps, "WorkerReport.deviceSwaps"));
+  if (x.wire_error.size() > kMaxWorkerFailureBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("WorkerReport.failure: ", x.wire_error.size(),
+                                                   " bytes; at most ", kMaxWorkerFailureBytes));
+  }
+  return absl::OkStatus();
 }
 absl::Status Check(const shard_stats& x) {
   DML_RETURN_IF_ERROR(CheckNonNegative(x.updates, "ShardStats.updates"));

@@ -199,6 +199,9 @@ void Build(const worker_report& x, wire::Envelope::Builder env) {
   b.setBytes(x.bytes);
   b.setDeviceBytes(x.device_bytes);
   b.setDeviceSwaps(x.device_swaps);
+  // A failure travels as its message: the coordinator fails the job with it
+  // (before, a node worker's failure reached it as a plain report: a hang).
+  if (!x.wire_error.empty()) b.setFailure(x.wire_error);
 }
 void Build(const shard_stats& x, wire::Envelope::Builder env) {
   auto b = env.initShardStats();
@@ -357,6 +360,10 @@ absl::Status Read(wire::Envelope::Reader env, worker_report* out) {
   out->bytes = r.getBytes();
   out->device_bytes = r.getDeviceBytes();
   out->device_swaps = r.getDeviceSwaps();
+  if (r.hasFailure()) {
+    const auto text = r.getFailure();
+    out->wire_error.assign(text.begin(), text.end());
+  }
   return Check(*out);
 }
 absl::Status Read(wire::Envelope::Reader env, shard_stats* out) {

@@ -119,13 +119,19 @@ struct block_sums {
   std::string wire_error;  ///< set when a peer's bytes did not decode
 };
 
+/// The longest failure message a worker_report carries over the wire
+/// (a longer one is refused at both ends: a worker cuts its message to it).
+inline constexpr std::size_t kMaxWorkerFailureBytes = 4096;
+
 /// What a worker did: sent when it finishes a run or a round.
 struct worker_report {
   int32_t worker = 0;     ///< worker index in [0, K)
   int64_t clock = 0;      ///< steps (SGD) or rounds (cocoa) completed
   int64_t processed = 0;  ///< examples or coordinates processed in total
   int64_t bytes = 0;      ///< payload bytes pushed and pulled in total
-  std::string wire_error;  ///< set when a peer's bytes did not decode (or a failed push)
+  /// Set when a peer's bytes did not decode, or (sent by a worker) its
+  /// failure after it replied: a round's Solve, a refused push.
+  std::string wire_error;
   int64_t device_bytes = 0;  ///< cocoa with DuHL workers: bytes moved to its device in total
   int64_t device_swaps = 0;  ///< DuHL workers: coordinates copied to its device in total
 };

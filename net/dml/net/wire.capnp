@@ -110,6 +110,8 @@ struct WorkerReport {
   bytes @3 :Int64;       # payload bytes pushed and pulled in total; >= 0
   deviceBytes @4 :Int64; # cocoa with DuHL workers: bytes moved to its device in total; >= 0
   deviceSwaps @5 :Int64; # DuHL: coordinates copied to its device in total; >= 0
+  failure @6 :Text;      # a worker's failure after it replied (a round's Solve, a push
+                         # refused): its message, at most 4096 bytes; empty: none
 }
 
 struct ShardStats {
