@@ -84,6 +84,7 @@ constexpr Range kRanges[] = {
     {"--time-budget", 0, 1e300, true, "must be positive"},
     {"--threads", 1, 1024, false, "must be in [1, 1024]"},
     {"--gap-threads", 0, 1024, false, "must be in [0, 1024]"},
+    {"--device", 0, 2147483647, false, "must be a device number >= 0"},
     {"--eval-every", 0, 1e9, false, "must be >= 0"},
     {"--batch", 1, 16777216, false, "must be in [1, 16777216]"},
     {"--step", 0, 1e300, true, "must be positive"},
@@ -155,7 +156,8 @@ Solver (one process, without --mode):
   --gpu-fallback      tpa-scd: without CUDA, a device or enough device memory, run its CPU
                       twin (async-scd on all cores) and say why, instead of failing
   --threads T         newton and async-scd threads (2)
-  --eval-every N      exact certificate every N epochs; 0 = when the estimate says done (1)
+  --eval-every N      exact certificate every N epochs; 0 = when the estimate says done (1;
+                      with --mode: N > 0)
   --batch B --step S0 SGD minibatch and first step, here and in the SGD modes (auto: rows /
                       (32 K) within [1, 64]; auto: calibrated on a sample); the step then
                       falls as 1/(lambda t), and the average of the evaluated iterates is
@@ -816,11 +818,19 @@ int main(int argc, char** argv) {
                 Get(run.args, "--mode") + ": the runtime picks each worker's solver (--local "
                 "for cocoa's); only --solver tpa-scd applies there");
   }
+  // 0 (certify when the estimate says done) is the single-process solvers'
+  // rule; the runtime evaluates every N epochs (the job refused 0 by its
+  // field name, after the load).
+  if (given("--mode") && given("--eval-every") && Get(run.args, "--eval-every") != "" &&
+      std::atof(Get(run.args, "--eval-every").c_str()) == 0.0) {
+    return Fail("--eval-every 0 (when the estimate says done) is for one process; with --mode "
+                "the runtime evaluates every N epochs: give N > 0");
+  }
   // Runtime-only switches would otherwise be dropped without a word.
   if (!run.args.values.count("--mode")) {
     for (const char* f : {"--svrg", "--saga", "--staleness", "--tau", "--shards", "--workers",
                           "--nodes", "--local-nodes", "--checkpoint", "--checkpoint-every",
-                          "--resume", "--node-silence"}) {
+                          "--resume", "--node-silence", "--local", "--local-epochs", "--gamma"}) {
       if (run.args.values.count(f)) {
         return Fail(std::string(f) + " is a flag of the distributed runtime (--mode ...); "
                                      "without --mode one process trains");

@@ -170,6 +170,17 @@ absl::Status ValidateSpec(const JobSpec& s) {
   if (s.cocoa.device < 0) {
     return Invalid("cocoa.device", absl::StrCat("must be >= 0, got ", s.cocoa.device));
   }
+  // DuHL's rounds solve the CoCoA+ subproblem with sigma' >= 1 (its Solve
+  // refuses less): said here, by field, not by worker 0 after the load.
+  if (s.mode.kind == Mode::kDuhl || s.cocoa.local_solver == SolverKind::kDuhl) {
+    const double sigma = s.cocoa.sigma_prime > 0 ? s.cocoa.sigma_prime
+                                                 : s.cocoa.gamma * static_cast<double>(s.mode.workers);
+    if (!(sigma >= 1.0)) {
+      return Invalid(s.cocoa.sigma_prime > 0 ? "cocoa.sigma_prime" : "cocoa.gamma",
+                     absl::StrCat("DuHL needs sigma' = ", s.cocoa.sigma_prime > 0 ? "" : "gamma * workers ",
+                                  ">= 1; got ", sigma));
+    }
+  }
   const DuhlConfig& duhl = s.cocoa.duhl;
   if (duhl.device_bytes < 0) {
     return Invalid("cocoa.duhl.device_bytes", absl::StrCat("must be >= 0, got ", duhl.device_bytes));

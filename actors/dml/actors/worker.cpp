@@ -135,6 +135,16 @@ absl::Status LoadAndPartition(caf::actor_system& sys, worker_state& st) {
   }
   const bool classification = TaskOf(cfg.model.kind) == Task::kClassification;
   if (st.topo->shares_predictions(cfg.model.kind)) {
+    // The columns' copies (the whole CSC, then this worker's slice) and the
+    // block's per-feature vectors come before init's check of the shared
+    // vector (n entries here): one stray feature index near 2^32 made the
+    // conversion throw bad_alloc. DuHL keeps about 20 doubles a feature
+    // (selection keys, gap memory values and versions, coordinates, its
+    // local solvers'), a plain local solver about 8.
+    const int64_t per_feature =
+        st.topo->local_solver(cfg.index, cfg.local_solver) == kDuhlLocal ? 20 : 8;
+    DML_RETURN_IF_ERROR(CheckModelMemory(x.cols(), per_feature, 2 * x.nnz() * 8,
+                                         "a worker's block of columns", VectorOrigin::kFeatures));
     CscMatrix cols = x.Convert();
     auto ranges = BalancedRanges(cols.offsets(), cfg.workers);
     if (!ranges.ok()) return ranges.status();
