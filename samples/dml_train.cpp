@@ -826,6 +826,29 @@ int main(int argc, char** argv) {
     return Fail("--eval-every 0 (when the estimate says done) is for one process; with --mode "
                 "the runtime evaluates every N epochs: give N > 0");
   }
+  // Flags of some modes only, which the others would drop without a word.
+  if (given("--mode")) {
+    const std::string mode = Get(run.args, "--mode");
+    const bool rounds = mode == "cocoa" || mode == "duhl";
+    struct OnlyIn {
+      const char* flag;
+      bool applies;
+      const char* modes;
+    };
+    for (const OnlyIn& o :
+         {OnlyIn{"--staleness", mode == "ssp", "ssp"},
+          OnlyIn{"--tau", mode == "easgd" || mode == "model-averaging", "easgd and model-averaging"},
+          OnlyIn{"--batch", !rounds, "the SGD modes"}, OnlyIn{"--step", !rounds, "the SGD modes"},
+          OnlyIn{"--feature-steps", !rounds, "the SGD modes"},
+          OnlyIn{"--certificate-cg", !rounds, "the SGD modes"},
+          OnlyIn{"--threads", false, "one process's newton and async-scd"},
+          OnlyIn{"--local-epochs", rounds, "cocoa and duhl"},
+          OnlyIn{"--gamma", rounds, "cocoa and duhl"}}) {
+      if (given(o.flag) && !o.applies) {
+        return Fail(std::string(o.flag) + " is a flag of " + o.modes + ", not of --mode " + mode);
+      }
+    }
+  }
   // Runtime-only switches would otherwise be dropped without a word.
   if (!run.args.values.count("--mode")) {
     for (const char* f : {"--svrg", "--saga", "--staleness", "--tau", "--shards", "--workers",
