@@ -520,19 +520,27 @@ Exit CheckFiles(const Args& args) {
 // --mode duhl's flags, checked before any data is read.
 Exit ParseDuhl(const Args& args, dml::DuhlOptions& d) {
   const std::string memory = Get(args, "--device-memory", "10%");
-  char* end = nullptr;
-  const double v = std::strtod(memory.c_str(), &end);
-  if (end != nullptr && std::string(end) == "%") {
+  // Digits only (strtod also took "0x10", "5e3" and leading blanks as bytes).
+  const bool percent = !memory.empty() && memory.back() == '%';
+  const std::string number = percent ? memory.substr(0, memory.size() - 1) : memory;
+  const bool digits = !number.empty() && number.find_first_not_of("0123456789.") == std::string::npos &&
+                      std::count(number.begin(), number.end(), '.') <= (percent ? 1 : 0);
+  if (!digits) {
+    return Fail("--device-memory: a percentage (10%) or a whole number of bytes, got \"" + memory +
+                "\"");
+  }
+  const double v = std::strtod(number.c_str(), nullptr);
+  if (percent) {
     if (!(v > 0 && v <= 100)) {
       return Fail("--device-memory: a percentage in (0, 100], got \"" + memory + "\"");
     }
     d.device_fraction = v / 100.0;
   } else {
-    if (end == memory.c_str() || *end != '\0' || !(v >= 1 && v <= 9.2e18) || v != std::floor(v)) {
-      return Fail("--device-memory: a percentage (10%) or a whole number of bytes, got \"" + memory +
-                  "\"");
+    // At most 2^62: a byte count any int64 sum of the budget stays within.
+    if (!(v >= 1 && v <= 4.611686018427387904e18)) {
+      return Fail("--device-memory: " + memory + " bytes is out of range [1, 2^62]");
     }
-    d.device_bytes = static_cast<int64_t>(v);
+    d.device_bytes = static_cast<int64_t>(std::stoll(number));
   }
   auto rule = dml::ParseDuhlSelection(Get(args, "--selection", "gap"));
   if (!rule.ok()) return Fail("--selection: " + std::string(rule.status().message()));

@@ -39,6 +39,10 @@ BOOST_AUTO_TEST_CASE(json_lines_are_exact_and_escape_what_they_must) {
   BOOST_TEST(dml::ResultJson(r) ==
              "{\"type\":\"result\",\"reason\":\"converged\",\"rounds\":7,\"epochs\":7,\"seconds\":0,"
              "\"primal\":0.5,\"dual\":0.25,\"gap\":0.25,\"bytes\":0}");
+  r.device_bytes = 4096;  // DuHL's
+  BOOST_TEST(dml::ResultJson(r) ==
+             "{\"type\":\"result\",\"reason\":\"converged\",\"rounds\":7,\"epochs\":7,\"seconds\":0,"
+             "\"primal\":0.5,\"dual\":0.25,\"gap\":0.25,\"bytes\":0,\"device_bytes\":4096}");
 }
 
 BOOST_AUTO_TEST_CASE(the_status_line_estimates_from_the_nearest_rule) {

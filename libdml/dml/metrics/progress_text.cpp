@@ -60,7 +60,10 @@ std::string ResultJson(const TrainResult& r) {
                       ",\"rounds\":", r.rounds, ",\"epochs\":", JsonNumber(r.epochs),
                       ",\"seconds\":", JsonNumber(r.seconds), ",\"primal\":", JsonNumber(r.primal),
                       ",\"dual\":", JsonNumber(r.dual), ",\"gap\":", JsonNumber(r.gap),
-                      ",\"bytes\":", r.bytes_exchanged, "}");
+                      ",\"bytes\":", r.bytes_exchanged,
+                      // DuHL only, as in the progress lines (and the done: line).
+                      r.device_bytes > 0 ? absl::StrCat(",\"device_bytes\":", r.device_bytes) : "",
+                      "}");
 }
 
 std::string ProgressEstimate::StatusLine(const Progress& p) {
