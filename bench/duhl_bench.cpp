@@ -59,6 +59,7 @@ int main(int argc, char** argv) {
   int gap_threads = 1;
   double passes = 5;
   int eval_every = 10;
+  int errors = 0;
   int64_t gen_rows = 0;
   std::string csv = "duhl_bench.csv";
   bool on_gpu = false;
@@ -75,17 +76,38 @@ int main(int argc, char** argv) {
       }
       return argv[++i];
     };
+    // A number or exit 2 (atof read "abc" as a budget of 0).
+    auto number = [&](double lo, double hi) {
+      const std::string v = next();
+      char* end = nullptr;
+      const double x = std::strtod(v.c_str(), &end);
+      if (v.empty() || *end != '\0' || !(x >= lo && x <= hi)) {
+        std::fprintf(stderr, "%s: expected a number in [%g, %g], got \"%s\"\n", a.c_str(), lo, hi,
+                     v.c_str());
+        std::exit(2);
+      }
+      return x;
+    };
     if (a == "--models") models = absl::StrSplit(next(), ',');
     else if (a == "--budgets") {
       budgets.clear();
-      for (auto b : absl::StrSplit(next(), ',')) budgets.push_back(std::atof(std::string(b).c_str()));
-    } else if (a == "--gap") gap = std::atof(next().c_str());
-    else if (a == "--seconds") seconds = std::atof(next().c_str());
-    else if (a == "--gap-threads") gap_threads = std::atoi(next().c_str());
-    else if (a == "--passes") passes = std::atof(next().c_str());
-    else if (a == "--eval-every") eval_every = std::atoi(next().c_str());
-    else if (a == "--lasso-lambda") lasso_fraction = std::atof(next().c_str());
-    else if (a == "--gen-rows") gen_rows = std::atoll(next().c_str());
+      for (auto b : absl::StrSplit(next(), ',')) {
+        char* end = nullptr;
+        const std::string v(b);
+        const double x = std::strtod(v.c_str(), &end);
+        if (v.empty() || *end != '\0' || !(x > 0 && x <= 1)) {
+          std::fprintf(stderr, "--budgets: fractions in (0, 1], got \"%s\"\n", v.c_str());
+          return 2;
+        }
+        budgets.push_back(x);
+      }
+    } else if (a == "--gap") gap = number(0, 1);
+    else if (a == "--seconds") seconds = number(1e-3, 1e9);
+    else if (a == "--gap-threads") gap_threads = static_cast<int>(number(0, 1024));
+    else if (a == "--passes") passes = number(1e-6, 1e6);
+    else if (a == "--eval-every") eval_every = static_cast<int>(number(1, 1e9));
+    else if (a == "--lasso-lambda") lasso_fraction = number(1e-12, 1);
+    else if (a == "--gen-rows") gen_rows = static_cast<int64_t>(number(1, 1e9));
     else if (a == "--selections") {
       rules.clear();
       for (auto name : absl::StrSplit(next(), ',')) {
@@ -174,6 +196,7 @@ int main(int argc, char** argv) {
             std::printf("%-20s %-6s %6.2f %-11s error: %s\n", c.name.c_str(), mname.c_str(), budget,
                         std::string(dml::DuhlSelectionName(rule)).c_str(),
                         std::string(r.status().message()).c_str());
+            ++errors;
             continue;
           }
           for (const dml::Progress& p : r->train.history) {
@@ -188,13 +211,23 @@ int main(int argc, char** argv) {
             seq_bytes = done ? static_cast<double>(r->device_bytes) : 0;
             seq_seconds = done ? wall : 0;
           }
-          std::printf("%-20s %-6s %6.2f %-11s %6zu %9.3f %12lld %8.2f %8.3f %8.3f %s (gap %.2e)\n",
+          // A ratio needs both runs to have converged ("-" otherwise).
+          auto ratio = [&](double mine, double seq) {
+            char buf[32];
+            if (done && seq > 0) {
+              std::snprintf(buf, sizeof buf, "%8.3f", mine / seq);
+            } else {
+              std::snprintf(buf, sizeof buf, "%8s", "-");
+            }
+            return std::string(buf);
+          };
+          std::printf("%-20s %-6s %6.2f %-11s %6zu %9.3f %12lld %8.2f %s %s %s (gap %.2e)\n",
                       c.name.c_str(), mname.c_str(), budget,
                       std::string(dml::DuhlSelectionName(rule)).c_str(), r->rounds.size(), wall,
                       static_cast<long long>(r->device_bytes),
                       static_cast<double>(r->device_bytes) / static_cast<double>(r->data_bytes),
-                      done && seq_bytes > 0 ? static_cast<double>(r->device_bytes) / seq_bytes : 0.0,
-                      done && seq_seconds > 0 ? wall / seq_seconds : 0.0,
+                      ratio(static_cast<double>(r->device_bytes), seq_bytes).c_str(),
+                      ratio(wall, seq_seconds).c_str(),
                       std::string(dml::StopReasonName(r->train.reason)).c_str(),
                       r->train.gap / std::abs(r->train.primal));
           std::fflush(stdout);
@@ -204,5 +237,5 @@ int main(int argc, char** argv) {
   }
   std::fclose(out);
   std::printf("csv: %s\n", csv.c_str());
-  return 0;
+  return errors > 0 ? 1 : 0;  // a run that failed is not a table
 }

@@ -606,7 +606,8 @@ Exit TrainOnRuntime(Run& run, std::shared_ptr<const dml::Dataset>& shared_data,
   if (run.opt.kind == dml::SolverKind::kTpaScd && !duhl_mode &&
       job.cocoa.local_solver != dml::SolverKind::kDuhl) {
     if (job.mode.kind != dml::Mode::kCocoa) {
-      return Fail("--solver tpa-scd runs alone or as --mode cocoa's local solver");
+      return Fail("--solver tpa-scd runs alone, as --mode cocoa's local solver or as --mode duhl's "
+                  "device; not with --mode " + Get(args, "--mode"));
     }
     job.cocoa.local_solver = dml::SolverKind::kTpaScd;
     job.cocoa.gpu_fallback = args.values.count("--gpu-fallback") > 0;
@@ -837,6 +838,10 @@ int main(int argc, char** argv) {
   // Flags of some modes only, which the others would drop without a word.
   if (given("--mode")) {
     const std::string mode = Get(run.args, "--mode");
+    if (tpa && mode != "cocoa" && mode != "duhl") {  // again where the job is built
+      return Fail("--solver tpa-scd runs alone, as --mode cocoa's local solver or as --mode duhl's "
+                  "device; not with --mode " + mode);
+    }
     const bool rounds = mode == "cocoa" || mode == "duhl";
     struct OnlyIn {
       const char* flag;

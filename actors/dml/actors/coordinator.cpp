@@ -554,6 +554,11 @@ void init_workers(self_ptr self) {
               st.d = replies->front().second;
               st.plan.rows = st.n;
               st.m = st.plan.shared_length(st.n, st.d);
+              if (st.m == 0) {  // (the shards' count would be blamed instead)
+                return fail_job(self, absl::InvalidArgumentError(absl::StrCat(
+                                          "the data has no features (every one of its ", st.n,
+                                          " examples is empty): nothing to train")));
+              }
               calibrate_and_wire(self);
             },
             start_up_error(self, k, gen));
