@@ -790,7 +790,9 @@ int main(int argc, char** argv) {
   if (const std::string store = Get(run.args, "--store", "memory"); store != "memory" && store != "kv") {
     return Fail("--store: expected memory or kv, got \"" + store + "\"");
   }
-  if (Get(run.args, "--store") == "kv" && Get(run.args, "--mode") != "hogwild") {
+  if (Get(run.args, "--store") == "kv" &&
+      (!run.args.values.count("--mode") ||
+       *dml::ParseMode(Get(run.args, "--mode")) != dml::Mode::kHogwild)) {
     return Fail("--store kv: only with --mode hogwild (the other modes keep the model on the "
                 "parameter shards)");
   }
@@ -837,20 +839,23 @@ int main(int argc, char** argv) {
   }
   // Flags of some modes only, which the others would drop without a word.
   if (given("--mode")) {
+    // By the parsed mode: names have aliases (mavg, bsp, downpour).
     const std::string mode = Get(run.args, "--mode");
-    if (tpa && mode != "cocoa" && mode != "duhl") {  // again where the job is built
+    const dml::Mode kind = *dml::ParseMode(mode);  // parsed above
+    if (tpa && kind != dml::Mode::kCocoa && kind != dml::Mode::kDuhl) {  // again where the job is built
       return Fail("--solver tpa-scd runs alone, as --mode cocoa's local solver or as --mode duhl's "
                   "device; not with --mode " + mode);
     }
-    const bool rounds = mode == "cocoa" || mode == "duhl";
+    const bool rounds = kind == dml::Mode::kCocoa || kind == dml::Mode::kDuhl;
     struct OnlyIn {
       const char* flag;
       bool applies;
       const char* modes;
     };
     for (const OnlyIn& o :
-         {OnlyIn{"--staleness", mode == "ssp", "ssp"},
-          OnlyIn{"--tau", mode == "easgd" || mode == "model-averaging", "easgd and model-averaging"},
+         {OnlyIn{"--staleness", kind == dml::Mode::kSsp, "ssp"},
+          OnlyIn{"--tau", kind == dml::Mode::kEasgd || kind == dml::Mode::kModelAveraging,
+                 "easgd and model-averaging"},
           OnlyIn{"--batch", !rounds, "the SGD modes"}, OnlyIn{"--step", !rounds, "the SGD modes"},
           OnlyIn{"--feature-steps", !rounds, "the SGD modes"},
           OnlyIn{"--certificate-cg", !rounds, "the SGD modes"},

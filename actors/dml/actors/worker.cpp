@@ -279,7 +279,11 @@ caf::result<block_sums, worker_report> solve_round(self_ptr self, int64_t r, con
   auto report_failure = [self](const std::string& what) {
     auto& st = self->state;
     worker_report failed = st.report();
-    failed.wire_error = what.substr(0, net::kMaxWorkerFailureBytes);
+    // Cut to the wire's limit, at a character's start (the message may
+    // reach a JSON metrics file).
+    std::size_t cut = std::min(what.size(), net::kMaxWorkerFailureBytes);
+    while (cut > 0 && cut < what.size() && (static_cast<unsigned char>(what[cut]) & 0xC0) == 0x80) --cut;
+    failed.wire_error = what.substr(0, cut);
     if (st.cfg.coordinator) caf::anon_send(st.cfg.coordinator, failed);
   };
   if (!up.ok()) {
