@@ -538,21 +538,22 @@ BOOST_AUTO_TEST_SUITE(actors_wire)
 // from the Cap'n Proto encoding spec (all integers little-endian). A change
 // of these bytes other than a field appended with a new ordinal (which old
 // readers skip: deviceBytes @4 and deviceSwaps @5, the 5th and 6th data
-// words; failure @6, the first pointer) breaks every peer: bump
+// words; failure @6 and note @7, the pointers) breaks every peer: bump
 // wire.capnp's schemaVersion instead.
 BOOST_AUTO_TEST_CASE(exact_bytes_of_a_worker_report) {
   const std::string kPinned =
-      "000000000a000000"   // segment table: (count - 1) = 0, segment 0 = 10 words
+      "000000000b000000"   // segment table: (count - 1) = 0, segment 0 = 11 words
       "0000000001000100"   // w0 root pointer: struct, offset 0; 1 data word, 1 pointer
       "0100070000000000"   // w1 Envelope: schemaVersion 1, discriminant 7 = workerReport
-      "0000000006000100"   // w2 Envelope pointer: struct, offset 0; 6 data words, 1 pointer
+      "0000000006000200"   // w2 Envelope pointer: struct, offset 0; 6 data words, 2 pointers
       "0100000000000000"   // w3 worker = 1 (Int32, upper half padding)
       "0200000000000000"   // w4 clock = 2
       "0300000000000000"   // w5 processed = 3
       "0400000000000000"   // w6 bytes = 4
       "0000000000000000"   // w7 deviceBytes = 0
       "0000000000000000"   // w8 deviceSwaps = 0
-      "0000000000000000";  // w9 failure: null (none)
+      "0000000000000000"   // w9 failure: null (none)
+      "0000000000000000";  // w10 note: null (none)
   const std::string wire = MustEncode(Wire<worker_report>::Make(1, 2, 3, 4));
   std::string hex;
   for (unsigned char c : wire) {
@@ -582,6 +583,15 @@ BOOST_AUTO_TEST_CASE(a_worker_report_carries_its_failure) {
   failed.wire_error += 'x';
   BOOST_TEST(dml::net::ToWire(failed).status().message() ==
              "WorkerReport.failure: 4097 bytes; at most 4096");
+  // A note (a GPU's fallback) travels the same way, for the progress stream.
+  worker_report noted = Wire<worker_report>::Make(1, 2, 3, 4);
+  noted.note = "worker 1: tpa-scd: cocoa's CPU local solver instead: no usable CUDA device";
+  BOOST_REQUIRE(FromWire(MustEncode(noted), &back).ok());
+  BOOST_TEST(back.note == noted.note);
+  BOOST_TEST(back.wire_error.empty());
+  noted.note.assign(dml::net::kMaxWorkerFailureBytes + 1, 'n');
+  BOOST_TEST(dml::net::ToWire(noted).status().message() ==
+             "WorkerReport.note: 4097 bytes; at most 4096");
 }
 
 BOOST_AUTO_TEST_CASE_TEMPLATE(round_trip, T, AllPayloads) {
@@ -1174,7 +1184,7 @@ BOOST_AUTO_TEST_CASE(structure_errors_are_data_loss) {
              s.ToString());
   // A segment table that claims more than arrived.
   std::string longer = bytes;
-  longer[4] = 11;  // the message has 10 words
+  longer[4] = 12;  // the message has 11 words
   const absl::Status t = FromWire(longer, &out);
   BOOST_TEST(static_cast<int>(t.code()) == static_cast<int>(absl::StatusCode::kDataLoss),
              t.ToString());

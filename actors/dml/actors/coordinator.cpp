@@ -199,6 +199,10 @@ void record(self_ptr self, double primal, double dual, double gap) {
 // late one never moves a worker back). An epoch is n examples, or d
 // coordinates where the workers own columns.
 void absorb(coord_state& st, const worker_report& r) {
+  // A worker's note (a GPU's fallback) becomes an event once.
+  if (!r.note.empty() && st.worker_notes.insert(r.note).second) {
+    append_event(st, "worker_note", r.note);
+  }
   st.clocks[r.worker] = std::max(st.clocks[r.worker], r.clock);
   st.processed[r.worker] = std::max(st.processed[r.worker], r.processed);
   st.worker_bytes[r.worker] = std::max(st.worker_bytes[r.worker], r.bytes);

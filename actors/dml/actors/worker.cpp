@@ -68,8 +68,8 @@ std::string ConnectError(const worker_state& st, std::size_t shards, const int64
 
 // The cocoa local solver the spec names: the CPU SCD, or TPA-SCD on a GPU
 // of this process, held by that device's gpu_solver (its fallback, when
-// allowed, is logged to stderr: the worker has no other channel for a line
-// that is not an error).
+// allowed, goes to the coordinator as the worker's note: an event of the
+// job's progress stream).
 absl::StatusOr<std::unique_ptr<LocalSolver>> MakeWorkerLocalSolver(caf::actor_system& sys,
                                                                    LocalBlock block,
                                                                    const worker_state& st,
@@ -85,11 +85,15 @@ absl::StatusOr<std::unique_ptr<LocalSolver>> MakeWorkerLocalSolver(caf::actor_sy
   gpu.allow_fallback = cfg.gpu_fallback;
   const int32_t index = cfg.index;
   // DuHL makes a solver per block where the device cannot hold one: one
-  // line, not one a block.
-  gpu.log = [index, said = std::make_shared<bool>(false)](std::string_view line) {
-    if (*said) return;
-    *said = true;
-    std::fprintf(stderr, "worker %d: %s\n", static_cast<int>(index), std::string(line).c_str());
+  // line, not one a block. It goes to the coordinator in the worker's
+  // reports (an event of the progress stream: a node process's stderr is
+  // not the user's), cut to the wire's limit at a character's start.
+  gpu.log = [index, note = st.note](std::string_view line) {
+    if (!note->empty()) return;
+    std::string what = absl::StrCat("worker ", index, ": ", AsAbsl(line));
+    std::size_t cut = std::min(what.size(), net::kMaxWorkerFailureBytes);
+    while (cut > 0 && cut < what.size() && (static_cast<unsigned char>(what[cut]) & 0xC0) == 0x80) --cut;
+    *note = what.substr(0, cut);
   };
   if (kind == kDuhlLocal) {
     DuhlOptions d;

@@ -108,6 +108,10 @@ absl::Status Check(const worker_report& x) {
     return absl::InvalidArgumentError(absl::StrCat("WorkerReport.failure: ", x.wire_error.size(),
                                                    " bytes; at most ", kMaxWorkerFailureBytes));
   }
+  if (x.note.size() > kMaxWorkerFailureBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("WorkerReport.note: ", x.note.size(),
+                                                   " bytes; at most ", kMaxWorkerFailureBytes));
+  }
   return absl::OkStatus();
 }
 absl::Status Check(const shard_stats& x) {

@@ -202,6 +202,7 @@ void Build(const worker_report& x, wire::Envelope::Builder env) {
   // A failure travels as its message: the coordinator fails the job with it
   // (before, a node worker's failure reached it as a plain report: a hang).
   if (!x.wire_error.empty()) b.setFailure(x.wire_error);
+  if (!x.note.empty()) b.setNote(x.note);
 }
 void Build(const shard_stats& x, wire::Envelope::Builder env) {
   auto b = env.initShardStats();
@@ -363,6 +364,10 @@ absl::Status Read(wire::Envelope::Reader env, worker_report* out) {
   if (r.hasFailure()) {
     const auto text = r.getFailure();
     out->wire_error.assign(text.begin(), text.end());
+  }
+  if (r.hasNote()) {
+    const auto text = r.getNote();
+    out->note.assign(text.begin(), text.end());
   }
   return Check(*out);
 }

@@ -16,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -159,6 +160,7 @@ struct coord_state {
   std::vector<bool> ping_outstanding;
   int recoveries = 0;
   std::vector<ProgressEvent> events;  // recorded with the next progress entry
+  std::set<std::string> worker_notes;  // workers' notes already made events
   caf::actor fetcher;  // fetches dvecs that arrive by reference (bulk_resolve.hpp)
   struct checkpoint {
     int round = 0;

@@ -103,8 +103,13 @@ struct worker_state {
   caf::actor fetcher;  // fetches dvecs that arrive by reference (bulk_resolve.hpp)
   static inline const char* name = "dml.worker";
 
+  /// A line for the progress stream (a GPU's fallback), sent in every
+  /// report; shared with the local solver's log callback, which sets it.
+  std::shared_ptr<std::string> note = std::make_shared<std::string>();
+
   worker_report report() const {
     worker_report r{cfg.index, clock, processed, bytes, {}};
+    r.note = *note;
     if (auto* d = dynamic_cast<const DuhlLocalSolver*>(solver.get())) {
       r.device_bytes = d->device_bytes();
       r.device_swaps = d->device_swaps();
