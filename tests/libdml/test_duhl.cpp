@@ -64,6 +64,16 @@ bool Dual(dml::ModelKind k) { return dml::FormulationOf(k) == dml::Formulation::
 
 double Sum(const std::vector<double>& v) { return std::accumulate(v.begin(), v.end(), 0.0); }
 
+// A state part of the way: two epochs of SCD.
+dml::TrainResult PartWay(const dml::Dataset& data, const dml::ModelSpec& m) {
+  dml::SolverOptions few = Tight();
+  few.kind = dml::SolverKind::kScd;
+  few.stop.max_epochs = 2;
+  auto t = dml::Train(data, m, few);
+  BOOST_REQUIRE_MESSAGE(t.ok(), t.status().ToString());
+  return *std::move(t);
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(fresh_gap_memory_sums_to_the_exact_gap_for_every_model) {
@@ -71,21 +81,16 @@ BOOST_AUTO_TEST_CASE(fresh_gap_memory_sums_to_the_exact_gap_for_every_model) {
     BOOST_TEST_CONTEXT(dml::ModelName(kind)) {
       const dml::Dataset data = Problem(kind, 400, 60);
       const dml::ModelSpec m = Spec(kind);
-      // A state part of the way: a few epochs of SCD.
-      dml::SolverOptions few = Tight();
-      few.kind = dml::SolverKind::kScd;
-      few.stop.max_epochs = 2;
-      auto t = dml::Train(data, m, few);
-      BOOST_REQUIRE(t.ok());
+      const dml::TrainResult t = PartWay(data, m);
       std::vector<double> shared, coords;
       if (Dual(kind)) {
-        coords = t->alpha;
+        coords = t.alpha;
         shared = dml::PrimalFromDual(data.x, coords, m.lambda);
       } else {
-        coords = t->w;
+        coords = t.w;
         shared = dml::Predict(data.x, coords);
       }
-      auto c = dml::Evaluate(data, m, t->w, t->alpha, /*per_coordinate=*/true);
+      auto c = dml::Evaluate(data, m, t.w, t.alpha, /*per_coordinate=*/true);
       BOOST_REQUIRE(c.ok());
       BOOST_TEST(c->gap > 0.0);
       for (int threads : {0, 3}) {
@@ -130,19 +135,15 @@ BOOST_AUTO_TEST_CASE(gap_memory_on_shared_columns_measures_the_same) {
     BOOST_TEST_CONTEXT(dml::ModelName(kind)) {
       const dml::Dataset data = Problem(kind, 400, 60);
       const dml::ModelSpec m = Spec(kind);
-      dml::SolverOptions few = Tight();
-      few.kind = dml::SolverKind::kScd;
-      few.stop.max_epochs = 2;
-      auto t = dml::Train(data, m, few);
-      BOOST_REQUIRE(t.ok());
-      const std::vector<double> shared = dml::Predict(data.x, t->w);
+      const dml::TrainResult t = PartWay(data, m);
+      const std::vector<double> shared = dml::Predict(data.x, t.w);
       auto cols = std::make_shared<const dml::CscMatrix>(data.x.Convert());
       auto own = dml::GapMemory::Make(data, m, 0);
       auto with = dml::GapMemory::Make(data, m, 0, cols);
       BOOST_REQUIRE(own.ok());
       BOOST_REQUIRE_MESSAGE(with.ok(), with.status().ToString());
-      BOOST_REQUIRE((*own)->Publish(shared, t->w).ok());
-      BOOST_REQUIRE((*with)->Publish(shared, t->w).ok());
+      BOOST_REQUIRE((*own)->Publish(shared, t.w).ok());
+      BOOST_REQUIRE((*with)->Publish(shared, t.w).ok());
       (*own)->RefreshAll();
       (*with)->RefreshAll();
       BOOST_TEST((*own)->Values() == (*with)->Values(), boost::test_tools::per_element());
