@@ -166,11 +166,13 @@ namespace {
 
 // The gap memory of `data` in an actor that keeps `data` alive, and its
 // number of coordinates.
-absl::StatusOr<std::pair<gap_memory_actor, int64_t>> Spawn(caf::actor_system& sys,
-                                                           std::shared_ptr<const Dataset> data,
-                                                           const ModelSpec& model, int threads) {
+absl::StatusOr<std::pair<gap_memory_actor, int64_t>> Spawn(
+    caf::actor_system& sys, std::shared_ptr<const Dataset> data, const ModelSpec& model,
+    int threads, std::shared_ptr<const CscMatrix> cols = nullptr) {
   if (!data) return absl::InvalidArgumentError("gap memory: no data");
-  absl::StatusOr<std::unique_ptr<GapMemory>> memory = GapMemory::Make(*data, model, threads);
+  absl::StatusOr<std::unique_ptr<GapMemory>> memory =
+      cols ? GapMemory::Make(*data, model, threads, std::move(cols))
+           : GapMemory::Make(*data, model, threads);
   if (!memory.ok()) return memory.status();
   const int64_t size = (*memory)->size();
   return std::make_pair(sys.spawn<caf::detached>(gap_memory_impl, std::move(data),
@@ -195,8 +197,8 @@ std::unique_ptr<GapMemory> MakeGapMemoryClient(caf::actor_system& sys, gap_memor
 
 absl::StatusOr<std::unique_ptr<GapMemory>> MakeGapMemoryOnActor(
     caf::actor_system& sys, std::shared_ptr<const Dataset> data, const ModelSpec& model,
-    int threads) {
-  auto spawned = Spawn(sys, std::move(data), model, threads);
+    int threads, std::shared_ptr<const CscMatrix> cols) {
+  auto spawned = Spawn(sys, std::move(data), model, threads, std::move(cols));
   if (!spawned.ok()) return spawned.status();
   return MakeGapMemoryClient(sys, std::move(spawned->first), spawned->second);
 }

@@ -62,9 +62,10 @@ std::unique_ptr<GapMemory> MakeGapMemoryClient(caf::actor_system& sys, gap_memor
                                                int64_t size);
 
 /// SpawnGapMemory + MakeGapMemoryClient: DuhlOptions::make_gap_memory for
-/// the runtime.
+/// the runtime. `cols` (primal models, may be null): data.x as CSC, shared
+/// with the caller (GapMemory::Make's overload), else converted here.
 absl::StatusOr<std::unique_ptr<GapMemory>> MakeGapMemoryOnActor(
     caf::actor_system& sys, std::shared_ptr<const Dataset> data, const ModelSpec& model,
-    int threads);
+    int threads, std::shared_ptr<const CscMatrix> cols = nullptr);
 
 }  // namespace dml::actors

@@ -104,8 +104,8 @@ absl::StatusOr<std::unique_ptr<LocalSolver>> MakeWorkerLocalSolver(caf::actor_sy
     d.passes = cfg.duhl_passes;
     // The gap memory is an actor of this process beside the worker.
     d.make_gap_memory = [&sys](std::shared_ptr<const Dataset> view, const ModelSpec& m,
-                               int threads) {
-      return MakeGapMemoryOnActor(sys, std::move(view), m, threads);
+                               int threads, std::shared_ptr<const CscMatrix> cols) {
+      return MakeGapMemoryOnActor(sys, std::move(view), m, threads, std::move(cols));
     };
     if (cfg.duhl_gpu) {
       // The blocks in the gpu_solver of the worker's device, reloaded there.

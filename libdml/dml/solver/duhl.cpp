@@ -432,7 +432,7 @@ class Duhl final : public DuhlLocalSolver {
     view_data_ = std::move(view);
     absl::StatusOr<std::unique_ptr<GapMemory>> m =
         options_.make_gap_memory
-            ? options_.make_gap_memory(view_data_, model_, options_.gap_threads)
+            ? options_.make_gap_memory(view_data_, model_, options_.gap_threads, cols_)
             : d ? GapMemory::Make(*view_data_, model_, options_.gap_threads)
                 : GapMemory::Make(*view_data_, model_, options_.gap_threads, cols_);
     if (!m.ok()) return m.status();

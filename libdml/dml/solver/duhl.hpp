@@ -53,9 +53,12 @@ struct DuhlOptions : DuhlConfig {
   /// or all n rows over its columns for primal models; shared, as the
   /// memory's threads read it) with gap_threads threads: empty =
   /// GapMemory::Make in this object; the runtime's workers put it in a
-  /// gap_memory actor (dml/actors/gap_memory.hpp).
-  std::function<absl::StatusOr<std::unique_ptr<GapMemory>>(std::shared_ptr<const Dataset> view,
-                                                           const ModelSpec&, int threads)>
+  /// gap_memory actor (dml/actors/gap_memory.hpp). `cols`: primal models,
+  /// view's columns as CSC, held by DuHL too (pass it on to
+  /// GapMemory::Make: no second copy); null for dual ones.
+  std::function<absl::StatusOr<std::unique_ptr<GapMemory>>(
+      std::shared_ptr<const Dataset> view, const ModelSpec&, int threads,
+      std::shared_ptr<const CscMatrix> cols)>
       make_gap_memory;
 };
 
