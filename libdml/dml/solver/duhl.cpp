@@ -359,7 +359,6 @@ class Duhl final : public DuhlLocalSolver {
   int64_t device_bytes() const override { return device_bytes_; }
   int64_t device_swaps() const override { return device_swaps_; }
   double gap_estimate() const override {
-    if (!rounds_.empty()) return last_gap_sum_;
     double sum = 0.0;
     for (double z : memory_->Values()) sum += z;
     return sum;
@@ -458,12 +457,8 @@ class Duhl final : public DuhlLocalSolver {
                                 double sigma_prime, LocalUpdate* up) {
     last_view_ = view;
     if (options_.gap_threads == 0) memory_->RefreshAll();
-    const std::vector<double> z = memory_->Values();
-    // Summed here, once: gap_estimate() would copy every value again.
-    last_gap_sum_ = 0.0;
-    for (double x : z) last_gap_sum_ += x;
-    std::vector<int64_t> ids =
-        Select(options_.selection, z, bytes_, budget_bytes_, resident_, rng_, &cursor_);
+    std::vector<int64_t> ids = Select(options_.selection, memory_->Values(), bytes_, budget_bytes_,
+                                      resident_, rng_, &cursor_);
     SortIds(ids, count_);
     DuhlRound info;
     info.round = static_cast<int>(rounds_.size()) + 1;
@@ -544,7 +539,6 @@ class Duhl final : public DuhlLocalSolver {
   decltype(DuhlOptions::make_solver) make_;
   std::unique_ptr<LocalSolver> held_;  // the last block's solver
   bool reloads_ = true;                // until held_ says it cannot
-  double last_gap_sum_ = 0.0;          // the gap memory's sum as the last selection saw it
   mutable std::unique_ptr<LocalSolver> certifier_;
 };
 

@@ -105,8 +105,7 @@ class DuhlLocalSolver : public LocalSolver {
   virtual int64_t device_bytes() const = 0;
   /// Coordinates copied to the device so far (the rounds' swaps).
   virtual int64_t device_swaps() const = 0;
-  /// The sum of the gap memory's values (stale ones included), as the last
-  /// round's selection read them (before any round: now).
+  /// The sum of the gap memory's values (stale ones included).
   virtual double gap_estimate() const = 0;
   /// Values the gap memory computed so far.
   virtual int64_t gaps_refreshed() const = 0;
