@@ -90,7 +90,9 @@ std::string_view StopReasonName(StopReason r);
 /// loading), "checkpoint_written", "checkpoint_failed", "resumed" (from a
 /// checkpoint file), "local_epochs" (automatic H changed H),
 /// "step_calibrated" (SGD modes: the step0 the workers found), "kv_store"
-/// (hogwild on the key-value store, last entry: where its keys were served).
+/// (hogwild on the key-value store, last entry: where its keys were served),
+/// "worker_note" (a worker's line, once: the GPU its local solver is on, or
+/// its fallback to the CPU and why).
 struct ProgressEvent {
   std::string kind;
   std::string what;  ///< one sentence for people

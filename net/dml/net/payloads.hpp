@@ -135,10 +135,11 @@ struct worker_report {
   int64_t device_bytes = 0;  ///< cocoa with DuHL workers: bytes moved to its device in total
   int64_t device_swaps = 0;  ///< DuHL workers: coordinates copied to its device in total
   /// A line for the job's progress stream that the worker's process would
-  /// otherwise print only to its own stderr (a GPU's fallback to the CPU);
+  /// otherwise print only to its own stderr (the GPU its local solver is on,
+  /// or its fallback to the CPU);
   /// the coordinator makes each new one an event. At most
   /// kMaxWorkerFailureBytes.
-  std::string note;
+  std::string note = {};
 };
 
 /// A shard's counters.

@@ -112,8 +112,8 @@ struct WorkerReport {
   deviceSwaps @5 :Int64; # DuHL: coordinates copied to its device in total; >= 0
   failure @6 :Text;      # a worker's failure after it replied (a round's Solve, a push
                          # refused): its message, at most 4096 bytes; empty: none
-  note @7 :Text;         # a line for the job's progress stream (a GPU's fallback to the CPU),
-                         # at most 4096 bytes; empty: none
+  note @7 :Text;         # a line for the job's progress stream (the worker's GPU, or its
+                         # fallback to the CPU), at most 4096 bytes; empty: none
 }
 
 struct ShardStats {

@@ -103,8 +103,10 @@ struct worker_state {
   caf::actor fetcher;  // fetches dvecs that arrive by reference (bulk_resolve.hpp)
   static inline const char* name = "dml.worker";
 
-  /// A line for the progress stream (a GPU's fallback), sent in every
-  /// report; shared with the local solver's log callback, which sets it.
+  /// A line for the progress stream (the GPU the local solver is on, or its
+  /// fallback), sent in every report; shared with the local solver's log
+  /// callback, which sets it. DuHL makes its solver in the first round's
+  /// Solve: its note arrives with the second round's report.
   std::shared_ptr<std::string> note = std::make_shared<std::string>();
 
   worker_report report() const {
