@@ -21,6 +21,7 @@
 #include "dml/actors/gap_memory.hpp"
 #include "dml/actors/register_types.hpp"
 #include "dml/data/synthetic.hpp"
+#include "dml/metrics/metrics.hpp"
 #include "dml/objective/evaluate.hpp"
 #include "dml/solver/solver.hpp"
 
@@ -144,6 +145,47 @@ BOOST_AUTO_TEST_CASE(threads_refresh_to_the_published_state_and_top_is_the_large
                [&](caf::error& e) { error = sys.render(e); });
   BOOST_TEST(error.find("gap memory: top -1; at least 0") != std::string::npos, error);
   self->send_exit(*actor, caf::exit_reason::user_shutdown);
+}
+
+// A primal gap memory in an actor over the columns its caller holds (DuHL's
+// workers share their block's CSC): the values of one that converts the data
+// itself, and the sum is the exact lasso gap.
+BOOST_AUTO_TEST_CASE(an_actor_on_shared_columns_measures_the_same) {
+  test_config cfg;
+  caf::actor_system sys{cfg};
+  dml::SyntheticOptions o;
+  o.rows = 400;
+  o.cols = 60;
+  o.nnz_per_row = 8;
+  o.noise = 0.3;
+  o.task = dml::Task::kRegression;
+  o.seed = 6;
+  o.threads = 1;
+  auto g = dml::GenerateSynthetic(o);
+  BOOST_REQUIRE(g.ok());
+  auto data = std::make_shared<const dml::Dataset>(std::move(g->data));
+  dml::ModelSpec m{dml::ModelKind::kLasso, 1e-3, 1.0};
+  dml::SolverOptions few;
+  few.kind = dml::SolverKind::kScd;
+  few.stop.max_epochs = 2;
+  auto t = dml::Train(*data, m, few);
+  BOOST_REQUIRE(t.ok());
+  const std::vector<double> v = dml::Predict(data->x, t->w);
+  auto cols = std::make_shared<const dml::CscMatrix>(data->x.Convert());
+  auto shared = dml::actors::MakeGapMemoryOnActor(sys, data, m, 0, cols);
+  auto own = dml::actors::MakeGapMemoryOnActor(sys, data, m, 0);
+  BOOST_REQUIRE_MESSAGE(shared.ok(), shared.status().ToString());
+  BOOST_REQUIRE(own.ok());
+  BOOST_REQUIRE((*shared)->Publish(v, t->w).ok());
+  BOOST_REQUIRE((*own)->Publish(v, t->w).ok());
+  (*shared)->RefreshAll();
+  (*own)->RefreshAll();
+  const std::vector<double> z = (*shared)->Values();
+  BOOST_TEST(z == (*own)->Values(), boost::test_tools::per_element());
+  auto c = dml::EvaluatePrimal(*data, m, t->w);
+  BOOST_REQUIRE(c.ok());
+  BOOST_TEST(c->gap > 0.0);
+  BOOST_TEST(std::abs(std::accumulate(z.begin(), z.end(), 0.0) - c->gap) <= 1e-9 * c->gap);
 }
 
 // The client DuHL's device side uses in the runtime: every call a request
