@@ -39,13 +39,13 @@ struct test_config : caf::actor_system_config {
   }
 };
 
-std::shared_ptr<const dml::Dataset> Problem() {
+std::shared_ptr<const dml::Dataset> Problem(dml::Task task = dml::Task::kClassification) {
   dml::SyntheticOptions o;
   o.rows = 600;
   o.cols = 50;
   o.nnz_per_row = 6;
   o.noise = 0.3;
-  o.task = dml::Task::kClassification;
+  o.task = task;
   o.seed = 4;
   o.threads = 1;
   auto g = dml::GenerateSynthetic(o);
@@ -53,15 +53,21 @@ std::shared_ptr<const dml::Dataset> Problem() {
   return std::make_shared<const dml::Dataset>(std::move(g->data));
 }
 
-// A state part-way to the optimum: alpha after two SCD epochs, and its w.
-std::pair<std::vector<double>, std::vector<double>> TwoEpochs(const dml::Dataset& data,
-                                                              const dml::ModelSpec& m) {
+// A state part-way to the optimum: two SCD epochs.
+dml::TrainResult PartWay(const dml::Dataset& data, const dml::ModelSpec& m) {
   dml::SolverOptions few;
   few.kind = dml::SolverKind::kScd;
   few.stop.max_epochs = 2;
   auto t = dml::Train(data, m, few);
   BOOST_REQUIRE(t.ok());
-  return {t->alpha, dml::PrimalFromDual(data.x, t->alpha, m.lambda)};
+  return *std::move(t);
+}
+
+// A dual model's state part-way: alpha after two SCD epochs, and its w.
+std::pair<std::vector<double>, std::vector<double>> TwoEpochs(const dml::Dataset& data,
+                                                              const dml::ModelSpec& m) {
+  const dml::TrainResult t = PartWay(data, m);
+  return {t.alpha, dml::PrimalFromDual(data.x, t.alpha, m.lambda)};
 }
 
 }  // namespace
@@ -153,36 +159,22 @@ BOOST_AUTO_TEST_CASE(threads_refresh_to_the_published_state_and_top_is_the_large
 BOOST_AUTO_TEST_CASE(an_actor_on_shared_columns_measures_the_same) {
   test_config cfg;
   caf::actor_system sys{cfg};
-  dml::SyntheticOptions o;
-  o.rows = 400;
-  o.cols = 60;
-  o.nnz_per_row = 8;
-  o.noise = 0.3;
-  o.task = dml::Task::kRegression;
-  o.seed = 6;
-  o.threads = 1;
-  auto g = dml::GenerateSynthetic(o);
-  BOOST_REQUIRE(g.ok());
-  auto data = std::make_shared<const dml::Dataset>(std::move(g->data));
+  auto data = Problem(dml::Task::kRegression);
   dml::ModelSpec m{dml::ModelKind::kLasso, 1e-3, 1.0};
-  dml::SolverOptions few;
-  few.kind = dml::SolverKind::kScd;
-  few.stop.max_epochs = 2;
-  auto t = dml::Train(*data, m, few);
-  BOOST_REQUIRE(t.ok());
-  const std::vector<double> v = dml::Predict(data->x, t->w);
+  const dml::TrainResult t = PartWay(*data, m);
+  const std::vector<double> v = dml::Predict(data->x, t.w);
   auto cols = std::make_shared<const dml::CscMatrix>(data->x.Convert());
   auto shared = dml::actors::MakeGapMemoryOnActor(sys, data, m, 0, cols);
   auto own = dml::actors::MakeGapMemoryOnActor(sys, data, m, 0);
   BOOST_REQUIRE_MESSAGE(shared.ok(), shared.status().ToString());
   BOOST_REQUIRE(own.ok());
-  BOOST_REQUIRE((*shared)->Publish(v, t->w).ok());
-  BOOST_REQUIRE((*own)->Publish(v, t->w).ok());
+  BOOST_REQUIRE((*shared)->Publish(v, t.w).ok());
+  BOOST_REQUIRE((*own)->Publish(v, t.w).ok());
   (*shared)->RefreshAll();
   (*own)->RefreshAll();
   const std::vector<double> z = (*shared)->Values();
   BOOST_TEST(z == (*own)->Values(), boost::test_tools::per_element());
-  auto c = dml::EvaluatePrimal(*data, m, t->w);
+  auto c = dml::EvaluatePrimal(*data, m, t.w);
   BOOST_REQUIRE(c.ok());
   BOOST_TEST(c->gap > 0.0);
   BOOST_TEST(std::abs(std::accumulate(z.begin(), z.end(), 0.0) - c->gap) <= 1e-9 * c->gap);
