@@ -602,13 +602,10 @@ Exit TrainOnRuntime(Run& run, std::shared_ptr<const dml::Dataset>& shared_data,
     if (!Number(args, {"--device"}, job.cocoa.device, error)) return Fail(error);
   }
   // --solver tpa-scd with --mode cocoa: the workers' local solver on a GPU
-  // (with DuHL: DuHL's blocks on it).
+  // (with DuHL: DuHL's blocks on it). Other modes were refused before the
+  // load (main).
   if (run.opt.kind == dml::SolverKind::kTpaScd && !duhl_mode &&
       job.cocoa.local_solver != dml::SolverKind::kDuhl) {
-    if (job.mode.kind != dml::Mode::kCocoa) {
-      return Fail("--solver tpa-scd runs alone, as --mode cocoa's local solver or as --mode duhl's "
-                  "device; not with --mode " + Get(args, "--mode"));
-    }
     job.cocoa.local_solver = dml::SolverKind::kTpaScd;
     job.cocoa.gpu_fallback = args.values.count("--gpu-fallback") > 0;
     if (!Number(args, {"--device"}, job.cocoa.device, error)) return Fail(error);
@@ -842,7 +839,7 @@ int main(int argc, char** argv) {
     // By the parsed mode: names have aliases (mavg, bsp, downpour).
     const std::string mode = Get(run.args, "--mode");
     const dml::Mode kind = *dml::ParseMode(mode);  // parsed above
-    if (tpa && kind != dml::Mode::kCocoa && kind != dml::Mode::kDuhl) {  // again where the job is built
+    if (tpa && kind != dml::Mode::kCocoa && kind != dml::Mode::kDuhl) {  // before any load
       return Fail("--solver tpa-scd runs alone, as --mode cocoa's local solver or as --mode duhl's "
                   "device; not with --mode " + mode);
     }

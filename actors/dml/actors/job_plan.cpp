@@ -6,10 +6,15 @@
 
 namespace dml::actors {
 
+double ResolveSigmaPrime(const JobSpec& spec) {
+  return spec.cocoa.sigma_prime > 0 ? spec.cocoa.sigma_prime
+                                    : spec.cocoa.gamma * static_cast<double>(spec.mode.workers);
+}
+
 JobPlan ResolvePlan(JobSpec spec) {
   JobPlan p;
   const double k = static_cast<double>(spec.mode.workers);
-  if (!(spec.cocoa.sigma_prime > 0)) spec.cocoa.sigma_prime = spec.cocoa.gamma * k;
+  spec.cocoa.sigma_prime = ResolveSigmaPrime(spec);
   // beta = K alpha = 0.9, the EASGD paper's choice.
   if (!(spec.sgd.easgd_alpha > 0)) spec.sgd.easgd_alpha = 0.9 / k;
   // A path-only job's batch is resolved where the data was read

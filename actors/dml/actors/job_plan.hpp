@@ -18,6 +18,10 @@
 
 namespace dml::actors {
 
+/// CoCoA+'s sigma' for `spec`: cocoa.sigma_prime where set (> 0), else
+/// gamma K (what ResolvePlan decides, and what Submit checks DuHL against).
+double ResolveSigmaPrime(const JobSpec& spec);
+
 /// What ResolvePlan returns; see the file comment.
 struct JobPlan {
   JobSpec spec;  ///< with every default resolved (no 0 = "default" left)

@@ -22,6 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "dml/actors/coordinator.hpp"
 #include "dml/actors/internal/job_state.hpp"
+#include "dml/actors/job_plan.hpp"
 #include "dml/actors/network.hpp"
 #include "dml/actors/node.hpp"
 #include "dml/actors/register_types.hpp"
@@ -173,8 +174,7 @@ absl::Status ValidateSpec(const JobSpec& s) {
   // DuHL's rounds solve the CoCoA+ subproblem with sigma' >= 1 (its Solve
   // refuses less): said here, by field, not by worker 0 after the load.
   if (s.mode.kind == Mode::kDuhl || s.cocoa.local_solver == SolverKind::kDuhl) {
-    const double sigma = s.cocoa.sigma_prime > 0 ? s.cocoa.sigma_prime
-                                                 : s.cocoa.gamma * static_cast<double>(s.mode.workers);
+    const double sigma = actors::ResolveSigmaPrime(s);
     if (!(sigma >= 1.0)) {
       return Invalid(s.cocoa.sigma_prime > 0 ? "cocoa.sigma_prime" : "cocoa.gamma",
                      absl::StrCat("DuHL needs sigma' = ", s.cocoa.sigma_prime > 0 ? "" : "gamma * workers ",

@@ -66,6 +66,17 @@ std::string ConnectError(const worker_state& st, std::size_t shards, const int64
   return "";
 }
 
+// `text` cut to what a worker_report's text fields carry on the wire, at a
+// character's start (it may reach a JSON metrics file).
+std::string CutForReport(std::string text) {
+  std::size_t cut = std::min(text.size(), net::kMaxWorkerFailureBytes);
+  while (cut > 0 && cut < text.size() && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) {
+    --cut;
+  }
+  text.resize(cut);
+  return text;
+}
+
 // The cocoa local solver the spec names: the CPU SCD, or TPA-SCD on a GPU
 // of this process, held by that device's gpu_solver (its fallback, when
 // allowed, goes to the coordinator as the worker's note: an event of the
@@ -87,13 +98,10 @@ absl::StatusOr<std::unique_ptr<LocalSolver>> MakeWorkerLocalSolver(caf::actor_sy
   // DuHL makes a solver per block where the device cannot hold one: one
   // line, not one a block. It goes to the coordinator in the worker's
   // reports (an event of the progress stream: a node process's stderr is
-  // not the user's), cut to the wire's limit at a character's start.
+  // not the user's).
   gpu.log = [index, note = st.note](std::string_view line) {
     if (!note->empty()) return;
-    std::string what = absl::StrCat("worker ", index, ": ", AsAbsl(line));
-    std::size_t cut = std::min(what.size(), net::kMaxWorkerFailureBytes);
-    while (cut > 0 && cut < what.size() && (static_cast<unsigned char>(what[cut]) & 0xC0) == 0x80) --cut;
-    *note = what.substr(0, cut);
+    *note = CutForReport(absl::StrCat("worker ", index, ": ", AsAbsl(line)));
   };
   if (kind == kDuhlLocal) {
     DuhlOptions d;
@@ -283,11 +291,7 @@ caf::result<block_sums, worker_report> solve_round(self_ptr self, int64_t r, con
   auto report_failure = [self](const std::string& what) {
     auto& st = self->state;
     worker_report failed = st.report();
-    // Cut to the wire's limit, at a character's start (the message may
-    // reach a JSON metrics file).
-    std::size_t cut = std::min(what.size(), net::kMaxWorkerFailureBytes);
-    while (cut > 0 && cut < what.size() && (static_cast<unsigned char>(what[cut]) & 0xC0) == 0x80) --cut;
-    failed.wire_error = what.substr(0, cut);
+    failed.wire_error = CutForReport(what);
     if (st.cfg.coordinator) caf::anon_send(st.cfg.coordinator, failed);
   };
   if (!up.ok()) {
