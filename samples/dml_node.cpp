@@ -180,10 +180,12 @@ int main(int argc, char** argv) {
     }
   }
   caf::actor_system sys(cfg);
-  auto node = dml::actors::spawn_node(sys, name, secret);
+  // hogwild's key-value groups listen beside the node, on its host; under
+  // TLS they are refused (their own connections carry no TLS).
+  auto node = dml::actors::spawn_node(sys, name, secret, tls_on ? std::string() : host);
   // With a secret, every message (not only spawning) needs an admitted
   // sender; the node actor itself stays open for the challenge.
-  if (!secret.empty()) dml::actors::RequireAdmission(node->id());
+  if (!secret.empty()) dml::actors::RequireAdmission(sys, node->id());
   auto published = dml::actors::Publish(sys, node, static_cast<uint16_t>(port), host, true);
   if (!published) {
     std::fprintf(stderr, "dml-node: cannot listen on %s:%d: %s\n", host.c_str(), port,

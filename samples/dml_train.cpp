@@ -187,7 +187,8 @@ Distributed (the actor runtime):
   --saga              sync, async, ssp: SAGA steps (async: ASAGA), each row's last gradient
                       remembered by its worker, their mean kept by the shards (off)
   --store memory|kv   hogwild: the shared model in this process's memory, or in a key-value
-                      store with one node per worker, each worker on its own rows (memory)
+                      store with one node per worker (on --nodes: one per node), each worker
+                      on its own rows (memory)
   --localize          --store kv: each worker moves its next minibatch's columns to its node
                       while it computes this one (off)
   --kv-block B        --store kv: columns per ownership block (1)

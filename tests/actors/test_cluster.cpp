@@ -153,6 +153,22 @@ void ShortCocoaRounds(dml::JobSpec& s) {
   s.stop.max_epochs = 5000;
 }
 
+// The last entry's kv_store event, or "".
+std::string KvEvent(const dml::TrainResult& r) {
+  for (auto p = r.history.rbegin(); p != r.history.rend(); ++p) {
+    if (p->event.find("key-value store:") != std::string::npos) return p->event;
+  }
+  return "";
+}
+
+// "... N blocks relocated ..." of a kv_store event.
+long BlocksRelocated(const std::string& event) {
+  const auto at = event.find(" blocks relocated");
+  BOOST_REQUIRE(at != std::string::npos);
+  const auto from = event.rfind(' ', at - 1);
+  return std::stol(event.substr(from + 1, at - from - 1));
+}
+
 // A cluster of its own, for a test that kills one of its nodes.
 dml::net::LocalCluster StartNodes() {
   auto c = dml::net::LocalCluster::Start(DML_NODE_BINARY, 3, {"--threads=1"});
@@ -373,6 +389,34 @@ BOOST_AUTO_TEST_CASE(a_node_with_a_secret_admits_only_processes_that_know_it) {
     const dml::TrainResult r = Run(rt, s);
     BOOST_CHECK(r.reason == dml::StopReason::kConverged);
     BOOST_TEST(r.gap <= 1e-6 * std::abs(r.primal));
+    // hogwild's key-value group: its members prove the same secret to each
+    // other (the nodes' gates and the groups' are kept apart).
+    dml::JobSpec h = Spec(dml::Mode::kHogwild);
+    h.sgd.store = dml::JobSgd::Store::kKv;
+    h.sgd.localize = true;
+    h.stop.max_epochs = 5;
+    h.cluster.nodes = c->addresses();
+    const dml::TrainResult hr = Run(rt, h);
+    BOOST_CHECK(hr.reason == dml::StopReason::kMaxEpochs);
+    BOOST_TEST(hr.epochs >= 5.0);
+    BOOST_TEST(BlocksRelocated(KvEvent(hr)) > 0, KvEvent(hr));
+  }
+  {
+    // A process with the wrong secret cannot join a job's group on a node:
+    // asking for a member is refused before anything listens.
+    dml::actors::process_config cfg(1);
+    caf::actor_system sys(cfg);
+    auto hp = dml::actors::ParseHostPort(c->addresses()[0]);
+    auto node = sys.middleman().remote_actor<dml::actors::node_actor>(hp->first, hp->second);
+    BOOST_REQUIRE(node);
+    caf::scoped_actor self{sys};
+    std::string refusal;
+    self->request(*node, std::chrono::seconds(10), dml::actors::kv_atom_v,
+                  caf::actor_cast<caf::actor>(self), int64_t{10}, int64_t{1}, true, int32_t{1},
+                  int32_t{2}, int32_t{1})
+        .receive([&](int32_t) { refusal = "listening"; },
+                 [&](caf::error& e) { refusal = sys.render(e); });
+    BOOST_TEST(refusal.find("not admitted") != std::string::npos, refusal);
   }
   BOOST_TEST(c->Stop().ok());
   std::remove(secret_file.c_str());
@@ -453,14 +497,51 @@ BOOST_AUTO_TEST_CASE(sgd_modes_across_processes_reach_the_in_process_objective) 
   }
 }
 
+// hogwild across processes: the model lives in a key-value group of one
+// member per node with workers and one in the coordinator's process; with
+// localize the workers' next minibatches' keys move to their nodes.
+BOOST_AUTO_TEST_CASE(hogwild_on_the_key_value_store_runs_across_processes) {
+  dml::Runtime rt;
+  const double p_star = Optimum(Spec(dml::Mode::kHogwild).model);
+  for (bool localize : {false, true}) {
+    BOOST_TEST_CONTEXT("localize " << localize) {
+      dml::JobSpec s = Spec(dml::Mode::kHogwild);
+      s.mode.workers = 3;  // one on each node
+      s.sgd.store = dml::JobSgd::Store::kKv;
+      s.sgd.localize = localize;
+      s.sgd.kv_block = 4;
+      StopAtTarget(s, p_star);
+      s.cluster.nodes = fixture->cluster->addresses();
+      const dml::TrainResult r = Run(rt, s);
+      const std::string event = KvEvent(r);
+      BOOST_TEST_MESSAGE("hogwild kv localize " << localize << ": P-P* " << r.primal - p_star
+                                                << " in " << r.epochs << " epochs; " << event);
+      BOOST_CHECK(r.reason == dml::StopReason::kTargetReached);
+      BOOST_TEST(r.primal <= *s.stop.target_primal);
+      auto exact = dml::PrimalValue(*fixture->data, s.model, r.w);
+      BOOST_REQUIRE(exact.ok());
+      BOOST_TEST(*exact == r.primal, boost::test_tools::tolerance(1e-9));
+      BOOST_TEST(r.w.size() == static_cast<std::size_t>(fixture->data->x.cols()));
+      // The counters are the three nodes' members' (their workers' keys).
+      BOOST_REQUIRE_MESSAGE(!event.empty(), "no kv_store event");
+      BOOST_TEST(event.find("members answered") == std::string::npos, event);
+      if (localize) {
+        BOOST_TEST(BlocksRelocated(event) > 0, event);
+      } else {
+        BOOST_TEST(BlocksRelocated(event) == 0, event);
+      }
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(hogwild_and_in_memory_data_are_refused_for_nodes) {
   dml::Runtime rt;
   dml::JobSpec s = Spec(dml::Mode::kHogwild);
   s.cluster.nodes = fixture->cluster->addresses();
   auto j = rt.Submit(s);
   BOOST_REQUIRE(!j.ok());
-  BOOST_TEST(std::string(j.status().message()).find("JobSpec.mode.kind: hogwild workers share one "
-                                                    "in-process model") == 0u,
+  BOOST_TEST(std::string(j.status().message()).find("JobSpec.sgd.store: hogwild on nodes needs the "
+                                                    "key-value store") == 0u,
              j.status().message());
   s = Spec(dml::Mode::kCocoa);
   s.data.path.clear();
@@ -572,6 +653,37 @@ BOOST_AUTO_TEST_CASE(async_jobs_continue_through_a_killed_worker_node) {
       if (mode == dml::Mode::kSsp) BOOST_TEST(r->max_granted_staleness <= s.sgd.staleness);
     }
   }
+}
+
+// A node's loss takes its member's keys along: the job fails, promptly and
+// saying why, instead of training on with a hole in the model.
+BOOST_AUTO_TEST_CASE(hogwild_on_nodes_fails_cleanly_when_a_node_is_lost) {
+  auto cluster = StartNodes();
+  dml::Runtime rt;
+  dml::JobSpec s = Spec(dml::Mode::kHogwild);
+  s.mode.workers = 3;
+  s.sgd.store = dml::JobSgd::Store::kKv;
+  s.sgd.localize = true;
+  s.stop.gap_rel = 0;
+  s.stop.max_epochs = 100000;
+  s.stop.max_seconds = 60;
+  s.cluster.nodes = cluster.addresses();
+  auto j = rt.Submit(s);
+  BOOST_REQUIRE_MESSAGE(j.ok(), j.status().ToString());
+  WaitForRounds(*j, 3);
+  BOOST_REQUIRE_MESSAGE(!j->Done(), "the job ended before the fault was injected");
+  const auto killed_at = Clock::now();
+  cluster.Kill(1);
+  auto r = j->Wait();
+  const double after = std::chrono::duration<double>(Clock::now() - killed_at).count();
+  BOOST_REQUIRE(!r.ok());
+  BOOST_TEST_MESSAGE("after " << after << " s: " << r.status().ToString());
+  BOOST_TEST(r.status().code() == absl::StatusCode::kUnavailable, r.status().ToString());
+  BOOST_TEST(std::string(r.status().message()).find("lost node 1 (" + cluster.addresses()[1] +
+                                                    "): hogwild on nodes does not survive a "
+                                                    "node loss") != std::string::npos,
+             r.status().message());
+  BOOST_TEST(after < 15.0);
 }
 
 BOOST_AUTO_TEST_CASE(a_hung_node_is_detected_by_its_silence_and_replaced) {

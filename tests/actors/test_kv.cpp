@@ -657,3 +657,51 @@ BOOST_AUTO_TEST_CASE(leave_waits_until_the_peer_has_everything_sent_before) {
   c.Leave(std::chrono::milliseconds(200));
   BOOST_TEST((std::chrono::steady_clock::now() - t0 >= std::chrono::milliseconds(190)));
 }
+
+// Listen, then Connect: the two halves of Join for a group whose ports are
+// learnt only once each node listens (hogwild on dml-node processes).
+BOOST_AUTO_TEST_CASE(listen_on_any_port_then_connect_makes_a_working_group) {
+  KvOptions o;
+  o.keys = 40;
+  o.block = 2;
+  std::vector<std::unique_ptr<KvNode>> g;
+  std::vector<std::string> peers;
+  for (int r = 0; r < 3; ++r) {
+    auto n = KvNode::Listen(o, r, 3, "127.0.0.1");
+    BOOST_REQUIRE_MESSAGE(n.ok(), n.status().ToString());
+    BOOST_TEST((*n)->port() > 0);
+    peers.push_back("127.0.0.1:" + std::to_string((*n)->port()));
+    g.push_back(*std::move(n));
+  }
+  // Not connected yet: refused, not queued.
+  auto early = g[1]->Push({3}, std::vector<double>{1.0});
+  BOOST_TEST(early.status().code() == absl::StatusCode::kFailedPrecondition);
+  BOOST_TEST(std::string(early.status().message()).find("not connected") != std::string::npos);
+  // A list of the wrong length is refused and leaves the node connectable.
+  auto short_list = g[0]->Connect({peers[0], peers[1]});
+  BOOST_TEST(short_list.code() == absl::StatusCode::kInvalidArgument);
+  std::vector<std::future<absl::Status>> connects;
+  for (int r = 0; r < 3; ++r) {
+    connects.push_back(std::async(std::launch::async, [&, r] { return g[r]->Connect(peers); }));
+  }
+  for (auto& c : connects) Ok(c.get());
+  BOOST_TEST(g[2]->Connect(peers).code() == absl::StatusCode::kFailedPrecondition);
+  // Keys homed on every rank, pushed from every rank, one localized.
+  auto moved = g[2]->Localize({0, 1});
+  BOOST_REQUIRE(moved.ok());
+  Ok(g[2]->Wait(*moved));
+  BOOST_TEST(g[2]->Owns(0));
+  for (int r = 0; r < 3; ++r) {
+    auto h = g[r]->Push({0, 15, 39}, std::vector<double>{1.0, 2.0, 3.0});
+    BOOST_REQUIRE(h.ok());
+    Ok(g[r]->Wait(*h));
+  }
+  BOOST_TEST(PullOne(*g[0], 0) == 3.0);
+  BOOST_TEST(PullOne(*g[1], 15) == 6.0);
+  BOOST_TEST(PullOne(*g[2], 39) == 9.0);
+  std::vector<std::future<absl::Status>> barriers;
+  for (int r = 0; r < 3; ++r) {
+    barriers.push_back(std::async(std::launch::async, [&, r] { return g[r]->Barrier(); }));
+  }
+  for (auto& b : barriers) Ok(b.get());
+}

@@ -6,13 +6,19 @@
 #include "dml/actors/coordinator.hpp"
 
 #include <algorithm>
+#include <map>
 
 #include <caf/exit_reason.hpp>
 #include <caf/result.hpp>
 #include <caf/sec.hpp>
 #include <caf/system_messages.hpp>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "dml/actors/internal/coordinator_state.hpp"
+#include "dml/actors/kv.hpp"
+#include "dml/actors/network.hpp"
+#include "dml/actors/node.hpp"
 #include "dml/actors/wire.hpp"
 #include "dml/solver/sgd.hpp"
 #include "dml/solver/solver.hpp"
@@ -384,10 +390,89 @@ int place(const coord_state& st, std::size_t offset, std::size_t i) {
   return alive.empty() ? -1 : alive[(offset + i) % alive.size()];
 }
 
+// hogwild on nodes, step 2: every member of the key-value group listens;
+// now each dials the others (on threads of their own: kv_connector), and
+// the workers run once all answered.
+void kv_connect_and_train(self_ptr self, const std::vector<int>& hosts,
+                          const std::vector<std::string>& peers) {
+  auto& st = self->state;
+  const std::string table = absl::StrJoin(peers, std::string(1, kPeerTableSeparator));
+  auto remaining = std::make_shared<std::size_t>(hosts.size() + 1);
+  const uint64_t gen = st.generation;
+  auto connected = [self, remaining, gen](bool) {
+    auto& st = self->state;
+    if (st.finished() || gen != st.generation) return;
+    if (--*remaining == 0) connect_and_train(self);
+  };
+  auto failed = [self, gen](caf::error& err) {
+    if (gen == self->state.generation) fail_job(self, err);
+  };
+  // KvNode::Connect gives up after 30 s; the answer comes before this.
+  const auto limit = std::chrono::seconds(45);
+  for (int n : hosts) {
+    self->request(st.nodes[static_cast<std::size_t>(n)], limit, connect_atom_v,
+                  caf::actor_cast<caf::actor>(self), table)
+        .then(connected, failed);
+  }
+  self->request(spawn_kv_connector(self->system(), st.hog), limit, connect_atom_v, table)
+      .then(connected, failed);
+}
+
+// hogwild on nodes, step 1: a key-value group of one member per node with
+// workers (ranks 1.., sharing it there) and one here (rank 0: it dials
+// every other member and is dialled by none, so it listens on loopback;
+// the model is read through it for evaluations).
+void kv_on_nodes(self_ptr self) {
+  auto& st = self->state;
+  const JobSgd& sgd = st.spec().sgd;
+  std::vector<int> hosts;
+  std::map<int, int32_t> local;
+  for (int n : st.worker_node) {
+    if (local[n]++ == 0) hosts.push_back(n);
+  }
+  st.kv_hosts = hosts;
+  const auto members = static_cast<int32_t>(hosts.size() + 1);
+  KvOptions o;
+  o.keys = st.d;
+  o.block = sgd.kv_block;
+  o.dynamic = sgd.localize;
+  o.secret = st.job->cluster_secret;
+  auto own = KvNode::Listen(o, 0, members, "127.0.0.1", 0, 1);
+  if (!own.ok()) return fail_job(self, own.status());
+  auto peers = std::make_shared<std::vector<std::string>>(hosts.size() + 1);
+  (*peers)[0] = absl::StrCat("127.0.0.1:", (*own)->port());
+  st.hog->kv.clear();
+  st.hog->kv.push_back(*std::move(own));
+  auto remaining = std::make_shared<std::size_t>(hosts.size());
+  const uint64_t gen = st.generation;
+  for (std::size_t i = 0; i < hosts.size(); ++i) {
+    const int n = hosts[i];
+    self->request(st.nodes[static_cast<std::size_t>(n)], reply_timeout(st), kv_atom_v,
+                  caf::actor_cast<caf::actor>(self), o.keys, o.block, o.dynamic,
+                  static_cast<int32_t>(i + 1), members, local[n])
+        .then(
+            [self, peers, remaining, hosts, gen, n, i](int32_t port) {
+              auto& st = self->state;
+              if (st.finished() || gen != st.generation) return;
+              // The node is dialled where this process reaches it.
+              auto hp = ParseHostPort(st.spec().cluster.nodes[static_cast<std::size_t>(n)]);
+              if (!hp.ok()) return fail_job(self, hp.status());
+              const bool v6 = hp->first.find(':') != std::string::npos;
+              (*peers)[i + 1] = v6 ? absl::StrCat("[", hp->first, "]:", port)
+                                   : absl::StrCat(hp->first, ":", port);
+              if (--*remaining == 0) kv_connect_and_train(self, hosts, *peers);
+            },
+            [self, gen](caf::error& err) {
+              if (gen == self->state.generation) fail_job(self, err);
+            });
+  }
+}
+
 void wire_and_train(self_ptr self) {
   auto& st = self->state;
   if (!st.topo().uses_shards()) {
     const JobSgd& sgd = st.spec().sgd;
+    if (sgd.store == JobSgd::Store::kKv && !st.nodes.empty()) return kv_on_nodes(self);
     if (sgd.store == JobSgd::Store::kKv) {
       if (auto s = st.hog->allocate_kv(static_cast<std::size_t>(st.d), st.spec().mode.workers,
                                        sgd.kv_block, sgd.localize);

@@ -206,6 +206,14 @@ void node_lost(self_ptr self, int n) {
   auto& st = self->state;
   if (st.finished() || n < 0 || !st.node_alive[n]) return;
   st.node_alive[n] = false;
+  if (!st.topo().uses_shards()) {
+    // hogwild's model lives in a key-value group whose members hold the
+    // only copy of their keys: nothing to restart from.
+    return fail_job(self, absl::UnavailableError(absl::StrCat(
+                              "lost node ", n, " (", st.spec().cluster.nodes[static_cast<std::size_t>(n)],
+                              "): hogwild on nodes does not survive a node loss (its key-value "
+                              "member held part of the model)")));
+  }
   if (starting(st)) {
     ++st.generation;
   } else if (continuable(st, n)) {

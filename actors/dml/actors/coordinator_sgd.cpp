@@ -41,12 +41,37 @@ void shard_staleness(self_ptr self, Done done) {
   }
 }
 
+// hogwild on nodes: a worker's (or the model read's) failure is often the
+// first sign of a node's loss, seen by a key-value member before the
+// coordinator's own connection to that node closes. Ask the group's nodes
+// first: a node that does not answer is lost (node_lost says so, naming
+// it); if all answer, the failure is the job's.
+void kv_failure(self_ptr self, std::function<void()> fail) {
+  auto& st = self->state;
+  if (st.kv_hosts.empty()) return fail();
+  auto remaining = std::make_shared<std::size_t>(st.kv_hosts.size());
+  auto lost = std::make_shared<int>(-1);
+  const uint64_t gen = st.generation;
+  for (int n : st.kv_hosts) {
+    auto one = [self, remaining, lost, gen, fail, n](bool answered) {
+      auto& st = self->state;
+      if (!answered && *lost < 0) *lost = n;
+      if (--*remaining > 0 || st.finished() || gen != st.generation) return;
+      if (*lost >= 0) return node_lost(self, *lost);
+      fail();
+    };
+    self->request(st.nodes[static_cast<std::size_t>(n)], std::chrono::seconds(2), hello_atom_v)
+        .then([one](const std::string&, int64_t, int32_t) { one(true); },
+              [one](caf::error&) { one(false); });
+  }
+}
+
 template <class Done>
 void read_model(self_ptr self, Done done) {
   auto& st = self->state;
   if (!st.topo().uses_shards()) {
     auto w = st.hog->read();
-    if (!w.ok()) return fail_job(self, w.status());
+    if (!w.ok()) return kv_failure(self, [self, why = w.status()] { fail_job(self, why); });
     return done(dvec(*std::move(w)));
   }
   read_shards(self, std::move(done));
@@ -374,26 +399,83 @@ void maybe_evaluate(self_ptr self) {
   });
 }
 
-void sgd_all_stopped(self_ptr self) {
-  auto& st = self->state;
-  if (st.hog && !st.hog->kv.empty()) {
-    // Where hogwild's keys were served, for the final progress entry.
-    KvStats sum;
-    for (const auto& node : st.hog->kv) {
-      const KvStats s = node->Stats();
-      sum.local_keys += s.local_keys;
-      sum.remote_keys += s.remote_keys;
-      sum.queued_keys += s.queued_keys;
-      sum.messages += s.messages;
-      sum.blocks_in += s.blocks_in;
-    }
-    const double all = static_cast<double>(sum.local_keys + sum.remote_keys + sum.queued_keys);
-    append_event(st, "kv_store",
-                 absl::StrFormat("key-value store: %.1f%% of the keys pulled and pushed served in "
-                                 "place, %d blocks relocated, %d messages",
-                                 all > 0 ? 100.0 * static_cast<double>(sum.local_keys) / all : 0.0,
-                                 sum.blocks_in, sum.messages));
+namespace {
+
+void kv_store_event(coord_state& st, const std::vector<KvStats>& members, std::size_t asked) {
+  KvStats sum;
+  for (const KvStats& s : members) {
+    sum.local_keys += s.local_keys;
+    sum.remote_keys += s.remote_keys;
+    sum.queued_keys += s.queued_keys;
+    sum.messages += s.messages;
+    sum.bytes += s.bytes;
+    sum.blocks_in += s.blocks_in;
   }
+  const double all = static_cast<double>(sum.local_keys + sum.remote_keys + sum.queued_keys);
+  append_event(st, "kv_store",
+               absl::StrFormat("key-value store: %.1f%% of the keys pulled and pushed served in "
+                               "place, %d blocks relocated, %d messages, %d bytes%s",
+                               all > 0 ? 100.0 * static_cast<double>(sum.local_keys) / all : 0.0,
+                               sum.blocks_in, sum.messages, sum.bytes,
+                               members.size() == asked
+                                   ? ""
+                                   : absl::StrCat(" (", members.size(), " of ", asked,
+                                                  " members answered)")));
+}
+
+// Where hogwild's keys were served (the workers' members: on nodes, not
+// the coordinator's own, whose keys are the evaluations' reads), as the
+// final progress entry; then `done`.
+void kv_summary(self_ptr self, std::function<void()> done) {
+  auto& st = self->state;
+  if (!st.hog || st.hog->kv.empty()) return done();
+  if (st.kv_hosts.empty()) {
+    std::vector<KvStats> members;
+    for (const auto& node : st.hog->kv) members.push_back(node->Stats());
+    kv_store_event(st, members, members.size());
+    return done();
+  }
+  auto got = std::make_shared<std::vector<KvStats>>();
+  auto remaining = std::make_shared<std::size_t>(st.kv_hosts.size());
+  const std::size_t asked = st.kv_hosts.size();
+  auto one_done = [self, got, remaining, asked, done] {
+    if (--*remaining > 0 || self->state.finished()) return;
+    kv_store_event(self->state, *got, asked);
+    done();
+  };
+  for (int n : st.kv_hosts) {
+    self->request(st.nodes[static_cast<std::size_t>(n)], std::chrono::seconds(10), stats_atom_v,
+                  caf::actor_cast<caf::actor>(self))
+        .then(
+            [got, one_done](const int64_list& v) {
+              if (v.values.size() == 6) {
+                KvStats k;
+                k.local_keys = v.values[0];
+                k.remote_keys = v.values[1];
+                k.queued_keys = v.values[2];
+                k.messages = v.values[3];
+                k.bytes = v.values[4];
+                k.blocks_in = v.values[5];
+                got->push_back(k);
+              }
+              one_done();
+            },
+            // A node that cannot say is left out of the sum (and counted).
+            [one_done](caf::error&) { one_done(); });
+  }
+}
+
+void final_evaluation(self_ptr self);
+
+}  // namespace
+
+void sgd_all_stopped(self_ptr self) {
+  kv_summary(self, [self] { final_evaluation(self); });
+}
+
+namespace {
+
+void final_evaluation(self_ptr self) {
   // Final certificate of the final model, then the ssp statistic.
   evaluate(self, /*final=*/true, [self](const std::vector<double>& w) {
     auto& st = self->state;
@@ -413,6 +495,8 @@ void sgd_all_stopped(self_ptr self) {
     });
   });
 }
+
+}  // namespace
 
 namespace {
 
@@ -446,7 +530,8 @@ void sgd_run_worker(self_ptr self, std::size_t k, int64_t start_clock) {
             if (--st.running == 0) sgd_all_stopped(self);
           },
           [self, gen](caf::error& err) {
-            if (gen == self->state.generation) fail_job(self, err);
+            if (gen != self->state.generation) return;
+            kv_failure(self, [self, err] { fail_job(self, err); });
           });
 }
 

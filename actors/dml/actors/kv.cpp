@@ -5,6 +5,7 @@
 #include "dml/actors/kv.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <condition_variable>
 #include <mutex>
@@ -37,7 +38,15 @@ namespace detail {
 
 // One actor system, shared by the nodes of a group in this process.
 struct kv_group {
-  explicit kv_group(int threads) : cfg(threads), sys(cfg) {}
+  explicit kv_group(int threads) : cfg(threads), sys(cfg) { released.sys = &sys; }
+  // Declared first, so destroyed last: the system's admission gate (if
+  // any) is forgotten once the system is gone, not before.
+  struct release_gate {
+    const caf::actor_system* sys = nullptr;
+    ~release_gate() {
+      if (sys != nullptr) actors::ReleaseAdmission(sys);
+    }
+  } released;
   actors::process_config cfg;
   caf::actor_system sys;
 };
@@ -62,7 +71,11 @@ struct KvNode::Impl {
   std::mutex mu;
   std::condition_variable cv;
   int32_t introduced = 0;  // lower ranks that introduced themselves (Join)
-  bool started = false;    // peers known: Leave may send
+  // Peers known: operations may run and Leave may send. Atomic: Connect
+  // sets it while the user may already be calling (and being refused).
+  std::atomic<bool> started{false};
+  bool listening = false;  // made by Listen, Connect not yet called
+  uint16_t port = 0;       // where the gate listens (Listen)
 
   ~Impl() {
     // The actors read `core` and this: wait until they have stopped.
@@ -245,11 +258,61 @@ absl::StatusOr<std::unique_ptr<KvNode>> KvNode::Join(const KvOptions& options, i
   if (rank < 0 || rank >= nodes) {
     return absl::InvalidArgumentError(absl::StrCat("rank ", rank, " outside [0, ", nodes, ")"));
   }
+  auto own = actors::ParseHostPort(peers[static_cast<std::size_t>(rank)]);
+  if (!own.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("peers[", rank, "]: ", own.status().message()));
+  }
+  const std::string host = listen_host.empty() ? own->first : listen_host;
+  DML_ASSIGN_OR_RETURN(std::unique_ptr<KvNode> node,
+                       Listen(options, rank, nodes, host, own->second, threads));
+  DML_RETURN_IF_ERROR(node->Connect(peers, connect_timeout));
+  return node;
+}
+
+absl::StatusOr<std::unique_ptr<KvNode>> KvNode::Listen(const KvOptions& options, int rank,
+                                                       int nodes, const std::string& host,
+                                                       uint16_t port, int threads) {
+  DML_RETURN_IF_ERROR(ValidateKvOptions(options));
+  if (nodes < 1) return absl::InvalidArgumentError(absl::StrCat("nodes: ", nodes, " < 1"));
+  if (rank < 0 || rank >= nodes) {
+    return absl::InvalidArgumentError(absl::StrCat("rank ", rank, " outside [0, ", nodes, ")"));
+  }
   // This process holds its home range (other nodes' keys come and go).
   const int64_t blocks = (options.keys + options.block - 1) / options.block;
   DML_RETURN_IF_ERROR(CheckModelMemory(
       std::min(options.keys, (blocks + nodes - 1) / nodes * options.block), options.value_len, 0,
       "a key-value node's home range", VectorOrigin::kKeys));
+  auto group = std::make_shared<detail::kv_group>(threads);
+  auto impl = MakeImpl(group, options, rank, nodes);
+  auto& sys = group->sys;
+  // Peers first reach the gate; with a secret, nothing else here answers a
+  // process before it passed it.
+  impl->gate = sys.spawn(KvGate, impl.get());
+  if (!options.secret.empty()) actors::RequireAdmission(sys, impl->gate.id());
+  auto published = actors::Publish(sys, impl->gate, port, host, true);
+  if (!published) {
+    return absl::UnavailableError(absl::StrCat("kv node ", rank, ": cannot listen on ", host, ":",
+                                               port, ": ", sys.render(published.error())));
+  }
+  impl->port = *published;
+  impl->listening = true;
+  return std::unique_ptr<KvNode>(new KvNode(std::move(impl)));
+}
+
+uint16_t KvNode::port() const { return impl_->port; }
+
+absl::Status KvNode::Connect(const std::vector<std::string>& peers,
+                             std::chrono::duration<double> connect_timeout) {
+  if (!impl_->listening) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "kv node ", impl_->core->rank(), ": Connect is for a node made by Listen, once"));
+  }
+  const int rank = impl_->core->rank();
+  const int nodes = impl_->core->nodes();
+  if (static_cast<int>(peers.size()) != nodes) {
+    return absl::InvalidArgumentError(absl::StrCat("kv node ", rank, ": ", peers.size(),
+                                                   " peers for a group of ", nodes));
+  }
   std::vector<std::pair<std::string, uint16_t>> addr;
   for (std::size_t i = 0; i < peers.size(); ++i) {
     auto hp = actors::ParseHostPort(peers[i]);
@@ -258,20 +321,10 @@ absl::StatusOr<std::unique_ptr<KvNode>> KvNode::Join(const KvOptions& options, i
     }
     addr.push_back(*hp);
   }
-  auto group = std::make_shared<detail::kv_group>(threads);
-  auto impl = MakeImpl(group, options, rank, nodes);
-  auto& sys = group->sys;
-  const std::string host = listen_host.empty() ? addr[rank].first : listen_host;
-  // Peers first reach the gate; with a secret, nothing else here answers a
-  // process before it passed it.
-  impl->gate = sys.spawn(KvGate, impl.get());
-  if (!options.secret.empty()) actors::RequireAdmission(impl->gate.id());
-  auto published = actors::Publish(sys, impl->gate, addr[rank].second, host, true);
-  if (!published) {
-    return absl::UnavailableError(absl::StrCat("kv node ", rank, ": cannot listen on ", host, ":",
-                                               addr[rank].second, ": ",
-                                               sys.render(published.error())));
-  }
+  impl_->listening = false;  // a bad list may be mended; a failed connection may not
+  Impl* impl = impl_.get();
+  const KvOptions& options = impl->core->options();
+  auto& sys = impl->group->sys;
   const auto deadline = std::chrono::steady_clock::now() +
                         std::chrono::duration_cast<std::chrono::steady_clock::duration>(connect_timeout);
   // Higher ranks: connect (one direct connection per pair) and introduce
@@ -366,10 +419,19 @@ absl::StatusOr<std::unique_ptr<KvNode>> KvNode::Join(const KvOptions& options, i
   }
   caf::anon_send(impl->actor, start_atom_v);
   impl->started = true;
-  return std::unique_ptr<KvNode>(new KvNode(std::move(impl)));
+  return absl::OkStatus();
 }
 
+namespace {
+absl::Status NotConnected(const KvNode::Impl& impl) {
+  if (impl.started) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      absl::StrCat("kv node ", impl.core->rank(), ": not connected (Listen without Connect)"));
+}
+}  // namespace
+
 absl::StatusOr<KvHandle> KvNode::Pull(absl::Span<const int64_t> keys, double* out) {
+  DML_RETURN_IF_ERROR(NotConnected(*impl_));
   DML_RETURN_IF_ERROR(impl_->core->Lost());
   DML_RETURN_IF_ERROR(impl_->core->CheckKeys(keys));
   if (out == nullptr && !keys.empty()) return absl::InvalidArgumentError("Pull: out is null");
@@ -379,6 +441,7 @@ absl::StatusOr<KvHandle> KvNode::Pull(absl::Span<const int64_t> keys, double* ou
 
 absl::StatusOr<KvHandle> KvNode::Push(absl::Span<const int64_t> keys,
                                       absl::Span<const double> deltas) {
+  DML_RETURN_IF_ERROR(NotConnected(*impl_));
   DML_RETURN_IF_ERROR(impl_->core->Lost());
   DML_RETURN_IF_ERROR(impl_->core->CheckKeys(keys));
   const auto want = keys.size() * static_cast<std::size_t>(impl_->core->options().value_len);
@@ -396,6 +459,7 @@ absl::StatusOr<KvHandle> KvNode::Push(absl::Span<const int64_t> keys,
 }
 
 absl::StatusOr<KvHandle> KvNode::Localize(absl::Span<const int64_t> keys) {
+  DML_RETURN_IF_ERROR(NotConnected(*impl_));
   DML_RETURN_IF_ERROR(impl_->core->Lost());
   for (std::size_t i = 0; i < keys.size(); ++i) {
     if (keys[i] < 0 || keys[i] >= impl_->core->options().keys) {
@@ -421,6 +485,7 @@ absl::Status KvNode::Wait(const KvHandle& h) {
 }
 
 absl::Status KvNode::Barrier(std::chrono::duration<double> timeout) {
+  DML_RETURN_IF_ERROR(NotConnected(*impl_));
   const uint64_t gen = impl_->core->EnterBarrier();
   if (!impl_->core->WaitBarrier(gen, timeout)) {
     DML_RETURN_IF_ERROR(impl_->core->Lost());

@@ -59,13 +59,13 @@ struct KvOptions {
   bool location_cache = true;  ///< remember owners learned from answers
   /// How long Wait waits for an operation before DeadlineExceeded.
   double op_timeout_seconds = 60.0;
-  /// The group's secret (Join only): every pair of nodes proves it to each
-  /// other when they connect (HMAC-SHA256 challenges both ways,
-  /// dml/net/admission.hpp), and each process then drops every message
-  /// from a process that has not (before decoding it, logged and counted:
-  /// actors::RequireAdmission, which is process-wide: one node with a
-  /// secret per process, and nothing else published in it that peers
-  /// without the secret must reach). Empty: no admission (trusted networks).
+  /// The group's secret (Join, Listen): every pair of nodes proves it to
+  /// each other when they connect (HMAC-SHA256 challenges both ways,
+  /// dml/net/admission.hpp), and the node then drops every message from a
+  /// process that has not (before decoding it, logged and counted:
+  /// actors::RequireAdmission, for the node's own actor system, so a
+  /// dml-node's gate stays as it is). Empty: no admission (trusted
+  /// networks).
   std::string secret;
 };
 
@@ -135,6 +135,24 @@ class KvNode {
       const KvOptions& options, int rank, const std::vector<std::string>& peers,
       std::chrono::duration<double> connect_timeout = std::chrono::seconds(30),
       std::string listen_host = {}, int threads = 0);
+
+  /// Join in two halves, for a group whose ports are known only once its
+  /// nodes listen (a coordinator that places a job's nodes asks each for
+  /// its port, then hands every one the list). Listen publishes this node
+  /// on host:port (port 0: any free port; port() says which) and returns
+  /// it unconnected: operations and Barrier fail FailedPrecondition until
+  /// Connect has returned OK. Connect takes the group's `peers` (the same
+  /// list everywhere, one per rank; this node's own entry is not dialled)
+  /// and finishes as Join does; it may be called once. Errors: those of
+  /// Join; FailedPrecondition for a second Connect or a node not made by
+  /// Listen; InvalidArgument for a list of the wrong length.
+  static absl::StatusOr<std::unique_ptr<KvNode>> Listen(const KvOptions& options, int rank,
+                                                        int nodes, const std::string& host,
+                                                        uint16_t port = 0, int threads = 0);
+  absl::Status Connect(const std::vector<std::string>& peers,
+                       std::chrono::duration<double> connect_timeout = std::chrono::seconds(30));
+  /// The port this node listens on (Listen, Join); 0 in a local group.
+  uint16_t port() const;
 
   /// Reads keys into out[i * value_len ...] (out must hold keys.size() *
   /// value_len doubles and stay valid until the handle is done). No keys: a

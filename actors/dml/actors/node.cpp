@@ -22,6 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "dml/actors/kv.hpp"
 #include "dml/actors/network.hpp"
 #include "dml/actors/parameter_shard.hpp"
 #include "dml/actors/topology/topology.hpp"
@@ -35,6 +36,7 @@ namespace {
 struct node_state {
   std::string label;
   std::string secret;  // empty: everyone is admitted
+  std::string kv_host;  // where key-value groups listen; empty: none served
   // Per asking process (CAF node id): its latest nonce, and who is admitted.
   net::AdmissionChallenges challenges;
   std::set<std::string> admitted;
@@ -43,6 +45,9 @@ struct node_state {
   struct job_actors {
     std::vector<caf::actor> actors;
     std::shared_ptr<std::atomic<bool>> interrupt = std::make_shared<std::atomic<bool>>(false);
+    // hogwild: the model the job's workers here share (its key-value
+    // member once the coordinator asked for it).
+    std::shared_ptr<hogwild_model> hog;
   };
   std::map<caf::actor_addr, job_actors> jobs;
   static inline const char* name = "dml.node";
@@ -104,15 +109,39 @@ std::string OwnEndpoint(caf::actor_system& sys) {
 
 }  // namespace
 
-node_actor spawn_node(caf::actor_system& sys, std::string name, std::string secret) {
+kv_connector spawn_kv_connector(caf::actor_system& sys, std::shared_ptr<hogwild_model> model) {
+  // Detached: KvNode::Connect blocks until every lower rank introduced
+  // itself, which takes as long as the slowest member.
+  auto impl = [](kv_connector::pointer self,
+                 std::shared_ptr<hogwild_model> model) -> kv_connector::behavior_type {
+    return {
+        [self, model](connect_atom, const std::string& table) -> caf::result<bool> {
+          self->quit();
+          if (!model || model->kv.size() != 1) {
+            return caf::make_error(caf::sec::invalid_argument, "kv connect: no listening member");
+          }
+          std::vector<std::string> peers;
+          if (!table.empty()) peers = absl::StrSplit(table, kPeerTableSeparator);
+          absl::Status s = model->kv[0]->Connect(peers);
+          if (!s.ok()) return caf::make_error(caf::sec::invalid_argument, std::string(s.message()));
+          return true;
+        },
+    };
+  };
+  return sys.spawn<caf::detached>(impl, std::move(model));
+}
+
+node_actor spawn_node(caf::actor_system& sys, std::string name, std::string secret,
+                      std::string kv_host) {
   // Detached: the node answers the coordinator's liveness pings from its
   // own thread, however long its workers keep the scheduler busy.
   // name and secret are spawn arguments, not captures: CAF 0.17 binds a
   // reference to a null tuple for an argument-less spawn (UBSan reports it).
-  auto impl = [](self_ptr self, std::string name,
-                 std::string secret) -> node_actor::behavior_type {
+  auto impl = [](self_ptr self, std::string name, std::string secret,
+                 std::string kv_host) -> node_actor::behavior_type {
     self->state.label = std::move(name);
     self->state.secret = std::move(secret);
+    self->state.kv_host = std::move(kv_host);
     self->set_down_handler([self](caf::down_msg& dm) {
       auto& st = self->state;
       auto job = st.jobs.find(dm.source);
@@ -204,15 +233,21 @@ node_actor spawn_node(caf::actor_system& sys, std::string name, std::string secr
           if (auto err = admission_error(self)) return err;
           auto& st = self->state;
           if (!spec.wire_error.empty()) return refuse(st, "worker spec: " + spec.wire_error);
-          if (auto topo = MakeTopology(spec.mode); !topo || !topo->uses_shards()) {
-            return refuse(st, "hogwild workers share one in-process model; they cannot be "
-                              "spawned on a node");
-          }
+          auto topo = MakeTopology(spec.mode);
+          if (!topo) return refuse(st, "worker spec: no such mode");
           if (!coordinator) return refuse(st, "worker without a coordinator");
+          auto& job = job_of(self, coordinator);
           worker_config cfg;
           static_cast<worker_spec&>(cfg) = spec;
           cfg.coordinator = coordinator;
-          cfg.interrupt = job_of(self, coordinator).interrupt;
+          cfg.interrupt = job.interrupt;
+          if (!topo->uses_shards()) {
+            // hogwild: the job's workers here share one model, whose
+            // key-value member the coordinator asks for once they loaded
+            // (a run before that is refused by the worker).
+            if (!job.hog) job.hog = std::make_shared<hogwild_model>();
+            cfg.hogwild = job.hog;
+          }
           auto w = caf::actor_cast<caf::actor>(
               spawn_worker(self->system(), std::move(cfg), /*detached=*/true));
           adopt(self, coordinator, w);
@@ -229,9 +264,55 @@ node_actor spawn_node(caf::actor_system& sys, std::string name, std::string secr
           adopt(self, coordinator, s);
           return s;
         },
+        [self](kv_atom, const caf::actor& coordinator, int64_t keys, int64_t block, bool dynamic,
+               int32_t rank, int32_t nodes, int32_t local_workers) -> caf::result<int32_t> {
+          if (auto err = admission_error(self)) return err;
+          auto& st = self->state;
+          if (!coordinator) return refuse(st, "kv without a coordinator");
+          if (st.kv_host.empty()) {
+            return refuse(st, "this node serves no key-value groups (dml-node under TLS: their "
+                              "traffic would travel in plaintext); hogwild cannot run here");
+          }
+          if (local_workers < 1) return refuse(st, "kv: local_workers < 1");
+          auto& job = job_of(self, coordinator);
+          if (!job.hog) job.hog = std::make_shared<hogwild_model>();
+          if (!job.hog->kv.empty()) return refuse(st, "kv: this job's member already exists");
+          KvOptions o;
+          o.keys = keys;
+          o.block = block;
+          o.dynamic = dynamic;
+          o.secret = st.secret;
+          auto member = KvNode::Listen(o, rank, nodes, st.kv_host, 0, 1);
+          if (!member.ok()) return refuse(st, "kv: " + std::string(member.status().message()));
+          const int32_t port = (*member)->port();
+          job.hog->step_sharers = local_workers;
+          job.hog->kv.push_back(*std::move(member));
+          return port;
+        },
+        [self](connect_atom, const caf::actor& coordinator,
+               const std::string& table) -> caf::result<bool> {
+          if (auto err = admission_error(self)) return err;
+          auto& st = self->state;
+          auto it = coordinator ? st.jobs.find(coordinator.address()) : st.jobs.end();
+          if (it == st.jobs.end() || !it->second.hog || it->second.hog->kv.size() != 1) {
+            return refuse(st, "connect before kv");
+          }
+          return self->delegate(spawn_kv_connector(self->system(), it->second.hog), connect_atom_v,
+                                table);
+        },
+        [self](stats_atom, const caf::actor& coordinator) -> caf::result<int64_list> {
+          if (auto err = admission_error(self)) return err;
+          auto& st = self->state;
+          int64_list out;
+          auto it = coordinator ? st.jobs.find(coordinator.address()) : st.jobs.end();
+          if (it == st.jobs.end() || !it->second.hog || it->second.hog->kv.size() != 1) return out;
+          const KvStats k = it->second.hog->kv[0]->Stats();
+          out.values = {k.local_keys, k.remote_keys, k.queued_keys, k.messages, k.bytes, k.blocks_in};
+          return out;
+        },
     };
   };
-  return sys.spawn<caf::detached>(impl, std::move(name), std::move(secret));
+  return sys.spawn<caf::detached>(impl, std::move(name), std::move(secret), std::move(kv_host));
 }
 
 absl::Status AdmitTo(caf::scoped_actor& self, const node_actor& node, const std::string& secret,

@@ -32,8 +32,25 @@
 //    handle. Errors: not admitted, a bad config.
 //  - halt(coordinator): that job is stopping: local solves of its workers
 //    here end early (they check a flag every few hundred steps).
+//  - kv(coordinator, keys, block, dynamic, rank, nodes, local_workers):
+//    hogwild on nodes (JobSgd::Store::kKv): this node's member of the
+//    job's key-value group (rank `rank` of `nodes`, keys [0, keys) in
+//    blocks of `block`, localize on where `dynamic`) starts listening on
+//    the node's host, any free port, with the node's secret; replies the
+//    port. The job's hogwild workers here share it; `local_workers` of
+//    them take steps here (their step schedule's clock). Errors: not
+//    admitted, bad options, a node that serves no groups (TLS), a second
+//    group for the same job.
+//  - connect(coordinator, peers): connects that member to the group's
+//    `peers` ("host:port" per rank joined by kPeerTableSeparator); replies
+//    true once the group is complete (it blocks a thread of its own, not
+//    the node). Errors: no kv first, KvNode::Connect's.
+//  - stats(coordinator): that member's counters (KvStats: local_keys,
+//    remote_keys, queued_keys, messages, bytes, blocks_in, in that order);
+//    empty where the job has none here.
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include <caf/fwd.hpp>
@@ -47,6 +64,8 @@
 
 namespace dml::actors {
 
+struct hogwild_model;
+
 /// Message interface of a node: the messages listed in the file comment.
 using node_actor = caf::typed_actor<
     caf::replies_to<hello_atom>::with<std::string, int64_t, int32_t>,
@@ -55,11 +74,30 @@ using node_actor = caf::typed_actor<
     caf::replies_to<peers_atom, std::string>::with<bool>,
     caf::replies_to<worker_atom, worker_spec, caf::actor>::with<caf::actor>,
     caf::replies_to<shard_atom, shard_config, caf::actor>::with<caf::actor>,
-    caf::reacts_to<halt_atom, caf::actor>>;
+    caf::reacts_to<halt_atom, caf::actor>,
+    caf::replies_to<kv_atom, caf::actor, int64_t, int64_t, bool, int32_t, int32_t,
+                    int32_t>::with<int32_t>,
+    caf::replies_to<connect_atom, caf::actor, std::string>::with<bool>,
+    caf::replies_to<stats_atom, caf::actor>::with<int64_list>>;
+
+/// Connects a key-value node made by KvNode::Listen, blocking its own
+/// thread (a detached actor that quits after its one answer): connect(peers
+/// table) -> true, or the error of KvNode::Connect. The node and the
+/// coordinator delegate to it so that neither blocks while the group's
+/// members dial each other.
+using kv_connector = caf::typed_actor<caf::replies_to<connect_atom, std::string>::with<bool>>;
 
 /// Spawns a node actor named `name` (shown by hello and in errors); with a
-/// non-empty `secret`, only admitted processes may use it.
-node_actor spawn_node(caf::actor_system& sys, std::string name, std::string secret = {});
+/// non-empty `secret`, only admitted processes may use it. `kv_host`: where
+/// hogwild jobs' key-value groups listen (the host the node listens on);
+/// empty: this node refuses them (dml-node under TLS: the group's traffic
+/// would travel in plaintext).
+node_actor spawn_node(caf::actor_system& sys, std::string name, std::string secret = {},
+                      std::string kv_host = {});
+
+/// Spawns a kv_connector for model->kv[0] (made by KvNode::Listen), which
+/// it keeps alive until it has answered.
+kv_connector spawn_kv_connector(caf::actor_system& sys, std::shared_ptr<hogwild_model> model);
 
 /// Proves `secret` to `node` for the process of `self` (any proof for a
 /// node that admits everyone) and exchanges bulk endpoints with it: each

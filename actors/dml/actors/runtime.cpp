@@ -230,9 +230,10 @@ absl::Status ValidateSpec(const JobSpec& s) {
       return Invalid("data", "an in-memory dataset cannot be sent to nodes; set data.path "
                              "(every node reads it from its own disk)");
     }
-    if (shared_memory) {
-      return Invalid("mode.kind", "hogwild workers share one in-process model and cannot run on "
-                             "nodes; use async or ssp across processes");
+    if (shared_memory && s.sgd.store != JobSgd::Store::kKv) {
+      return Invalid("sgd.store", "hogwild on nodes needs the key-value store (kKv): its model "
+                                  "then lives in a key-value group across the nodes; the "
+                                  "in-memory model exists only inside one process");
     }
   }
   if (s.data.dataset) {
@@ -386,8 +387,14 @@ absl::StatusOr<Job> Runtime::Submit(JobSpec spec,
     if (!connected.ok()) return connected.status();
     nodes = std::move(*connected);
   }
+  if (!spec.cluster.nodes.empty() && spec.sgd.store == JobSgd::Store::kKv && actors::TlsOn(impl_->sys)) {
+    return absl::InvalidArgumentError(
+        "JobSpec.sgd.store: hogwild's key-value group on nodes does not run under TLS (its "
+        "connections would carry the model in plaintext); use async or ssp");
+  }
   auto state = std::make_shared<detail::job_state>();
   state->on_progress = std::move(on_progress);
+  state->cluster_secret = impl_->options.cluster_secret;
   {
     std::lock_guard<std::mutex> lock(impl_->mu);
     // Forget finished jobs so a long-lived runtime does not accumulate them.

@@ -84,8 +84,8 @@ struct JobSgd : SgdOptions {
   bool saga = false;
   /// hogwild: where the shared model lives. kMemory: one array of relaxed
   /// atomics in this process. kKv: the key-value store of
-  /// dml/actors/kv.hpp, one node per worker (in this process), keys = the
-  /// model's coordinates: each worker samples its own rows, pulls the
+  /// dml/actors/kv.hpp, one node per worker (in this process; on nodes, one
+  /// per node, JobCluster::nodes), keys = the model's coordinates: each worker samples its own rows, pulls the
   /// columns its minibatch touches, takes the Hogwild step on them and
   /// pushes the change (increments: concurrent steps add, none is lost).
   enum class Store { kMemory, kKv };
@@ -127,8 +127,11 @@ struct JobRecovery {
 struct JobCluster {
   /// dml-node processes ("host:port"): worker k on node k mod N, shard s on
   /// node (K + s) mod N. Empty: all in this process. Needs data.path (each
-  /// node reads it from its own disk); not for hogwild, whose workers share
-  /// one in-process model.
+  /// node reads it from its own disk). hogwild only with the key-value store
+  /// (JobSgd::Store::kKv): a group of one member per node with workers plus
+  /// one in this process (rank 0, which reads the model for evaluations),
+  /// listening on each node's host on a free port; not under TLS, and a
+  /// node's loss fails the job (its keys are gone).
   std::vector<std::string> nodes;
 };
 

@@ -5,9 +5,11 @@
 #include <cerrno>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <cstdio>
 #include <utility>
+#include <vector>
 
 #include <caf/atom.hpp>
 #include <caf/binary_deserializer.hpp>
@@ -38,7 +40,20 @@ std::atomic<std::size_t> g_max_frame{kDefaultMaxFrameBytes};
 std::atomic<uint64_t> g_refused{0};
 std::atomic<int64_t> g_handshake_ms{kDefaultTlsHandshakeTimeout.count()};
 std::atomic<uint64_t> g_unadmitted{0};
-std::atomic<caf::actor_id> g_gate{caf::invalid_actor_id};
+// Per actor system (a process may hold several: a node's, and each
+// key-value group's), the one actor unadmitted peers may reach.
+std::mutex g_gates_mu;
+std::vector<std::pair<const caf::actor_system*, caf::actor_id>> g_gates;
+std::atomic<bool> g_any_gate{false};
+
+caf::actor_id GateOf(const caf::actor_system* sys) {
+  if (!g_any_gate.load(std::memory_order_acquire)) return caf::invalid_actor_id;
+  std::lock_guard<std::mutex> lock(g_gates_mu);
+  for (const auto& [s, id] : g_gates) {
+    if (s == sys) return id;
+  }
+  return caf::invalid_actor_id;
+}
 std::mutex g_admitted_mu;
 std::set<caf::node_id> g_admitted;
 
@@ -607,9 +622,9 @@ class guarded_basp_broker : public caf::io::basp_broker {
   // header is swallowed and its payload read and discarded, so the broker's
   // own framing never sees either. Returns whether `msg` was swallowed.
   bool Unadmitted(const caf::io::new_data_msg& msg) {
-    // Without a gate (every process but a dml-node with a secret, which
-    // sets it before it listens) no frame is looked at.
-    const caf::actor_id gate = g_gate.load(std::memory_order_relaxed);
+    // Without a gate (every system but a dml-node's or a key-value node's
+    // with a secret, which set it before they listen) no frame is looked at.
+    const caf::actor_id gate = GateOf(&home_system());
     if (gate == caf::invalid_actor_id) return false;
     const auto hdl = msg.handle;
     // BASP reads a header, then (if it announces one) its payload: which of
@@ -777,7 +792,24 @@ std::size_t MaxFrameBytes() { return g_max_frame.load(std::memory_order_relaxed)
 
 bool FrameWithinBound(std::size_t bytes) { return bytes <= MaxFrameBytes(); }
 
-void RequireAdmission(caf::actor_id gate) { g_gate.store(gate, std::memory_order_relaxed); }
+void RequireAdmission(const caf::actor_system& sys, caf::actor_id gate) {
+  std::lock_guard<std::mutex> lock(g_gates_mu);
+  for (auto& [s, id] : g_gates) {
+    if (s == &sys) {
+      id = gate;
+      return;
+    }
+  }
+  g_gates.emplace_back(&sys, gate);
+  g_any_gate.store(true, std::memory_order_release);
+}
+
+void ReleaseAdmission(const caf::actor_system* sys) {
+  std::lock_guard<std::mutex> lock(g_gates_mu);
+  g_gates.erase(std::remove_if(g_gates.begin(), g_gates.end(),
+                               [sys](const auto& g) { return g.first == sys; }),
+                g_gates.end());
+}
 
 void AdmitPeer(const caf::node_id& id) {
   std::lock_guard<std::mutex> lock(g_admitted_mu);

@@ -80,16 +80,22 @@ std::size_t MaxFrameBytes();
 /// Whether a frame of `bytes` is within the bound (what the transport's
 /// scribes check before sizing a read buffer).
 bool FrameWithinBound(std::size_t bytes);
-/// Admission for every message (a node with a secret): from now on, a
-/// message that arrives on a connection whose peer process has not been
-/// admitted (AdmitPeer) is dropped before it is decoded, with a log line,
-/// unless it is for `gate` (the node actor, which runs the challenge).
+/// Admission for every message to `sys` (a node with a secret, a
+/// key-value node with one): from now on, a message that arrives at `sys`
+/// on a connection whose peer process has not been admitted (AdmitPeer) is
+/// dropped before it is decoded, with a log line, unless it is for `gate`
+/// (the actor that runs the challenge). Other actor systems of the process
+/// are not affected. `sys` must outlive the process's transport use (its
+/// address is the key; a system made later at the same address inherits
+/// the gate).
 /// Admission is bound to the connection: it ends when that connection
 /// closes. Messages relayed by an admitted process pass (traffic between
 /// nodes travels through the coordinator's process).
 /// Call before the process publishes anything (frames are tracked from
 /// then on; without a gate none is looked at).
-void RequireAdmission(caf::actor_id gate);
+void RequireAdmission(const caf::actor_system& sys, caf::actor_id gate);
+/// Forgets `sys`'s gate (call once that system is destroyed).
+void ReleaseAdmission(const caf::actor_system* sys);
 /// Admits the process `id` (the node actor calls it on a correct proof).
 void AdmitPeer(const caf::node_id& id);
 /// Messages dropped so far for coming from unadmitted peers.

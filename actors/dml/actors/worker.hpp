@@ -121,6 +121,9 @@ struct hogwild_model {
   /// steps / K, as on an async shard, so a worker that starts late does not
   /// take the large early steps at the end of training.
   std::atomic<int64_t> steps{0};
+  /// How many workers' steps `steps` counts: 0 = all K (one process); on a
+  /// dml-node, the job's workers there.
+  int32_t step_sharers = 0;
   hogwild_model() = default;
   hogwild_model(const hogwild_model&) = delete;
   hogwild_model& operator=(const hogwild_model&) = delete;
@@ -130,8 +133,14 @@ struct hogwild_model {
   /// hangs in CAF 0.17. AwaitKvShutdowns waits for those threads.
   ~hogwild_model();
   /// JobSgd::Store::kKv: the model lives in a key-value group instead
-  /// (w stays empty); kv[k] is worker k's node. Set by allocate_kv.
+  /// (w stays empty). In one process kv[k] is worker k's node (allocate_kv);
+  /// on a dml-node (or the coordinator of a job on nodes) kv holds this
+  /// process's one member, which its workers share.
   std::vector<std::unique_ptr<KvNode>> kv;
+  /// Worker k's key-value node (kv non-empty).
+  KvNode& kv_of(int32_t k) const {
+    return *kv[kv.size() == 1 ? 0 : static_cast<std::size_t>(k)];
+  }
   /// Starts a group of `workers` nodes over keys [0, d), all zero; with
   /// `localize` (KvOptions::dynamic) workers localize their next
   /// minibatch's columns. Errors: InvalidArgument for bad options (block < 1).

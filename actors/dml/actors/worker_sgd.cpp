@@ -311,7 +311,7 @@ class step_ops final : public worker_ops {
     auto& st = self_->state;
     hogwild_model& m = *st.cfg.hogwild;
     const double t = static_cast<double>(m.steps.fetch_add(1, std::memory_order_relaxed)) /
-                     static_cast<double>(st.cfg.workers);
+                     static_cast<double>(m.step_sharers > 0 ? m.step_sharers : st.cfg.workers);
     // As the async shards' staleness rule, 1 / sqrt(1 + tau), with the
     // delay it cannot measure taken as K - 1: the other workers' concurrent
     // steps. Measured, K = 4: news20 after 40 epochs 14.1% above the optimum
@@ -331,7 +331,7 @@ class step_ops final : public worker_ops {
   // workers pushed meanwhile). The pull waits (in this process: one
   // message per other node, microseconds); pushes do not, up to a window.
   absl::Status kv_model_step(worker_state& st, hogwild_model& m, double step) {
-    KvNode& kv = *m.kv[static_cast<std::size_t>(st.cfg.index)];
+    KvNode& kv = m.kv_of(st.cfg.index);
     const Dataset& data = st.local;
     if (st.inv_touch.empty()) st.inv_touch = KvInverseTouch(st);
     if (st.kv_w.size() != static_cast<std::size_t>(st.d)) {

@@ -89,6 +89,8 @@ struct coord_state {
   std::vector<parameter_shard> shards;
   std::vector<int64_t> bounds;
   std::shared_ptr<hogwild_model> hog;
+  // hogwild on nodes: the nodes holding the key-value group's other members.
+  std::vector<int> kv_hosts;
   // The job's interrupt flag (job_state): set on cancel by the host, and
   // here on other outside stops; in-process workers' cocoa solves end early.
   std::shared_ptr<std::atomic<bool>> interrupt;

@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -29,6 +30,9 @@ struct job_state {
   /// in-process cocoa solves check it, so a cancel reaches them even while
   /// they occupy every scheduler thread.
   std::shared_ptr<std::atomic<bool>> interrupt = std::make_shared<std::atomic<bool>>(false);
+  /// RuntimeOptions::cluster_secret, for the coordinator's member of a
+  /// hogwild job's key-value group on nodes (the nodes use their own).
+  std::string cluster_secret;
 
   void request_cancel() {
     cancel.store(true);
