@@ -372,6 +372,48 @@ BOOST_AUTO_TEST_CASE(a_certificate_from_another_ca_is_refused) {
   BOOST_TEST(Hello({dir + "/node.pem", dir + "/node.key", dir + "/ca.pem"}) == "node0");
 }
 
+// hogwild's key-value groups have connections of their own, without TLS:
+// under TLS they are refused, by the runtime before it spawns anything and
+// by the node to a process that asks anyway, instead of carrying the model
+// in plaintext.
+BOOST_AUTO_TEST_CASE(hogwild_key_value_groups_are_refused_under_tls) {
+  dml::RuntimeOptions o;
+  o.tls_cert = dir + "/node.pem";
+  o.tls_key = dir + "/node.key";
+  o.tls_ca = dir + "/ca.pem";
+  {
+    dml::Runtime rt(o);
+    dml::JobSpec s;
+    s.data.path = "/nodes/read/this/from/their/own/disk";
+    s.model.kind = dml::ModelKind::kLogisticL2;
+    s.mode.kind = dml::Mode::kHogwild;
+    s.sgd.store = dml::JobSgd::Store::kKv;
+    s.cluster.nodes = {"127.0.0.1:" + std::to_string(port)};
+    auto j = rt.Submit(s);
+    BOOST_REQUIRE(!j.ok());
+    BOOST_TEST(std::string(j.status().message()) ==
+                   "JobSpec.sgd.store: hogwild's key-value group on nodes does not run under TLS "
+                   "(its connections would carry the model in plaintext); use async or ssp",
+               j.status().message());
+  }
+  dml::actors::process_config cfg(1);
+  BOOST_REQUIRE(dml::actors::ConfigureTls(cfg, {o.tls_cert, o.tls_key, o.tls_ca}).ok());
+  caf::actor_system sys(cfg);
+  auto node = dml::actors::RemoteActor<dml::actors::node_actor>(sys, "127.0.0.1", port,
+                                                                std::chrono::seconds(10));
+  BOOST_REQUIRE(node);
+  caf::scoped_actor self{sys};
+  std::string refusal;
+  self->request(*node, std::chrono::seconds(10), dml::actors::kv_atom_v,
+                caf::actor_cast<caf::actor>(self), int64_t{10}, int64_t{1}, true, int32_t{1},
+                int32_t{2}, int32_t{1})
+      .receive([&](int32_t) { refusal = "listening"; },
+               [&](caf::error& e) { refusal = sys.render(e); });
+  BOOST_TEST(refusal.find("this node serves no key-value groups (dml-node under TLS") !=
+                 std::string::npos,
+             refusal);
+}
+
 // Seconds of CPU (user + system) process `pid` has used (/proc/PID/stat).
 double CpuSeconds(pid_t pid) {
   std::istringstream f(ReadFile("/proc/" + std::to_string(pid) + "/stat"));
