@@ -156,8 +156,9 @@ Solver (one process, without --mode):
   --gpu-fallback      tpa-scd: without CUDA, a device or enough device memory, run its CPU
                       twin (async-scd on all cores) and say why, instead of failing
   --threads T         newton and async-scd threads (2)
-  --eval-every N      exact certificate every N epochs; 0 = when the estimate says done (1;
-                      with --mode: N > 0)
+  --eval-every N      exact certificate every N epochs (SCD: every N passes' worth of work, an
+                      epoch on a shrunk set counting its share); 0 = when the estimate says
+                      done (1; with --mode: N > 0)
   --batch B --step S0 SGD minibatch and first step, here and in the SGD modes (auto: rows /
                       (32 K) within [1, 64]; auto: calibrated on a sample); the step then
                       falls as 1/(lambda t), and the average of the evaluated iterates is

@@ -84,6 +84,7 @@ absl::StatusOr<TrainResult> Run(const Dataset& data, const ModelSpec& model,
   int epoch = 0;
   int refuted = 0;        // estimate-triggered certificates that failed
   int next_estimate = 0;  // first epoch an estimate may trigger one
+  double work_since_cert = 0.0;  // nonzeros read since the last certificate
   for (;;) {
     if (auto r = stop.BeforeEpoch(epoch + 1)) {
       reason = *r;
@@ -112,7 +113,8 @@ absl::StatusOr<TrainResult> Run(const Dataset& data, const ModelSpec& model,
     }
     margin = max_violation * inv_n;
 
-    bool check = options.eval_every > 0 && epoch % options.eval_every == 0;
+    work_since_cert += static_cast<double>(nnz);
+    bool check = PeriodicCertificateDue(options.eval_every, work_since_cert, a.nnz());
     bool estimated = false;
     if (!check) {
       double gap_sum = 0.0;
@@ -136,6 +138,7 @@ absl::StatusOr<TrainResult> Run(const Dataset& data, const ModelSpec& model,
     // Exact certificate from w alone; shrunk features with a positive gap
     // come back.
     DML_ASSIGN_OR_RETURN(Certificate c, EvaluatePrimal(data, model, w, /*per_coordinate=*/true));
+    work_since_cert = 0.0;
     for (std::size_t j = 0; j < d; ++j) gap_est[j] = c.coordinate_gaps[j];
     for (std::size_t s = active_size; s < d; ++s) {
       if (c.coordinate_gaps[active[s]] > 0.0) std::swap(active[s], active[active_size++]);

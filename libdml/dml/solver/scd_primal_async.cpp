@@ -186,6 +186,7 @@ class AsyncRun {
   std::optional<Certificate> cert_;
   StopReason reason_ = StopReason::kMaxEpochs;
   int epoch_ = 0;
+  double work_since_cert_ = 0.0;  // nonzeros read since the last certificate
   int refuted_ = 0;
   int next_estimate_ = 0;
 };
@@ -345,6 +346,7 @@ absl::Status AsyncRun<Obj>::Coordinate() {
     }
     margin_ = max_violation * inv_n_;
 
+    work_since_cert_ += static_cast<double>(nnz);
     bool estimated = false;
     if (!WantCertificate(active, &estimated)) continue;
     DML_ASSIGN_OR_RETURN(const bool stop, Certify(nnz, estimated));
@@ -354,7 +356,7 @@ absl::Status AsyncRun<Obj>::Coordinate() {
 
 template <typename Obj>
 bool AsyncRun<Obj>::WantCertificate(std::size_t active, bool* estimated) {
-  if (options_.eval_every > 0 && epoch_ % options_.eval_every == 0) return true;
+  if (PeriodicCertificateDue(options_.eval_every, work_since_cert_, a_.nnz())) return true;
   const Obj& obj = *obj_;
   double gap_sum = 0.0;
   double penalty = 0.0;
@@ -376,6 +378,7 @@ template <typename Obj>
 absl::StatusOr<bool> AsyncRun<Obj>::Certify(int64_t nnz, bool estimated) {
   auto c = EvaluatePrimal(data_, model_, w_, /*per_coordinate=*/true);
   if (!c.ok()) return c.status();
+  work_since_cert_ = 0.0;
   for (std::size_t j = 0; j < d_; ++j) gap_est_[j] = c->coordinate_gaps[j];
   for (Worker& wk : workers_) {
     for (std::size_t s = wk.active_size; s < wk.features.size(); ++s) {

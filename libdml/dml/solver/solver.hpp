@@ -193,7 +193,10 @@ struct SolverOptions {
   /// An exact certificate (full pass) every N epochs, and always before
   /// stopping on the gap or target rule. 0 = only when the solver's running
   /// estimate says the rule holds (fastest; the callback then sees only the
-  /// certified epochs).
+  /// certified epochs). SCD with shrinking counts epochs in work: a
+  /// certificate is due once N passes' worth of nonzeros were read since
+  /// the last one (an epoch over a shrunk active set reads a fraction of
+  /// the data; a certificate reads all of it).
   int eval_every = 1;
   StopRule stop;
   SgdOptions sgd;  ///< for kSgd

@@ -502,7 +502,7 @@ TrainResult DriveDualScd(const SolverOptions& opt, double lambda, int64_t n, Eng
         kKappa0 + (kappa_cal - kKappa0) * std::exp2(-work_since_cert / half_life);
     const double p_est = d_est + kappa * gap_est;
     const bool est_ok = checker.Satisfied(p_est, kappa * gap_est).has_value();
-    const bool periodic = opt.eval_every > 0 && epoch % opt.eval_every == 0;
+    const bool periodic = PeriodicCertificateDue(opt.eval_every, work_since_cert, eng.Nnz());
     if (!periodic && !est_ok) continue;
     exact = eng.Certify();
     certified = true;
