@@ -19,6 +19,7 @@
 #include <vector>
 
 #include <caf/actor_system.hpp>
+#include <caf/event_based_actor.hpp>
 #include <caf/exit_reason.hpp>
 #include <caf/io/middleman.hpp>
 #include <caf/scoped_actor.hpp>
@@ -413,13 +414,52 @@ BOOST_AUTO_TEST_CASE(a_node_with_a_secret_admits_only_processes_that_know_it) {
     std::string refusal;
     self->request(*node, std::chrono::seconds(10), dml::actors::kv_atom_v,
                   caf::actor_cast<caf::actor>(self), int64_t{10}, int64_t{1}, true, int32_t{1},
-                  int32_t{2}, int32_t{1})
+                  int32_t{2}, int32_t{1}, int32_t{1})
         .receive([&](int32_t) { refusal = "listening"; },
                  [&](caf::error& e) { refusal = sys.render(e); });
     BOOST_TEST(refusal.find("not admitted") != std::string::npos, refusal);
   }
   BOOST_TEST(c->Stop().ok());
   std::remove(secret_file.c_str());
+}
+
+// Only a job's coordinator sets up, connects or reads its key-value member
+// on a node: another (admitted) process naming that coordinator is refused.
+BOOST_AUTO_TEST_CASE(a_key_value_member_answers_only_its_coordinator) {
+  dml::actors::process_config cfg(1);
+  caf::actor_system sys(cfg);
+  auto hp = dml::actors::ParseHostPort(fixture->cluster->addresses()[0]);
+  auto node = sys.middleman().remote_actor<dml::actors::node_actor>(hp->first, hp->second);
+  BOOST_REQUIRE(node);
+  caf::scoped_actor self{sys};
+  BOOST_REQUIRE(dml::actors::AdmitTo(self, *node, "", std::chrono::seconds(10)).ok());
+  // Someone else's coordinator.
+  auto other = sys.spawn([]() -> caf::behavior { return {[](int32_t) {}}; });
+  std::string refusal;
+  self->request(*node, std::chrono::seconds(10), dml::actors::kv_atom_v, other, int64_t{10},
+                int64_t{1}, true, int32_t{1}, int32_t{2}, int32_t{1}, int32_t{1})
+      .receive([&](int32_t) { refusal = "listening"; },
+               [&](caf::error& e) { refusal = sys.render(e); });
+  BOOST_TEST(refusal.find("kv: not from its coordinator") != std::string::npos, refusal);
+  self->request(*node, std::chrono::seconds(10), dml::actors::connect_atom_v, other,
+                std::string("127.0.0.1:1"))
+      .receive([&](bool) { refusal = "connected"; },
+               [&](caf::error& e) { refusal = sys.render(e); });
+  BOOST_TEST(refusal.find("connect: not from its coordinator") != std::string::npos, refusal);
+  // Its own: a member, then one connect only.
+  self->request(*node, std::chrono::seconds(10), dml::actors::kv_atom_v,
+                caf::actor_cast<caf::actor>(self), int64_t{10}, int64_t{1}, true, int32_t{1},
+                int32_t{2}, int32_t{1}, int32_t{1})
+      .receive([&](int32_t port) { refusal = port > 0 ? "listening" : "port 0"; },
+               [&](caf::error& e) { refusal = sys.render(e); });
+  BOOST_TEST(refusal == "listening");
+  self->request(*node, std::chrono::seconds(10), dml::actors::kv_atom_v,
+                caf::actor_cast<caf::actor>(self), int64_t{10}, int64_t{1}, true, int32_t{1},
+                int32_t{2}, int32_t{1}, int32_t{1})
+      .receive([&](int32_t) { refusal = "listening"; },
+               [&](caf::error& e) { refusal = sys.render(e); });
+  BOOST_TEST(refusal.find("this job's member already exists") != std::string::npos, refusal);
+  self->send_exit(other, caf::exit_reason::user_shutdown);
 }
 
 // Cancelling a cocoa job on nodes cuts the round in progress short there
@@ -684,6 +724,28 @@ BOOST_AUTO_TEST_CASE(hogwild_on_nodes_fails_cleanly_when_a_node_is_lost) {
                                                     "node loss") != std::string::npos,
              r.status().message());
   BOOST_TEST(after < 15.0);
+}
+
+// A node that hosts none of a hogwild job's workers holds nothing of it:
+// its loss leaves the job running.
+BOOST_AUTO_TEST_CASE(hogwild_on_nodes_ignores_the_loss_of_a_node_without_its_workers) {
+  auto cluster = StartNodes();
+  dml::Runtime rt;
+  dml::JobSpec s = Spec(dml::Mode::kHogwild);
+  s.mode.workers = 2;  // on nodes 0 and 1; node 2 hosts nothing
+  s.sgd.store = dml::JobSgd::Store::kKv;
+  const double p_star = Optimum(s.model);
+  StopAtTarget(s, p_star);
+  s.cluster.nodes = cluster.addresses();
+  auto j = rt.Submit(s);
+  BOOST_REQUIRE_MESSAGE(j.ok(), j.status().ToString());
+  WaitForRounds(*j, 2);
+  BOOST_REQUIRE_MESSAGE(!j->Done(), "the job ended before the fault was injected");
+  cluster.Kill(2);
+  auto r = j->Wait();
+  BOOST_REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+  BOOST_CHECK(r->reason == dml::StopReason::kTargetReached);
+  BOOST_TEST(r->primal <= *s.stop.target_primal);
 }
 
 BOOST_AUTO_TEST_CASE(a_hung_node_is_detected_by_its_silence_and_replaced) {

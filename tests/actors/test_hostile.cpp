@@ -406,7 +406,7 @@ BOOST_AUTO_TEST_CASE(hogwild_key_value_groups_are_refused_under_tls) {
   std::string refusal;
   self->request(*node, std::chrono::seconds(10), dml::actors::kv_atom_v,
                 caf::actor_cast<caf::actor>(self), int64_t{10}, int64_t{1}, true, int32_t{1},
-                int32_t{2}, int32_t{1})
+                int32_t{2}, int32_t{1}, int32_t{1})
       .receive([&](int32_t) { refusal = "listening"; },
                [&](caf::error& e) { refusal = sys.render(e); });
   BOOST_TEST(refusal.find("this node serves no key-value groups (dml-node under TLS") !=

@@ -705,3 +705,58 @@ BOOST_AUTO_TEST_CASE(listen_on_any_port_then_connect_makes_a_working_group) {
   }
   for (auto& b : barriers) Ok(b.get());
 }
+
+// A member that is home to nothing (a coordinator's, which runs no
+// workers): every key lives on the other ranks, and it still reaches them.
+BOOST_AUTO_TEST_CASE(ranks_below_first_home_rank_are_home_to_no_keys) {
+  KvOptions o;
+  o.keys = 30;
+  o.block = 3;
+  o.first_home_rank = 1;
+  auto g = Group(3, o);
+  for (int64_t k = 0; k < o.keys; ++k) {
+    BOOST_TEST(!g[0]->Owns(k));
+    BOOST_TEST((g[1]->Owns(k) != g[2]->Owns(k)));  // each key on exactly one of them
+  }
+  BOOST_TEST(g[1]->Owns(0));
+  BOOST_TEST(g[2]->Owns(29));
+  auto h = g[0]->Push({0, 29}, std::vector<double>{2.0, 3.0});
+  BOOST_REQUIRE(h.ok());
+  Ok(g[0]->Wait(*h));
+  BOOST_TEST(PullOne(*g[1], 0) == 2.0);
+  BOOST_TEST(PullOne(*g[0], 29) == 3.0);
+  // It may still take keys by localize.
+  auto l = g[0]->Localize({4});
+  BOOST_REQUIRE(l.ok());
+  Ok(g[0]->Wait(*l));
+  BOOST_TEST(g[0]->Owns(4));
+  o.first_home_rank = 3;
+  auto none = KvNode::StartLocalGroup(3, o, 1);
+  BOOST_TEST(none.status().code() == absl::StatusCode::kInvalidArgument);
+  BOOST_TEST(std::string(none.status().message()) ==
+             "KvOptions.first_home_rank: 3 leaves none of the 3 nodes a home range");
+}
+
+// Of two Connect calls racing on one member, one connects and the other is
+// refused at once (not two threads dialling on one member).
+BOOST_AUTO_TEST_CASE(concurrent_connects_on_one_member_connect_once) {
+  KvOptions o;
+  o.keys = 8;
+  std::vector<std::unique_ptr<KvNode>> g;
+  std::vector<std::string> peers;
+  for (int r = 0; r < 2; ++r) {
+    auto n = KvNode::Listen(o, r, 2, "127.0.0.1");
+    BOOST_REQUIRE_MESSAGE(n.ok(), n.status().ToString());
+    peers.push_back("127.0.0.1:" + std::to_string((*n)->port()));
+    g.push_back(*std::move(n));
+  }
+  auto a = std::async(std::launch::async, [&] { return g[0]->Connect(peers); });
+  auto b = std::async(std::launch::async, [&] { return g[0]->Connect(peers); });
+  auto c = std::async(std::launch::async, [&] { return g[1]->Connect(peers); });
+  const absl::Status sa = a.get(), sb = b.get();
+  Ok(c.get());
+  BOOST_TEST((sa.ok() != sb.ok()), sa.ToString() << " / " << sb.ToString());
+  const absl::Status& refused = sa.ok() ? sb : sa;
+  BOOST_TEST(refused.code() == absl::StatusCode::kFailedPrecondition);
+  BOOST_TEST(PullOne(*g[1], 0) == 0.0);
+}

@@ -414,14 +414,15 @@ void kv_connect_and_train(self_ptr self, const std::vector<int>& hosts,
                   caf::actor_cast<caf::actor>(self), table)
         .then(connected, failed);
   }
-  self->request(spawn_kv_connector(self->system(), st.hog), limit, connect_atom_v, table)
+  self->request(spawn_kv_connector(self->system(), st.hog->kv[0]), limit, connect_atom_v, table)
       .then(connected, failed);
 }
 
 // hogwild on nodes, step 1: a key-value group of one member per node with
 // workers (ranks 1.., sharing it there) and one here (rank 0: it dials
 // every other member and is dialled by none, so it listens on loopback;
-// the model is read through it for evaluations).
+// the model is read through it for evaluations; it is home to no keys,
+// which live where the workers are).
 void kv_on_nodes(self_ptr self) {
   auto& st = self->state;
   const JobSgd& sgd = st.spec().sgd;
@@ -436,6 +437,7 @@ void kv_on_nodes(self_ptr self) {
   o.keys = st.d;
   o.block = sgd.kv_block;
   o.dynamic = sgd.localize;
+  o.first_home_rank = 1;
   o.secret = st.job->cluster_secret;
   auto own = KvNode::Listen(o, 0, members, "127.0.0.1", 0, 1);
   if (!own.ok()) return fail_job(self, own.status());
@@ -449,7 +451,7 @@ void kv_on_nodes(self_ptr self) {
     const int n = hosts[i];
     self->request(st.nodes[static_cast<std::size_t>(n)], reply_timeout(st), kv_atom_v,
                   caf::actor_cast<caf::actor>(self), o.keys, o.block, o.dynamic,
-                  static_cast<int32_t>(i + 1), members, local[n])
+                  static_cast<int32_t>(i + 1), members, o.first_home_rank, local[n])
         .then(
             [self, peers, remaining, hosts, gen, n, i](int32_t port) {
               auto& st = self->state;

@@ -14,6 +14,8 @@
 //                        rule is met again from there)
 // Requests of an older generation are ignored when they answer. After
 // kMaxRecoveries losses, or with no node left, the job fails.
+#include <algorithm>
+
 #include <caf/exit_reason.hpp>
 #include <caf/sec.hpp>
 
@@ -207,12 +209,17 @@ void node_lost(self_ptr self, int n) {
   if (st.finished() || n < 0 || !st.node_alive[n]) return;
   st.node_alive[n] = false;
   if (!st.topo().uses_shards()) {
-    // hogwild's model lives in a key-value group whose members hold the
-    // only copy of their keys: nothing to restart from.
+    // hogwild's model lives in a key-value group whose members (one per
+    // node with workers) hold the only copy of their keys: nothing to
+    // restart from. A node without workers of this job held nothing of it.
+    if (std::find(st.worker_node.begin(), st.worker_node.end(), n) == st.worker_node.end()) return;
     return fail_job(self, absl::UnavailableError(absl::StrCat(
                               "lost node ", n, " (", st.spec().cluster.nodes[static_cast<std::size_t>(n)],
-                              "): hogwild on nodes does not survive a node loss (its key-value "
-                              "member held part of the model)")));
+                              "): hogwild on nodes does not survive a node loss (its workers ",
+                              st.kv_hosts.empty() ? "were there"
+                                                  : "and their key-value member, with part of "
+                                                    "the model, were there",
+                              ")")));
   }
   if (starting(st)) {
     ++st.generation;

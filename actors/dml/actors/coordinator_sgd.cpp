@@ -60,15 +60,57 @@ void kv_failure(self_ptr self, std::function<void()> fail) {
       if (*lost >= 0) return node_lost(self, *lost);
       fail();
     };
-    self->request(st.nodes[static_cast<std::size_t>(n)], std::chrono::seconds(2), hello_atom_v)
+    const auto silence = std::chrono::duration_cast<caf::timespan>(
+        std::chrono::duration<double>(st.spec().recovery.node_silence_seconds));
+    self->request(st.nodes[static_cast<std::size_t>(n)], silence, hello_atom_v)
         .then([one](const std::string&, int64_t, int32_t) { one(true); },
               [one](caf::error&) { one(false); });
   }
 }
 
+// Reads hogwild's model through this process's key-value member on a
+// thread of its own (a detached actor that quits after its answer): on
+// nodes the pull crosses the network, and a stalled member must not hold
+// the coordinator (its pings, ticks and down messages) for the store's
+// operation timeout.
+using kv_reader = caf::typed_actor<caf::replies_to<read_atom>::with<dvec>>;
+
+kv_reader spawn_kv_reader(caf::actor_system& sys, std::shared_ptr<hogwild_model> model) {
+  auto impl = [](kv_reader::pointer self,
+                 std::shared_ptr<hogwild_model> model) -> kv_reader::behavior_type {
+    return {
+        [self, model](read_atom) -> caf::result<dvec> {
+          self->quit();
+          auto w = model->read();
+          if (!w.ok()) {
+            return caf::make_error(caf::sec::runtime_error, std::string(w.status().message()),
+                                   static_cast<int32_t>(w.status().code()));
+          }
+          return dvec(*std::move(w));
+        },
+    };
+  };
+  return sys.spawn<caf::detached>(impl, std::move(model));
+}
+
 template <class Done>
 void read_model(self_ptr self, Done done) {
   auto& st = self->state;
+  if (!st.topo().uses_shards() && !st.kv_hosts.empty()) {
+    const uint64_t gen = st.generation;
+    // The store's operations give up after KvOptions::op_timeout_seconds.
+    self->request(spawn_kv_reader(self->system(), st.hog), std::chrono::seconds(90), read_atom_v)
+        .then(
+            [self, gen, done](dvec w) mutable {
+              if (self->state.finished() || gen != self->state.generation) return;
+              done(std::move(w));
+            },
+            [self, gen](caf::error& err) {
+              if (self->state.finished() || gen != self->state.generation) return;
+              kv_failure(self, [self, err] { fail_job(self, err); });
+            });
+    return;
+  }
   if (!st.topo().uses_shards()) {
     auto w = st.hog->read();
     if (!w.ok()) return kv_failure(self, [self, why = w.status()] { fail_job(self, why); });

@@ -74,7 +74,7 @@ struct KvNode::Impl {
   // Peers known: operations may run and Leave may send. Atomic: Connect
   // sets it while the user may already be calling (and being refused).
   std::atomic<bool> started{false};
-  bool listening = false;  // made by Listen, Connect not yet called
+  std::atomic<bool> listening{false};  // made by Listen, Connect not yet called
   uint16_t port = 0;       // where the gate listens (Listen)
 
   ~Impl() {
@@ -138,7 +138,7 @@ caf::behavior KvGate(caf::event_based_actor* self, KvNode::Impl* impl) {
             return caf::make_error(caf::sec::invalid_argument, who + ": " + std::string(s.message()));
           }
           // Its messages to this process's actors pass from now on.
-          actors::AdmitPeer(sender->node());
+          actors::AdmitPeer(self->system(), sender->node());
         }
         if (auto err = Introduce(impl, rank, peer, nodes, keys)) return err;
         const std::string mine =
@@ -208,6 +208,10 @@ absl::Status ValidateKvOptions(const KvOptions& o) {
   if (!(o.op_timeout_seconds > 0)) {
     return absl::InvalidArgumentError("KvOptions.op_timeout_seconds: must be > 0");
   }
+  if (o.first_home_rank < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("KvOptions.first_home_rank: ", o.first_home_rank, " < 0"));
+  }
   return absl::OkStatus();
 }
 
@@ -227,10 +231,23 @@ KvNode::KvNode(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 KvNode::~KvNode() = default;
 
+namespace {
+// Options that depend on the group's size.
+absl::Status CheckGroup(const KvOptions& o, int nodes) {
+  if (nodes < 1) return absl::InvalidArgumentError(absl::StrCat("nodes: ", nodes, " < 1"));
+  if (o.first_home_rank >= nodes) {
+    return absl::InvalidArgumentError(absl::StrCat("KvOptions.first_home_rank: ",
+                                                   o.first_home_rank, " leaves none of the ",
+                                                   nodes, " nodes a home range"));
+  }
+  return absl::OkStatus();
+}
+}  // namespace
+
 absl::StatusOr<std::vector<std::unique_ptr<KvNode>>> KvNode::StartLocalGroup(
     int nodes, const KvOptions& options, int threads) {
   DML_RETURN_IF_ERROR(ValidateKvOptions(options));
-  if (nodes < 1) return absl::InvalidArgumentError(absl::StrCat("nodes: ", nodes, " < 1"));
+  DML_RETURN_IF_ERROR(CheckGroup(options, nodes));
   // All of the group lives in this process.
   DML_RETURN_IF_ERROR(CheckModelMemory(options.keys, options.value_len, 0,
                                        "a key-value group in one process", VectorOrigin::kKeys));
@@ -273,14 +290,15 @@ absl::StatusOr<std::unique_ptr<KvNode>> KvNode::Listen(const KvOptions& options,
                                                        int nodes, const std::string& host,
                                                        uint16_t port, int threads) {
   DML_RETURN_IF_ERROR(ValidateKvOptions(options));
-  if (nodes < 1) return absl::InvalidArgumentError(absl::StrCat("nodes: ", nodes, " < 1"));
+  DML_RETURN_IF_ERROR(CheckGroup(options, nodes));
   if (rank < 0 || rank >= nodes) {
     return absl::InvalidArgumentError(absl::StrCat("rank ", rank, " outside [0, ", nodes, ")"));
   }
   // This process holds its home range (other nodes' keys come and go).
   const int64_t blocks = (options.keys + options.block - 1) / options.block;
+  const int64_t homes = nodes - options.first_home_rank;
   DML_RETURN_IF_ERROR(CheckModelMemory(
-      std::min(options.keys, (blocks + nodes - 1) / nodes * options.block), options.value_len, 0,
+      std::min(options.keys, (blocks + homes - 1) / homes * options.block), options.value_len, 0,
       "a key-value node's home range", VectorOrigin::kKeys));
   auto group = std::make_shared<detail::kv_group>(threads);
   auto impl = MakeImpl(group, options, rank, nodes);
@@ -321,19 +339,32 @@ absl::Status KvNode::Connect(const std::vector<std::string>& peers,
     }
     addr.push_back(*hp);
   }
-  impl_->listening = false;  // a bad list may be mended; a failed connection may not
+  // A bad list may be mended; a failed connection may not. Exchanged: of
+  // two concurrent calls only one connects.
+  if (!impl_->listening.exchange(false)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("kv node ", impl_->core->rank(), ": Connect is for a node made by Listen, once"));
+  }
   Impl* impl = impl_.get();
   const KvOptions& options = impl->core->options();
   auto& sys = impl->group->sys;
   const auto deadline = std::chrono::steady_clock::now() +
                         std::chrono::duration_cast<std::chrono::steady_clock::duration>(connect_timeout);
+  // Every dial and request waits at most what is left of connect_timeout
+  // (a silent address must not stretch the whole beyond it).
+  auto left = [&deadline](std::chrono::milliseconds cap) {
+    const auto rest = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    return std::max(std::chrono::milliseconds(100), std::min(cap, rest));
+  };
   // Higher ranks: connect (one direct connection per pair) and introduce
   // ourselves over it; lower ranks do the same to us.
   for (int r = rank + 1; r < nodes; ++r) {
     caf::actor peer;
     std::string last_error;
     while (!peer) {
-      auto got = actors::RemoteActor(sys, addr[r].first, addr[r].second);
+      auto got = actors::RemoteActor(sys, addr[r].first, addr[r].second,
+                                     left(std::chrono::milliseconds(30000)));
       if (got) {
         peer = *got;
         break;
@@ -351,13 +382,13 @@ absl::Status KvNode::Connect(const std::vector<std::string>& peers,
     // for its answers at once; Join fails (and the connection with it)
     // unless it then proves the secret.
     const std::string secret = options.secret;
-    if (!secret.empty()) actors::AdmitPeer(peer->node());
+    if (!secret.empty()) actors::AdmitPeer(sys, peer->node());
     std::string refused, nonce, their_proof;
     caf::actor theirs;
     const std::string my_nonce = secret.empty() ? std::string() : net::NewAdmissionNonce();
     {
       caf::scoped_actor self{sys};
-      self->request(peer, std::chrono::seconds(10), actors::challenge_atom_v)
+      self->request(peer, left(std::chrono::milliseconds(10000)), actors::challenge_atom_v)
           .receive([&](const std::string& n) { nonce = n; },
                    [&](caf::error& e) { refused = sys.render(e); });
       if (refused.empty() && !nonce.empty() && secret.empty()) {
@@ -374,7 +405,8 @@ absl::Status KvNode::Connect(const std::vector<std::string>& peers,
           secret.empty() ? std::string()
                          : net::AdmissionProof(secret, nonce, caf::to_string(self->node()));
       if (refused.empty()) {
-        self->request(peer, std::chrono::seconds(10), connect_atom_v, static_cast<int32_t>(rank),
+        self->request(peer, left(std::chrono::milliseconds(10000)), connect_atom_v,
+                      static_cast<int32_t>(rank),
                       impl->actor, static_cast<int64_t>(nodes), options.keys, proof, my_nonce)
             .receive(
                 [&](const caf::actor& a, const std::string& p) {

@@ -57,6 +57,11 @@ struct KvOptions {
   int64_t block = 1;       ///< keys per ownership block, >= 1
   bool dynamic = true;     ///< false: localize is a no-op (static allocation)
   bool location_cache = true;  ///< remember owners learned from answers
+  /// Ranks below this are home to no keys (they hold only what they
+  /// localize): the blocks are range-partitioned over ranks [first_home_rank,
+  /// nodes). A coordinator's member that runs no workers is rank 0 with 1
+  /// here. Must be below the group's size.
+  int32_t first_home_rank = 0;
   /// How long Wait waits for an operation before DeadlineExceeded.
   double op_timeout_seconds = 60.0;
   /// The group's secret (Join, Listen): every pair of nodes proves it to

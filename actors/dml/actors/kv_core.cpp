@@ -56,9 +56,13 @@ KvCore::KvCore(const KvOptions& options, int32_t rank, int32_t nodes)
       left_(static_cast<std::size_t>(nodes), false),
       leave_acked_(static_cast<std::size_t>(nodes), false),
       gone_(static_cast<std::size_t>(nodes), false) {
-  // Home range: blocks b with floor(b * nodes / blocks) == rank.
-  home_begin_ = DivCeil(static_cast<int64_t>(rank) * blocks_, nodes);
-  home_end_ = DivCeil(static_cast<int64_t>(rank + 1) * blocks_, nodes);
+  // Home range: blocks b with first + floor(b * homes / blocks) == rank,
+  // homes = nodes - first (ranks below first are home to none).
+  const int32_t first = options.first_home_rank;
+  const int64_t homes = nodes - first;
+  const int64_t r = std::max<int64_t>(0, rank - first);
+  home_begin_ = rank < first ? 0 : DivCeil(r * blocks_, homes);
+  home_end_ = rank < first ? 0 : DivCeil((r + 1) * blocks_, homes);
   home_owner_.assign(static_cast<std::size_t>(home_end_ - home_begin_), rank);
   for (int64_t b = home_begin_; b < home_end_; ++b) {
     Slot& slot = StripeOf(b).slots[b];
@@ -72,7 +76,8 @@ int64_t KvCore::BlockKeys(int64_t b) const {
 }
 
 int32_t KvCore::HomeOf(int64_t b) const {
-  return static_cast<int32_t>((static_cast<__int128>(b) * nodes_) / blocks_);
+  const int32_t first = options_.first_home_rank;
+  return first + static_cast<int32_t>((static_cast<__int128>(b) * (nodes_ - first)) / blocks_);
 }
 
 absl::Status KvCore::CheckKeys(absl::Span<const int64_t> keys) const {

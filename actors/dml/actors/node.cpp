@@ -48,6 +48,7 @@ struct node_state {
     // hogwild: the model the job's workers here share (its key-value
     // member once the coordinator asked for it).
     std::shared_ptr<hogwild_model> hog;
+    bool kv_connecting = false;  // connect asked (once per member)
   };
   std::map<caf::actor_addr, job_actors> jobs;
   static inline const char* name = "dml.node";
@@ -93,6 +94,13 @@ node_state::job_actors& job_of(self_ptr self, const caf::actor& coordinator) {
   return it->second;
 }
 
+// Whether the current message comes from `coordinator` itself (only a job's
+// coordinator sets up, connects or reads its key-value member here).
+bool from_coordinator(self_ptr self, const caf::actor& coordinator) {
+  const auto& sender = self->current_sender();
+  return coordinator && sender && sender->address() == coordinator.address();
+}
+
 // Records `child` under its coordinator.
 void adopt(self_ptr self, const caf::actor& coordinator, caf::actor child) {
   // Also watch the child, to forget it once it is gone.
@@ -109,26 +117,29 @@ std::string OwnEndpoint(caf::actor_system& sys) {
 
 }  // namespace
 
-kv_connector spawn_kv_connector(caf::actor_system& sys, std::shared_ptr<hogwild_model> model) {
+kv_connector spawn_kv_connector(caf::actor_system& sys, std::shared_ptr<KvNode> member) {
   // Detached: KvNode::Connect blocks until every lower rank introduced
   // itself, which takes as long as the slowest member.
   auto impl = [](kv_connector::pointer self,
-                 std::shared_ptr<hogwild_model> model) -> kv_connector::behavior_type {
+                 std::shared_ptr<KvNode> member) -> kv_connector::behavior_type {
     return {
-        [self, model](connect_atom, const std::string& table) -> caf::result<bool> {
+        [self, member](connect_atom, const std::string& table) -> caf::result<bool> {
           self->quit();
-          if (!model || model->kv.size() != 1) {
+          if (!member) {
             return caf::make_error(caf::sec::invalid_argument, "kv connect: no listening member");
           }
           std::vector<std::string> peers;
           if (!table.empty()) peers = absl::StrSplit(table, kPeerTableSeparator);
-          absl::Status s = model->kv[0]->Connect(peers);
-          if (!s.ok()) return caf::make_error(caf::sec::invalid_argument, std::string(s.message()));
+          absl::Status s = member->Connect(peers);
+          if (!s.ok()) {
+            return caf::make_error(caf::sec::runtime_error, std::string(s.message()),
+                                   static_cast<int32_t>(s.code()));
+          }
           return true;
         },
     };
   };
-  return sys.spawn<caf::detached>(impl, std::move(model));
+  return sys.spawn<caf::detached>(impl, std::move(member));
 }
 
 node_actor spawn_node(caf::actor_system& sys, std::string name, std::string secret,
@@ -199,7 +210,7 @@ node_actor spawn_node(caf::actor_system& sys, std::string name, std::string secr
             }
             st.admitted.insert(peer);
             // Every later message of that process, to any actor here, passes.
-            AdmitPeer(self->current_sender()->node());
+            AdmitPeer(self->system(), self->current_sender()->node());
           }
           // Its bulk references are fetched from there, and only there.
           if (BulkPeers* peers = BulkPeersOf(self->system())) {
@@ -265,10 +276,11 @@ node_actor spawn_node(caf::actor_system& sys, std::string name, std::string secr
           return s;
         },
         [self](kv_atom, const caf::actor& coordinator, int64_t keys, int64_t block, bool dynamic,
-               int32_t rank, int32_t nodes, int32_t local_workers) -> caf::result<int32_t> {
+               int32_t rank, int32_t nodes, int32_t first_home,
+               int32_t local_workers) -> caf::result<int32_t> {
           if (auto err = admission_error(self)) return err;
           auto& st = self->state;
-          if (!coordinator) return refuse(st, "kv without a coordinator");
+          if (!from_coordinator(self, coordinator)) return refuse(st, "kv: not from its coordinator");
           if (st.kv_host.empty()) {
             return refuse(st, "this node serves no key-value groups (dml-node under TLS: their "
                               "traffic would travel in plaintext); hogwild cannot run here");
@@ -281,6 +293,7 @@ node_actor spawn_node(caf::actor_system& sys, std::string name, std::string secr
           o.keys = keys;
           o.block = block;
           o.dynamic = dynamic;
+          o.first_home_rank = first_home;
           o.secret = st.secret;
           auto member = KvNode::Listen(o, rank, nodes, st.kv_host, 0, 1);
           if (!member.ok()) return refuse(st, "kv: " + std::string(member.status().message()));
@@ -293,18 +306,22 @@ node_actor spawn_node(caf::actor_system& sys, std::string name, std::string secr
                const std::string& table) -> caf::result<bool> {
           if (auto err = admission_error(self)) return err;
           auto& st = self->state;
-          auto it = coordinator ? st.jobs.find(coordinator.address()) : st.jobs.end();
+          if (!from_coordinator(self, coordinator)) return refuse(st, "connect: not from its coordinator");
+          auto it = st.jobs.find(coordinator.address());
           if (it == st.jobs.end() || !it->second.hog || it->second.hog->kv.size() != 1) {
             return refuse(st, "connect before kv");
           }
-          return self->delegate(spawn_kv_connector(self->system(), it->second.hog), connect_atom_v,
-                                table);
+          if (it->second.kv_connecting) return refuse(st, "connect: asked already");
+          it->second.kv_connecting = true;
+          return self->delegate(spawn_kv_connector(self->system(), it->second.hog->kv[0]),
+                                connect_atom_v, table);
         },
         [self](stats_atom, const caf::actor& coordinator) -> caf::result<int64_list> {
           if (auto err = admission_error(self)) return err;
           auto& st = self->state;
+          if (!from_coordinator(self, coordinator)) return refuse(st, "stats: not from its coordinator");
           int64_list out;
-          auto it = coordinator ? st.jobs.find(coordinator.address()) : st.jobs.end();
+          auto it = st.jobs.find(coordinator.address());
           if (it == st.jobs.end() || !it->second.hog || it->second.hog->kv.size() != 1) return out;
           const KvStats k = it->second.hog->kv[0]->Stats();
           out.values = {k.local_keys, k.remote_keys, k.queued_keys, k.messages, k.bytes, k.blocks_in};

@@ -32,22 +32,24 @@
 //    handle. Errors: not admitted, a bad config.
 //  - halt(coordinator): that job is stopping: local solves of its workers
 //    here end early (they check a flag every few hundred steps).
-//  - kv(coordinator, keys, block, dynamic, rank, nodes, local_workers):
-//    hogwild on nodes (JobSgd::Store::kKv): this node's member of the
-//    job's key-value group (rank `rank` of `nodes`, keys [0, keys) in
-//    blocks of `block`, localize on where `dynamic`) starts listening on
-//    the node's host, any free port, with the node's secret; replies the
-//    port. The job's hogwild workers here share it; `local_workers` of
-//    them take steps here (their step schedule's clock). Errors: not
-//    admitted, bad options, a node that serves no groups (TLS), a second
-//    group for the same job.
+//  - kv(coordinator, keys, block, dynamic, rank, nodes, first_home,
+//    local_workers): hogwild on nodes (JobSgd::Store::kKv): this node's
+//    member of the job's key-value group (rank `rank` of `nodes`, keys
+//    [0, keys) in blocks of `block` homed on ranks [first_home, nodes),
+//    localize on where `dynamic`) starts listening on the node's host, any
+//    free port, with the node's secret; replies the port. The job's
+//    hogwild workers here share it; `local_workers` of them take steps
+//    here (their step schedule's clock). Errors: not admitted, not from
+//    that coordinator, bad options, a node that serves no groups (TLS), a
+//    second member for the same job.
 //  - connect(coordinator, peers): connects that member to the group's
 //    `peers` ("host:port" per rank joined by kPeerTableSeparator); replies
-//    true once the group is complete (it blocks a thread of its own, not
-//    the node). Errors: no kv first, KvNode::Connect's.
+//    true once the group is complete (a thread of its own blocks, not the
+//    node). Errors: not from that coordinator, no kv first, a connect
+//    already made, KvNode::Connect's (its code kept).
 //  - stats(coordinator): that member's counters (KvStats: local_keys,
 //    remote_keys, queued_keys, messages, bytes, blocks_in, in that order);
-//    empty where the job has none here.
+//    empty where the job has none here. Only from that coordinator.
 
 #include <cstdint>
 #include <memory>
@@ -62,9 +64,11 @@
 #include "dml/actors/messages.hpp"
 #include "dml/actors/type_ids.hpp"
 
-namespace dml::actors {
+namespace dml {
+class KvNode;
+}  // namespace dml
 
-struct hogwild_model;
+namespace dml::actors {
 
 /// Message interface of a node: the messages listed in the file comment.
 using node_actor = caf::typed_actor<
@@ -75,7 +79,7 @@ using node_actor = caf::typed_actor<
     caf::replies_to<worker_atom, worker_spec, caf::actor>::with<caf::actor>,
     caf::replies_to<shard_atom, shard_config, caf::actor>::with<caf::actor>,
     caf::reacts_to<halt_atom, caf::actor>,
-    caf::replies_to<kv_atom, caf::actor, int64_t, int64_t, bool, int32_t, int32_t,
+    caf::replies_to<kv_atom, caf::actor, int64_t, int64_t, bool, int32_t, int32_t, int32_t,
                     int32_t>::with<int32_t>,
     caf::replies_to<connect_atom, caf::actor, std::string>::with<bool>,
     caf::replies_to<stats_atom, caf::actor>::with<int64_list>>;
@@ -95,9 +99,10 @@ using kv_connector = caf::typed_actor<caf::replies_to<connect_atom, std::string>
 node_actor spawn_node(caf::actor_system& sys, std::string name, std::string secret = {},
                       std::string kv_host = {});
 
-/// Spawns a kv_connector for model->kv[0] (made by KvNode::Listen), which
-/// it keeps alive until it has answered.
-kv_connector spawn_kv_connector(caf::actor_system& sys, std::shared_ptr<hogwild_model> model);
+/// Spawns a kv_connector for `member` (made by KvNode::Listen), which it
+/// keeps alive until it has answered. KvNode::Connect's error comes back
+/// with its text and its absl::StatusCode (an int32 beside the text).
+kv_connector spawn_kv_connector(caf::actor_system& sys, std::shared_ptr<KvNode> member);
 
 /// Proves `secret` to `node` for the process of `self` (any proof for a
 /// node that admits everyone) and exchanges bulk endpoints with it: each

@@ -54,16 +54,19 @@ caf::actor_id GateOf(const caf::actor_system* sys) {
   }
   return caf::invalid_actor_id;
 }
+// Admitted peer processes, per actor system of this process (a process
+// admitted by a key-value group's gate is not thereby admitted to the
+// node's own actors).
 std::mutex g_admitted_mu;
-std::set<caf::node_id> g_admitted;
+std::set<std::pair<const caf::actor_system*, caf::node_id>> g_admitted;
 
-bool IsAdmitted(const caf::node_id& id) {
+bool IsAdmitted(const caf::actor_system* sys, const caf::node_id& id) {
   std::lock_guard<std::mutex> lock(g_admitted_mu);
-  return g_admitted.count(id) != 0;
+  return g_admitted.count({sys, id}) != 0;
 }
-void RevokeAdmission(const caf::node_id& id) {
+void RevokeAdmission(const caf::actor_system* sys, const caf::node_id& id) {
   std::lock_guard<std::mutex> lock(g_admitted_mu);
-  g_admitted.erase(id);
+  g_admitted.erase({sys, id});
 }
 
 std::string PeerOf(net::native_socket fd) {
@@ -589,7 +592,7 @@ class guarded_basp_broker : public caf::io::basp_broker {
         },
         [this](caf::io::connection_closed_msg& msg) {
           // Admission lives as long as the connection that earned it.
-          RevokeAdmission(instance.tbl().lookup_direct(msg.handle));
+          RevokeAdmission(&home_system(), instance.tbl().lookup_direct(msg.handle));
           dropping_.erase(msg.handle);
           payload_next_.erase(msg.handle);
           inner_(current_mailbox_element()->content());
@@ -648,7 +651,7 @@ class guarded_basp_broker : public caf::io::basp_broker {
     const bool drop = dispatch &&
                       !(hdr.operation == caf::io::basp::message_type::direct_message &&
                         hdr.dest_actor == gate) &&
-                      !IsAdmitted(peer);
+                      !IsAdmitted(&home_system(), peer);
     if (!drop) {
       if (hdr.payload_len > 0) payload_next_.insert(hdl);
       return false;
@@ -805,15 +808,21 @@ void RequireAdmission(const caf::actor_system& sys, caf::actor_id gate) {
 }
 
 void ReleaseAdmission(const caf::actor_system* sys) {
-  std::lock_guard<std::mutex> lock(g_gates_mu);
-  g_gates.erase(std::remove_if(g_gates.begin(), g_gates.end(),
-                               [sys](const auto& g) { return g.first == sys; }),
-                g_gates.end());
+  {
+    std::lock_guard<std::mutex> lock(g_gates_mu);
+    g_gates.erase(std::remove_if(g_gates.begin(), g_gates.end(),
+                                 [sys](const auto& g) { return g.first == sys; }),
+                  g_gates.end());
+  }
+  std::lock_guard<std::mutex> lock(g_admitted_mu);
+  for (auto it = g_admitted.begin(); it != g_admitted.end();) {
+    it = it->first == sys ? g_admitted.erase(it) : std::next(it);
+  }
 }
 
-void AdmitPeer(const caf::node_id& id) {
+void AdmitPeer(const caf::actor_system& sys, const caf::node_id& id) {
   std::lock_guard<std::mutex> lock(g_admitted_mu);
-  g_admitted.insert(id);
+  g_admitted.insert({&sys, id});
 }
 
 uint64_t DroppedUnadmitted() { return g_unadmitted.load(std::memory_order_relaxed); }

@@ -94,10 +94,11 @@ bool FrameWithinBound(std::size_t bytes);
 /// Call before the process publishes anything (frames are tracked from
 /// then on; without a gate none is looked at).
 void RequireAdmission(const caf::actor_system& sys, caf::actor_id gate);
-/// Forgets `sys`'s gate (call once that system is destroyed).
+/// Forgets `sys`'s gate and admissions (call once that system is destroyed).
 void ReleaseAdmission(const caf::actor_system* sys);
-/// Admits the process `id` (the node actor calls it on a correct proof).
-void AdmitPeer(const caf::node_id& id);
+/// Admits the process `id` to the actors of `sys` (the node actor, or a
+/// key-value group's gate, calls it on a correct proof).
+void AdmitPeer(const caf::actor_system& sys, const caf::node_id& id);
 /// Messages dropped so far for coming from unadmitted peers.
 uint64_t DroppedUnadmitted();
 /// Frames refused in this process so far (connections closed for them).

@@ -136,7 +136,7 @@ struct hogwild_model {
   /// (w stays empty). In one process kv[k] is worker k's node (allocate_kv);
   /// on a dml-node (or the coordinator of a job on nodes) kv holds this
   /// process's one member, which its workers share.
-  std::vector<std::unique_ptr<KvNode>> kv;
+  std::vector<std::shared_ptr<KvNode>> kv;
   /// Worker k's key-value node (kv non-empty).
   KvNode& kv_of(int32_t k) const {
     return *kv[kv.size() == 1 ? 0 : static_cast<std::size_t>(k)];

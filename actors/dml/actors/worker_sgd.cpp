@@ -516,7 +516,8 @@ absl::Status hogwild_model::allocate_kv(std::size_t d, int workers, int64_t bloc
   o.keys = static_cast<int64_t>(d);
   o.block = block;
   o.dynamic = localize;
-  DML_ASSIGN_OR_RETURN(kv, KvNode::StartLocalGroup(workers, o, 1));
+  DML_ASSIGN_OR_RETURN(auto group, KvNode::StartLocalGroup(workers, o, 1));
+  kv.assign(std::make_move_iterator(group.begin()), std::make_move_iterator(group.end()));
   return absl::OkStatus();
 }
 
