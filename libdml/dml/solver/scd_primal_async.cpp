@@ -171,6 +171,7 @@ class AsyncRun {
   std::vector<double> gap_est_;
   std::vector<Worker> workers_;
   double margin_ = std::numeric_limits<double>::infinity();
+  double unshrink_below_ = -1.0;  // set from epoch 1's largest violation
   bool done_ = false;  // written by the coordinator before a barrier
   // A step left the multiplicative state's range (Obj::StepResult::resync):
   // every thread ends its epoch, and the coordinator rebuilds the state.
@@ -345,6 +346,17 @@ absl::Status AsyncRun<Obj>::Coordinate() {
       active += wk.active_size;
     }
     margin_ = max_violation * inv_n_;
+    // LIBLINEAR's CDN unshrinking, as scd_primal.cpp: every shrunk feature
+    // comes back once the active set's largest violation is below a tenth
+    // of epoch 1's (tightened x0.1 whenever the whole set gets there).
+    if (unshrink_below_ < 0.0) unshrink_below_ = 0.1 * max_violation;
+    if (options_.shrinking && max_violation <= unshrink_below_) {
+      if (active < d_) {
+        Unshrink();
+      } else {
+        unshrink_below_ *= 0.1;
+      }
+    }
 
     work_since_cert_ += static_cast<double>(nnz);
     bool estimated = false;
