@@ -10,7 +10,8 @@
 # refused (its model could not name the other label). What must keep
 # working does: devices as outputs (/dev/null twice), compressed data from
 # a FIFO, a 4096-byte secret with its newline, --local tpa-scd with
-# --gpu-fallback; a cache over a device node is refused, the node kept.
+# --gpu-fallback, hogwild on local nodes with --store kv (refused without);
+# a cache over a device node is refused, the node kept.
 #   tests/cli/output_paths.sh BUILD_DIR
 set -uo pipefail
 build=$(cd "$1" && pwd)
@@ -89,5 +90,15 @@ kill %1 2>/dev/null; wait 2>/dev/null
 head -c 4097 /dev/zero | tr '\0' 'k' >s4097
 expect 2 "s4097: the secret has more than 4096 bytes; at most 4096" \
   timeout 10 "$node" --secret-file=s4097
+# hogwild across processes only on the key-value store, which then trains.
+expect 2 "JobSpec.sgd.store: hogwild on nodes needs the key-value store" \
+  "$train" -q --mode hogwild --local-nodes 1 d.svm
+out=$("$train" --mode hogwild --store kv --localize --workers 2 --local-nodes 2 --epochs 3 d.svm 2>&1)
+if grep -q '^done: max epochs after 3 epochs' <<<"$out" &&
+   grep -q 'on 2 node processes' <<<"$out" && grep -q 'key-value store: .* blocks relocated' <<<"$out"; then
+  echo "ok: hogwild --store kv on 2 local nodes"
+else
+  echo "FAIL: hogwild --store kv on 2 local nodes: $out"; fails=$((fails + 1))
+fi
 echo "$fails failure(s)"
 [[ $fails == 0 ]]
