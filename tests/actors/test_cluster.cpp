@@ -25,6 +25,7 @@
 #include <caf/scoped_actor.hpp>
 
 #include "dml/net/local_cluster.hpp"
+#include "kv_member.hpp"
 #include "dml/actors/network.hpp"
 #include "dml/actors/node.hpp"
 #include "dml/actors/runtime.hpp"
@@ -411,12 +412,8 @@ BOOST_AUTO_TEST_CASE(a_node_with_a_secret_admits_only_processes_that_know_it) {
     auto node = sys.middleman().remote_actor<dml::actors::node_actor>(hp->first, hp->second);
     BOOST_REQUIRE(node);
     caf::scoped_actor self{sys};
-    std::string refusal;
-    self->request(*node, std::chrono::seconds(10), dml::actors::kv_atom_v,
-                  caf::actor_cast<caf::actor>(self), int64_t{10}, int64_t{1}, true, int32_t{1},
-                  int32_t{2}, int32_t{1}, int32_t{1})
-        .receive([&](int32_t) { refusal = "listening"; },
-                 [&](caf::error& e) { refusal = sys.render(e); });
+    const std::string refusal =
+        dml::testing::AskForKvMember(self, *node, caf::actor_cast<caf::actor>(self));
     BOOST_TEST(refusal.find("not admitted") != std::string::npos, refusal);
   }
   BOOST_TEST(c->Stop().ok());
@@ -435,29 +432,17 @@ BOOST_AUTO_TEST_CASE(a_key_value_member_answers_only_its_coordinator) {
   BOOST_REQUIRE(dml::actors::AdmitTo(self, *node, "", std::chrono::seconds(10)).ok());
   // Someone else's coordinator.
   auto other = sys.spawn([]() -> caf::behavior { return {[](int32_t) {}}; });
-  std::string refusal;
-  self->request(*node, std::chrono::seconds(10), dml::actors::kv_atom_v, other, int64_t{10},
-                int64_t{1}, true, int32_t{1}, int32_t{2}, int32_t{1}, int32_t{1})
-      .receive([&](int32_t) { refusal = "listening"; },
-               [&](caf::error& e) { refusal = sys.render(e); });
+  std::string refusal = dml::testing::AskForKvMember(self, *node, other);
   BOOST_TEST(refusal.find("kv: not from its coordinator") != std::string::npos, refusal);
   self->request(*node, std::chrono::seconds(10), dml::actors::connect_atom_v, other,
                 std::string("127.0.0.1:1"))
       .receive([&](bool) { refusal = "connected"; },
                [&](caf::error& e) { refusal = sys.render(e); });
   BOOST_TEST(refusal.find("connect: not from its coordinator") != std::string::npos, refusal);
-  // Its own: a member, then one connect only.
-  self->request(*node, std::chrono::seconds(10), dml::actors::kv_atom_v,
-                caf::actor_cast<caf::actor>(self), int64_t{10}, int64_t{1}, true, int32_t{1},
-                int32_t{2}, int32_t{1}, int32_t{1})
-      .receive([&](int32_t port) { refusal = port > 0 ? "listening" : "port 0"; },
-               [&](caf::error& e) { refusal = sys.render(e); });
-  BOOST_TEST(refusal == "listening");
-  self->request(*node, std::chrono::seconds(10), dml::actors::kv_atom_v,
-                caf::actor_cast<caf::actor>(self), int64_t{10}, int64_t{1}, true, int32_t{1},
-                int32_t{2}, int32_t{1}, int32_t{1})
-      .receive([&](int32_t) { refusal = "listening"; },
-               [&](caf::error& e) { refusal = sys.render(e); });
+  // Its own: one member only.
+  const caf::actor me = caf::actor_cast<caf::actor>(self);
+  BOOST_TEST(dml::testing::AskForKvMember(self, *node, me) == "listening");
+  refusal = dml::testing::AskForKvMember(self, *node, me);
   BOOST_TEST(refusal.find("this job's member already exists") != std::string::npos, refusal);
   self->send_exit(other, caf::exit_reason::user_shutdown);
 }

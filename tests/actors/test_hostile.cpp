@@ -40,6 +40,7 @@
 #include "dml/data/libsvm.hpp"
 #include "dml/data/synthetic.hpp"
 #include "dml/net/local_cluster.hpp"
+#include "kv_member.hpp"
 
 #ifndef DML_NODE_BINARY
 #error "DML_NODE_BINARY must name the dml-node executable"
@@ -403,12 +404,8 @@ BOOST_AUTO_TEST_CASE(hogwild_key_value_groups_are_refused_under_tls) {
                                                                 std::chrono::seconds(10));
   BOOST_REQUIRE(node);
   caf::scoped_actor self{sys};
-  std::string refusal;
-  self->request(*node, std::chrono::seconds(10), dml::actors::kv_atom_v,
-                caf::actor_cast<caf::actor>(self), int64_t{10}, int64_t{1}, true, int32_t{1},
-                int32_t{2}, int32_t{1}, int32_t{1})
-      .receive([&](int32_t) { refusal = "listening"; },
-               [&](caf::error& e) { refusal = sys.render(e); });
+  const std::string refusal =
+      dml::testing::AskForKvMember(self, *node, caf::actor_cast<caf::actor>(self));
   BOOST_TEST(refusal.find("this node serves no key-value groups (dml-node under TLS") !=
                  std::string::npos,
              refusal);

@@ -35,17 +35,7 @@ std::vector<std::unique_ptr<KvNode>> Group(int n, KvOptions o) {
 
 KvStats Sum(const std::vector<std::unique_ptr<KvNode>>& g) {
   KvStats t;
-  for (const auto& n : g) {
-    auto s = n->Stats();
-    t.messages += s.messages;
-    t.localize_messages += s.localize_messages;
-    t.hand_over_messages += s.hand_over_messages;
-    t.transfer_messages += s.transfer_messages;
-    t.forwards += s.forwards;
-    t.blocks_in += s.blocks_in;
-    t.blocks_out += s.blocks_out;
-    t.rejected += s.rejected;
-  }
+  for (const auto& n : g) t += n->Stats();
   return t;
 }
 

@@ -445,14 +445,7 @@ namespace {
 
 void kv_store_event(coord_state& st, const std::vector<KvStats>& members, std::size_t asked) {
   KvStats sum;
-  for (const KvStats& s : members) {
-    sum.local_keys += s.local_keys;
-    sum.remote_keys += s.remote_keys;
-    sum.queued_keys += s.queued_keys;
-    sum.messages += s.messages;
-    sum.bytes += s.bytes;
-    sum.blocks_in += s.blocks_in;
-  }
+  for (const KvStats& s : members) sum += s;
   const double all = static_cast<double>(sum.local_keys + sum.remote_keys + sum.queued_keys);
   append_event(st, "kv_store",
                absl::StrFormat("key-value store: %.1f%% of the keys pulled and pushed served in "

@@ -89,6 +89,23 @@ struct KvStats {
   int64_t blocks_out = 0;    ///< blocks relocated away from this node
   int64_t max_hops = 0;      ///< most forwards any answer to this node's operations took
   int64_t rejected = 0;      ///< malformed messages from peers, dropped
+  /// Adds `o`'s counters (max_hops: the larger), for a group's totals.
+  KvStats& operator+=(const KvStats& o) {
+    local_keys += o.local_keys;
+    remote_keys += o.remote_keys;
+    queued_keys += o.queued_keys;
+    messages += o.messages;
+    bytes += o.bytes;
+    localize_messages += o.localize_messages;
+    hand_over_messages += o.hand_over_messages;
+    transfer_messages += o.transfer_messages;
+    forwards += o.forwards;
+    blocks_in += o.blocks_in;
+    blocks_out += o.blocks_out;
+    max_hops = max_hops > o.max_hops ? max_hops : o.max_hops;
+    rejected += o.rejected;
+    return *this;
+  }
 };
 
 namespace detail {
