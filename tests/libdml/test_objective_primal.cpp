@@ -591,6 +591,9 @@ BOOST_AUTO_TEST_CASE(stop_rules) {
           BOOST_TEST(r.history.size() <= 3u);
           BOOST_REQUIRE(!r.history.empty());
           BOOST_TEST(r.history.front().round == 1);
+          // The returned certificate is the last entry.
+          BOOST_TEST(r.history.back().round == 3);
+          BOOST_TEST(r.history.back().primal == r.primal);
           BOOST_TEST(r.primal < at_zero.primal);
           const dml::Certificate c = MustEvaluate(p.data, p.spec, r.w);
           BOOST_TEST(c.primal == r.primal, boost::test_tools::tolerance(1e-14));
@@ -642,11 +645,18 @@ BOOST_AUTO_TEST_CASE(stop_rules) {
           o.stop.max_epochs = 7;
           o.stop.gap_rel = 0.0;
           o.shrinking = false;  // every epoch one pass: on epochs 3 and 6
-          const dml::TrainResult r = MustTrain(p.data, p.spec, o);
+          // A hundredth of the lambda, so that most coordinates move each
+          // epoch (work counts what is read, not what the moves write),
+          // then the final certificate on epoch 7.
+          dml::ModelSpec dense_model = p.spec;
+          dense_model.lambda *= 0.01;
+          const dml::TrainResult r = MustTrain(p.data, dense_model, o);
           BOOST_TEST(r.epochs == 7);
-          BOOST_REQUIRE(r.history.size() == 2u);
+          BOOST_REQUIRE_MESSAGE(r.history.size() == 3u, r.history.size() << " entries, first round " << (r.history.empty() ? -1 : r.history[0].round));
           BOOST_TEST(r.history[0].round == 3);
           BOOST_TEST(r.history[1].round == 6);
+          BOOST_TEST(r.history[2].round == 7);
+          BOOST_TEST(r.history[2].primal == r.primal);
           o.shrinking = true;
           o.stop.max_epochs = 40;
           const dml::TrainResult s = MustTrain(p.data, p.spec, o);

@@ -663,6 +663,15 @@ absl::StatusOr<TrainResult> GlmnetL1::Run() {
   TrainResult result;
   if (!cert) {
     DML_ASSIGN_OR_RETURN(cert, EvaluatePrimal(data_, model_, w_));
+    if (outer_ > 0) {  // the result's certificate is the last progress entry too
+      Progress report;
+      report.round = outer_;
+      report.epochs = outer_;
+      report.primal = cert->primal;
+      report.dual = cert->dual;
+      report.gap = cert->gap;
+      stop_.AfterEpoch(report);
+    }
   }
   result.w = std::move(w_);
   result.primal = cert->primal;

@@ -104,12 +104,14 @@ absl::StatusOr<TrainResult> Run(const Dataset& data, const ModelSpec& model,
     ShufflePrefix(active, active_size, rng);
     double max_violation = 0.0;
     int64_t nnz = 0;
+    int64_t read = 0;  // the visited columns' nonzeros (step.nnz adds the writes)
     for (std::size_t s = 0; s < active_size; ++s) {
       const uint32_t j = active[s];
       const double wj = w[j];
       const auto step = obj.template Step<PlainAccess>(a.outer(j), cols[j], state.data(),
                                                        scratch.data(), wj, 1.0);
       nnz += step.nnz;
+      read += static_cast<int64_t>(a.outer(j).size);
       w[j] = step.w;
       if (step.resync) Obj::InitState(ColumnTimes(a, w), data.y, state.data());
       gap_est[j] = obj.CoordinateGap(wj, step.grad);
@@ -131,7 +133,7 @@ absl::StatusOr<TrainResult> Run(const Dataset& data, const ModelSpec& model,
       }
     }
 
-    work_since_cert += static_cast<double>(nnz);
+    work_since_cert += static_cast<double>(read);
     bool check = PeriodicCertificateDue(options.eval_every, work_since_cert, a.nnz());
     bool estimated = false;
     if (!check) {
@@ -186,6 +188,18 @@ absl::StatusOr<TrainResult> Run(const Dataset& data, const ModelSpec& model,
   TrainResult result;
   if (!cert) {
     DML_ASSIGN_OR_RETURN(cert, EvaluatePrimal(data, model, w));
+    if (epoch > 0) {
+      // The result's certificate is the last progress entry too (the
+      // periodic ones come per passes of work: the last epoch may have had
+      // none).
+      Progress report;
+      report.round = epoch;
+      report.epochs = epoch;
+      report.primal = cert->primal;
+      report.dual = cert->dual;
+      report.gap = cert->gap;
+      stop.AfterEpoch(report);
+    }
   }
   result.w = std::move(w);
   result.primal = cert->primal;

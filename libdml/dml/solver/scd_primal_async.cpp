@@ -115,7 +115,8 @@ struct Worker {
   std::vector<double> scratch;
   Rng rng{0};
   double max_violation = 0.0;
-  int64_t nnz = 0;
+  int64_t nnz = 0;   // nonzeros touched (read and written)
+  int64_t read = 0;  // the visited columns' nonzeros
 };
 
 template <typename Obj>
@@ -198,6 +199,7 @@ void AsyncRun<Obj>::Epoch(Worker& wk) {
   ShufflePrefix(wk.features, wk.active_size, wk.rng);
   wk.max_violation = 0.0;
   wk.nnz = 0;
+  wk.read = 0;
   const double l1 = obj.L1();
   for (std::size_t s = 0; s < wk.active_size; ++s) {
     const uint32_t j = wk.features[s];
@@ -205,6 +207,7 @@ void AsyncRun<Obj>::Epoch(Worker& wk) {
     const auto step = obj.template Step<AtomicAccess>(a_.outer(j), cols_[j], state_.data(),
                                                       wk.scratch.data(), wj, 1.0);
     wk.nnz += step.nnz;
+    wk.read += static_cast<int64_t>(a_.outer(j).size);
     w_[j] = step.w;
     if (step.resync) resync_.store(true, std::memory_order_relaxed);
     if (resync_.load(std::memory_order_relaxed)) return;
@@ -339,10 +342,12 @@ absl::Status AsyncRun<Obj>::Coordinate() {
     // Coordinator: every worker is parked at the next barrier.
     double max_violation = 0.0;
     int64_t nnz = 0;
+    int64_t read = 0;
     std::size_t active = 0;
     for (const Worker& wk : workers_) {
       max_violation = std::max(max_violation, wk.max_violation);
       nnz += wk.nnz;
+      read += wk.read;
       active += wk.active_size;
     }
     margin_ = max_violation * inv_n_;
@@ -353,12 +358,13 @@ absl::Status AsyncRun<Obj>::Coordinate() {
     if (options_.shrinking && max_violation <= unshrink_below_) {
       if (active < d_) {
         Unshrink();
+        active = d_;
       } else {
         unshrink_below_ *= 0.1;
       }
     }
 
-    work_since_cert_ += static_cast<double>(nnz);
+    work_since_cert_ += static_cast<double>(read);
     bool estimated = false;
     if (!WantCertificate(active, &estimated)) continue;
     DML_ASSIGN_OR_RETURN(const bool stop, Certify(nnz, estimated));
@@ -427,6 +433,15 @@ absl::StatusOr<TrainResult> AsyncRun<Obj>::Finish() {
   TrainResult result;
   if (!cert_) {
     DML_ASSIGN_OR_RETURN(cert_, EvaluatePrimal(data_, model_, w_));
+    if (epoch_ > 0) {  // the result's certificate is the last progress entry too
+      Progress report;
+      report.round = epoch_;
+      report.epochs = epoch_;
+      report.primal = cert_->primal;
+      report.dual = cert_->dual;
+      report.gap = cert_->gap;
+      stop_.AfterEpoch(report);
+    }
   }
   result.w = std::move(w_);
   result.primal = cert_->primal;
