@@ -31,6 +31,7 @@
 #include "absl/strings/str_split.h"
 #include "bench_cases.hpp"
 #include "dml/data/libsvm.hpp"
+#include "dml/objective/evaluate.hpp"
 #include "dml/data/synthetic.hpp"
 #include "dml/gpu/tpa_scd.hpp"
 #include "dml/solver/duhl.hpp"
@@ -39,16 +40,6 @@ namespace {
 
 using dml::bench::Case;
 
-double LassoLambdaMax(const dml::Dataset& data) {
-  std::vector<double> g(static_cast<std::size_t>(data.x.cols()), 0.0);
-  for (int64_t i = 0; i < data.x.rows(); ++i) {
-    const dml::SparseView r = data.x.outer(i);
-    for (std::size_t k = 0; k < r.size; ++k) g[r.index[k]] += r.value[k] * data.y[i];
-  }
-  double m = 0.0;
-  for (double x : g) m = std::max(m, std::abs(x));
-  return m / static_cast<double>(data.x.rows());
-}
 
 }  // namespace
 
@@ -166,8 +157,16 @@ int main(int argc, char** argv) {
         return 2;
       }
       m.kind = *kind;
-      m.lambda = m.kind == dml::ModelKind::kLasso ? lasso_fraction * LassoLambdaMax(c.data)
-                                                  : 1.0 / static_cast<double>(c.data.x.rows());
+      m.lambda = 1.0 / static_cast<double>(c.data.x.rows());
+      if (m.kind == dml::ModelKind::kLasso) {
+        auto lambda_max = dml::L1LambdaMax(c.data, m.kind);
+        if (!lambda_max.ok()) {
+          std::fprintf(stderr, "%s: %s\n", c.name.c_str(),
+                       std::string(lambda_max.status().message()).c_str());
+          return 1;
+        }
+        m.lambda = lasso_fraction * *lambda_max;
+      }
       for (double budget : budgets) {
         double seq_bytes = 0, seq_seconds = 0;
         for (dml::DuhlSelection rule : rules) {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "dml/data/synthetic.hpp"
+#include "dml/objective/evaluate.hpp"
 #include "dml/objective/model.hpp"
 #include "dml/solver/cocoa_local.hpp"
 #include "dml/solver/solver.hpp"
@@ -39,21 +40,6 @@ inline dml::Dataset Problem(dml::ModelKind kind, int64_t rows = 3000, int64_t co
   return std::move(d->data);
 }
 
-/// lambda_max of an L1 model on `data`: max_j |a_j^T f'(0)| / n, the smallest
-/// lambda whose optimum is w = 0 (before elastic net's l1_ratio).
-inline double L1LambdaMax(const dml::Dataset& data, dml::ModelKind kind) {
-  // f'(0) per example: -y for the squared loss, -y/2 for the logistic loss.
-  const double slope = kind == dml::ModelKind::kLogisticL1 ? 0.5 : 1.0;
-  std::vector<double> g(static_cast<std::size_t>(data.x.cols()), 0.0);
-  for (int64_t i = 0; i < data.x.rows(); ++i) {
-    const dml::SparseView r = data.x.outer(i);
-    for (std::size_t k = 0; k < r.size; ++k) g[r.index[k]] += r.value[k] * data.y[i] * slope;
-  }
-  double m = 0.0;
-  for (double x : g) m = std::max(m, std::abs(x));
-  return m / static_cast<double>(data.x.rows());
-}
-
 /// The model of `kind` the tests train on `data`: lambda 1e-3 for the dual
 /// models; a tenth of lambda_max for the primal ones, so that their optimum
 /// is neither w = 0 (certified before any step) nor dense.
@@ -61,9 +47,12 @@ inline dml::ModelSpec Spec(dml::ModelKind kind, const dml::Dataset& data) {
   dml::ModelSpec m;
   m.kind = kind;
   m.l1_ratio = kind == dml::ModelKind::kElasticNet ? 0.5 : 1.0;
-  m.lambda = dml::FormulationOf(kind) == dml::Formulation::kPrimal
-                 ? 0.1 * L1LambdaMax(data, kind) / m.l1_ratio
-                 : 1e-3;
+  m.lambda = 1e-3;
+  if (dml::FormulationOf(kind) == dml::Formulation::kPrimal) {
+    auto lambda_max = dml::L1LambdaMax(data, kind);
+    BOOST_REQUIRE_MESSAGE(lambda_max.ok(), lambda_max.status().ToString());
+    m.lambda = 0.1 * *lambda_max / m.l1_ratio;
+  }
   return m;
 }
 

@@ -361,6 +361,28 @@ BOOST_AUTO_TEST_CASE(logistic_step_matches_direct_computation) {
   }
 }
 
+// The library's lambda_max against this file's own (from the margins'
+// derivatives): at lambda_max the optimum is 0, just below it is not.
+BOOST_AUTO_TEST_CASE(l1_lambda_max_is_where_the_optimum_leaves_zero) {
+  for (const Problem& p : Problems()) {
+    BOOST_TEST_CONTEXT(p.name) {
+      auto lm = dml::L1LambdaMax(p.data, p.spec.kind);
+      BOOST_REQUIRE_MESSAGE(lm.ok(), lm.status().ToString());
+      BOOST_TEST(*lm == LambdaMax(p.data, p.spec.kind), boost::test_tools::tolerance(1e-12));
+      dml::ModelSpec spec = p.spec;
+      spec.lambda = *lm / Eta(spec);
+      const dml::TrainResult at = MustTrain(p.data, spec, Options());
+      BOOST_TEST(std::all_of(at.w.begin(), at.w.end(), [](double x) { return x == 0.0; }));
+      spec.lambda = 0.99 * *lm / Eta(spec);
+      const dml::TrainResult below = MustTrain(p.data, spec, Options());
+      BOOST_TEST(std::any_of(below.w.begin(), below.w.end(), [](double x) { return x != 0.0; }));
+    }
+  }
+  auto ridge = dml::L1LambdaMax(Regression(), ModelKind::kRidge);
+  BOOST_TEST(ridge.status().code() == absl::StatusCode::kInvalidArgument);
+  BOOST_TEST(std::string(ridge.status().message()) == "L1LambdaMax: model ridge has no L1 part");
+}
+
 // ------------------------------------------------------------ the solvers
 
 BOOST_AUTO_TEST_CASE(sequential_solver_certifies_the_optimum) {

@@ -58,6 +58,13 @@ absl::StatusOr<double> LossSum(const Dataset& data, const ModelSpec& model,
 /// lambda * R(w) for the model's regulariser.
 double RegularizerValue(const ModelSpec& model, const std::vector<double>& w);
 
+/// lambda_max of an L1 model (lasso, elastic net, L1-logistic) on `data`:
+/// max_j |a_j^T f'(0)| / n, the smallest lambda whose optimum is w = 0
+/// (elastic net: the smallest lambda * l1_ratio), where a regularisation
+/// path starts. O(nnz). Errors: InvalidArgument for another model, a
+/// non-finite label, or data without examples.
+absl::StatusOr<double> L1LambdaMax(const Dataset& data, ModelKind kind);
+
 /// P(w) for any model (SGD reports this). Errors: size mismatch.
 absl::StatusOr<double> PrimalValue(const Dataset& data, const ModelSpec& model,
                                    const std::vector<double>& w);

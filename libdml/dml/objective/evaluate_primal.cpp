@@ -9,6 +9,7 @@
 // throughout; the coordinate gaps are summed in index order, so they add up
 // to `gap` exactly.
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -86,6 +87,32 @@ absl::StatusOr<Certificate> EvaluatePrimal(const Dataset& data, const ModelSpec&
     default: break;
   }
   return absl::InvalidArgumentError("EvaluatePrimal: not a primal model");
+}
+
+absl::StatusOr<double> L1LambdaMax(const Dataset& data, ModelKind kind) {
+  if (kind != ModelKind::kLasso && kind != ModelKind::kElasticNet &&
+      kind != ModelKind::kLogisticL1) {
+    return absl::InvalidArgumentError(absl::StrCat("L1LambdaMax: model ",
+                                                   AsAbsl(ModelName(kind)), " has no L1 part"));
+  }
+  const int64_t n = data.x.rows();
+  if (n == 0) return absl::InvalidArgumentError("L1LambdaMax: no examples");
+  // f'(0) per example: -y for the squared loss, -y/2 for the logistic loss
+  // (its derivative -y / (1 + exp(y v)) at v = 0).
+  const double slope = kind == ModelKind::kLogisticL1 ? 0.5 : 1.0;
+  std::vector<double> g(static_cast<std::size_t>(data.x.cols()), 0.0);
+  for (int64_t i = 0; i < n; ++i) {
+    const double yi = data.y[static_cast<std::size_t>(i)];
+    if (!std::isfinite(yi)) {
+      return absl::InvalidArgumentError(absl::StrCat("L1LambdaMax: label of example ", i,
+                                                     " is not finite"));
+    }
+    const SparseView r = data.x.outer(i);
+    for (std::size_t k = 0; k < r.size; ++k) g[r.index[k]] += r.value[k] * yi * slope;
+  }
+  double m = 0.0;
+  for (double x : g) m = std::max(m, std::abs(x));
+  return m / static_cast<double>(n);
 }
 
 }  // namespace dml
