@@ -568,6 +568,14 @@ BOOST_AUTO_TEST_CASE(hogwild_and_in_memory_data_are_refused_for_nodes) {
   BOOST_TEST(std::string(j.status().message()).find("JobSpec.sgd.store: hogwild on nodes needs the "
                                                     "key-value store") == 0u,
              j.status().message());
+  s.sgd.store = dml::JobSgd::Store::kKv;
+  s.cluster.nodes = {fixture->cluster->addresses()[0], fixture->cluster->addresses()[0]};
+  j = rt.Submit(s);
+  BOOST_REQUIRE(!j.ok());
+  BOOST_TEST(std::string(j.status().message()) ==
+                 "JobSpec.cluster.nodes: [1] (" + fixture->cluster->addresses()[0] +
+                     ") repeats [0]: hogwild's key-value group has one member per node process",
+             j.status().message());
   s = Spec(dml::Mode::kCocoa);
   s.data.path.clear();
   s.data.dataset = fixture->data;

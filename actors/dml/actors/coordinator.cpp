@@ -111,7 +111,7 @@ void fail_job(self_ptr self, absl::Status status) {
   self->quit();
 }
 
-void fail_job(self_ptr self, const caf::error& err) {
+absl::Status StatusOf(self_ptr self, const caf::error& err) {
   // A worker's or shard's own words (caf::make_error(sec, text), or a
   // worker's status: text and code, as_error) as they are, not inside CAF's
   // rendering of the whole error.
@@ -120,7 +120,7 @@ void fail_job(self_ptr self, const caf::error& err) {
                      ctx.match_element<std::string>(0);
   const bool with_code = words && ctx.size() == 2 && ctx.match_element<int32_t>(1);
   if (!words || (ctx.size() > 1 && !with_code)) {
-    return fail_job(self, absl::InternalError(self->system().render(err)));
+    return absl::InternalError(self->system().render(err));
   }
   auto code = absl::StatusCode::kInternal;
   if (with_code) {
@@ -129,8 +129,10 @@ void fail_job(self_ptr self, const caf::error& err) {
       code = static_cast<absl::StatusCode>(c);
     }
   }
-  fail_job(self, absl::Status(code, ctx.get_as<std::string>(0)));
+  return absl::Status(code, ctx.get_as<std::string>(0));
 }
+
+void fail_job(self_ptr self, const caf::error& err) { fail_job(self, StatusOf(self, err)); }
 
 void finish_job(self_ptr self, std::vector<double> w, int64_t max_granted_staleness) {
   auto& st = self->state;
@@ -390,6 +392,20 @@ int place(const coord_state& st, std::size_t offset, std::size_t i) {
   return alive.empty() ? -1 : alive[(offset + i) % alive.size()];
 }
 
+// A member's refusal speaks of ranks ("kv node 1: peers[2] ..."): say which
+// node each rank is.
+void kv_setup_failed(self_ptr self, const caf::error& err) {
+  auto& st = self->state;
+  const absl::Status why = StatusOf(self, err);
+  std::string ranks = "rank 0 this process";
+  for (std::size_t r = 0; r < st.kv_hosts.size(); ++r) {
+    const auto n = static_cast<std::size_t>(st.kv_hosts[r]);
+    absl::StrAppend(&ranks, ", ", r + 1, " node ", n, " (", st.spec().cluster.nodes[n], ")");
+  }
+  fail_job(self, absl::Status(why.code(), absl::StrCat("hogwild's key-value group on the nodes (",
+                                                       ranks, "): ", why.message())));
+}
+
 // hogwild on nodes, step 2: every member of the key-value group listens;
 // now each dials the others (on threads of their own: kv_connector), and
 // the workers run once all answered.
@@ -405,7 +421,7 @@ void kv_connect_and_train(self_ptr self, const std::vector<int>& hosts,
     if (--*remaining == 0) connect_and_train(self);
   };
   auto failed = [self, gen](caf::error& err) {
-    if (gen == self->state.generation) fail_job(self, err);
+    if (gen == self->state.generation) kv_setup_failed(self, err);
   };
   // KvNode::Connect gives up after 30 s; the answer comes before this.
   const auto limit = std::chrono::seconds(45);
@@ -414,7 +430,7 @@ void kv_connect_and_train(self_ptr self, const std::vector<int>& hosts,
                   caf::actor_cast<caf::actor>(self), table)
         .then(connected, failed);
   }
-  self->request(spawn_kv_connector(self->system(), st.hog->kv[0]), limit, connect_atom_v, table)
+  self->request(spawn_kv_connector(self->system(), st.hog), limit, connect_atom_v, table)
       .then(connected, failed);
 }
 
@@ -439,6 +455,10 @@ void kv_on_nodes(self_ptr self) {
   o.dynamic = sgd.localize;
   o.first_home_rank = 1;
   o.secret = st.job->cluster_secret;
+  // Evaluations read through this member: a node silent for longer is
+  // lost anyway, and a read must not hold the job's end for the default
+  // minute.
+  o.op_timeout_seconds = std::max(10.0, 3.0 * st.spec().recovery.node_silence_seconds);
   auto own = KvNode::Listen(o, 0, members, "127.0.0.1", 0, 1);
   if (!own.ok()) return fail_job(self, own.status());
   auto peers = std::make_shared<std::vector<std::string>>(hosts.size() + 1);
@@ -465,7 +485,7 @@ void kv_on_nodes(self_ptr self) {
               if (--*remaining == 0) kv_connect_and_train(self, hosts, *peers);
             },
             [self, gen](caf::error& err) {
-              if (gen == self->state.generation) fail_job(self, err);
+              if (gen == self->state.generation) kv_setup_failed(self, err);
             });
   }
 }

@@ -117,20 +117,20 @@ std::string OwnEndpoint(caf::actor_system& sys) {
 
 }  // namespace
 
-kv_connector spawn_kv_connector(caf::actor_system& sys, std::shared_ptr<KvNode> member) {
+kv_connector spawn_kv_connector(caf::actor_system& sys, std::shared_ptr<hogwild_model> model) {
   // Detached: KvNode::Connect blocks until every lower rank introduced
   // itself, which takes as long as the slowest member.
   auto impl = [](kv_connector::pointer self,
-                 std::shared_ptr<KvNode> member) -> kv_connector::behavior_type {
+                 std::shared_ptr<hogwild_model> model) -> kv_connector::behavior_type {
     return {
-        [self, member](connect_atom, const std::string& table) -> caf::result<bool> {
+        [self, model](connect_atom, const std::string& table) -> caf::result<bool> {
           self->quit();
-          if (!member) {
+          if (!model || model->kv.size() != 1) {
             return caf::make_error(caf::sec::invalid_argument, "kv connect: no listening member");
           }
           std::vector<std::string> peers;
           if (!table.empty()) peers = absl::StrSplit(table, kPeerTableSeparator);
-          absl::Status s = member->Connect(peers);
+          absl::Status s = model->kv[0]->Connect(peers);
           if (!s.ok()) {
             return caf::make_error(caf::sec::runtime_error, std::string(s.message()),
                                    static_cast<int32_t>(s.code()));
@@ -139,7 +139,7 @@ kv_connector spawn_kv_connector(caf::actor_system& sys, std::shared_ptr<KvNode> 
         },
     };
   };
-  return sys.spawn<caf::detached>(impl, std::move(member));
+  return sys.spawn<caf::detached>(impl, std::move(model));
 }
 
 node_actor spawn_node(caf::actor_system& sys, std::string name, std::string secret,
@@ -313,7 +313,7 @@ node_actor spawn_node(caf::actor_system& sys, std::string name, std::string secr
           }
           if (it->second.kv_connecting) return refuse(st, "connect: asked already");
           it->second.kv_connecting = true;
-          return self->delegate(spawn_kv_connector(self->system(), it->second.hog->kv[0]),
+          return self->delegate(spawn_kv_connector(self->system(), it->second.hog),
                                 connect_atom_v, table);
         },
         [self](stats_atom, const caf::actor& coordinator) -> caf::result<int64_list> {

@@ -64,11 +64,9 @@
 #include "dml/actors/messages.hpp"
 #include "dml/actors/type_ids.hpp"
 
-namespace dml {
-class KvNode;
-}  // namespace dml
-
 namespace dml::actors {
+
+struct hogwild_model;
 
 /// Message interface of a node: the messages listed in the file comment.
 using node_actor = caf::typed_actor<
@@ -99,10 +97,14 @@ using kv_connector = caf::typed_actor<caf::replies_to<connect_atom, std::string>
 node_actor spawn_node(caf::actor_system& sys, std::string name, std::string secret = {},
                       std::string kv_host = {});
 
-/// Spawns a kv_connector for `member` (made by KvNode::Listen), which it
-/// keeps alive until it has answered. KvNode::Connect's error comes back
-/// with its text and its absl::StatusCode (an int32 beside the text).
-kv_connector spawn_kv_connector(caf::actor_system& sys, std::shared_ptr<KvNode> member);
+/// Spawns a kv_connector for model->kv[0] (made by KvNode::Listen); it
+/// keeps the model alive until it has answered (the model, not the member:
+/// a KvNode's last owner must not be an actor, as destroying one stops its
+/// actor system, which hangs on another system's threads in CAF 0.17;
+/// ~hogwild_model hands it to a thread of its own). KvNode::Connect's
+/// error comes back with its text and its absl::StatusCode (an int32
+/// beside the text).
+kv_connector spawn_kv_connector(caf::actor_system& sys, std::shared_ptr<hogwild_model> model);
 
 /// Proves `secret` to `node` for the process of `self` (any proof for a
 /// node that admits everyone) and exchanges bulk endpoints with it: each

@@ -230,6 +230,19 @@ absl::Status ValidateSpec(const JobSpec& s) {
       return Invalid("data", "an in-memory dataset cannot be sent to nodes; set data.path "
                              "(every node reads it from its own disk)");
     }
+    if (shared_memory) {
+      // One key-value member per node process and job.
+      for (std::size_t i = 0; i < s.cluster.nodes.size(); ++i) {
+        for (std::size_t j = 0; j < i; ++j) {
+          if (s.cluster.nodes[i] == s.cluster.nodes[j]) {
+            return Invalid("cluster.nodes",
+                           absl::StrCat("[", i, "] (", s.cluster.nodes[i], ") repeats [", j,
+                                        "]: hogwild's key-value group has one member per node "
+                                        "process"));
+          }
+        }
+      }
+    }
     if (shared_memory && s.sgd.store != JobSgd::Store::kKv) {
       return Invalid("sgd.store", "hogwild on nodes needs the key-value store (kKv): its model "
                                   "then lives in a key-value group across the nodes; the "
