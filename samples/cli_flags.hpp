@@ -84,7 +84,9 @@ bool Number(const Args& args, std::initializer_list<const char*> names, T& out, 
     auto it = args.values.find(n);
     if (it == args.values.end()) continue;
     if (!ParseNumber(it->second, out)) {
-      error = std::string(n) + ": expected a number, got \"" + it->second + "\"";
+      error = std::string(n) + (std::is_integral_v<T> ? ": expected an integer, got \""
+                                                        : ": expected a number, got \"") +
+              it->second + "\"";
       return false;
     }
   }
