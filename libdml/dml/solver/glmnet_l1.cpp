@@ -639,13 +639,7 @@ absl::StatusOr<TrainResult> GlmnetL1::Run() {
     if (!check) continue;
 
     DML_ASSIGN_OR_RETURN(Certificate c, EvaluatePrimal(data_, model_, w_));
-    Progress report;
-    report.round = outer_;
-    report.epochs = outer_;
-    report.primal = c.primal;
-    report.dual = c.dual;
-    report.gap = c.gap;
-    report.nnz_touched = outer_nnz;
+    const Progress report = CertifiedProgress(outer_, c.primal, c.dual, c.gap, outer_nnz);
     primal_ = c.primal;
     cert = std::move(c);
     if (auto r = stop_.AfterEpoch(report)) {
@@ -664,13 +658,7 @@ absl::StatusOr<TrainResult> GlmnetL1::Run() {
   if (!cert) {
     DML_ASSIGN_OR_RETURN(cert, EvaluatePrimal(data_, model_, w_));
     if (outer_ > 0) {  // the result's certificate is the last progress entry too
-      Progress report;
-      report.round = outer_;
-      report.epochs = outer_;
-      report.primal = cert->primal;
-      report.dual = cert->dual;
-      report.gap = cert->gap;
-      stop_.AfterEpoch(report);
+      stop_.AfterEpoch(CertifiedProgress(outer_, cert->primal, cert->dual, cert->gap));
     }
   }
   result.w = std::move(w_);

@@ -164,13 +164,7 @@ absl::StatusOr<TrainResult> Run(const Dataset& data, const ModelSpec& model,
       if (c.coordinate_gaps[active[s]] > 0.0) std::swap(active[s], active[active_size++]);
     }
     c.coordinate_gaps.clear();
-    Progress report;
-    report.round = epoch;
-    report.epochs = epoch;
-    report.primal = c.primal;
-    report.dual = c.dual;
-    report.gap = c.gap;
-    report.nnz_touched = nnz;
+    const Progress report = CertifiedProgress(epoch, c.primal, c.dual, c.gap, nnz);
     cert = std::move(c);
     if (auto r = stop.AfterEpoch(report)) {
       reason = *r;
@@ -192,13 +186,7 @@ absl::StatusOr<TrainResult> Run(const Dataset& data, const ModelSpec& model,
       // The result's certificate is the last progress entry too (the
       // periodic ones come per passes of work: the last epoch may have had
       // none).
-      Progress report;
-      report.round = epoch;
-      report.epochs = epoch;
-      report.primal = cert->primal;
-      report.dual = cert->dual;
-      report.gap = cert->gap;
-      stop.AfterEpoch(report);
+      stop.AfterEpoch(CertifiedProgress(epoch, cert->primal, cert->dual, cert->gap));
     }
   }
   result.w = std::move(w);

@@ -406,13 +406,7 @@ absl::StatusOr<bool> AsyncRun<Obj>::Certify(int64_t nnz, bool estimated) {
     }
   }
   c->coordinate_gaps.clear();
-  Progress report;
-  report.round = epoch_;
-  report.epochs = epoch_;
-  report.primal = c->primal;
-  report.dual = c->dual;
-  report.gap = c->gap;
-  report.nnz_touched = nnz;
+  const Progress report = CertifiedProgress(epoch_, c->primal, c->dual, c->gap, nnz);
   cert_ = std::move(*c);
   if (auto r = stop_.AfterEpoch(report)) {
     reason_ = *r;
@@ -434,13 +428,7 @@ absl::StatusOr<TrainResult> AsyncRun<Obj>::Finish() {
   if (!cert_) {
     DML_ASSIGN_OR_RETURN(cert_, EvaluatePrimal(data_, model_, w_));
     if (epoch_ > 0) {  // the result's certificate is the last progress entry too
-      Progress report;
-      report.round = epoch_;
-      report.epochs = epoch_;
-      report.primal = cert_->primal;
-      report.dual = cert_->dual;
-      report.gap = cert_->gap;
-      stop_.AfterEpoch(report);
+      stop_.AfterEpoch(CertifiedProgress(epoch_, cert_->primal, cert_->dual, cert_->gap));
     }
   }
   result.w = std::move(w_);

@@ -515,14 +515,8 @@ TrainResult DriveDualScd(const SolverOptions& opt, double lambda, int64_t n, Eng
     work_since_cert = 0.0;
     negconj_sum = exact.negconj_sum;
     wsq = exact.wsq;
-    Progress rep;
-    rep.round = epoch;
-    rep.epochs = epoch;
-    rep.primal = exact.primal;
-    rep.dual = exact.dual;
-    rep.gap = exact.gap;
-    rep.nnz_touched = s.nnz;
-    if (auto r = checker.AfterEpoch(rep)) {
+    if (auto r = checker.AfterEpoch(
+            CertifiedProgress(epoch, exact.primal, exact.dual, exact.gap, s.nnz))) {
       reason = *r;
       break;
     }
@@ -531,14 +525,7 @@ TrainResult DriveDualScd(const SolverOptions& opt, double lambda, int64_t n, Eng
   if (!certified) {
     exact = eng.Certify();
     if (epoch > 0) {
-      Progress rep;
-      rep.round = epoch;
-      rep.epochs = epoch;
-      rep.primal = exact.primal;
-      rep.dual = exact.dual;
-      rep.gap = exact.gap;
-      rep.nnz_touched = last_nnz;
-      checker.AfterEpoch(rep);
+      checker.AfterEpoch(CertifiedProgress(epoch, exact.primal, exact.dual, exact.gap, last_nnz));
     }
   }
   TrainResult result;

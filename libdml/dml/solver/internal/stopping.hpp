@@ -25,6 +25,20 @@ inline bool PeriodicCertificateDue(int every, double work_since, int64_t nnz) {
   return every > 0 && work_since >= static_cast<double>(every) * static_cast<double>(nnz);
 }
 
+/// The progress entry of a certified epoch (an SCD epoch, a newGLMNET outer
+/// iteration): its number and its exact certificate.
+inline Progress CertifiedProgress(int epoch, double primal, double dual, double gap,
+                                  int64_t nnz_touched = 0) {
+  Progress p;
+  p.round = epoch;
+  p.epochs = epoch;
+  p.primal = primal;
+  p.dual = dual;
+  p.gap = gap;
+  p.nnz_touched = nnz_touched;
+  return p;
+}
+
 class StopChecker {
  public:
   StopChecker(const StopRule& rule, std::function<void(const Progress&)> on_epoch)
