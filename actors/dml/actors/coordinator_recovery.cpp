@@ -238,6 +238,11 @@ void node_lost(self_ptr self, int n) {
   }
 }
 
+caf::timespan node_silence(const coord_state& st) {
+  return std::chrono::duration_cast<caf::timespan>(
+      std::chrono::duration<double>(st.spec().recovery.node_silence_seconds));
+}
+
 void ping_nodes(self_ptr self) {
   auto& st = self->state;
   if (st.nodes.empty() || st.finished()) return;
@@ -247,9 +252,7 @@ void ping_nodes(self_ptr self) {
   for (std::size_t n = 0; n < st.nodes.size(); ++n) {
     if (!st.node_alive[n] || st.ping_outstanding[n]) continue;
     st.ping_outstanding[n] = true;
-    const auto silence = std::chrono::duration_cast<caf::timespan>(
-        std::chrono::duration<double>(st.spec().recovery.node_silence_seconds));
-    self->request(st.nodes[n], silence, hello_atom_v)
+    self->request(st.nodes[n], node_silence(st), hello_atom_v)
         .then(
             [self, n](const std::string&, int64_t, int32_t) {
               self->state.ping_outstanding[n] = false;

@@ -60,9 +60,7 @@ void kv_failure(self_ptr self, std::function<void()> fail) {
       if (*lost >= 0) return node_lost(self, *lost);
       fail();
     };
-    const auto silence = std::chrono::duration_cast<caf::timespan>(
-        std::chrono::duration<double>(st.spec().recovery.node_silence_seconds));
-    self->request(st.nodes[static_cast<std::size_t>(n)], silence, hello_atom_v)
+    self->request(st.nodes[static_cast<std::size_t>(n)], node_silence(st), hello_atom_v)
         .then([one](const std::string&, int64_t, int32_t) { one(true); },
               [one](caf::error&) { one(false); });
   }
@@ -483,16 +481,7 @@ void kv_summary(self_ptr self, std::function<void()> done) {
                   caf::actor_cast<caf::actor>(self))
         .then(
             [got, one_done](const int64_list& v) {
-              if (v.values.size() == 6) {
-                KvStats k;
-                k.local_keys = v.values[0];
-                k.remote_keys = v.values[1];
-                k.queued_keys = v.values[2];
-                k.messages = v.values[3];
-                k.bytes = v.values[4];
-                k.blocks_in = v.values[5];
-                got->push_back(k);
-              }
+              if (auto k = UnpackKvStats(v)) got->push_back(*k);
               one_done();
             },
             // A node that cannot say is left out of the sum (and counted).

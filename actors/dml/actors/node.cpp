@@ -142,6 +142,24 @@ kv_connector spawn_kv_connector(caf::actor_system& sys, std::shared_ptr<hogwild_
   return sys.spawn<caf::detached>(impl, std::move(model));
 }
 
+int64_list PackKvStats(const KvStats& k) {
+  int64_list out;
+  out.values = {k.local_keys, k.remote_keys, k.queued_keys, k.messages, k.bytes, k.blocks_in};
+  return out;
+}
+
+std::optional<KvStats> UnpackKvStats(const int64_list& v) {
+  if (v.values.size() != 6) return std::nullopt;
+  KvStats k;
+  k.local_keys = v.values[0];
+  k.remote_keys = v.values[1];
+  k.queued_keys = v.values[2];
+  k.messages = v.values[3];
+  k.bytes = v.values[4];
+  k.blocks_in = v.values[5];
+  return k;
+}
+
 node_actor spawn_node(caf::actor_system& sys, std::string name, std::string secret,
                       std::string kv_host) {
   // Detached: the node answers the coordinator's liveness pings from its
@@ -323,9 +341,7 @@ node_actor spawn_node(caf::actor_system& sys, std::string name, std::string secr
           int64_list out;
           auto it = st.jobs.find(coordinator.address());
           if (it == st.jobs.end() || !it->second.hog || it->second.hog->kv.size() != 1) return out;
-          const KvStats k = it->second.hog->kv[0]->Stats();
-          out.values = {k.local_keys, k.remote_keys, k.queued_keys, k.messages, k.bytes, k.blocks_in};
-          return out;
+          return PackKvStats(it->second.hog->kv[0]->Stats());
         },
     };
   };

@@ -47,12 +47,12 @@
 //    true once the group is complete (a thread of its own blocks, not the
 //    node). Errors: not from that coordinator, no kv first, a connect
 //    already made, KvNode::Connect's (its code kept).
-//  - stats(coordinator): that member's counters (KvStats: local_keys,
-//    remote_keys, queued_keys, messages, bytes, blocks_in, in that order);
-//    empty where the job has none here. Only from that coordinator.
+//  - stats(coordinator): that member's counters (PackKvStats); empty
+//    where the job has none here. Only from that coordinator.
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <caf/fwd.hpp>
@@ -61,6 +61,7 @@
 #include <caf/typed_actor.hpp>
 
 #include "absl/status/status.h"
+#include "dml/actors/kv.hpp"
 #include "dml/actors/messages.hpp"
 #include "dml/actors/type_ids.hpp"
 
@@ -88,6 +89,13 @@ using node_actor = caf::typed_actor<
 /// coordinator delegate to it so that neither blocks while the group's
 /// members dial each other.
 using kv_connector = caf::typed_actor<caf::replies_to<connect_atom, std::string>::with<bool>>;
+
+/// A member's counters as the stats message carries them (local_keys,
+/// remote_keys, queued_keys, messages, bytes, blocks_in, in that order), and
+/// back: nullopt for a list of another length (a node without a member
+/// here answers an empty one).
+int64_list PackKvStats(const KvStats& k);
+std::optional<KvStats> UnpackKvStats(const int64_list& v);
 
 /// Spawns a node actor named `name` (shown by hello and in errors); with a
 /// non-empty `secret`, only admitted processes may use it. `kv_host`: where

@@ -260,6 +260,9 @@ void sgd_all_stopped(self_ptr self);
 void node_lost(self_ptr self, int n);
 void recover(self_ptr self);
 void ping_nodes(self_ptr self);
+/// How long a node may take to answer a hello before it counts as lost
+/// (JobRecovery::node_silence_seconds).
+caf::timespan node_silence(const coord_state& st);
 void init_shards_then_resume(self_ptr self);
 /// Worker k went down, or its node is lost.
 bool worker_gone(const coord_state& st, std::size_t k);
