@@ -321,10 +321,11 @@ uint16_t KvNode::port() const { return impl_->port; }
 
 absl::Status KvNode::Connect(const std::vector<std::string>& peers,
                              std::chrono::duration<double> connect_timeout) {
-  if (!impl_->listening) {
+  const auto not_listening = [this] {
     return absl::FailedPreconditionError(absl::StrCat(
         "kv node ", impl_->core->rank(), ": Connect is for a node made by Listen, once"));
-  }
+  };
+  if (!impl_->listening) return not_listening();
   const int rank = impl_->core->rank();
   const int nodes = impl_->core->nodes();
   if (static_cast<int>(peers.size()) != nodes) {
@@ -341,10 +342,7 @@ absl::Status KvNode::Connect(const std::vector<std::string>& peers,
   }
   // A bad list may be mended; a failed connection may not. Exchanged: of
   // two concurrent calls only one connects.
-  if (!impl_->listening.exchange(false)) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("kv node ", impl_->core->rank(), ": Connect is for a node made by Listen, once"));
-  }
+  if (!impl_->listening.exchange(false)) return not_listening();
   Impl* impl = impl_.get();
   const KvOptions& options = impl->core->options();
   auto& sys = impl->group->sys;
