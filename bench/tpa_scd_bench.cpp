@@ -254,9 +254,13 @@ int main(int argc, char** argv) {
         dml::SolverOptions o = Options(dml::SolverKind::kTpaScd, 0, seq_seconds);
         o.stop.max_epochs = 30;
         o.eval_every = 10;
-        std::vector<std::pair<double, double>> evals;
-        o.on_epoch = [&](const dml::Progress& p) { evals.emplace_back(p.epochs, p.seconds); };
-        std::vector<double> st;
+        struct Eval {
+          double epochs, seconds;
+          int64_t copied;
+        };
+        std::vector<Eval> evals;
+        o.on_epoch = [&](const dml::Progress& p) { evals.push_back({p.epochs, p.seconds, p.device_bytes}); };
+        std::vector<double> st, copied;
         std::string note;
         for (int rep = 0; rep < 2; ++rep) {
           evals.clear();
@@ -266,19 +270,26 @@ int main(int argc, char** argv) {
             break;
           }
           // Seconds per epoch between the evaluations after epochs 10 and 30.
-          if (evals.size() >= 2 && evals.back().first > evals[0].first) {
-            st.push_back((evals.back().second - evals[0].second) /
-                         (evals.back().first - evals[0].first));
+          if (evals.size() >= 2 && evals.back().epochs > evals[0].epochs) {
+            const double epochs = evals.back().epochs - evals[0].epochs;
+            st.push_back((evals.back().seconds - evals[0].seconds) / epochs);
+            copied.push_back(static_cast<double>(evals.back().copied - evals[0].copied) / epochs);
           }
           note = r->note;
         }
         if (!st.empty()) {
           const double stream_s = Median(st), compute_s = 1.0 / gr,
                        copy_s = h2d_bw > 0 ? static_cast<double>(rows) / h2d_bw : 0;
+          // A pass copies only the chunks its two slots do not still hold:
+          // the ratio against what it copied says how well the copies and
+          // the compute overlap.
+          const double copied_s = h2d_bw > 0 ? Median(copied) / h2d_bw : 0;
           std::printf("    streamed epoch %.4g s; resident (compute) %.4g s; copy of the %s %.4g s;"
-                      " streamed / max(copy, compute) %.3f\n",
+                      " streamed / max(copy, compute) %.3f; copied per epoch %.3g of them (%.4g s),"
+                      " streamed / max(that copy, compute) %.3f\n",
                       stream_s, compute_s, dual ? "rows" : "columns", copy_s,
-                      stream_s / std::max(copy_s, compute_s));
+                      stream_s / std::max(copy_s, compute_s), Median(copied) / static_cast<double>(rows),
+                      copied_s, stream_s / std::max(copied_s, compute_s));
         }
         std::printf("    streamed: %s\n", note.c_str());
       }

@@ -110,8 +110,8 @@ struct Progress {
   double gap = 0.0;   ///< primal - dual >= 0
   int64_t nnz_touched = 0;      ///< solvers: nonzeros processed in this epoch
   int64_t bytes_exchanged = 0;  ///< jobs: payload bytes of pushes, pulls and exchanges so far
-  /// DuHL (TrainDuhl, cocoa with DuHL workers): bytes moved to the
-  /// device(s) so far.
+  /// DuHL (TrainDuhl, cocoa with DuHL workers) and tpa-scd: bytes of data
+  /// moved to the device(s) so far.
   int64_t device_bytes = 0;
   /// DuHL: coordinates copied to the device(s) so far (the swaps).
   int64_t device_swaps = 0;
@@ -218,7 +218,7 @@ struct TrainResult {
   double seconds = 0.0;       ///< wall-clock time of training
   StopReason reason = StopReason::kMaxEpochs;
   int64_t bytes_exchanged = 0;  ///< jobs: payload bytes moved between actors
-  int64_t device_bytes = 0;     ///< DuHL: bytes moved to the device(s)
+  int64_t device_bytes = 0;     ///< DuHL, tpa-scd: bytes of data moved to the device(s)
   /// Jobs in ssp only: the largest clock lead over the slowest worker that
   /// any shard granted to a pull (never more than s).
   int64_t max_granted_staleness = 0;

@@ -770,6 +770,7 @@ class OuterData {
     }
     if (chunks_.size() == 1) {
       if (auto st = Copy(0, 0, stream_); !st.ok()) return st;
+      copied_bytes_ += SlotBytes(chunks_[0]);
       DML_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
       return absl::OkStatus();
     }
@@ -820,6 +821,11 @@ class OuterData {
   // Calls launch(args, row0, rows, stream) for every chunk, args being
   // `whole` (the per-coordinate arrays of all of them) narrowed to the
   // chunk; waits for the last launch. `rng`: chunk order (null: in order).
+  // A streamed pass begins with the chunks its slots still hold from the
+  // last pass (in random order where `rng` is given) and copies only the
+  // others: without that, each pass would wait for its first copy with
+  // nothing to overlap it (the pipeline filled and drained every epoch),
+  // and two chunks per pass would cross the bus again for nothing.
   template <class Args, class Launch>
   absl::Status ForEach(const Args& whole, std::mt19937_64* rng, Launch launch) {
     if (!streamed()) {
@@ -831,22 +837,41 @@ class OuterData {
       DML_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
       return absl::OkStatus();
     }
-    std::vector<int64_t> order(chunks_.size());
-    for (std::size_t c = 0; c < order.size(); ++c) order[c] = static_cast<int64_t>(c);
-    if (rng != nullptr) std::shuffle(order.begin(), order.end(), *rng);
+    // The held chunks first: the slot used last, then the other one.
+    std::vector<int64_t> order;
+    order.reserve(chunks_.size());
+    for (int b : {last_slot_, 1 - last_slot_}) {
+      if (held_[b] >= 0) order.push_back(held_[b]);
+    }
+    const std::size_t kept = order.size();
+    if (rng != nullptr && kept == 2 && ((*rng)() & 1) != 0) std::swap(order[0], order[1]);
+    for (int64_t c = 0; c < static_cast<int64_t>(chunks_.size()); ++c) {
+      if (c != held_[0] && c != held_[1]) order.push_back(c);
+    }
+    if (rng != nullptr) std::shuffle(order.begin() + static_cast<std::ptrdiff_t>(kept), order.end(), *rng);
+    // Turn t computes from slot first ^ (t & 1): a held chunk in its own
+    // slot, and each later chunk in the slot freed by the turn two before.
+    const int first = kept > 0 && held_[1 - last_slot_] == order[0] ? 1 - last_slot_ : last_slot_;
     cudaStream_t copy = copy_, compute = compute_;
     // The copies write the slots only after what the compute stream holds
     // before this pass (the caller's work on its scratch, in its order).
     DML_CUDA_RETURN_IF_ERROR(cudaEventRecord(events_[4], compute));
     DML_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(copy, events_[4], 0));
     for (std::size_t t = 0; t < order.size(); ++t) {
-      const int b = static_cast<int>(t % 2);
+      const int b = first ^ static_cast<int>(t & 1);
       const Chunk& c = chunks_[order[t]];
-      // The buffer is free once the chunk computed from it two turns ago is done.
-      if (t >= 2) DML_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(copy, events_[2 + b], 0));
-      if (auto st = Copy(b, order[t], copy); !st.ok()) return st;
-      DML_CUDA_RETURN_IF_ERROR(cudaEventRecord(events_[b], copy));
-      DML_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(compute, events_[b], 0));
+      if (t >= kept) {
+        // The slot is free once the chunk computed from it two turns ago is
+        // done (or, in the first two turns, once the last pass's is: the
+        // stream order above).
+        if (t >= 2) DML_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(copy, events_[2 + b], 0));
+        held_[b] = -1;  // until the copy is queued: an error leaves the slot unknown
+        if (auto st = Copy(b, order[t], copy); !st.ok()) return st;
+        held_[b] = order[t];
+        copied_bytes_ += SlotBytes(c);
+        DML_CUDA_RETURN_IF_ERROR(cudaEventRecord(events_[b], copy));
+        DML_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(compute, events_[b], 0));
+      }
       Args a = whole;
       SetPointers(a, b, c);
       a.base = x_->offsets()[c.row0];
@@ -854,10 +879,14 @@ class OuterData {
       launch(a, c.row0, c.rows, compute);
       DML_CUDA_RETURN_IF_ERROR(cudaGetLastError());
       DML_CUDA_RETURN_IF_ERROR(cudaEventRecord(events_[2 + b], compute));
+      last_slot_ = b;
     }
     DML_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(compute));
     return absl::OkStatus();
   }
+
+  // Bytes of offsets and nonzeros copied host to device so far.
+  int64_t copied_bytes() const { return copied_bytes_; }
 
  private:
   int64_t Nnz(const Chunk& c) const {
@@ -920,6 +949,9 @@ class OuterData {
   std::vector<const void*> registered_;
   std::vector<cudaStream_t> streams_;
   std::vector<cudaEvent_t> events_;
+  int64_t held_[2] = {-1, -1};  // the chunk each slot holds, -1: none
+  int last_slot_ = 0;           // the slot the last launch read
+  int64_t copied_bytes_ = 0;
 };
 
 // The device memory of a TrainTpaScd run, exactly as it allocates it
@@ -1155,6 +1187,7 @@ absl::StatusOr<TrainResult> RunDual(const Dataset& data, const ModelSpec& model,
     p.dual = sums[1] * inv_n - half_norm;
     p.gap = sums[2] * inv_n;
     p.nnz_touched = 2 * nnz;
+    p.device_bytes = rows.copied_bytes();
     // The dual of exact coordinate ascent never falls (Blocks): where it
     // fell, back to the last good alpha, w rebuilt from it.
     absl::StatusOr<bool> back =
@@ -1201,10 +1234,12 @@ absl::StatusOr<TrainResult> RunDual(const Dataset& data, const ModelSpec& model,
   r.alpha = std::move(alpha);
   Finish(loop, why, *final_certificate, r);
   r.note = blocks.Note(info, threads);
+  r.device_bytes = rows.copied_bytes();
   if (rows.streamed()) {
-    absl::StrAppendFormat(&r.note, "; rows streamed in %d chunks of at most %d bytes%s",
+    absl::StrAppendFormat(&r.note, "; rows streamed in %d chunks of at most %d bytes%s, %d bytes copied",
                           rows.chunk_count(), buffer_bytes,
-                          rows.page_locked() ? "" : " (host rows not page-locked: copies staged)");
+                          rows.page_locked() ? "" : " (host rows not page-locked: copies staged)",
+                          rows.copied_bytes());
   }
   return r;
 }
@@ -1307,6 +1342,7 @@ absl::StatusOr<TrainResult> RunPrimal(const Dataset& data, const ModelSpec& mode
     p.gap = sums[2];
     p.dual = p.primal - p.gap;
     p.nnz_touched = 2 * nnz;
+    p.device_bytes = cols.copied_bytes();
     // Exact coordinate descent never raises the primal (Blocks): where it
     // rose, back to the last good w, v rebuilt as A w.
     absl::StatusOr<bool> back = blocks.Judge(
@@ -1341,10 +1377,12 @@ absl::StatusOr<TrainResult> RunPrimal(const Dataset& data, const ModelSpec& mode
   Finish(loop, why, *c, r);
   r.w = std::move(w);
   r.note = blocks.Note(info, threads);
+  r.device_bytes = cols.copied_bytes();
   if (cols.streamed()) {
-    absl::StrAppendFormat(&r.note, "; columns streamed in %d chunks of at most %d bytes%s",
+    absl::StrAppendFormat(&r.note, "; columns streamed in %d chunks of at most %d bytes%s, %d bytes copied",
                           cols.chunk_count(), buffer_bytes,
-                          cols.page_locked() ? "" : " (host columns not page-locked: copies staged)");
+                          cols.page_locked() ? "" : " (host columns not page-locked: copies staged)",
+                          cols.copied_bytes());
   }
   return r;
 }
