@@ -20,6 +20,9 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "dml/net/local_cluster.hpp"
 #include "dml/net/payload_codec.hpp"
 #include "dml/actors/runtime.hpp"
@@ -64,6 +67,56 @@ int Fail(const std::string& msg) {
   std::fflush(stdout);  // what was printed comes before the error, also when piped
   std::fprintf(stderr, "dml-train: %s\n", msg.c_str());
   return 2;
+}
+
+// The runtime names a bad JobSpec field ("JobSpec.sgd.store: ..."); a CLI
+// user set it with a flag, so the message leads with that flag and keeps the
+// field in parentheses. Messages of other fields pass unchanged.
+std::string ForCli(absl::string_view msg) {
+  static const std::pair<absl::string_view, absl::string_view> kFlags[] = {
+      {"mode.kind", "--mode"},
+      {"mode.workers", "--workers"},
+      {"mode.shards", "--shards"},
+      {"stop.max_epochs", "--epochs"},
+      {"sgd.batch_size", "--batch"},
+      {"sgd.step0", "--step"},
+      {"sgd.certificate_cg_steps", "--certificate-cg"},
+      {"sgd.eval_every_epochs", "--eval-every"},
+      {"sgd.staleness", "--staleness"},
+      {"sgd.tau", "--tau"},
+      {"sgd.svrg", "--svrg"},
+      {"sgd.saga", "--saga"},
+      {"sgd.store", "--store"},
+      {"sgd.localize", "--localize"},
+      {"sgd.kv_block", "--kv-block"},
+      {"cocoa.local_epochs", "--local-epochs"},
+      {"cocoa.gamma", "--gamma"},
+      {"cocoa.local_solver", "--local"},
+      {"cocoa.device", "--device"},
+      {"cocoa.duhl.device_bytes", "--device-memory"},
+      {"cocoa.duhl.device_fraction", "--device-memory"},
+      {"cocoa.duhl.gap_threads", "--gap-threads"},
+      {"recovery.checkpoint_every", "--checkpoint-every"},
+      {"recovery.node_silence_seconds", "--node-silence"},
+      {"recovery.path", "--checkpoint"},
+      {"recovery.resume", "--resume"},
+      {"cluster.nodes", "--nodes"},
+  };
+  constexpr absl::string_view kPrefix = "JobSpec.";
+  const std::size_t colon = msg.find(": ");
+  if (!absl::StartsWith(msg, kPrefix) || colon == absl::string_view::npos) {
+    return std::string(msg);
+  }
+  // "cluster.nodes[2] (host:port)": the field, then which of its entries.
+  const absl::string_view named = msg.substr(kPrefix.size(), colon - kPrefix.size());
+  const absl::string_view field = named.substr(0, named.find_first_of("[ "));
+  for (const auto& [f, flag] : kFlags) {
+    if (f == field) {
+      return absl::StrCat(flag, named.substr(field.size()), ": ", msg.substr(colon + 2), " (JobSpec.",
+                          field, ")");
+    }
+  }
+  return std::string(msg);
 }
 
 // Every numeric flag's range, checked before any data is read: a bad value
@@ -709,7 +762,7 @@ Exit TrainOnRuntime(Run& run, std::shared_ptr<const dml::Dataset>& shared_data,
                 p.event.empty() ? "" : "  event: ", p.event.c_str());
     std::fflush(stdout);
   });
-  if (!handle.ok()) return Fail(std::string(handle.status().message()));
+  if (!handle.ok()) return Fail(ForCli(handle.status().message()));
   result = handle->Wait();
   if (run.tty && !quiet) std::printf("\n");
   if (!job.cluster.nodes.empty() && run.args.values.count("--verbose")) {
@@ -859,6 +912,9 @@ int main(int argc, char** argv) {
           OnlyIn{"--feature-steps", !rounds, "the SGD modes"},
           OnlyIn{"--certificate-cg", !rounds, "the SGD modes"},
           OnlyIn{"--threads", false, "one process's newton and async-scd"},
+          OnlyIn{"--store", kind == dml::Mode::kHogwild, "hogwild"},
+          OnlyIn{"--shards", kind != dml::Mode::kHogwild,
+                 "the modes with parameter shards (hogwild shares one model)"},
           OnlyIn{"--local-epochs", rounds, "cocoa and duhl"},
           OnlyIn{"--gamma", rounds, "cocoa and duhl"}}) {
       if (given(o.flag) && !o.applies) {
@@ -870,7 +926,8 @@ int main(int argc, char** argv) {
   if (!run.args.values.count("--mode")) {
     for (const char* f : {"--svrg", "--saga", "--staleness", "--tau", "--shards", "--workers",
                           "--nodes", "--local-nodes", "--checkpoint", "--checkpoint-every",
-                          "--resume", "--node-silence", "--local", "--local-epochs", "--gamma"}) {
+                          "--resume", "--node-silence", "--local", "--local-epochs", "--gamma",
+                          "--store"}) {
       if (run.args.values.count(f)) {
         return Fail(std::string(f) + " is a flag of the distributed runtime (--mode ...); "
                                      "without --mode one process trains");
@@ -924,7 +981,7 @@ int main(int argc, char** argv) {
   const dml::Dataset& trained_on = shared_data ? *shared_data : run.data;
   if (run.tty && !run.quiet && !on_runtime) std::printf("\n");
   if (!result.ok()) {
-    std::fprintf(stderr, "dml-train: %s\n", std::string(result.status().message()).c_str());
+    std::fprintf(stderr, "dml-train: %s\n", ForCli(result.status().message()).c_str());
     return result.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
   }
   // Epochs to the nearest whole (a run of 20 that read a batch past them

@@ -52,6 +52,10 @@ if [[ -c /dev/full ]]; then
 fi
 expect 2 "--checkpoint is a flag of the distributed runtime" "$train" -q --checkpoint c.ck d.svm
 expect 2 "--workers is a flag of the distributed runtime" "$train" -q --workers 3 d.svm
+expect 2 "--store is a flag of the distributed runtime" "$train" -q --store memory d.svm
+expect 2 "--store is a flag of hogwild, not of --mode sync" "$train" -q --mode sync --store memory d.svm
+expect 2 "--shards is a flag of the modes with parameter shards (hogwild shares one model), not of --mode hogwild" \
+  "$train" -q --mode hogwild --shards 2 d.svm
 expect 2 "the secret file is a directory" \
   "$train" -q --mode cocoa --secret-file "$tmp" --local-nodes 1 d.svm
 "$train" -q d.svm -o m.txt >/dev/null || { echo "FAIL: training"; fails=$((fails + 1)); }
@@ -91,7 +95,7 @@ head -c 4097 /dev/zero | tr '\0' 'k' >s4097
 expect 2 "s4097: the secret has more than 4096 bytes; at most 4096" \
   timeout 10 "$node" --secret-file=s4097
 # hogwild across processes only on the key-value store, which then trains.
-expect 2 "JobSpec.sgd.store: hogwild on nodes needs the key-value store" \
+expect 2 "dml-train: --store: hogwild on nodes needs the key-value store (kKv)" \
   "$train" -q --mode hogwild --local-nodes 1 d.svm
 out=$("$train" --mode hogwild --store kv --localize --workers 2 --local-nodes 2 --epochs 3 d.svm 2>&1)
 if grep -q '^done: max epochs after 3 epochs' <<<"$out" &&
