@@ -4,6 +4,8 @@
 //
 // Exit status: 0 on success, 2 on a bad flag or bad data, 1 if training failed.
 #include <limits.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -14,6 +16,10 @@
 #include <limits>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <functional>
+#include <mutex>
+#include <thread>
 #include <map>
 #include <optional>
 #include <string>
@@ -339,6 +345,87 @@ struct Run {
   std::optional<dml::DuhlOptions> duhl;
 };
 
+// SIGINT and SIGTERM. While training, the first one cancels the run, which
+// ends with the model trained so far: it is reported and written as after
+// any run (-o, --liblinear-model), and the exit status is 128 + the signal.
+// Before training nothing is lost and the process ends at once; so does it on
+// a second signal. Either way the temporary files and directories it made
+// (--local-nodes' logs, nodes' data) are removed. The signals are blocked in
+// every thread and taken by one thread of their own (sigwait), so the
+// runtime's threads never see them.
+class Interrupts {
+ public:
+  // Call before any other thread starts (the mask is inherited).
+  static void Install() {
+    static Interrupts self;
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set, nullptr);
+    std::thread([set] {
+      for (;;) {
+        int sig = 0;
+        if (sigwait(&set, &sig) != 0) continue;
+        self.Take(sig);
+      }
+    }).detach();
+    instance_ = &self;
+  }
+  // Training has begun: a signal calls `cancel` (from the signal thread).
+  static void Training(std::function<void()> cancel) {
+    if (instance_ == nullptr) return;
+    std::lock_guard<std::mutex> lock(instance_->mu_);
+    instance_->cancel_ = std::move(cancel);
+  }
+  // Training has ended (its result is being reported and written).
+  static void Trained() {
+    if (instance_ == nullptr) return;
+    std::lock_guard<std::mutex> lock(instance_->mu_);
+    instance_->cancel_ = nullptr;
+    instance_->trained_ = true;
+  }
+  // A path to remove if a signal ends the process before its owner does.
+  static void RemoveOnExit(std::string path) {
+    if (instance_ == nullptr || path.empty()) return;
+    std::lock_guard<std::mutex> lock(instance_->mu_);
+    instance_->paths_.push_back(std::move(path));
+  }
+  static void Forget(const std::string& path) {
+    if (instance_ == nullptr) return;
+    std::lock_guard<std::mutex> lock(instance_->mu_);
+    auto& v = instance_->paths_;
+    v.erase(std::remove(v.begin(), v.end(), path), v.end());
+  }
+  // The signal that stopped training, or 0.
+  static int Received() { return instance_ == nullptr ? 0 : instance_->received_.load(); }
+
+ private:
+  static const char* Name(int sig) { return sig == SIGINT ? "SIGINT" : "SIGTERM"; }
+  void Take(int sig) {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (received_ == 0 && (cancel_ || trained_)) {
+      received_ = sig;
+      std::fprintf(stderr, "dml-train: %s: %s (a second signal ends it at once)\n", Name(sig),
+                   trained_ ? "writing what was trained"
+                            : "stopping; the model trained so far is kept");
+      if (cancel_) cancel_();
+      return;
+    }
+    std::fprintf(stderr, "dml-train: %s: stopped%s\n", Name(sig),
+                 received_ != 0 || trained_ ? "" : " before training");
+    std::error_code ignored;
+    for (const std::string& p : paths_) std::filesystem::remove_all(p, ignored);
+    std::_Exit(128 + sig);
+  }
+  static inline Interrupts* instance_ = nullptr;
+  std::mutex mu_;
+  std::function<void()> cancel_;
+  bool trained_ = false;
+  std::atomic<int> received_{0};
+  std::vector<std::string> paths_;
+};
+
 // An exit status to return now, or nothing to go on.
 using Exit = std::optional<int>;
 
@@ -499,6 +586,7 @@ Exit ChooseNodes(const Run& run, dml::JobSpec& job,
                                            local_nodes, node_args);
     if (!c.ok()) return Fail("--local-nodes: " + std::string(c.status().message()));
     cluster.emplace(*std::move(c));
+    Interrupts::RemoveOnExit(cluster->dir());
     job.cluster.nodes = cluster->addresses();
   } else if (args.values.count("--nodes")) {
     std::string list = Get(args, "--nodes");
@@ -738,6 +826,7 @@ Exit TrainOnRuntime(Run& run, std::shared_ptr<const dml::Dataset>& shared_data,
       if (!path.empty()) std::remove(path.c_str());
     }
   } cleanup{temp_data};
+  Interrupts::RemoveOnExit(temp_data);
   dml::Runtime rt(rt_options);
   const bool quiet = run.quiet;
   run.metrics->Job(absl::StrCat("\"mode\":", dml::JsonString(std::string(dml::ModeName(job.mode.kind))),
@@ -763,7 +852,9 @@ Exit TrainOnRuntime(Run& run, std::shared_ptr<const dml::Dataset>& shared_data,
     std::fflush(stdout);
   });
   if (!handle.ok()) return Fail(ForCli(handle.status().message()));
+  Interrupts::Training([job = &*handle] { job->Cancel(); });
   result = handle->Wait();
+  Interrupts::Trained();
   if (run.tty && !quiet) std::printf("\n");
   if (!job.cluster.nodes.empty() && run.args.values.count("--verbose")) {
     const dml::TransportStats ts = rt.Transport();
@@ -796,6 +887,7 @@ void Report(const Run& run, const char* name, const dml::Dataset& d,
 }  // namespace
 
 int main(int argc, char** argv) {
+  Interrupts::Install();  // before any thread starts
   Run run;
   std::string error;
   const std::map<std::string, std::string> switches = {
@@ -975,7 +1067,11 @@ int main(int argc, char** argv) {
     };
     std::string device_error;
     if (!Number(run.args, {"--device"}, gpu.device, device_error)) return Fail(device_error);
+    std::atomic<bool> cancel{false};
+    run.opt.stop.cancel = &cancel;
+    Interrupts::Training([&cancel] { cancel = true; });
     result = dml::gpu::Train(run.data, run.spec, run.opt, gpu);
+    Interrupts::Trained();
   }
   if (result.ok()) run.metrics->Result(*result);
   const dml::Dataset& trained_on = shared_data ? *shared_data : run.data;
@@ -1032,5 +1128,7 @@ int main(int argc, char** argv) {
                  Get(run.args, "--metrics-out").c_str(), run.metrics->error().c_str());
     return 1;
   }
+  // Cancelled by a signal: what was trained is written; the status says so.
+  if (const int sig = Interrupts::Received(); sig != 0) return 128 + sig;
   return 0;
 }

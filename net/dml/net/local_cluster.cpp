@@ -60,9 +60,11 @@ absl::StatusOr<LocalCluster> LocalCluster::Start(const std::string& node_binary,
     return absl::NotFoundError(absl::StrCat("dml-node executable ", node_binary, ": ",
                                             std::strerror(errno)));
   }
-  char tmpl[] = "/tmp/dml-cluster-XXXXXX";
-  if (::mkdtemp(tmpl) == nullptr) {
-    return absl::InternalError(absl::StrCat("mkdtemp: ", std::strerror(errno)));
+  const char* tmpdir = std::getenv("TMPDIR");
+  std::string tmpl = absl::StrCat(tmpdir != nullptr && *tmpdir != '\0' ? tmpdir : "/tmp",
+                                  "/dml-cluster-XXXXXX");
+  if (::mkdtemp(tmpl.data()) == nullptr) {
+    return absl::InternalError(absl::StrCat("mkdtemp ", tmpl, ": ", std::strerror(errno)));
   }
   LocalCluster c;
   c.dir_ = tmpl;
@@ -78,6 +80,11 @@ absl::StatusOr<LocalCluster> LocalCluster::Start(const std::string& node_binary,
       // Child: dies with its launcher (even a kill -9 of it), logs to its
       // own file, then becomes the node.
       ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+      // A launcher that takes its signals on a thread of its own blocks
+      // them (dml-train); the node gets the default mask (exec keeps it).
+      sigset_t none;
+      sigemptyset(&none);
+      ::sigprocmask(SIG_SETMASK, &none, nullptr);
       FILE* f = std::freopen(log.c_str(), "w", stderr);
       (void)f;
       std::vector<char*> argv;

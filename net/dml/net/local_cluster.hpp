@@ -45,6 +45,9 @@ class LocalCluster {
   pid_t pid(int i) const { return pids_[i]; }
   /// Path of node i's log (its stderr), while the cluster exists.
   std::string log_path(int i) const;
+  /// The directory of the nodes' port files and logs ($TMPDIR, else /tmp),
+  /// removed by Stop.
+  const std::string& dir() const { return dir_; }
   /// SIGKILLs node i (fault tests) and reaps it.
   void Kill(int i);
   /// SIGTERMs every node and waits for it; OK if all exited with status 0.

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# SIGINT and SIGTERM to dml-train. While it trains, the first signal cancels
+# the run: the model trained so far is reported and written (-o), the exit
+# status is 128 + the signal, and --local-nodes' nodes and their directory
+# go with it. Before training (here: blocked reading a FIFO) the process
+# ends at once, saying so.
+#   tests/cli/interrupt.sh BUILD_DIR
+set -uo pipefail
+build=$(cd "$1" && pwd)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+train=$build/samples/dml-train predict=$build/samples/dml-predict
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+
+# interrupt NAME SIGNAL ARGS...: dml-train ARGS in $tmp/NAME (TMPDIR there),
+# SIGNAL once its first progress line is out; sets rc and dir.
+interrupt() {
+  local name=$1 sig=$2; shift 2
+  dir=$tmp/$name
+  mkdir -p "$dir/tmp"
+  (cd "$dir" && TMPDIR=$dir/tmp exec "$train" "$@" >out.txt 2>err.txt) &
+  local pid=$!
+  for _ in $(seq 1200); do
+    grep -qE '^(epoch|round) ' "$dir/out.txt" 2>/dev/null && break
+    sleep 0.05
+  done
+  kill -"$sig" "$pid"
+  wait "$pid"; rc=$?
+}
+
+# check NAME WANT_RC SIGNAL_NAME: cancelled, reported, written, cleaned up.
+check() {
+  local name=$1 want=$2 signame=$3
+  [[ $rc == "$want" ]] || fail "$name: exit $rc, want $want: $(tail -3 "$dir/err.txt")"
+  grep -q '^done: cancelled after' "$dir/out.txt" || fail "$name: no 'done: cancelled': $(tail -2 "$dir/out.txt")"
+  grep -qF "dml-train: $signame: stopping; the model trained so far is kept" "$dir/err.txt" ||
+    fail "$name: stderr: $(cat "$dir/err.txt")"
+  grep -q '^model written to m.txt' "$dir/out.txt" || fail "$name: model not written"
+  # The model it wrote is a model: dml-predict takes it.
+  "$predict" "$dir/d.svm" "$dir/m.txt" "$dir/p.txt" >/dev/null 2>&1 || fail "$name: dml-predict refused m.txt"
+  sleep 0.2
+  [[ -z $(ls -A "$dir/tmp") ]] || fail "$name: left in TMPDIR: $(ls -A "$dir/tmp")"
+  ! pgrep -f "$dir/tmp/" >/dev/null || fail "$name: a node of it still runs"
+  [[ $fails == 0 ]] && echo "ok: $name"
+}
+
+long=(--model logistic -c 1000 --tol 1e-15 --epochs 1000000 --time-budget 120 -o m.txt d.svm)
+for name in one cocoa; do
+  mkdir -p "$tmp/$name"
+  "$build/samples/dml-gen" --rows 20000 --cols 2000 --nnz-per-row 40 --seed 5 --task classification \
+    --out "$tmp/$name/d.svm" >/dev/null || { echo "FAIL: dml-gen"; exit 1; }
+done
+interrupt one INT "${long[@]}"
+check one 130 SIGINT
+interrupt cocoa TERM --mode cocoa --workers 2 --local-nodes 2 "${long[@]}"
+check cocoa 143 SIGTERM
+
+# Before training: nothing to keep, the process ends at once.
+mkfifo "$tmp/fifo"
+"$train" "$tmp/fifo" >"$tmp/out.txt" 2>"$tmp/err.txt" &
+pid=$!
+sleep 1
+kill -TERM "$pid"
+start=$SECONDS
+wait "$pid"; rc=$?
+[[ $rc == 143 ]] || fail "before training: exit $rc, want 143"
+grep -qF "dml-train: SIGTERM: stopped before training" "$tmp/err.txt" || fail "before training: stderr: $(cat "$tmp/err.txt")"
+(( SECONDS - start <= 2 )) || fail "before training: took $((SECONDS - start)) s"
+[[ $fails == 0 ]] && echo "ok: before training" && echo PASS
+exit $((fails > 0))
