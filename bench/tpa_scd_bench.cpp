@@ -247,7 +247,8 @@ int main(int argc, char** argv) {
       if (g[0].error.empty()) {
         const int64_t n = c.data.x.rows(), d = c.data.x.cols();
         const bool dual = dml::FormulationOf(spec.kind) == dml::Formulation::kDual;
-        const int64_t state = dual ? n * 36 + d * 16 + 64 : d * 32 + n * 20 + 64;
+        const int64_t glmnet = spec.kind == dml::ModelKind::kLogisticL1 ? d * 32 + n * 16 + 32 : 0;
+        const int64_t state = (dual ? n * 36 + d * 16 + 64 : d * 32 + n * 20 + 64) + glmnet;
         const int64_t rows = ((dual ? n : d) + 1) * 8 + nnz * 8;
         dml::gpu::TpaScdOptions streamed;
         streamed.memory_budget_bytes = state + rows / 3;

@@ -207,6 +207,41 @@ __attribute__((target("avx2,fma"))) inline double SumLog1pAvx2(const double* e, 
 #endif
 }  // namespace logistic_internal
 
+/// newGLMNET's constants (glmnet_l1.cpp says why): the bound of one inner
+/// step for a feature of unit scale (10 / min(max_i |x_ij|, 1) for feature
+/// j), the Hessian-diagonal floor per lambda (LIBLINEAR's nu), and the most
+/// inner cycles of one outer iteration.
+inline constexpr double kGlmnetMaxStep = 10.0;
+inline constexpr double kGlmnetNuPerLambda = 1e-12;
+inline constexpr int kGlmnetMaxInnerCycles = 1000;
+
+/// newGLMNET's inner coordinate step (Yuan, Ho, Lin 2012; the CPU solver
+/// glmnet_l1.cpp and the GPU's newGLMNET share it): argmin_z g z + h z^2 / 2
+/// + lambda |wpd + z| for the quadratic model's gradient g and curvature h at
+/// wpd = w_j + d_j, clipped to |z| <= step_max; 0 where that z is not finite
+/// or does not change wpd.
+DML_HD inline double GlmnetInnerStep(double g, double h, double wpd, double lambda, double step_max) {
+  const double gp = g + lambda, gn = g - lambda;
+  double z;
+  if (gp < h * wpd) {
+    z = -gp / h;
+  } else if (gn > h * wpd) {
+    z = -gn / h;
+  } else {
+    z = -wpd;
+  }
+  if (!std::isfinite(z) || wpd + z == wpd) return 0.0;
+  return z < -step_max ? -step_max : (z > step_max ? step_max : z);
+}
+
+/// How far z = 0 is from optimal for that model's coordinate: the distance
+/// of -g from the subdifferential of lambda |.| at wpd.
+DML_HD inline double GlmnetViolation(double g, double wpd, double lambda) {
+  const double gp = g + lambda, gn = g - lambda;
+  if (wpd == 0.0) return gp < 0.0 ? -gp : (gn > 0.0 ? gn : 0.0);
+  return wpd > 0.0 ? std::abs(gp) : std::abs(gn);
+}
+
 /// lambda ||w||_1 with the logistic loss; see the file comment.
 struct LogisticL1Objective {
   /// The primal loss.

@@ -98,15 +98,15 @@ namespace {
 
 constexpr double kSigma = 0.01;          // Armijo
 constexpr int kMaxLineSearch = 20;       // halvings
-constexpr int kMaxInnerCycles = 1000;    // per outer iteration, as LIBLINEAR
+constexpr int kMaxInnerCycles = kGlmnetMaxInnerCycles;  // per outer iteration, as LIBLINEAR
 /// LIBLINEAR clips one inner step to |z| <= 10, meant for features of unit
 /// scale; feature j's bound is 10 / min(s_j, 1), s_j = max_i |x_ij|, as a
 /// tiny-valued feature may need a huge weight. LIBLINEAR also drops steps
 /// below 1e-12; we drop only those that do not change w_j + d_j: on a
 /// feature with values ~1e3 that floor stalled the violation (and the
 /// bounded-support gap, B = log 2 / lambda times it) above a 1e-9 gap.
-constexpr double kMaxCoordinateStep = 10.0;
-constexpr double kNuPerLambda = 1e-12;   // Hessian-diagonal floor, LIBLINEAR's nu
+constexpr double kMaxCoordinateStep = kGlmnetMaxStep;
+constexpr double kNuPerLambda = kGlmnetNuPerLambda;  // Hessian-diagonal floor, LIBLINEAR's nu
 /// Per-example passes give each thread at least this many rows, the gradient
 /// pass this many nonzeros: below that a thread costs more than it saves.
 constexpr std::size_t kRowGrain = 16384;
@@ -480,20 +480,11 @@ void GlmnetL1::InnerCd() {
       qp_gmax = std::max(qp_gmax, viol);
       qp_gnorm1 += viol;
 
-      // argmin_z g z + h z^2 / 2 + lambda |wpd + z|.
-      double z;
-      if (gp < h * wpd) {
-        z = -gp / h;
-      } else if (gn > h * wpd) {
-        z = -gn / h;
-      } else {
-        z = -wpd;
-      }
-      if (!std::isfinite(z) || wpd + z == wpd) {
+      const double z = GlmnetInnerStep(g, h, wpd, lambda_, step_max_[j]);
+      if (z == 0.0) {
         finish_visit(0.0);
         continue;
       }
-      z = std::clamp(z, -step_max_[j], step_max_[j]);
       finish_visit(z);
       ++updates;
       if (!is_moved_[j]) {

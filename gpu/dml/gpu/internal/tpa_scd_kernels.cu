@@ -442,6 +442,148 @@ __global__ void LogisticL1EpochKernel(PrimalArgs a, double lambda, Permutation p
   }
 }
 
+// newGLMNET on the device (plain TPA-SCD's L1-logistic; Yuan, Ho, Lin 2012,
+// as glmnet_l1.cpp): each outer iteration takes the loss's gradient and
+// Hessian diagonal at w, runs TPA-SCD cycles on the quadratic model
+//   q(d) = grad^T d + (1/2n) d^T X^T D X d + nu/2 |d|^2 + lambda |w + d|_1
+// (a block per feature, the shared vector t = X d, the step GlmnetInnerStep
+// of logistic_l1.hpp), then an Armijo search on w + s d. Per-feature arrays
+// are narrowed to a streamed chunk as PrimalArgs' are (Shift).
+struct GlmnetArgs {
+  double* grad;         // (1/n) a_j^T b, b_i = loss'(y_i, v_i)
+  double* hdiag;        // (1/n) a_j^T diag(D) a_j + nu, D_i = loss''(y_i, v_i)
+  const double* smax;   // the step bound of glmnet_l1.cpp
+  double* wpd;          // w + d
+  const double* dn;     // per row: D_i / n
+  double* t;            // per row: (X d)_i
+  double* sums;         // a cycle: [0] summed violation, [1] steps taken
+  double nu = 0.0, lambda = 0.0;
+  GlmnetArgs Shift(int64_t first) const {
+    GlmnetArgs g = *this;
+    g.grad += first;
+    g.hdiag += first;
+    g.smax += first;
+    g.wpd += first;
+    return g;
+  }
+};
+
+// b_i = loss'(y_i, v_i) / n and dn_i = loss''(y_i, v_i) / n.
+__global__ void GlmnetRowKernel(PrimalArgs a, double* b, double* dn) {
+  using L = loss::Logistic;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < a.n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    b[i] = L::Derivative(a.y[i], a.v[i]) * a.inv_n;
+    dn[i] = L::Second(a.y[i], a.v[i]) * a.inv_n;
+  }
+}
+
+// grad_j, hdiag_j, wpd_j = w_j, and the summed violation at d = 0.
+__global__ void GlmnetColumnKernel(PrimalArgs a, GlmnetArgs g, const double* b) {
+  __shared__ double sh[33];
+  double viol = 0.0;
+  for (int64_t j = blockIdx.x; j < a.d; j += gridDim.x) {
+    double gs = 0.0, hs = 0.0;
+    for (int64_t t = a.off[j] - a.base + threadIdx.x; t < a.off[j + 1] - a.base; t += blockDim.x) {
+      const uint32_t r = a.idx[t];
+      const double x = a.val[t];
+      gs += x * b[r];
+      hs += x * x * g.dn[r];
+    }
+    gs = BlockSum(gs, sh);
+    hs = BlockSum(hs, sh);
+    if (threadIdx.x == 0) {
+      g.grad[j] = gs;
+      g.hdiag[j] = hs + g.nu;
+      g.wpd[j] = a.w[j];
+      viol += GlmnetViolation(gs, a.w[j], g.lambda);
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) atomicAdd(g.sums + 0, viol);
+}
+
+// One TPA-SCD cycle on q(d) over the first `count` features of p.
+__global__ void GlmnetInnerKernel(PrimalArgs a, GlmnetArgs g, Permutation p, uint64_t count) {
+  __shared__ double sh[33];
+  __shared__ double s_z;
+  double viol = 0.0, moved = 0.0;
+  for (uint64_t k = blockIdx.x; k < count; k += gridDim.x) {
+    const uint64_t j = Walk(k, p);
+    const int64_t begin = a.off[j] - a.base, end = a.off[j + 1] - a.base;
+    double s = 0.0;
+    for (int64_t t = begin + threadIdx.x; t < end; t += blockDim.x) {
+      const uint32_t r = a.idx[t];
+      s += static_cast<double>(a.val[t]) * g.dn[r] * __ldcg(g.t + r);
+    }
+    s = BlockSum(s, sh);
+    if (threadIdx.x == 0) {
+      const double wpd = g.wpd[j];
+      const double grad = g.grad[j] + (wpd - a.w[j]) * g.nu + s;
+      viol += GlmnetViolation(grad, wpd, g.lambda);
+      const double z = GlmnetInnerStep(grad, g.hdiag[j], wpd, g.lambda, g.smax[j]);
+      if (z != 0.0) {
+        g.wpd[j] = wpd + z;
+        moved += 1.0;
+      }
+      s_z = z;
+    }
+    __syncthreads();
+    const double z = s_z;
+    if (z != 0.0) {
+      for (int64_t t = begin + threadIdx.x; t < end; t += blockDim.x) {
+        atomicAdd(g.t + a.idx[t], z * static_cast<double>(a.val[t]));
+      }
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) {
+    atomicAdd(g.sums + 0, viol);
+    atomicAdd(g.sums + 1, moved);
+  }
+}
+
+// The line search's sums at step s: sums[1] += loss(y_i, v_i + s t_i) -
+// loss(y_i, v_i) over the rows; sums[2] += |w_j + s d_j| - |w_j| and
+// sums[3] += grad_j d_j over the features (d = wpd - w).
+__global__ void GlmnetTrialKernel(PrimalArgs a, GlmnetArgs g, double step) {
+  using L = loss::Logistic;
+  __shared__ double sh[33];
+  double dl = 0.0, dr = 0.0, gd = 0.0;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < a.n; i += stride) {
+    // As glmnet_l1.cpp: log1p(sigma(-m) expm1(-s y t)), m = y v, has no
+    // cancellation; the two losses' difference where it would be inexact.
+    const double y = a.y[i], v = a.v[i];
+    const double arg = std::expm1(-step * y * g.t[i]) / (1.0 + std::exp(y * v));
+    dl += arg > -0.5 && isfinite(arg) ? std::log1p(arg) : L::Value(y, v + step * g.t[i]) - L::Value(y, v);
+  }
+  for (int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; j < a.d; j += stride) {
+    const double w = a.w[j], dj = g.wpd[j] - w;
+    dr += fabs(w + step * dj) - fabs(w);
+    gd += g.grad[j] * dj;
+  }
+  dl = BlockSum(dl, sh);
+  dr = BlockSum(dr, sh);
+  gd = BlockSum(gd, sh);
+  if (threadIdx.x == 0) {
+    atomicAdd(g.sums + 1, dl);
+    atomicAdd(g.sums + 2, dr);
+    atomicAdd(g.sums + 3, gd);
+  }
+}
+
+// w += s d, v += s t.
+__global__ void GlmnetApplyKernel(PrimalArgs a, GlmnetArgs g, double step) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; j < a.d; j += stride) {
+    a.w[j] += step * (g.wpd[j] - a.w[j]);
+  }
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < a.n; i += stride) {
+    a.v[i] += step * g.t[i];
+  }
+}
+
 // u_i = loss'(y_i, v_i) / n; sums[0] += sum of loss(y_i, v_i) over the rows
 // [loss_begin, loss_end) (a CoCoA+ block counts its share of the rows).
 template <class Obj>
@@ -982,6 +1124,13 @@ int64_t PrimalState(int64_t n, int64_t d) {
   return AB(4 * n1) + 4 * AB(8 * d1) + 2 * AB(8 * n1) + AB(32);
 }
 
+// newGLMNET (plain L1-logistic) adds per feature its gradient, Hessian
+// diagonal, step bound and w + d; per example D / n and X d; its sums.
+int64_t GlmnetState(int64_t n, int64_t d) {
+  const int64_t n1 = std::max<int64_t>(n, 1), d1 = std::max<int64_t>(d, 1);
+  return 4 * AB(8 * d1) + 2 * AB(8 * n1) + AB(32);
+}
+
 // The layout for outer offsets `off` (rows or columns) beside `state`
 // bytes within `budget`: resident where all fits, else two streaming slots
 // sharing what is left. `state_what` and `what` name them in the error.
@@ -1025,12 +1174,12 @@ std::vector<int64_t> ColumnOffsets(const CsrMatrix& x) {
 // features whose coordinates' vectors have offsets `off` (rows for a dual
 // model, columns for a primal one).
 absl::StatusOr<Layout> LayoutFor(const std::vector<int64_t>& off, int64_t n, int64_t d, bool dual,
-                                 const TpaScdOptions& gpu) {
+                                 const TpaScdOptions& gpu, bool glmnet = false) {
   absl::StatusOr<int64_t> budget = Budget(gpu);
   if (!budget.ok()) return budget.status();
   if (dual) return PlanLayout(off, DualState(n, d), *budget, "per-example state", "row");
-  return PlanLayout(off, PrimalState(n, d), *budget, "per-feature and per-example state",
-                    "column");
+  return PlanLayout(off, PrimalState(n, d) + (glmnet ? GlmnetState(n, d) : 0), *budget,
+                    "per-feature and per-example state", "column");
 }
 
 // A TrainTpaScd run's device memory: its layout, and the caller's scratch
@@ -1043,9 +1192,9 @@ struct RunMemory {
 };
 
 absl::StatusOr<RunMemory> PlanRun(const std::vector<int64_t>& off, int64_t n, int64_t d, bool dual,
-                                  const TpaScdOptions& gpu) {
+                                  const TpaScdOptions& gpu, bool glmnet = false) {
   RunMemory m;
-  absl::StatusOr<Layout> layout = LayoutFor(off, n, d, dual, gpu);
+  absl::StatusOr<Layout> layout = LayoutFor(off, n, d, dual, gpu, glmnet);
   if (!layout.ok()) return layout.status();
   m.layout = *layout;
   m.stream = static_cast<cudaStream_t>(gpu.stream);
@@ -1244,7 +1393,11 @@ absl::StatusOr<TrainResult> RunDual(const Dataset& data, const ModelSpec& model,
   return r;
 }
 
-// kModel: 0 lasso / elastic net (the exact squared step), 1 L1-logistic.
+// At most this many TPA-SCD cycles per newGLMNET outer iteration (the CPU's
+// kGlmnetMaxInnerCycles is for exact sequential cycles).
+constexpr int kDeviceInnerCycles = 100;
+
+// kModel: 0 lasso / elastic net (the exact squared step), 1 L1-logistic (newGLMNET).
 template <class Obj, int kModel>
 absl::StatusOr<TrainResult> RunPrimal(const Dataset& data, const ModelSpec& model,
                                       const SolverOptions& options, const TpaScdOptions& gpu,
@@ -1260,7 +1413,7 @@ absl::StatusOr<TrainResult> RunPrimal(const Dataset& data, const ModelSpec& mode
   // Per-feature (q, w, its saved copy, the gaps) and per-example (y, v, u)
   // state stays resident; the columns too where they fit, else they are
   // streamed through two buffers that share what is left (Layout).
-  absl::StatusOr<RunMemory> memory = PlanRun(a.offsets(), n, d, /*dual=*/false, gpu);
+  absl::StatusOr<RunMemory> memory = PlanRun(a.offsets(), n, d, /*dual=*/false, gpu, /*glmnet=*/kModel == 1);
   if (!memory.ok()) return memory.status();
   const Place at = memory->at();
   const cudaStream_t stream = at.stream;
@@ -1280,13 +1433,45 @@ absl::StatusOr<TrainResult> RunPrimal(const Dataset& data, const ModelSpec& mode
   if (auto s = d_sums.Allocate(4, at.arena); !s.ok()) return s;
   const PrimalArgs args{nullptr, nullptr, nullptr, d_y.get(), d_q.get(),
                         d, n, inv_n, d_w.get(), d_v.get()};
+  // newGLMNET's state (L1-logistic); its step bounds as glmnet_l1.cpp's.
+  DeviceBuffer<double> d_grad, d_hdiag, d_smax, d_wpd, d_dn, d_t, d_gsums;
+  GlmnetArgs glm{};
+  if constexpr (kModel == 1) {
+    std::vector<double> smax(static_cast<std::size_t>(d), kGlmnetMaxStep);
+    for (int64_t j = 0; j < d; ++j) {
+      double scale = 0.0;
+      for (int64_t k = a.offsets()[j]; k < a.offsets()[j + 1]; ++k) {
+        scale = std::max(scale, std::abs(static_cast<double>(a.values()[k])));
+      }
+      if (scale > 0.0 && scale < 1.0) smax[j] = kGlmnetMaxStep / scale;
+    }
+    const std::size_t d1 = static_cast<std::size_t>(std::max<int64_t>(d, 1));
+    const std::size_t n1 = static_cast<std::size_t>(std::max<int64_t>(n, 1));
+    for (DeviceBuffer<double>* b : {&d_grad, &d_hdiag, &d_wpd}) {
+      if (auto s = b->Allocate(d1, at.arena); !s.ok()) return s;
+    }
+    if (auto s = Upload(d_smax, smax.data(), smax.size(), at); !s.ok()) return s;
+    for (DeviceBuffer<double>* b : {&d_dn, &d_t}) {
+      if (auto s = b->Allocate(n1, at.arena); !s.ok()) return s;
+    }
+    if (auto s = d_gsums.Allocate(4, at.arena); !s.ok()) return s;
+    glm.grad = d_grad.get();
+    glm.hdiag = d_hdiag.get();
+    glm.smax = d_smax.get();
+    glm.wpd = d_wpd.get();
+    glm.dn = d_dn.get();
+    glm.t = d_t.get();
+    glm.sums = d_gsums.get();
+    glm.nu = kGlmnetNuPerLambda * model.lambda;
+    glm.lambda = model.lambda;
+  }
 
   const int threads = ThreadsFor(nnz, d);
   const absl::StatusOr<int> grid_or = [&] {
     if constexpr (kModel == 0) {
       return GridFor(SquaredEpochKernel<Obj>, threads, cols.max_rows(), gpu, info);
     } else {
-      return GridFor(LogisticL1EpochKernel, threads, cols.max_rows(), gpu, info);
+      return GridFor(GlmnetInnerKernel, threads, cols.max_rows(), gpu, info);
     }
   }();
   if (!grid_or.ok()) return grid_or.status();
@@ -1311,6 +1496,85 @@ absl::StatusOr<TrainResult> RunPrimal(const Dataset& data, const ModelSpec& mode
     PrimalColumnKernel<Obj><<<eval_grid, threads, 0, st>>>(c, obj, d_u.get(), d_sums.get(),
                                                            d_cg.get() + j0);
   };
+  // One newGLMNET outer iteration (L1-logistic): the model at w, its TPA-SCD
+  // cycles until their summed violation is below inner_eps times the first
+  // iteration's (inner_eps quartered where one cycle was enough), then the
+  // Armijo search on w + s d. A search that fails keeps w and halves the
+  // blocks of the cycles (stale reads are what spoils a direction).
+  double inner_eps = 1.0, gnorm1_init = -1.0;
+  int inner_grid = blocks.grid();
+  int64_t glmnet_nnz = 0;
+  auto glmnet_outer = [&]() -> absl::Status {
+    glmnet_nnz = 0;
+    const int row_grid = std::max(1, info.multiprocessors) * 8;
+    GlmnetRowKernel<<<row_grid, 256, 0, stream>>>(args, d_u.get(), d_dn.get());
+    DML_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+    DML_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(d_t.get(), 0, static_cast<std::size_t>(n) * sizeof(double), stream));
+    double gs[4];
+    auto read_sums = [&]() -> absl::Status {
+      DML_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(gs, d_gsums.get(), sizeof gs, cudaMemcpyDeviceToHost, stream));
+      DML_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+      return absl::OkStatus();
+    };
+    DML_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(d_gsums.get(), 0, 4 * sizeof(double), stream));
+    if (auto s = cols.ForEach(args, nullptr,
+                              [&](const PrimalArgs& c, int64_t j0, int64_t, cudaStream_t st) {
+                                GlmnetColumnKernel<<<eval_grid, threads, 0, st>>>(c, glm.Shift(j0), d_u.get());
+                              });
+        !s.ok()) {
+      return s;
+    }
+    if (auto s = read_sums(); !s.ok()) return s;
+    glmnet_nnz += nnz;
+    if (gnorm1_init < 0) gnorm1_init = gs[0];
+    double last_viol = gs[0];
+    for (int cycle = 0; cycle < kDeviceInnerCycles; ++cycle) {
+      DML_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(d_gsums.get(), 0, 2 * sizeof(double), stream));
+      if (auto s = cols.ForEach(args, &rng,
+                                [&](const PrimalArgs& c, int64_t j0, int64_t count, cudaStream_t st) {
+                                  const Permutation perm = MakePermutation(static_cast<uint64_t>(count), rng);
+                                  GlmnetInnerKernel<<<inner_grid, threads, 0, st>>>(c, glm.Shift(j0), perm, perm.n);
+                                });
+          !s.ok()) {
+        return s;
+      }
+      if (auto s = read_sums(); !s.ok()) return s;
+      glmnet_nnz += 2 * nnz;
+      if (gs[0] <= inner_eps * gnorm1_init) {
+        if (cycle == 0) inner_eps *= 0.25;
+        break;
+      }
+      if (gs[1] == 0.0) break;  // nothing moved: another cycle sees the same
+      // Stale reads leave a floor under the violation that more cycles do
+      // not cross (news20: every outer iteration ran to the cap): stop once
+      // a cycle gains less than a tenth; the line search takes what is there.
+      if (gs[0] > 0.9 * last_viol) break;
+      last_viol = gs[0];
+    }
+    // Armijo: P(w + s d) - P(w) <= sigma s (grad^T d + lambda (|w + d|_1 - |w|_1)).
+    double delta = 0.0;
+    for (int trial = 0, step_halvings = 0; trial < LogisticL1Objective::kMaxLineSearch; ++trial) {
+      const double step = std::ldexp(1.0, -step_halvings);
+      DML_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(d_gsums.get(), 0, 4 * sizeof(double), stream));
+      GlmnetTrialKernel<<<row_grid, 256, 0, stream>>>(args, glm, step);
+      DML_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+      if (auto s = read_sums(); !s.ok()) return s;
+      if (trial == 0) {
+        delta = gs[3] + model.lambda * gs[2];
+        if (delta == 0.0) return absl::OkStatus();  // d = 0: at the model's optimum
+        if (!(delta < 0.0)) break;  // not a descent direction: stale cycles spoiled it
+      }
+      const double change = gs[1] * inv_n + model.lambda * gs[2];
+      if (std::isfinite(change) && change <= LogisticL1Objective::kSigma * step * delta) {
+        GlmnetApplyKernel<<<row_grid, 256, 0, stream>>>(args, glm, step);
+        DML_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+        return absl::OkStatus();
+      }
+      ++step_halvings;
+    }
+    inner_grid = std::max(1, inner_grid / 2);
+    return absl::OkStatus();
+  };
   // The evaluation's sums against the shared v: losses, regularizer, gaps.
   double sums[4];
   auto measure = [&]() -> absl::Status {
@@ -1329,7 +1593,11 @@ absl::StatusOr<TrainResult> RunPrimal(const Dataset& data, const ModelSpec& mode
   if (auto s = measure(); !s.ok()) return s;
   double last_primal = sums[0] * inv_n + sums[1];
   while (!loop.Stop(&why)) {
-    if (auto s = cols.ForEach(args, &rng, epoch); !s.ok()) return s;
+    if constexpr (kModel == 1) {
+      if (auto s = glmnet_outer(); !s.ok()) return s;
+    } else {
+      if (auto s = cols.ForEach(args, &rng, epoch); !s.ok()) return s;
+    }
     ++loop.epoch;
     if (!loop.EvaluateNow()) continue;
 
@@ -1341,7 +1609,7 @@ absl::StatusOr<TrainResult> RunPrimal(const Dataset& data, const ModelSpec& mode
     p.primal = sums[0] * inv_n + sums[1];
     p.gap = sums[2];
     p.dual = p.primal - p.gap;
-    p.nnz_touched = 2 * nnz;
+    p.nnz_touched = kModel == 1 ? glmnet_nnz : 2 * nnz;
     p.device_bytes = cols.copied_bytes();
     // Exact coordinate descent never raises the primal (Blocks): where it
     // rose, back to the last good w, v rebuilt as A w.
@@ -2158,8 +2426,9 @@ absl::StatusOr<int64_t> ScratchBytesCuda(const Dataset& data, const ModelSpec& m
   // Primal: the CSC offsets alone (column counts), not the CSC a run builds.
   const bool dual = FormulationOf(model.kind) == Formulation::kDual;
   const int64_t n = data.x.rows(), d = data.x.cols();
-  absl::StatusOr<Layout> layout = dual ? LayoutFor(data.x.offsets(), n, d, true, gpu)
-                                       : LayoutFor(ColumnOffsets(data.x), n, d, false, gpu);
+  absl::StatusOr<Layout> layout =
+      dual ? LayoutFor(data.x.offsets(), n, d, true, gpu)
+           : LayoutFor(ColumnOffsets(data.x), n, d, false, gpu, model.kind == ModelKind::kLogisticL1);
   if (!layout.ok()) return layout.status();
   return layout->total();
 }
