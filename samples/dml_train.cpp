@@ -78,7 +78,7 @@ int Fail(const std::string& msg) {
 // The runtime names a bad JobSpec field ("JobSpec.sgd.store: ..."); a CLI
 // user set it with a flag, so the message leads with that flag and keeps the
 // field in parentheses. Messages of other fields pass unchanged.
-std::string ForCli(absl::string_view msg) {
+std::string ForCli(absl::string_view msg, bool local_nodes = false) {
   static const std::pair<absl::string_view, absl::string_view> kFlags[] = {
       {"mode.kind", "--mode"},
       {"mode.workers", "--workers"},
@@ -116,8 +116,11 @@ std::string ForCli(absl::string_view msg) {
   // "cluster.nodes[2] (host:port)": the field, then which of its entries.
   const absl::string_view named = msg.substr(kPrefix.size(), colon - kPrefix.size());
   const absl::string_view field = named.substr(0, named.find_first_of("[ "));
-  for (const auto& [f, flag] : kFlags) {
+  for (const auto& [f, named_flag] : kFlags) {
     if (f == field) {
+      // The nodes of --local-nodes are this run's own.
+      const absl::string_view flag =
+          local_nodes && field == "cluster.nodes" ? absl::string_view("--local-nodes") : named_flag;
       return absl::StrCat(flag, named.substr(field.size()), ": ", msg.substr(colon + 2), " (JobSpec.",
                           field, ")");
     }
@@ -352,25 +355,31 @@ struct Run {
 // a second signal. Either way the temporary files and directories it made
 // (--local-nodes' logs, nodes' data) are removed. The signals are blocked in
 // every thread and taken by one thread of their own (sigwait), so the
-// runtime's threads never see them.
+// runtime's threads never see them; a signal the parent set to be ignored
+// (a background job of a script) stays ignored.
 class Interrupts {
  public:
   // Call before any other thread starts (the mask is inherited).
   static void Install() {
-    static Interrupts self;
+    // Never destroyed: the signal thread may take a signal while the process
+    // exits.
+    auto* self = new Interrupts;
     sigset_t set;
     sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
+    for (int sig : {SIGINT, SIGTERM}) {
+      struct sigaction now {};
+      if (sigaction(sig, nullptr, &now) == 0 && now.sa_handler == SIG_IGN) continue;
+      sigaddset(&set, sig);
+    }
     pthread_sigmask(SIG_BLOCK, &set, nullptr);
-    std::thread([set] {
+    instance_ = self;
+    std::thread([set, self] {
       for (;;) {
         int sig = 0;
         if (sigwait(&set, &sig) != 0) continue;
-        self.Take(sig);
+        self->Take(sig);
       }
     }).detach();
-    instance_ = &self;
   }
   // Training has begun: a signal calls `cancel` (from the signal thread).
   static void Training(std::function<void()> cancel) {
@@ -385,7 +394,8 @@ class Interrupts {
     instance_->cancel_ = nullptr;
     instance_->trained_ = true;
   }
-  // A path to remove if a signal ends the process before its owner does.
+  // A path to remove if a signal ends the process before its owner does;
+  // Forget it once the owner removed it.
   static void RemoveOnExit(std::string path) {
     if (instance_ == nullptr || path.empty()) return;
     std::lock_guard<std::mutex> lock(instance_->mu_);
@@ -399,23 +409,24 @@ class Interrupts {
   }
   // The signal that stopped training, or 0.
   static int Received() { return instance_ == nullptr ? 0 : instance_->received_.load(); }
+  static const char* Name(int sig) { return sig == SIGINT ? "SIGINT" : "SIGTERM"; }
 
  private:
-  static const char* Name(int sig) { return sig == SIGINT ? "SIGINT" : "SIGTERM"; }
   void Take(int sig) {
     std::unique_lock<std::mutex> lock(mu_);
     if (received_ == 0 && (cancel_ || trained_)) {
       received_ = sig;
+      const bool trained = trained_;
+      if (cancel_) cancel_();  // under the lock: Trained() cannot end the run's life meanwhile
+      lock.unlock();
       std::fprintf(stderr, "dml-train: %s: %s (a second signal ends it at once)\n", Name(sig),
-                   trained_ ? "writing what was trained"
-                            : "stopping; the model trained so far is kept");
-      if (cancel_) cancel_();
+                   trained ? "writing what was trained" : "stopping; the model trained so far is kept");
       return;
     }
-    std::fprintf(stderr, "dml-train: %s: stopped%s\n", Name(sig),
-                 received_ != 0 || trained_ ? "" : " before training");
+    const bool before = received_ == 0 && !trained_;
     std::error_code ignored;
     for (const std::string& p : paths_) std::filesystem::remove_all(p, ignored);
+    std::fprintf(stderr, "dml-train: %s: stopped%s\n", Name(sig), before ? " before training" : "");
     std::_Exit(128 + sig);
   }
   static inline Interrupts* instance_ = nullptr;
@@ -425,6 +436,12 @@ class Interrupts {
   std::atomic<int> received_{0};
   std::vector<std::string> paths_;
 };
+
+// $TMPDIR, else /tmp: where temporary files go.
+std::string TempDir() {
+  const char* t = std::getenv("TMPDIR");
+  return t != nullptr && *t != '\0' ? t : "/tmp";
+}
 
 // An exit status to return now, or nothing to go on.
 using Exit = std::optional<int>;
@@ -582,11 +599,18 @@ Exit ChooseNodes(const Run& run, dml::JobSpec& job,
     for (const char* f : {"--tls-cert", "--tls-key", "--tls-ca"}) {
       if (args.values.count(f)) node_args.push_back(std::string(f) + "=" + Get(args, f));
     }
+    // Registered as soon as it exists: starting the nodes may take seconds.
+    std::string dir;
     auto c = dml::net::LocalCluster::Start(dml::net::LocalCluster::NodeBinaryNextToSelf(),
-                                           local_nodes, node_args);
-    if (!c.ok()) return Fail("--local-nodes: " + std::string(c.status().message()));
+                                           local_nodes, node_args, [&dir](const std::string& d) {
+                                             dir = d;
+                                             Interrupts::RemoveOnExit(d);
+                                           });
+    if (!c.ok()) {
+      Interrupts::Forget(dir);  // removed by the failed start
+      return Fail("--local-nodes: " + std::string(c.status().message()));
+    }
     cluster.emplace(*std::move(c));
-    Interrupts::RemoveOnExit(cluster->dir());
     job.cluster.nodes = cluster->addresses();
   } else if (args.values.count("--nodes")) {
     std::string list = Get(args, "--nodes");
@@ -761,6 +785,14 @@ Exit TrainOnRuntime(Run& run, std::shared_ptr<const dml::Dataset>& shared_data,
   job.sgd.localize = args.values.count("--localize") > 0;
   shared_data = std::make_shared<const dml::Dataset>(std::move(run.data));
   std::optional<dml::net::LocalCluster> cluster;
+  // Destroyed before `cluster` (declared after it): the signal thread then
+  // no longer removes the directory that stopping the nodes removes.
+  struct forget_cluster_dir {
+    const std::optional<dml::net::LocalCluster>& cluster;
+    ~forget_cluster_dir() {
+      if (cluster) Interrupts::Forget(cluster->dir());
+    }
+  } forget{cluster};
   dml::RuntimeOptions rt_options;
   if (args.values.count("--secret-file")) {
     auto secret = dml::net::ReadSecretFile(Get(args, "--secret-file"));
@@ -774,13 +806,24 @@ Exit TrainOnRuntime(Run& run, std::shared_ptr<const dml::Dataset>& shared_data,
   // Nodes read the data from disk: the file itself, or the generated
   // data written to a temporary file (loopback clusters share this disk).
   std::string temp_data;
+  // Removes the generated data's file on every return (a failed write too).
+  struct remove_on_exit {
+    std::string path;
+    ~remove_on_exit() {
+      if (path.empty()) return;
+      Interrupts::Forget(path);
+      std::remove(path.c_str());
+    }
+  } cleanup;
   if (!job.cluster.nodes.empty()) {
     if (args.values.count("--generate")) {
-      char tmpl[] = "/tmp/dml-train-data-XXXXXX";
-      const int fd = mkstemp(tmpl);
-      if (fd < 0) return Fail("cannot create a temporary data file");
+      std::string tmpl = TempDir() + "/dml-train-data-XXXXXX";
+      const int fd = mkstemp(tmpl.data());
+      if (fd < 0) return Fail("cannot create a temporary data file in " + TempDir());
       close(fd);
       temp_data = tmpl;
+      cleanup.path = temp_data;
+      Interrupts::RemoveOnExit(temp_data);  // before the write, which may be long
       if (auto st = dml::WriteLibsvm(*shared_data, temp_data); !st.ok()) {
         return Fail(std::string(st.message()));
       }
@@ -820,13 +863,6 @@ Exit TrainOnRuntime(Run& run, std::shared_ptr<const dml::Dataset>& shared_data,
                   d.gap_threads, d.gpu ? "a GPU (TPA-SCD)" : "the CPU twin");
     }
   }
-  struct remove_on_exit {
-    std::string path;
-    ~remove_on_exit() {
-      if (!path.empty()) std::remove(path.c_str());
-    }
-  } cleanup{temp_data};
-  Interrupts::RemoveOnExit(temp_data);
   dml::Runtime rt(rt_options);
   const bool quiet = run.quiet;
   run.metrics->Job(absl::StrCat("\"mode\":", dml::JsonString(std::string(dml::ModeName(job.mode.kind))),
@@ -851,7 +887,9 @@ Exit TrainOnRuntime(Run& run, std::shared_ptr<const dml::Dataset>& shared_data,
                 p.event.empty() ? "" : "  event: ", p.event.c_str());
     std::fflush(stdout);
   });
-  if (!handle.ok()) return Fail(ForCli(handle.status().message()));
+  if (!handle.ok()) {
+    return Fail(ForCli(handle.status().message(), args.values.count("--local-nodes") > 0));
+  }
   Interrupts::Training([job = &*handle] { job->Cancel(); });
   result = handle->Wait();
   Interrupts::Trained();
@@ -1072,12 +1110,21 @@ int main(int argc, char** argv) {
     Interrupts::Training([&cancel] { cancel = true; });
     result = dml::gpu::Train(run.data, run.spec, run.opt, gpu);
     Interrupts::Trained();
+    run.opt.stop.cancel = nullptr;
   }
   if (result.ok()) run.metrics->Result(*result);
   const dml::Dataset& trained_on = shared_data ? *shared_data : run.data;
   if (run.tty && !run.quiet && !on_runtime) std::printf("\n");
   if (!result.ok()) {
-    std::fprintf(stderr, "dml-train: %s\n", ForCli(result.status().message()).c_str());
+    // A signal before the job trained (its nodes still loading) cancels it
+    // with an error: nothing was trained, the signal says why.
+    if (const int sig = Interrupts::Received(); sig != 0) {
+      std::fprintf(stderr, "dml-train: %s: stopped before training (%s)\n", Interrupts::Name(sig),
+                   std::string(result.status().message()).c_str());
+      return 128 + sig;
+    }
+    std::fprintf(stderr, "dml-train: %s\n",
+                 ForCli(result.status().message(), run.args.values.count("--local-nodes") > 0).c_str());
     return result.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
   }
   // Epochs to the nearest whole (a run of 20 that read a batch past them

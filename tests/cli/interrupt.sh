@@ -2,10 +2,13 @@
 # SIGINT and SIGTERM to dml-train. While it trains, the first signal cancels
 # the run: the model trained so far is reported and written (-o), the exit
 # status is 128 + the signal, and --local-nodes' nodes and their directory
-# go with it. Before training (here: blocked reading a FIFO) the process
-# ends at once, saying so.
+# go with it, also when the signal goes to the whole process group (a
+# terminal's Ctrl-C: the nodes must not die of it first). Before training
+# (here: blocked reading a FIFO) the process ends at once, saying so. A
+# signal its parent set to be ignored stays ignored.
 #   tests/cli/interrupt.sh BUILD_DIR
 set -uo pipefail
+set -m  # job control: background jobs keep SIGINT and get a process group each
 build=$(cd "$1" && pwd)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -13,10 +16,20 @@ train=$build/samples/dml-train predict=$build/samples/dml-predict
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 
-# interrupt NAME SIGNAL ARGS...: dml-train ARGS in $tmp/NAME (TMPDIR there),
-# SIGNAL once its first progress line is out; sets rc and dir.
+# started PID: dml-train has installed its signal thread (2+ threads).
+started() {
+  for _ in $(seq 400); do
+    [[ $(ls "/proc/$1/task" 2>/dev/null | wc -l) -ge 2 ]] && return 0
+    sleep 0.05
+  done
+  return 1
+}
+
+# interrupt NAME TARGET SIGNAL ARGS...: dml-train ARGS in $tmp/NAME (TMPDIR
+# there); once its first progress line is out, SIGNAL to its pid (TARGET
+# pid) or its process group (TARGET group). Sets rc and dir.
 interrupt() {
-  local name=$1 sig=$2; shift 2
+  local name=$1 target=$2 sig=$3; shift 3
   dir=$tmp/$name
   mkdir -p "$dir/tmp"
   (cd "$dir" && TMPDIR=$dir/tmp exec "$train" "$@" >out.txt 2>err.txt) &
@@ -25,13 +38,13 @@ interrupt() {
     grep -qE '^(epoch|round) ' "$dir/out.txt" 2>/dev/null && break
     sleep 0.05
   done
-  kill -"$sig" "$pid"
+  if [[ $target == group ]]; then kill -"$sig" -- -"$pid"; else kill -"$sig" "$pid"; fi
   wait "$pid"; rc=$?
 }
 
 # check NAME WANT_RC SIGNAL_NAME: cancelled, reported, written, cleaned up.
 check() {
-  local name=$1 want=$2 signame=$3
+  local name=$1 want=$2 signame=$3 before=$fails
   [[ $rc == "$want" ]] || fail "$name: exit $rc, want $want: $(tail -3 "$dir/err.txt")"
   grep -q '^done: cancelled after' "$dir/out.txt" || fail "$name: no 'done: cancelled': $(tail -2 "$dir/out.txt")"
   grep -qF "dml-train: $signame: stopping; the model trained so far is kept" "$dir/err.txt" ||
@@ -39,28 +52,42 @@ check() {
   grep -q '^model written to m.txt' "$dir/out.txt" || fail "$name: model not written"
   # The model it wrote is a model: dml-predict takes it.
   "$predict" "$dir/d.svm" "$dir/m.txt" "$dir/p.txt" >/dev/null 2>&1 || fail "$name: dml-predict refused m.txt"
-  sleep 0.2
   [[ -z $(ls -A "$dir/tmp") ]] || fail "$name: left in TMPDIR: $(ls -A "$dir/tmp")"
   ! pgrep -f "$dir/tmp/" >/dev/null || fail "$name: a node of it still runs"
-  [[ $fails == 0 ]] && echo "ok: $name"
+  [[ $fails == "$before" ]] && echo "ok: $name"
 }
 
-long=(--model logistic -c 1000 --tol 1e-15 --epochs 1000000 --time-budget 120 -o m.txt d.svm)
-for name in one cocoa; do
+long=(--model logistic -c 1000 --tol 1e-15 --epochs 1000000 --time-budget 30 -o m.txt d.svm)
+for name in one cocoa group ignored; do
   mkdir -p "$tmp/$name"
   "$build/samples/dml-gen" --rows 20000 --cols 2000 --nnz-per-row 40 --seed 5 --task classification \
     --out "$tmp/$name/d.svm" >/dev/null || { echo "FAIL: dml-gen"; exit 1; }
 done
-interrupt one INT "${long[@]}"
+interrupt one pid INT "${long[@]}"
 check one 130 SIGINT
-interrupt cocoa TERM --mode cocoa --workers 2 --local-nodes 2 "${long[@]}"
+interrupt cocoa pid TERM --mode cocoa --workers 2 --local-nodes 2 "${long[@]}"
 check cocoa 143 SIGTERM
+interrupt group group INT --mode cocoa --workers 2 --local-nodes 2 "${long[@]}"
+check group 130 SIGINT
+
+# SIGINT ignored by the parent (trap ''): it stays ignored; SIGTERM still stops.
+dir=$tmp/ignored
+(cd "$dir" && trap '' INT && exec "$train" "${long[@]}" >out.txt 2>err.txt) &
+pid=$!
+for _ in $(seq 1200); do grep -qE '^epoch ' "$dir/out.txt" 2>/dev/null && break; sleep 0.05; done
+kill -INT "$pid"
+sleep 0.5
+kill -0 "$pid" 2>/dev/null || fail "ignored: SIGINT, ignored by its parent, stopped it"
+kill -TERM "$pid"
+wait "$pid"; rc=$?
+mkdir -p "$dir/tmp"
+check ignored 143 SIGTERM
 
 # Before training: nothing to keep, the process ends at once.
 mkfifo "$tmp/fifo"
 "$train" "$tmp/fifo" >"$tmp/out.txt" 2>"$tmp/err.txt" &
 pid=$!
-sleep 1
+started "$pid" || fail "before training: no signal thread within 20 s"
 kill -TERM "$pid"
 start=$SECONDS
 wait "$pid"; rc=$?

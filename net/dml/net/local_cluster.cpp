@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -54,7 +55,8 @@ std::string LocalCluster::NodeBinaryNextToSelf() {
 }
 
 absl::StatusOr<LocalCluster> LocalCluster::Start(const std::string& node_binary, int n,
-                                                 std::vector<std::string> extra_args) {
+                                                 std::vector<std::string> extra_args,
+                                                 const std::function<void(const std::string&)>& made_dir) {
   if (n < 1) return absl::InvalidArgumentError(absl::StrCat("local cluster of ", n, " nodes"));
   if (::access(node_binary.c_str(), X_OK) != 0) {
     return absl::NotFoundError(absl::StrCat("dml-node executable ", node_binary, ": ",
@@ -68,6 +70,7 @@ absl::StatusOr<LocalCluster> LocalCluster::Start(const std::string& node_binary,
   }
   LocalCluster c;
   c.dir_ = tmpl;
+  if (made_dir) made_dir(c.dir_);
   for (int i = 0; i < n; ++i) {
     const std::string port_file = absl::StrCat(c.dir_, "/node", i, ".port");
     const std::string log = absl::StrCat(c.dir_, "/node", i, ".log");
@@ -85,8 +88,11 @@ absl::StatusOr<LocalCluster> LocalCluster::Start(const std::string& node_binary,
       sigset_t none;
       sigemptyset(&none);
       ::sigprocmask(SIG_SETMASK, &none, nullptr);
+      ::setpgid(0, 0);  // out of the launcher's group: its terminal's Ctrl-C is the launcher's
       FILE* f = std::freopen(log.c_str(), "w", stderr);
       (void)f;
+      // A process outside the terminal's foreground group must not write to it.
+      if (f != nullptr) ::dup2(::fileno(stderr), STDOUT_FILENO);
       std::vector<char*> argv;
       for (auto& a : args) argv.push_back(a.data());
       argv.push_back(nullptr);
@@ -176,7 +182,8 @@ absl::Status LocalCluster::Stop() {
   }
   pids_.clear();
   if (!dir_.empty()) {
-    (void)std::system(("rm -rf '" + dir_ + "'").c_str());
+    std::error_code ignored;  // no shell: the path may hold any character
+    std::filesystem::remove_all(dir_, ignored);
     dir_.clear();
   }
   return result;

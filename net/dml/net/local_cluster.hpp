@@ -8,6 +8,7 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -26,9 +27,13 @@ class LocalCluster {
   /// executable), Unavailable (a node exited before listening; its log tail
   /// is in the message), DeadlineExceeded (a node did not listen in 20 s).
   /// Internal (mkdtemp or fork failed). Nodes already started are stopped
-  /// again on error.
-  static absl::StatusOr<LocalCluster> Start(const std::string& node_binary, int n,
-                                            std::vector<std::string> extra_args = {});
+  /// again on error. `made_dir`, where given, is called with dir() as soon
+  /// as it exists (a caller that must remove it if killed meanwhile). Each
+  /// node runs in a process group of its own: a terminal's Ctrl-C reaches
+  /// the launcher, which decides what its nodes do.
+  static absl::StatusOr<LocalCluster> Start(
+      const std::string& node_binary, int n, std::vector<std::string> extra_args = {},
+      const std::function<void(const std::string&)>& made_dir = nullptr);
 
   /// Moving transfers the children (assignment first stops the target's
   /// own); the moved-from object owns none.
