@@ -21,6 +21,9 @@ if [[ $what == tests || $what == all ]]; then
     timeout 120 compute-sanitizer --tool $tool "$D/test_tpa_scd_device" \
       --run_test=primal_paths_on_a_small_problem 2>&1 | tail -4
   done
+  # Streamed runs through reused slots, and newGLMNET's kernels (L1-logistic).
+  timeout 240 compute-sanitizer --tool memcheck "$D/test_tpa_scd_device" \
+    --run_test=callers_stream_and_scratch_hold_the_run 2>&1 | tail -4
   timeout 60 "$D/test_runtime" --run_test=cocoa_with_the_gpu_local_solver_or_its_fallback 2>&1 | tail -2
   timeout 60 "$D/test_gpu_solver" 2>&1 | tail -2
   [[ -f $D/news20.binary.svm ]] && timeout 60 "$D/dml-train" --model logistic --mode cocoa \

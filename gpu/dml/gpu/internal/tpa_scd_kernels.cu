@@ -18,6 +18,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <random>
@@ -456,7 +457,7 @@ struct GlmnetArgs {
   double* wpd;          // w + d
   const double* dn;     // per row: D_i / n
   double* t;            // per row: (X d)_i
-  double* sums;         // a cycle: [0] summed violation, [1] steps taken
+  double* sums;         // a cycle: [0] summed violation, [1] steps taken; a trial: [1..3]
   double nu = 0.0, lambda = 0.0;
   GlmnetArgs Shift(int64_t first) const {
     GlmnetArgs g = *this;
@@ -838,7 +839,8 @@ void Report(const SolverOptions& options, TrainResult& r, Progress p) {
 // or the columns of a primal one (CSC): all resident, or streamed in
 // contiguous chunks through two buffers, the next chunk's copy (its own
 // stream, from page-locked host memory) overlapping this chunk's compute.
-// A streamed epoch visits the chunks in a random order and each chunk's
+// A streamed epoch visits first the two chunks its buffers still hold (in a
+// random order), then the others in a random order, and each chunk's
 // coordinates in a random order.
 template <class Matrix>
 class OuterData {
@@ -962,7 +964,8 @@ class OuterData {
 
   // Calls launch(args, row0, rows, stream) for every chunk, args being
   // `whole` (the per-coordinate arrays of all of them) narrowed to the
-  // chunk; waits for the last launch. `rng`: chunk order (null: in order).
+  // chunk; waits for the last launch. `rng`: chunk order (null: the held
+  // chunks, then the others in order).
   // A streamed pass begins with the chunks its slots still hold from the
   // last pass (in random order where `rng` is given) and copies only the
   // others: without that, each pass would wait for its first copy with
@@ -1007,12 +1010,12 @@ class OuterData {
         // done (or, in the first two turns, once the last pass's is: the
         // stream order above).
         if (t >= 2) DML_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(copy, events_[2 + b], 0));
-        held_[b] = -1;  // until the copy is queued: an error leaves the slot unknown
+        held_[b] = -1;  // until the compute waits for the copy: an error leaves the slot unknown
         if (auto st = Copy(b, order[t], copy); !st.ok()) return st;
-        held_[b] = order[t];
         copied_bytes_ += SlotBytes(c);
         DML_CUDA_RETURN_IF_ERROR(cudaEventRecord(events_[b], copy));
         DML_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(compute, events_[b], 0));
+        held_[b] = order[t];
       }
       Args a = whole;
       SetPointers(a, b, c);
@@ -1502,7 +1505,8 @@ absl::StatusOr<TrainResult> RunPrimal(const Dataset& data, const ModelSpec& mode
   // Armijo search on w + s d. A search that fails keeps w and halves the
   // blocks of the cycles (stale reads are what spoils a direction).
   double inner_eps = 1.0, gnorm1_init = -1.0;
-  int inner_grid = blocks.grid();
+  const int max_inner_grid = blocks.grid();
+  int inner_grid = max_inner_grid, accepted = 0;
   int64_t glmnet_nnz = 0;
   auto glmnet_outer = [&]() -> absl::Status {
     glmnet_nnz = 0;
@@ -1527,7 +1531,10 @@ absl::StatusOr<TrainResult> RunPrimal(const Dataset& data, const ModelSpec& mode
     if (auto s = read_sums(); !s.ok()) return s;
     glmnet_nnz += nnz;
     if (gnorm1_init < 0) gnorm1_init = gs[0];
-    double last_viol = gs[0];
+    // A cycle's violation is summed before each of its steps: the first
+    // one's is about the violation at d = 0, so the stall test starts at
+    // the second.
+    double last_viol = std::numeric_limits<double>::infinity();
     for (int cycle = 0; cycle < kDeviceInnerCycles; ++cycle) {
       DML_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(d_gsums.get(), 0, 2 * sizeof(double), stream));
       if (auto s = cols.ForEach(args, &rng,
@@ -1553,8 +1560,8 @@ absl::StatusOr<TrainResult> RunPrimal(const Dataset& data, const ModelSpec& mode
     }
     // Armijo: P(w + s d) - P(w) <= sigma s (grad^T d + lambda (|w + d|_1 - |w|_1)).
     double delta = 0.0;
-    for (int trial = 0, step_halvings = 0; trial < LogisticL1Objective::kMaxLineSearch; ++trial) {
-      const double step = std::ldexp(1.0, -step_halvings);
+    for (int trial = 0; trial < LogisticL1Objective::kMaxLineSearch; ++trial) {
+      const double step = std::ldexp(1.0, -trial);
       DML_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(d_gsums.get(), 0, 4 * sizeof(double), stream));
       GlmnetTrialKernel<<<row_grid, 256, 0, stream>>>(args, glm, step);
       DML_CUDA_RETURN_IF_ERROR(cudaGetLastError());
@@ -1568,11 +1575,16 @@ absl::StatusOr<TrainResult> RunPrimal(const Dataset& data, const ModelSpec& mode
       if (std::isfinite(change) && change <= LogisticL1Objective::kSigma * step * delta) {
         GlmnetApplyKernel<<<row_grid, 256, 0, stream>>>(args, glm, step);
         DML_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+        // Halved blocks double again after a run of good searches.
+        if (inner_grid < max_inner_grid && ++accepted >= 8) {
+          inner_grid = std::min(max_inner_grid, 2 * inner_grid);
+          accepted = 0;
+        }
         return absl::OkStatus();
       }
-      ++step_halvings;
     }
     inner_grid = std::max(1, inner_grid / 2);
+    accepted = 0;
     return absl::OkStatus();
   };
   // The evaluation's sums against the shared v: losses, regularizer, gaps.
@@ -1645,6 +1657,9 @@ absl::StatusOr<TrainResult> RunPrimal(const Dataset& data, const ModelSpec& mode
   Finish(loop, why, *c, r);
   r.w = std::move(w);
   r.note = blocks.Note(info, threads);
+  if constexpr (kModel == 1) {
+    absl::StrAppendFormat(&r.note, "; newGLMNET's cycles on %d blocks (of %d)", inner_grid, max_inner_grid);
+  }
   r.device_bytes = cols.copied_bytes();
   if (cols.streamed()) {
     absl::StrAppendFormat(&r.note, "; columns streamed in %d chunks of at most %d bytes%s, %d bytes copied",
