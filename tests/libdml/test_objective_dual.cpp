@@ -593,6 +593,51 @@ BOOST_AUTO_TEST_CASE(shrinking_gives_the_same_optimum) {
   }
 }
 
+// Rows whose values are all equal (binary features: 1) take a path that
+// reads their indices alone. Scaling X by v and lambda by v^2 leaves every
+// L2 model's optimum where it was (u = v w), so X with lambda / v^2 (rows
+// of 1) and v X with lambda (rows of v) must give one primal; a matrix
+// mixing such rows with general ones is certified as any other.
+BOOST_AUTO_TEST_CASE(rows_of_equal_values_reach_the_optimum_of_general_ones) {
+  const auto general = Synthetic(ModelKind::kLogisticL2, 400, 30, 11);
+  std::vector<float> ones(general.x.values().size(), 1.0f);
+  for (const float v : {2.0f, 0.3f}) {
+    std::vector<float> scaled(ones.size(), v);
+    // Every third row keeps its general values in the mixed matrix.
+    std::vector<float> mixed(ones.size(), v);
+    for (int64_t i = 0; i < general.x.rows(); i += 3) {
+      for (int64_t k = general.x.offsets()[i]; k < general.x.offsets()[i + 1]; ++k) {
+        mixed[k] = general.x.values()[k];
+      }
+    }
+    auto make = [&](const std::vector<float>& values) {
+      auto x = dml::CsrMatrix::FromArrays(general.x.rows(), general.x.cols(), general.x.offsets(),
+                                          general.x.indices(), values);
+      BOOST_REQUIRE(x.ok());
+      return dml::Dataset{std::move(*x), general.y, general.task, general.classes};
+    };
+    const dml::Dataset unit = make(ones), times_v = make(scaled), mix = make(mixed);
+    for (ModelKind kind : {ModelKind::kRidge, ModelKind::kLogisticL2, ModelKind::kHingeSvm,
+                           ModelKind::kSquaredHingeSvm}) {
+      BOOST_TEST_CONTEXT("model " << dml::ModelName(kind) << ", v " << v) {
+        const double lambda = 1e-2;
+        // The hinge gap is O(sqrt(dual error)): it stalls far above 1e-10.
+        const double tol = kind == ModelKind::kHingeSvm ? 1e-7 : 1e-10;
+        const auto a = TrainOrDie(unit, Spec(kind, lambda / (double(v) * v)), Tight(tol));
+        const auto b = TrainOrDie(times_v, Spec(kind, lambda), Tight(tol));
+        BOOST_TEST((a.reason == dml::StopReason::kConverged));
+        BOOST_TEST((b.reason == dml::StopReason::kConverged));
+        BOOST_TEST(RelDiff(a.primal, b.primal) < 10 * tol);
+        CheckCertified(unit, Spec(kind, lambda / (double(v) * v)), a);
+        CheckCertified(times_v, Spec(kind, lambda), b);
+        const auto c = TrainOrDie(mix, Spec(kind, lambda), Tight(tol));
+        BOOST_TEST((c.reason == dml::StopReason::kConverged));
+        CheckCertified(mix, Spec(kind, lambda), c);
+      }
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(stop_rules) {
   const auto data = Synthetic(ModelKind::kLogisticL2);
   const auto m = Spec(ModelKind::kLogisticL2, 1e-3);

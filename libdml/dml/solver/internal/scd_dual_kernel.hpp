@@ -54,6 +54,9 @@ struct alignas(64) DualCoord {
   float y;
   double nc;       ///< NegConj(y, alpha), kept with alpha
   double aux;      ///< objective's cache: logit(alpha y) for logistic
+  /// v where every value of row i is v (binary features: 1), else 0: its
+  /// steps then read the indices alone (half the row's bytes, no multiplies).
+  float unit;
 };
 static_assert(sizeof(DualCoord) == 64, "DualCoord should fill one cache line");
 
@@ -182,6 +185,29 @@ inline void SparseAxpy(const uint32_t* ix, const float* vx, uint32_t len, double
   for (uint32_t k = 0; k < len; ++k) SharedW<kAtomic>::Add(w + ix[k], c * static_cast<double>(vx[k]));
 }
 
+/// sum_k w[ix[k]]: SparseDot of a row whose values are all 1, in the same
+/// order (so bitwise the same sum).
+template <bool kAtomic>
+inline double SparseSum(const uint32_t* ix, uint32_t len, const double* w) {
+  using W = SharedW<kAtomic>;
+  double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+  uint32_t k = 0;
+  for (; k + 4 <= len; k += 4) {
+    s0 += W::Load(w + ix[k]);
+    s1 += W::Load(w + ix[k + 1]);
+    s2 += W::Load(w + ix[k + 2]);
+    s3 += W::Load(w + ix[k + 3]);
+  }
+  for (; k < len; ++k) s0 += W::Load(w + ix[k]);
+  return (s0 + s1) + (s2 + s3);
+}
+
+/// w[ix[k]] += c for every k.
+template <bool kAtomic>
+inline void SparseAddConst(const uint32_t* ix, uint32_t len, double c, double* w) {
+  for (uint32_t k = 0; k < len; ++k) SharedW<kAtomic>::Add(w + ix[k], c);
+}
+
 /// One block of coordinates (all of them for the sequential solver, one
 /// thread's share for the asynchronous one) and its shrinking state
 /// (Hsieh et al. 2008, Sec. 3.2; LIBLINEAR's solve_l2r_l1l2_svc).
@@ -249,12 +275,14 @@ DualEpochSums RunDualEpoch(const uint32_t* idx, const float* val, DualCoord* coo
     if (t + 2 < active) {
       const DualCoord& c2 = coords[order[t + 2]];
       __builtin_prefetch(idx + c2.begin);
-      __builtin_prefetch(val + c2.begin);
+      if (c2.unit == 0.0f) __builtin_prefetch(val + c2.begin);
     }
     DualCoord& c = coords[order[t]];
     const uint32_t* ix = idx + c.begin;
     const float* vx = val + c.begin;
-    const double z = SparseDot<kAtomic>(ix, vx, c.len, w);
+    const double unit = c.unit;
+    const double z = unit != 0.0 ? unit * SparseSum<kAtomic>(ix, c.len, w)
+                                 : SparseDot<kAtomic>(ix, vx, c.len, w);
     nnz += c.len;
     if constexpr (kShrink) {
       const double y = c.y;
@@ -292,7 +320,11 @@ DualEpochSums RunDualEpoch(const uint32_t* idx, const float* val, DualCoord* coo
       const double dd = st.delta * inv_ln;
       // ||w + dd x||^2 - ||w||^2 = dd (2 x.w + dd ||x||^2), dd ||x||^2 = delta q.
       wsq_delta += dd * (2.0 * z + st.delta * q);
-      SparseAxpy<kAtomic>(ix, vx, c.len, dd, w);
+      if (unit != 0.0) {
+        SparseAddConst<kAtomic>(ix, c.len, dd * unit, w);
+      } else {
+        SparseAxpy<kAtomic>(ix, vx, c.len, dd, w);
+      }
     }
   }
   blk.active = active;
@@ -431,6 +463,12 @@ std::vector<DualCoord> MakeDualCoords(const Dataset& data, double lambda) {
     c.q = xx[i] / lambda_n;
     c.begin = off[i];
     c.len = static_cast<uint32_t>(off[i + 1] - off[i]);
+    c.unit = 0.0f;
+    if (c.len > 0) {
+      const float* v = data.x.values().data() + off[i];
+      const float v0 = v[0];
+      if (v0 != 0.0f && std::all_of(v, v + c.len, [v0](float x) { return x == v0; })) c.unit = v0;
+    }
   }
   return coords;
 }
