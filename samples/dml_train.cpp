@@ -348,7 +348,8 @@ struct Run {
   std::optional<dml::DuhlOptions> duhl;
 };
 
-// SIGINT and SIGTERM. While training, the first one cancels the run, which
+// SIGINT, SIGTERM and SIGHUP (a closed terminal). While training, the first
+// one cancels the run, which
 // ends with the model trained so far: it is reported and written as after
 // any run (-o, --liblinear-model), and the exit status is 128 + the signal.
 // Before training nothing is lost and the process ends at once; so does it on
@@ -366,7 +367,7 @@ class Interrupts {
     auto* self = new Interrupts;
     sigset_t set;
     sigemptyset(&set);
-    for (int sig : {SIGINT, SIGTERM}) {
+    for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
       struct sigaction now {};
       if (sigaction(sig, nullptr, &now) == 0 && now.sa_handler == SIG_IGN) continue;
       sigaddset(&set, sig);
@@ -409,7 +410,9 @@ class Interrupts {
   }
   // The signal that stopped training, or 0.
   static int Received() { return instance_ == nullptr ? 0 : instance_->received_.load(); }
-  static const char* Name(int sig) { return sig == SIGINT ? "SIGINT" : "SIGTERM"; }
+  static const char* Name(int sig) {
+    return sig == SIGINT ? "SIGINT" : sig == SIGHUP ? "SIGHUP" : "SIGTERM";
+  }
 
  private:
   void Take(int sig) {
@@ -720,6 +723,7 @@ Exit ParseDuhl(const Args& args, dml::DuhlOptions& d) {
 
 // --mode: the job on the actor runtime (in-process, or on nodes).
 Exit TrainOnRuntime(Run& run, std::shared_ptr<const dml::Dataset>& shared_data,
+                    std::optional<dml::net::LocalCluster>& cluster,
                     absl::StatusOr<dml::TrainResult>& result) {
   std::string error;
   const Args& args = run.args;
@@ -784,15 +788,6 @@ Exit TrainOnRuntime(Run& run, std::shared_ptr<const dml::Dataset>& shared_data,
   job.sgd.store = Get(args, "--store") == "kv" ? dml::JobSgd::Store::kKv : dml::JobSgd::Store::kMemory;
   job.sgd.localize = args.values.count("--localize") > 0;
   shared_data = std::make_shared<const dml::Dataset>(std::move(run.data));
-  std::optional<dml::net::LocalCluster> cluster;
-  // Destroyed before `cluster` (declared after it): the signal thread then
-  // no longer removes the directory that stopping the nodes removes.
-  struct forget_cluster_dir {
-    const std::optional<dml::net::LocalCluster>& cluster;
-    ~forget_cluster_dir() {
-      if (cluster) Interrupts::Forget(cluster->dir());
-    }
-  } forget{cluster};
   dml::RuntimeOptions rt_options;
   if (args.values.count("--secret-file")) {
     auto secret = dml::net::ReadSecretFile(Get(args, "--secret-file"));
@@ -819,9 +814,16 @@ Exit TrainOnRuntime(Run& run, std::shared_ptr<const dml::Dataset>& shared_data,
     if (args.values.count("--generate")) {
       std::string tmpl = TempDir() + "/dml-train-data-XXXXXX";
       const int fd = mkstemp(tmpl.data());
-      if (fd < 0) return Fail("cannot create a temporary data file in " + TempDir());
+      if (fd < 0) {
+        return Fail("cannot create a temporary data file in " + TempDir() + " (TMPDIR): " +
+                    std::strerror(errno));
+      }
       close(fd);
-      temp_data = tmpl;
+      // Nodes run elsewhere: the path they read must not depend on this
+      // process's directory (a relative TMPDIR).
+      char* abs_tmp = realpath(tmpl.c_str(), nullptr);
+      temp_data = abs_tmp != nullptr ? abs_tmp : tmpl;
+      std::free(abs_tmp);
       cleanup.path = temp_data;
       Interrupts::RemoveOnExit(temp_data);  // before the write, which may be long
       if (auto st = dml::WriteLibsvm(*shared_data, temp_data); !st.ok()) {
@@ -1064,6 +1066,36 @@ int main(int argc, char** argv) {
       }
     }
   }
+  // More flags that would otherwise be dropped without a word.
+  const bool on_nodes = given("--nodes") || given("--local-nodes");
+  for (const char* f : {"--node-silence", "--secret-file", "--tls-cert", "--tls-key", "--tls-ca"}) {
+    if (given(f) && !on_nodes) {
+      return Fail(std::string(f) + " is a flag of jobs on node processes (--nodes, --local-nodes)");
+    }
+  }
+  if (given("--checkpoint-every") && !given("--checkpoint")) {
+    return Fail("--checkpoint-every: no --checkpoint PATH to write to");
+  }
+  if (given("--resume") && !given("--checkpoint")) {
+    return Fail("--resume: needs --checkpoint PATH (the checkpoint to resume from)");
+  }
+  if (given("--mode") && on_nodes && *dml::ParseMode(Get(run.args, "--mode")) == dml::Mode::kHogwild &&
+      Get(run.args, "--store") != "kv") {
+    return Fail("--mode hogwild on nodes needs --store kv (its in-memory model exists only inside "
+                "one process)");
+  }
+  if (!given("--mode")) {
+    const std::string solver = Get(run.args, "--solver", "auto");
+    for (const char* f : {"--batch", "--step", "--feature-steps", "--certificate-cg"}) {
+      if (given(f) && solver != "sgd") {
+        return Fail(std::string(f) + " is a flag of --solver sgd (and of the SGD modes), not of "
+                                     "--solver " + solver);
+      }
+    }
+    if (given("--threads") && solver == "scd") {
+      return Fail("--threads: --solver scd is sequential (async-scd and newton take threads)");
+    }
+  }
   if (Exit e = CheckFiles(run.args)) return *e;
   if (run.args.values.count("--metrics-out") &&
       !run.metrics->Open(Get(run.args, "--metrics-out"))) {
@@ -1085,12 +1117,25 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
     };
   }
+  // --local-nodes' nodes outlive the job until its model is written: a
+  // second signal while they stop must not lose it. Their directory stays
+  // registered with Interrupts until stopping them removed it.
+  std::optional<dml::net::LocalCluster> cluster;
+  struct stop_cluster {
+    std::optional<dml::net::LocalCluster>& cluster;
+    ~stop_cluster() {
+      if (!cluster) return;
+      const std::string dir = cluster->dir();
+      cluster.reset();
+      Interrupts::Forget(dir);
+    }
+  } stopper{cluster};
   absl::StatusOr<dml::TrainResult> result;
   // The runtime shares the data with its workers; metrics read it from there.
   std::shared_ptr<const dml::Dataset> shared_data;
   const bool on_runtime = run.args.values.count("--mode") > 0;
   if (on_runtime) {
-    if (Exit e = TrainOnRuntime(run, shared_data, result)) return *e;
+    if (Exit e = TrainOnRuntime(run, shared_data, cluster, result)) return *e;
   } else {
     run.metrics->Job(absl::StrCat(
         "\"solver\":", dml::JsonString(std::string(dml::SolverName(run.opt.kind))),
@@ -1119,8 +1164,8 @@ int main(int argc, char** argv) {
     // A signal before the job trained (its nodes still loading) cancels it
     // with an error: nothing was trained, the signal says why.
     if (const int sig = Interrupts::Received(); sig != 0) {
-      std::fprintf(stderr, "dml-train: %s: stopped before training (%s)\n", Interrupts::Name(sig),
-                   std::string(result.status().message()).c_str());
+      std::fprintf(stderr, "dml-train: %s: stopped before training (%s): nothing was trained\n",
+                   Interrupts::Name(sig), std::string(result.status().message()).c_str());
       return 128 + sig;
     }
     std::fprintf(stderr, "dml-train: %s\n",
@@ -1141,12 +1186,16 @@ int main(int argc, char** argv) {
   Report(run, "train", trained_on, result->w);
   const std::string out =
       run.args.values.count("-o") ? Get(run.args, "-o") : Get(run.args, "--output");
+  // The model files are written through path.tmp (renamed once complete):
+  // a second signal meanwhile removes it and leaves any old file whole.
   if (!out.empty()) {
+    Interrupts::RemoveOnExit(out + ".tmp");
     const dml::LinearModel model{run.spec, result->w, trained_on.classes, run.bias};
     const std::string format = Get(run.args, "--model-format", "text");
     const absl::Status st = format == "capnp"
                                 ? dml::net::WriteModelFile(out, {model, result->primal, result->gap})
                                 : dml::WriteModelText(model, out);
+    Interrupts::Forget(out + ".tmp");
     if (!st.ok()) return Fail(std::string(st.message()));
     if (!run.quiet) std::printf("model written to %s\n", out.c_str());
   }
@@ -1156,9 +1205,10 @@ int main(int argc, char** argv) {
     const dml::LiblinearModel m =
         dml::ToLiblinear(run.spec, result->w, named ? trained_on.classes[0] : -1.0,
                          named ? trained_on.classes[1] : 1.0, run.bias);
-    if (auto st = dml::WriteLiblinearModel(m, liblinear); !st.ok()) {
-      return Fail(std::string(st.message()));
-    }
+    Interrupts::RemoveOnExit(liblinear + ".tmp");
+    const absl::Status st = dml::WriteLiblinearModel(m, liblinear);
+    Interrupts::Forget(liblinear + ".tmp");
+    if (!st.ok()) return Fail(std::string(st.message()));
     if (!run.quiet) std::printf("LIBLINEAR model written to %s\n", liblinear.c_str());
   }
   // After the model files: a bad test file loses nothing trained.

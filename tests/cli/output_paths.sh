@@ -53,6 +53,14 @@ fi
 expect 2 "--checkpoint is a flag of the distributed runtime" "$train" -q --checkpoint c.ck d.svm
 expect 2 "--workers is a flag of the distributed runtime" "$train" -q --workers 3 d.svm
 expect 2 "--store is a flag of the distributed runtime" "$train" -q --store memory d.svm
+expect 2 "--resume: needs --checkpoint PATH" "$train" -q --mode sync --resume d.svm
+expect 2 "--checkpoint-every: no --checkpoint PATH" "$train" -q --mode cocoa --checkpoint-every 2 d.svm
+expect 2 "--node-silence is a flag of jobs on node processes" "$train" -q --mode cocoa --node-silence 5 d.svm
+expect 2 "--secret-file is a flag of jobs on node processes" "$train" -q --mode cocoa --secret-file d.svm d.svm
+expect 2 "--batch is a flag of --solver sgd (and of the SGD modes), not of --solver scd" \
+  "$train" -q --solver scd --batch 8 d.svm
+expect 2 "--step is a flag of --solver sgd (and of the SGD modes), not of --solver auto" "$train" -q --step 0.5 d.svm
+expect 2 "--threads: --solver scd is sequential" "$train" -q --solver scd --threads 2 d.svm
 expect 2 "--store is a flag of hogwild, not of --mode sync" "$train" -q --mode sync --store memory d.svm
 expect 2 "--shards is a flag of the modes with parameter shards (hogwild shares one model), not of --mode hogwild" \
   "$train" -q --mode hogwild --shards 2 d.svm
@@ -95,7 +103,7 @@ head -c 4097 /dev/zero | tr '\0' 'k' >s4097
 expect 2 "s4097: the secret has more than 4096 bytes; at most 4096" \
   timeout 10 "$node" --secret-file=s4097
 # hogwild across processes only on the key-value store, which then trains.
-expect 2 "dml-train: --store: hogwild on nodes needs the key-value store (kKv)" \
+expect 2 "dml-train: --mode hogwild on nodes needs --store kv" \
   "$train" -q --mode hogwild --local-nodes 1 d.svm
 out=$("$train" --mode hogwild --store kv --localize --workers 2 --local-nodes 2 --epochs 3 d.svm 2>&1)
 if grep -q '^done: max epochs after 3 epochs' <<<"$out" &&

@@ -28,7 +28,7 @@ absl::Status WriteAtomically(const std::string& path, const absl::StatusOr<std::
     if (S_ISDIR(info.st_mode)) {
       return absl::InvalidArgumentError(absl::StrCat(path, ": is a directory"));
     }
-    return dml::internal::WriteTextFile(path, *bytes);
+    return dml::internal::WriteTextFileInPlace(path, *bytes);
   }
   const std::string tmp = path + ".tmp";
   std::FILE* f = std::fopen(tmp.c_str(), "wb");

@@ -8,6 +8,8 @@
 #include <cstring>
 #include <cstdint>
 #include <cstdio>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <memory>
 #include <string>
 #include <system_error>
@@ -30,9 +32,9 @@ inline bool ParseInt(absl::string_view s, int64_t& out) {
   return r.ec == std::errc() && r.ptr == s.data() + s.size();
 }
 
-/// Writes `text` to `path` (in place). Errors: Unavailable naming the path
+/// Writes `text` to `path` in place. Errors: Unavailable naming the path
 /// and the system's reason (a full disk is an error, also at close).
-inline absl::Status WriteTextFile(const std::string& path, const std::string& text) {
+inline absl::Status WriteTextFileInPlace(const std::string& path, const std::string& text) {
   FILE* f = std::fopen(path.c_str(), "wb");
   if (f == nullptr) {
     return absl::UnavailableError(
@@ -45,6 +47,36 @@ inline absl::Status WriteTextFile(const std::string& path, const std::string& te
   if (!written || !closed) {
     return absl::UnavailableError(
         absl::StrCat(path, ": write failed: ", std::strerror(written ? errno : err)));
+  }
+  return absl::OkStatus();
+}
+
+/// Writes `text` to `path`: a regular file (or none) through `path`.tmp
+/// renamed over it once complete, so an interrupted write never leaves the
+/// old file truncated and the new one half-written; a device or a FIFO
+/// (-o /dev/null) in place, since renaming over it would replace the node.
+/// Errors as WriteTextFileInPlace; a failed write removes the .tmp file.
+inline absl::Status WriteTextFile(const std::string& path, const std::string& text) {
+  struct stat info {};
+  if (::stat(path.c_str(), &info) == 0 && !S_ISREG(info.st_mode)) {
+    return WriteTextFileInPlace(path, text);
+  }
+  const std::string tmp = path + ".tmp";
+  FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (f == nullptr) {
+    return absl::UnavailableError(
+        absl::StrCat(path, ": cannot open for writing: ", std::strerror(errno)));
+  }
+  int err = 0;
+  if (std::fwrite(text.data(), 1, text.size(), f) != text.size() || std::fflush(f) != 0 ||
+      ::fsync(::fileno(f)) != 0) {
+    err = errno;
+  }
+  if (std::fclose(f) != 0 && err == 0) err = errno;
+  if (err == 0 && std::rename(tmp.c_str(), path.c_str()) != 0) err = errno;
+  if (err != 0) {
+    std::remove(tmp.c_str());
+    return absl::UnavailableError(absl::StrCat(path, ": write failed: ", std::strerror(err)));
   }
   return absl::OkStatus();
 }
