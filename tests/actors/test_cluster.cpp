@@ -904,6 +904,16 @@ BOOST_AUTO_TEST_CASE(a_killed_coordinator_resumes_from_its_checkpoint_file) {
     if (p.event.rfind("resumed from", 0) == 0) resumed_round = p.round;
   }
   BOOST_TEST(resumed_round >= 10);
+  // The epochs go on from the checkpoint's: they never fall back, and every
+  // round counts its 0.02 epochs (the resumed workers count from 0; the
+  // epochs once stood still after the resume, then counted only from it).
+  for (std::size_t i = 1; i < r.history.size(); ++i) {
+    BOOST_TEST(r.history[i].epochs >= r.history[i - 1].epochs - 1e-9, "entry " << i);
+  }
+  BOOST_TEST_MESSAGE("epochs " << r.epochs << " rounds " << r.rounds);
+  // (Without the checkpoint's count the resumed rounds alone: 1.5% short at round 10 of ~660.)
+  BOOST_TEST(std::abs(r.epochs / (0.02 * r.rounds) - 1.0) <= 0.005,
+             "epochs " << r.epochs << " rounds " << r.rounds);
   BOOST_TEST(r.gap <= 1e-7 * std::abs(r.primal));
   BOOST_TEST(std::abs(r.primal - p_star) <= 1e-6 * std::abs(p_star));
 

@@ -212,7 +212,10 @@ void absorb(coord_state& st, const worker_report& r) {
     append_event(st, "worker_note", r.note);
   }
   st.clocks[r.worker] = std::max(st.clocks[r.worker], r.clock);
-  st.processed[r.worker] = std::max(st.processed[r.worker], r.processed);
+  const int64_t base = static_cast<std::size_t>(r.worker) < st.processed_base.size()
+                           ? st.processed_base[r.worker]
+                           : 0;
+  st.processed[r.worker] = std::max(st.processed[r.worker], base + r.processed);
   st.worker_bytes[r.worker] = std::max(st.worker_bytes[r.worker], r.bytes);
   st.device_bytes[r.worker] = std::max(st.device_bytes[r.worker], r.device_bytes);
   st.device_swaps[r.worker] = std::max(st.device_swaps[r.worker], r.device_swaps);

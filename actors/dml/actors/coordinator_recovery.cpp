@@ -65,6 +65,10 @@ void recovery_resume(self_ptr self) {
   st.round = c.round;
   st.epochs = c.epochs;
   st.processed = c.processed;
+  // A rounds worker restarted from the checkpoint counts its steps from 0:
+  // without this base its reports stayed below the checkpoint's counts (the
+  // epochs stood still after a resume) and then counted the work again.
+  if (st.topo().coordinator_rounds()) st.processed_base = c.processed;
   st.clocks.assign(st.workers.size(), c.clock);
   if (st.phase == job_phase::kRecovering) enter(st, job_phase::kTraining);
   st.driver->resume(self);

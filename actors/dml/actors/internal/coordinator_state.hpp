@@ -103,6 +103,10 @@ struct coord_state {
   double epochs = 0.0;
   int64_t coordinator_bytes = 0;
   std::vector<int64_t> clocks, processed, worker_bytes, device_bytes, device_swaps;
+  /// Rounds (cocoa, duhl): what each worker had processed at the checkpoint
+  /// the job resumed from; its workers count again from 0 (SGD workers
+  /// resume their own count from their clock).
+  std::vector<int64_t> processed_base;
   std::vector<Progress> history;
   Progress last;
   StopReason reason = StopReason::kMaxEpochs;
