@@ -103,10 +103,13 @@ struct coord_state {
   double epochs = 0.0;
   int64_t coordinator_bytes = 0;
   std::vector<int64_t> clocks, processed, worker_bytes, device_bytes, device_swaps;
-  /// Rounds (cocoa, duhl): what each worker had processed at the checkpoint
-  /// the job resumed from; its workers count again from 0 (SGD workers
-  /// resume their own count from their clock).
+  /// Rounds (cocoa, duhl) after a resume or restart from a checkpoint: what
+  /// to add to worker k's own count so it goes on from the checkpoint's (a
+  /// new worker counts from 0, a surviving one on from its last report; SGD
+  /// workers take their count from their start clock instead). Empty: 0.
   std::vector<int64_t> processed_base;
+  /// Workers replaced by the restart under way (they count from 0).
+  std::vector<bool> fresh_worker;
   std::vector<Progress> history;
   Progress last;
   StopReason reason = StopReason::kMaxEpochs;
