@@ -631,6 +631,38 @@ Exit ChooseNodes(const Run& run, dml::JobSpec& job,
 // --metrics-out destroyed the data), nor each other, nor directories, and
 // their directories must exist; --test must be there. All checked before
 // any data is read or a model trained, so none is lost to a late error.
+// --nodes H:P,...: every entry host:port with a port in [1, 65535], named
+// by its position (1-based) where it is not; before any data is read.
+Exit CheckNodeList(const Args& args) {
+  if (!args.values.count("--nodes")) return std::nullopt;
+  const std::string list = Get(args, "--nodes");
+  int k = 0;
+  for (std::size_t b = 0; b <= list.size(); ++k) {
+    const std::size_t e = std::min(list.find(',', b), list.size());
+    const std::string entry = list.substr(b, e - b);
+    b = e + 1;
+    const std::string at = "--nodes: entry " + std::to_string(k + 1);
+    if (entry.empty()) return Fail(at + " is empty (expected host:port[,host:port...])");
+    if (entry.find_first_of(" \t") != std::string::npos) {
+      return Fail(at + " (\"" + entry + "\") holds a space");
+    }
+    if (entry[0] == '[') {
+      return Fail(at + " (\"" + entry + "\"): IPv6 addresses are not supported; give an IPv4 "
+                  "address or a host name");
+    }
+    const std::size_t colon = entry.rfind(':');
+    int port = 0;
+    const char* p = colon == std::string::npos ? nullptr : entry.c_str() + colon + 1;
+    const auto parsed = p == nullptr ? std::from_chars_result{nullptr, std::errc::invalid_argument}
+                                     : std::from_chars(p, entry.c_str() + entry.size(), port);
+    if (colon == std::string::npos || colon == 0 || parsed.ec != std::errc() ||
+        parsed.ptr != entry.c_str() + entry.size() || port < 1 || port > 65535) {
+      return Fail(at + " (\"" + entry + "\"): expected host:port with a port in [1, 65535]");
+    }
+  }
+  return std::nullopt;
+}
+
 Exit CheckFiles(const Args& args) {
   struct Named {
     std::string flag, path;
@@ -643,6 +675,17 @@ Exit CheckFiles(const Args& args) {
   for (const char* f : {"-o", "--output", "--liblinear-model", "--metrics-out", "--cache",
                         "--checkpoint"}) {
     if (args.values.count(f)) outputs.push_back({f, Get(args, f)});
+  }
+  // The TLS files are read when the runtime starts, after the data: said
+  // here, before any load, where one cannot be read.
+  for (const char* f : {"--tls-cert", "--tls-key", "--tls-ca"}) {
+    if (!args.values.count(f)) continue;
+    const std::string path = Get(args, f);
+    struct stat info {};
+    if (::stat(path.c_str(), &info) != 0 || ::access(path.c_str(), R_OK) != 0) {
+      return Fail(std::string(f) + ": " + path + ": " + std::strerror(errno));
+    }
+    if (S_ISDIR(info.st_mode)) return Fail(std::string(f) + ": " + path + " is a directory");
   }
   if (args.values.count("--test")) {
     struct stat info {};
@@ -1096,6 +1139,7 @@ int main(int argc, char** argv) {
       return Fail("--threads: --solver scd is sequential (async-scd and newton take threads)");
     }
   }
+  if (Exit e = CheckNodeList(run.args)) return *e;
   if (Exit e = CheckFiles(run.args)) return *e;
   if (run.args.values.count("--metrics-out") &&
       !run.metrics->Open(Get(run.args, "--metrics-out"))) {

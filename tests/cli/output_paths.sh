@@ -54,6 +54,14 @@ expect 2 "--checkpoint is a flag of the distributed runtime" "$train" -q --check
 expect 2 "--workers is a flag of the distributed runtime" "$train" -q --workers 3 d.svm
 expect 2 "--store is a flag of the distributed runtime" "$train" -q --store memory d.svm
 expect 2 "--resume: needs --checkpoint PATH" "$train" -q --mode sync --resume d.svm
+expect 2 "--nodes: entry 1 is empty" "$train" -q --mode cocoa --nodes ,127.0.0.1:5 d.svm
+expect 2 "--nodes: entry 2 (\"foo:\"): expected host:port with a port in [1, 65535]" \
+  "$train" -q --mode cocoa --nodes 127.0.0.1:5,foo: d.svm
+expect 2 "--nodes: entry 1 (\" 127.0.0.1:1\") holds a space" "$train" -q --mode cocoa --nodes " 127.0.0.1:1" d.svm
+expect 2 "--nodes: entry 1 (\"[::1]:1\"): IPv6 addresses are not supported" \
+  "$train" -q --mode cocoa --nodes "[::1]:1" d.svm
+expect 2 "--tls-cert: $tmp/none.pem: No such file or directory" \
+  "$train" -q --mode cocoa --local-nodes 1 --tls-cert "$tmp/none.pem" --tls-key "$tmp/none.pem" d.svm
 expect 2 "--checkpoint-every: no --checkpoint PATH" "$train" -q --mode cocoa --checkpoint-every 2 d.svm
 expect 2 "--node-silence is a flag of jobs on node processes" "$train" -q --mode cocoa --node-silence 5 d.svm
 expect 2 "--secret-file is a flag of jobs on node processes" "$train" -q --mode cocoa --secret-file d.svm d.svm
