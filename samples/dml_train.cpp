@@ -1220,8 +1220,17 @@ int main(int argc, char** argv) {
   // showed 21), at least 1 once any ran.
   const double epochs = result->epochs;
   const long long shown = epochs > 0 && epochs < 1 ? 1 : std::llround(epochs);
-  std::printf("done: %s after %lld epochs in %.3fs: primal %.10g dual %.10g duality gap %.3e%s\n",
-              std::string(dml::StopReasonName(result->reason)).c_str(), shown, result->seconds,
+  // Newton's rule counts its iterations (--epochs: iterations), each
+  // several passes over the data: both are said.
+  const bool newton = !on_runtime &&
+                      (run.opt.kind == dml::SolverKind::kNewton ||
+                       result->note.find("ran newton") != std::string::npos) &&
+                      result->rounds != shown;
+  const std::string progress =
+      newton ? absl::StrCat(result->rounds, " iterations (", shown, " passes over the data)")
+             : absl::StrCat(shown, " epochs");
+  std::printf("done: %s after %s in %.3fs: primal %.10g dual %.10g duality gap %.3e%s\n",
+              std::string(dml::StopReasonName(result->reason)).c_str(), progress.c_str(), result->seconds,
               result->primal,
               result->dual, result->gap,
               duhl || local_duhl ? (" device_bytes=" + std::to_string(result->device_bytes)).c_str()

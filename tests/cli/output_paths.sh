@@ -110,6 +110,13 @@ kill %1 2>/dev/null; wait 2>/dev/null
 head -c 4097 /dev/zero | tr '\0' 'k' >s4097
 expect 2 "s4097: the secret has more than 4096 bytes; at most 4096" \
   timeout 10 "$node" --secret-file=s4097
+# Newton's --epochs counts its iterations: the done line says both counts.
+out=$("$train" --solver newton --epochs 2 d.svm 2>&1)
+if grep -qE '^done: max epochs after 2 iterations \([0-9]+ passes over the data\)' <<<"$out"; then
+  echo "ok: newton's done line"
+else
+  echo "FAIL: newton's done line: $out"; fails=$((fails + 1))
+fi
 # hogwild across processes only on the key-value store, which then trains.
 expect 2 "dml-train: --mode hogwild on nodes needs --store kv" \
   "$train" -q --mode hogwild --local-nodes 1 d.svm
