@@ -373,6 +373,7 @@ class Interrupts {
       sigaddset(&set, sig);
     }
     pthread_sigmask(SIG_BLOCK, &set, nullptr);
+    ::signal(SIGPIPE, SIG_IGN);  // a closed stdout fails the writes: OutputClosed
     instance_ = self;
     std::thread([set, self] {
       for (;;) {
@@ -408,15 +409,34 @@ class Interrupts {
     auto& v = instance_->paths_;
     v.erase(std::remove(v.begin(), v.end(), path), v.end());
   }
+  // Files whose names start with `prefix` (in its directory), removed as
+  // the paths are: a library's temporary files named after this process.
+  static void RemovePrefixOnExit(std::string prefix) {
+    if (instance_ == nullptr || prefix.empty()) return;
+    std::lock_guard<std::mutex> lock(instance_->mu_);
+    instance_->prefixes_.push_back(std::move(prefix));
+  }
+  // Standard output was closed by its reader (`| head`; SIGPIPE is ignored
+  // so that the writes fail instead of killing the process): taken as that
+  // signal, from the thread that wrote.
+  static void OutputClosed() {
+    if (instance_ != nullptr) instance_->Take(SIGPIPE, /*repeat_ends=*/false);
+  }
   // The signal that stopped training, or 0.
   static int Received() { return instance_ == nullptr ? 0 : instance_->received_.load(); }
   static const char* Name(int sig) {
-    return sig == SIGINT ? "SIGINT" : sig == SIGHUP ? "SIGHUP" : "SIGTERM";
+    return sig == SIGINT    ? "SIGINT"
+           : sig == SIGHUP  ? "SIGHUP"
+           : sig == SIGPIPE ? "closed standard output"
+                            : "SIGTERM";
   }
 
  private:
-  void Take(int sig) {
+  // `repeat_ends`: a second one ends the process (a signal; not every
+  // failed write of a closed output).
+  void Take(int sig, bool repeat_ends = true) {
     std::unique_lock<std::mutex> lock(mu_);
+    if (!repeat_ends && received_ != 0) return;
     if (received_ == 0 && (cancel_ || trained_)) {
       received_ = sig;
       const bool trained = trained_;
@@ -429,6 +449,14 @@ class Interrupts {
     const bool before = received_ == 0 && !trained_;
     std::error_code ignored;
     for (const std::string& p : paths_) std::filesystem::remove_all(p, ignored);
+    for (const std::string& prefix : prefixes_) {
+      const std::filesystem::path full(prefix);
+      const std::string stem = full.filename().string();
+      const std::filesystem::path dir = full.has_parent_path() ? full.parent_path() : ".";
+      for (const auto& e : std::filesystem::directory_iterator(dir, ignored)) {
+        if (e.path().filename().string().rfind(stem, 0) == 0) std::filesystem::remove(e.path(), ignored);
+      }
+    }
     std::fprintf(stderr, "dml-train: %s: stopped%s\n", Name(sig), before ? " before training" : "");
     std::_Exit(128 + sig);
   }
@@ -438,7 +466,14 @@ class Interrupts {
   bool trained_ = false;
   std::atomic<int> received_{0};
   std::vector<std::string> paths_;
+  std::vector<std::string> prefixes_;
 };
+
+// Flushes the progress lines; where their reader is gone (EPIPE), stops
+// the run as a signal would, keeping what was trained.
+void FlushOrStop() {
+  if (std::fflush(stdout) != 0 && errno == EPIPE) Interrupts::OutputClosed();
+}
 
 // $TMPDIR, else /tmp: where temporary files go.
 std::string TempDir() {
@@ -531,6 +566,10 @@ Exit LoadData(Run& run) {
     }
     run.source = args.positional[0];
     std::string rebuilt;
+    // LoadWithCache writes CACHE.tmp.<pid>.<n> and renames it.
+    if (args.values.count("--cache")) {
+      Interrupts::RemovePrefixOnExit(Get(args, "--cache") + ".tmp." + std::to_string(::getpid()) + ".");
+    }
     auto d = args.values.count("--cache")
                  ? dml::LoadWithCache(run.source, Get(args, "--cache"), run.load_opts, &rebuilt)
                  : dml::ReadLibsvm(run.source, run.load_opts);
@@ -930,12 +969,14 @@ Exit TrainOnRuntime(Run& run, std::shared_ptr<const dml::Dataset>& shared_data,
                 p.round, p.seconds, p.epochs, p.primal, p.dual, p.gap,
                 static_cast<long long>(p.bytes_exchanged), device.c_str(),
                 p.event.empty() ? "" : "  event: ", p.event.c_str());
-    std::fflush(stdout);
+    FlushOrStop();
   });
   if (!handle.ok()) {
     return Fail(ForCli(handle.status().message(), args.values.count("--local-nodes") > 0));
   }
   Interrupts::Training([job = &*handle] { job->Cancel(); });
+  // Checkpoints are written through PATH.tmp and renamed.
+  if (!job.recovery.path.empty()) Interrupts::RemoveOnExit(job.recovery.path + ".tmp");
   result = handle->Wait();
   Interrupts::Trained();
   if (run.tty && !quiet) std::printf("\n");
@@ -1158,7 +1199,7 @@ int main(int argc, char** argv) {
       std::printf("epoch %4d  %8.3fs  primal %.10g  dual %.10g  gap %.3e  read %lld%s%s\n", r.round,
                   r.seconds, r.primal, r.dual, r.gap, static_cast<long long>(r.nnz_touched),
                   r.event.empty() ? "" : "  ", r.event.c_str());
-      std::fflush(stdout);
+      FlushOrStop();
     };
   }
   // --local-nodes' nodes outlive the job until its model is written: a

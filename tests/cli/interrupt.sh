@@ -5,7 +5,8 @@
 # go with it, also when the signal goes to the whole process group (a
 # terminal's Ctrl-C: the nodes must not die of it first). Before training
 # (here: blocked reading a FIFO) the process ends at once, saying so. A
-# signal its parent set to be ignored stays ignored.
+# signal its parent set to be ignored stays ignored. A standard output
+# closed by its reader (| head) stops the run as a signal does (exit 141).
 #   tests/cli/interrupt.sh BUILD_DIR
 set -uo pipefail
 set -m  # job control: background jobs keep SIGINT and get a process group each
@@ -82,6 +83,18 @@ kill -TERM "$pid"
 wait "$pid"; rc=$?
 mkdir -p "$dir/tmp"
 check ignored 143 SIGTERM
+
+# Its standard output closed by the reader (| head): stopped as by a
+# signal, the model kept, exit 141 (SIGPIPE's), nothing left behind.
+dir=$tmp/one
+rm -f "$dir/m.txt"
+(cd "$dir" && TMPDIR=$dir/tmp "$train" --mode cocoa --workers 2 --local-nodes 2 "${long[@]}" 2>err.txt |
+  head -3 >/dev/null; echo "${PIPESTATUS[0]}" >rc.txt)
+[[ $(cat "$dir/rc.txt") == 141 ]] || fail "closed stdout: exit $(cat "$dir/rc.txt"), want 141"
+grep -qF "dml-train: closed standard output: stopping" "$dir/err.txt" || fail "closed stdout: $(cat "$dir/err.txt")"
+[[ -s $dir/m.txt ]] || fail "closed stdout: model not written"
+[[ -z $(ls -A "$dir/tmp") ]] || fail "closed stdout: left in TMPDIR: $(ls -A "$dir/tmp")"
+! pgrep -f "$dir/tmp/" >/dev/null || fail "closed stdout: a node still runs"
 
 # Before training: nothing to keep, the process ends at once.
 mkfifo "$tmp/fifo"
