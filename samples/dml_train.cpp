@@ -398,16 +398,19 @@ class Interrupts {
   }
   // A path to remove if a signal ends the process before its owner does;
   // Forget it once the owner removed it.
-  static void RemoveOnExit(std::string path) {
+  // `directory`: removed with what it holds (else a file alone: a directory
+  // of that name is someone else's).
+  static void RemoveOnExit(std::string path, bool directory = false) {
     if (instance_ == nullptr || path.empty()) return;
     std::lock_guard<std::mutex> lock(instance_->mu_);
-    instance_->paths_.push_back(std::move(path));
+    instance_->paths_.push_back({std::move(path), directory});
   }
   static void Forget(const std::string& path) {
     if (instance_ == nullptr) return;
     std::lock_guard<std::mutex> lock(instance_->mu_);
     auto& v = instance_->paths_;
-    v.erase(std::remove(v.begin(), v.end(), path), v.end());
+    v.erase(std::remove_if(v.begin(), v.end(), [&](const Registered& r) { return r.path == path; }),
+            v.end());
   }
   // Files whose names start with `prefix` (in its directory), removed as
   // the paths are: a library's temporary files named after this process.
@@ -448,13 +451,24 @@ class Interrupts {
     }
     const bool before = received_ == 0 && !trained_;
     std::error_code ignored;
-    for (const std::string& p : paths_) std::filesystem::remove_all(p, ignored);
+    for (const Registered& r : paths_) {
+      if (r.directory) {
+        std::filesystem::remove_all(r.path, ignored);
+      } else if (!std::filesystem::is_directory(r.path, ignored)) {
+        std::filesystem::remove(r.path, ignored);
+      }
+    }
     for (const std::string& prefix : prefixes_) {
       const std::filesystem::path full(prefix);
       const std::string stem = full.filename().string();
       const std::filesystem::path dir = full.has_parent_path() ? full.parent_path() : ".";
-      for (const auto& e : std::filesystem::directory_iterator(dir, ignored)) {
-        if (e.path().filename().string().rfind(stem, 0) == 0) std::filesystem::remove(e.path(), ignored);
+      // No exceptions on this thread: every step takes an error code.
+      std::filesystem::directory_iterator it(dir, ignored), end;
+      for (; !ignored && it != end; it.increment(ignored)) {
+        std::error_code e2;
+        if (it->path().filename().string().rfind(stem, 0) == 0 && it->is_regular_file(e2)) {
+          std::filesystem::remove(it->path(), e2);
+        }
       }
     }
     std::fprintf(stderr, "dml-train: %s: stopped%s\n", Name(sig), before ? " before training" : "");
@@ -465,7 +479,11 @@ class Interrupts {
   std::function<void()> cancel_;
   bool trained_ = false;
   std::atomic<int> received_{0};
-  std::vector<std::string> paths_;
+  struct Registered {
+    std::string path;
+    bool directory = false;
+  };
+  std::vector<Registered> paths_;
   std::vector<std::string> prefixes_;
 };
 
@@ -646,7 +664,7 @@ Exit ChooseNodes(const Run& run, dml::JobSpec& job,
     auto c = dml::net::LocalCluster::Start(dml::net::LocalCluster::NodeBinaryNextToSelf(),
                                            local_nodes, node_args, [&dir](const std::string& d) {
                                              dir = d;
-                                             Interrupts::RemoveOnExit(d);
+                                             Interrupts::RemoveOnExit(d, /*directory=*/true);
                                            });
     if (!c.ok()) {
       Interrupts::Forget(dir);  // removed by the failed start
@@ -685,7 +703,7 @@ Exit CheckNodeList(const Args& args) {
     if (entry.find_first_of(" \t") != std::string::npos) {
       return Fail(at + " (\"" + entry + "\") holds a space");
     }
-    if (entry[0] == '[') {
+    if (entry[0] == '[' || std::count(entry.begin(), entry.end(), ':') > 1) {
       return Fail(at + " (\"" + entry + "\"): IPv6 addresses are not supported; give an IPv4 "
                   "address or a host name");
     }
@@ -1157,8 +1175,9 @@ int main(int argc, char** argv) {
       return Fail(std::string(f) + " is a flag of jobs on node processes (--nodes, --local-nodes)");
     }
   }
-  if (given("--checkpoint-every") && !given("--checkpoint")) {
-    return Fail("--checkpoint-every: no --checkpoint PATH to write to");
+  // On nodes it also sets the in-memory restart point after a node loss.
+  if (given("--checkpoint-every") && !given("--checkpoint") && !on_nodes) {
+    return Fail("--checkpoint-every: no --checkpoint PATH to write to (and no nodes to restart)");
   }
   if (given("--resume") && !given("--checkpoint")) {
     return Fail("--resume: needs --checkpoint PATH (the checkpoint to resume from)");
@@ -1282,13 +1301,17 @@ int main(int argc, char** argv) {
       run.args.values.count("-o") ? Get(run.args, "-o") : Get(run.args, "--output");
   // The model files are written through path.tmp (renamed once complete):
   // a second signal meanwhile removes it and leaves any old file whole.
+  // (text: PATH.tmp.<pid>; Cap'n Proto: PATH.tmp)
+  const std::string pid_tmp = ".tmp." + std::to_string(::getpid());
   if (!out.empty()) {
+    Interrupts::RemoveOnExit(out + pid_tmp);
     Interrupts::RemoveOnExit(out + ".tmp");
     const dml::LinearModel model{run.spec, result->w, trained_on.classes, run.bias};
     const std::string format = Get(run.args, "--model-format", "text");
     const absl::Status st = format == "capnp"
                                 ? dml::net::WriteModelFile(out, {model, result->primal, result->gap})
                                 : dml::WriteModelText(model, out);
+    Interrupts::Forget(out + pid_tmp);
     Interrupts::Forget(out + ".tmp");
     if (!st.ok()) return Fail(std::string(st.message()));
     if (!run.quiet) std::printf("model written to %s\n", out.c_str());
@@ -1299,9 +1322,9 @@ int main(int argc, char** argv) {
     const dml::LiblinearModel m =
         dml::ToLiblinear(run.spec, result->w, named ? trained_on.classes[0] : -1.0,
                          named ? trained_on.classes[1] : 1.0, run.bias);
-    Interrupts::RemoveOnExit(liblinear + ".tmp");
+    Interrupts::RemoveOnExit(liblinear + pid_tmp);
     const absl::Status st = dml::WriteLiblinearModel(m, liblinear);
-    Interrupts::Forget(liblinear + ".tmp");
+    Interrupts::Forget(liblinear + pid_tmp);
     if (!st.ok()) return Fail(std::string(st.message()));
     if (!run.quiet) std::printf("LIBLINEAR model written to %s\n", liblinear.c_str());
   }

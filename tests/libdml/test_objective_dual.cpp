@@ -633,6 +633,13 @@ BOOST_AUTO_TEST_CASE(rows_of_equal_values_reach_the_optimum_of_general_ones) {
         const auto c = TrainOrDie(mix, Spec(kind, lambda), Tight(tol));
         BOOST_TEST((c.reason == dml::StopReason::kConverged));
         CheckCertified(mix, Spec(kind, lambda), c);
+        // The asynchronous engine's atomic path, two threads kept.
+        auto o = Tight(tol);
+        o.kind = dml::SolverKind::kAsyncScd;
+        o.threads = 2;
+        o.fit_threads = false;
+        const auto d = TrainOrDie(times_v, Spec(kind, lambda), o);
+        BOOST_TEST(RelDiff(d.primal, b.primal) < 10 * tol);
       }
     }
   }

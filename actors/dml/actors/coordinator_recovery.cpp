@@ -63,24 +63,14 @@ void recovery_resume(self_ptr self) {
   const auto& c = st.ckpt;
   connect_workers(self);
   st.round = c.round;
-  // A rounds worker counts its own steps: a new one from 0, a surviving
-  // one on from its last report. Without this base a resumed job's reports
-  // stayed below the checkpoint's counts (its epochs stood still, then
-  // counted the resumed rounds alone).
+  // A rounds worker counts its own steps (a new one from 0, a survivor on):
+  // its first reply after this sets what is added to its count (without it a
+  // resumed job's epochs stood still, then counted the resumed rounds alone).
   if (st.topo().coordinator_rounds()) {
-    std::vector<int64_t> base(c.processed.size(), 0);
-    for (std::size_t k = 0; k < c.processed.size(); ++k) {
-      const bool fresh = k >= st.processed.size() ||
-                         (k < st.fresh_worker.size() && st.fresh_worker[k]);
-      // A survivor's own count: its last report less the base added to it.
-      const int64_t own = fresh ? 0
-                                : st.processed[k] -
-                                      (k < st.processed_base.size() ? st.processed_base[k] : 0);
-      base[k] = c.processed[k] - own;
-    }
-    st.processed_base = std::move(base);
+    st.resumed_counts = c.processed;
+    st.processed_base.assign(c.processed.size(), 0);
+    st.base_pending.assign(c.processed.size(), true);
   }
-  st.fresh_worker.clear();
   st.epochs = c.epochs;
   st.processed = c.processed;
   st.clocks.assign(st.workers.size(), c.clock);
@@ -327,12 +317,8 @@ void recover(self_ptr self) {
   st.window_best_primal = std::numeric_limits<double>::infinity();
   st.evaluating = false;
   std::vector<int> lost_workers;
-  st.fresh_worker.assign(st.workers.size(), false);
   for (std::size_t k = 0; k < st.workers.size(); ++k) {
-    if (worker_gone(st, k)) {
-      lost_workers.push_back(static_cast<int>(k));
-      st.fresh_worker[k] = true;
-    }
+    if (worker_gone(st, k)) lost_workers.push_back(static_cast<int>(k));
   }
   // st.events may already say why (a silent node).
   append_event(st, "restarted", absl::StrCat("lost node(s) ", lost_node_list(st), " (", lost_workers.size(),

@@ -189,6 +189,10 @@ void cocoa_send_round(self_ptr self) {
                                           "round reply of worker ", k, ": ",
                                           b.wire_error.empty() ? report.wire_error : b.wire_error)));
               }
+              if (k < st.base_pending.size() && st.base_pending[k]) {
+                st.processed_base[k] = st.resumed_counts[k] - report.processed;
+                st.base_pending[k] = false;
+              }
               absorb(st, report);
               (*sums)[k] = b;
               if (--*remaining == 0) cocoa_decide(self, *sums);

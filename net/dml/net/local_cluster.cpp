@@ -88,6 +88,7 @@ absl::StatusOr<LocalCluster> LocalCluster::Start(const std::string& node_binary,
       sigset_t none;
       sigemptyset(&none);
       ::sigprocmask(SIG_SETMASK, &none, nullptr);
+      ::signal(SIGPIPE, SIG_DFL);  // an ignored SIGPIPE would survive exec
       ::setpgid(0, 0);  // out of the launcher's group: its terminal's Ctrl-C is the launcher's
       FILE* f = std::freopen(log.c_str(), "w", stderr);
       (void)f;

@@ -104,12 +104,14 @@ struct coord_state {
   int64_t coordinator_bytes = 0;
   std::vector<int64_t> clocks, processed, worker_bytes, device_bytes, device_swaps;
   /// Rounds (cocoa, duhl) after a resume or restart from a checkpoint: what
-  /// to add to worker k's own count so it goes on from the checkpoint's (a
-  /// new worker counts from 0, a surviving one on from its last report; SGD
-  /// workers take their count from their start clock instead). Empty: 0.
+  /// to add to worker k's own count so it goes on from the checkpoint's.
+  /// Set from each worker's first round reply after it (which precedes its
+  /// first resumed solve), whatever the worker counted before: a new one
+  /// from 0, a survivor on. SGD workers take their count from their start
+  /// clock instead. Empty: 0.
   std::vector<int64_t> processed_base;
-  /// Workers replaced by the restart under way (they count from 0).
-  std::vector<bool> fresh_worker;
+  std::vector<bool> base_pending;      ///< worker k's base awaits its first reply
+  std::vector<int64_t> resumed_counts;  ///< the checkpoint's counts resumed from
   std::vector<Progress> history;
   Progress last;
   StopReason reason = StopReason::kMaxEpochs;

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <system_error>
@@ -51,29 +52,35 @@ inline absl::Status WriteTextFileInPlace(const std::string& path, const std::str
   return absl::OkStatus();
 }
 
-/// Writes `text` to `path`: a regular file (or none) through `path`.tmp
-/// renamed over it once complete, so an interrupted write never leaves the
-/// old file truncated and the new one half-written; a device or a FIFO
-/// (-o /dev/null) in place, since renaming over it would replace the node.
-/// Errors as WriteTextFileInPlace; a failed write removes the .tmp file.
+/// Writes `text` to `path`. A regular file (or none) in a writable
+/// directory goes through `path`.tmp.<pid>, renamed over it once complete
+/// (keeping its mode), so an interrupted write never leaves the old file
+/// truncated and the new one half-written. Written in place instead: a
+/// symbolic link (its target, as a user of /dev/stdout or of a link
+/// expects), a device or FIFO (renaming would replace the node), and a file
+/// whose directory this process cannot write. Errors as
+/// WriteTextFileInPlace; a failed write removes the temporary file.
 inline absl::Status WriteTextFile(const std::string& path, const std::string& text) {
   struct stat info {};
-  if (::stat(path.c_str(), &info) == 0 && !S_ISREG(info.st_mode)) {
-    return WriteTextFileInPlace(path, text);
-  }
-  const std::string tmp = path + ".tmp";
+  const bool exists = ::lstat(path.c_str(), &info) == 0;
+  if (exists && !S_ISREG(info.st_mode)) return WriteTextFileInPlace(path, text);
+  const std::size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : path.substr(0, std::max<std::size_t>(slash, 1));
+  if (::access(dir.c_str(), W_OK | X_OK) != 0) return WriteTextFileInPlace(path, text);
+  const std::string tmp = path + ".tmp." + std::to_string(static_cast<long long>(::getpid()));
   FILE* f = std::fopen(tmp.c_str(), "wb");
   if (f == nullptr) {
     return absl::UnavailableError(
-        absl::StrCat(path, ": cannot open for writing: ", std::strerror(errno)));
+        absl::StrCat(path, ": cannot open ", tmp, " for writing: ", std::strerror(errno)));
   }
   int err = 0;
-  if (std::fwrite(text.data(), 1, text.size(), f) != text.size() || std::fflush(f) != 0 ||
-      ::fsync(::fileno(f)) != 0) {
-    err = errno;
+  if (exists && ::fchmod(::fileno(f), info.st_mode & 07777) != 0) err = errno ? errno : EIO;
+  if (err == 0 && (std::fwrite(text.data(), 1, text.size(), f) != text.size() ||
+                   std::fflush(f) != 0 || ::fsync(::fileno(f)) != 0)) {
+    err = errno ? errno : EIO;
   }
-  if (std::fclose(f) != 0 && err == 0) err = errno;
-  if (err == 0 && std::rename(tmp.c_str(), path.c_str()) != 0) err = errno;
+  if (std::fclose(f) != 0 && err == 0) err = errno ? errno : EIO;
+  if (err == 0 && std::rename(tmp.c_str(), path.c_str()) != 0) err = errno ? errno : EIO;
   if (err != 0) {
     std::remove(tmp.c_str());
     return absl::UnavailableError(absl::StrCat(path, ": write failed: ", std::strerror(err)));
