@@ -1201,6 +1201,25 @@ int main(int argc, char** argv) {
   }
   if (Exit e = CheckNodeList(run.args)) return *e;
   if (Exit e = CheckFiles(run.args)) return *e;
+  // A model written to standard output (-o /dev/stdout, or the file stdout
+  // goes to): the run's own lines go to stderr instead, so that the stream
+  // holds the model alone (they had overwritten its first lines).
+  for (const char* f : {"-o", "--output", "--liblinear-model"}) {
+    if (!given(f)) continue;
+    struct stat path_info {}, out_info {};
+    if (::stat(Get(run.args, f).c_str(), &path_info) != 0 || ::fstat(STDOUT_FILENO, &out_info) != 0 ||
+        path_info.st_dev != out_info.st_dev || path_info.st_ino != out_info.st_ino) {
+      continue;
+    }
+    std::fflush(stdout);
+    const int model_fd = ::dup(STDOUT_FILENO);
+    if (model_fd < 0 || ::dup2(STDERR_FILENO, STDOUT_FILENO) < 0) {
+      return Fail(std::string(f) + ": cannot set standard output aside for the model: " +
+                  std::strerror(errno));
+    }
+    run.args.values[f] = "/dev/fd/" + std::to_string(model_fd);
+    break;  // stdout is stderr from here on
+  }
   if (run.args.values.count("--metrics-out") &&
       !run.metrics->Open(Get(run.args, "--metrics-out"))) {
     return Fail("--metrics-out: cannot open " + Get(run.args, "--metrics-out") + " for writing");

@@ -110,6 +110,15 @@ kill %1 2>/dev/null; wait 2>/dev/null
 head -c 4097 /dev/zero | tr '\0' 'k' >s4097
 expect 2 "s4097: the secret has more than 4096 bytes; at most 4096" \
   timeout 10 "$node" --secret-file=s4097
+# A model to standard output: the stream holds the model alone (the run's
+# lines go to stderr), which dml-predict reads back.
+"$train" -q --epochs 3 -o /dev/stdout d.svm >stdout_model.txt 2>stdout_err.txt
+if [[ $(head -1 stdout_model.txt) == "dml-model 1" ]] && grep -q '^done: ' stdout_err.txt &&
+   "$predict" d.svm stdout_model.txt stdout_pred.txt >/dev/null 2>&1; then
+  echo "ok: -o /dev/stdout"
+else
+  echo "FAIL: -o /dev/stdout: $(head -2 stdout_model.txt)"; fails=$((fails + 1))
+fi
 # Newton's --epochs counts its iterations: the done line says both counts.
 out=$("$train" --solver newton --epochs 2 d.svm 2>&1)
 if grep -qE '^done: max epochs after 2 iterations \([0-9]+ passes over the data\)' <<<"$out"; then
