@@ -164,48 +164,30 @@ struct SharedW {
 };
 
 /// x_i.w with four independent accumulators (the sum's latency chain is the
-/// bottleneck for short rows).
-template <bool kAtomic>
+/// bottleneck for short rows). kUnit: every value of the row is 1 (`vx`
+/// unread), so the terms are w's alone, summed in the same order.
+template <bool kAtomic, bool kUnit = false>
 inline double SparseDot(const uint32_t* ix, const float* vx, uint32_t len, const double* w) {
   using W = SharedW<kAtomic>;
+  auto v = [vx](uint32_t k) { return kUnit ? 1.0 : static_cast<double>(vx[k]); };
   double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
   uint32_t k = 0;
   for (; k + 4 <= len; k += 4) {
-    s0 += static_cast<double>(vx[k]) * W::Load(w + ix[k]);
-    s1 += static_cast<double>(vx[k + 1]) * W::Load(w + ix[k + 1]);
-    s2 += static_cast<double>(vx[k + 2]) * W::Load(w + ix[k + 2]);
-    s3 += static_cast<double>(vx[k + 3]) * W::Load(w + ix[k + 3]);
+    s0 += v(k) * W::Load(w + ix[k]);
+    s1 += v(k + 1) * W::Load(w + ix[k + 1]);
+    s2 += v(k + 2) * W::Load(w + ix[k + 2]);
+    s3 += v(k + 3) * W::Load(w + ix[k + 3]);
   }
-  for (; k < len; ++k) s0 += static_cast<double>(vx[k]) * W::Load(w + ix[k]);
+  for (; k < len; ++k) s0 += v(k) * W::Load(w + ix[k]);
   return (s0 + s1) + (s2 + s3);
 }
 
-template <bool kAtomic>
+/// w += c x_i (kUnit: every value of the row is 1, `vx` unread).
+template <bool kAtomic, bool kUnit = false>
 inline void SparseAxpy(const uint32_t* ix, const float* vx, uint32_t len, double c, double* w) {
-  for (uint32_t k = 0; k < len; ++k) SharedW<kAtomic>::Add(w + ix[k], c * static_cast<double>(vx[k]));
-}
-
-/// sum_k w[ix[k]]: SparseDot of a row whose values are all 1, in the same
-/// order (so bitwise the same sum).
-template <bool kAtomic>
-inline double SparseSum(const uint32_t* ix, uint32_t len, const double* w) {
-  using W = SharedW<kAtomic>;
-  double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
-  uint32_t k = 0;
-  for (; k + 4 <= len; k += 4) {
-    s0 += W::Load(w + ix[k]);
-    s1 += W::Load(w + ix[k + 1]);
-    s2 += W::Load(w + ix[k + 2]);
-    s3 += W::Load(w + ix[k + 3]);
+  for (uint32_t k = 0; k < len; ++k) {
+    SharedW<kAtomic>::Add(w + ix[k], kUnit ? c : c * static_cast<double>(vx[k]));
   }
-  for (; k < len; ++k) s0 += W::Load(w + ix[k]);
-  return (s0 + s1) + (s2 + s3);
-}
-
-/// w[ix[k]] += c for every k.
-template <bool kAtomic>
-inline void SparseAddConst(const uint32_t* ix, uint32_t len, double c, double* w) {
-  for (uint32_t k = 0; k < len; ++k) SharedW<kAtomic>::Add(w + ix[k], c);
 }
 
 /// One block of coordinates (all of them for the sequential solver, one
@@ -281,7 +263,7 @@ DualEpochSums RunDualEpoch(const uint32_t* idx, const float* val, DualCoord* coo
     const uint32_t* ix = idx + c.begin;
     const float* vx = val + c.begin;
     const double unit = c.unit;
-    const double z = unit != 0.0 ? unit * SparseSum<kAtomic>(ix, c.len, w)
+    const double z = unit != 0.0 ? unit * SparseDot<kAtomic, true>(ix, nullptr, c.len, w)
                                  : SparseDot<kAtomic>(ix, vx, c.len, w);
     nnz += c.len;
     if constexpr (kShrink) {
@@ -321,7 +303,7 @@ DualEpochSums RunDualEpoch(const uint32_t* idx, const float* val, DualCoord* coo
       // ||w + dd x||^2 - ||w||^2 = dd (2 x.w + dd ||x||^2), dd ||x||^2 = delta q.
       wsq_delta += dd * (2.0 * z + st.delta * q);
       if (unit != 0.0) {
-        SparseAddConst<kAtomic>(ix, c.len, dd * unit, w);
+        SparseAxpy<kAtomic, true>(ix, nullptr, c.len, dd * unit, w);
       } else {
         SparseAxpy<kAtomic>(ix, vx, c.len, dd, w);
       }
