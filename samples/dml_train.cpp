@@ -487,6 +487,21 @@ class Interrupts {
   std::vector<std::string> prefixes_;
 };
 
+// A temporary file registered with Interrupts (removed if a signal ends
+// the process) while this lives: one a write in this scope may leave.
+class InterruptibleTemp {
+ public:
+  explicit InterruptibleTemp(std::string path) : path_(std::move(path)) {
+    Interrupts::RemoveOnExit(path_);
+  }
+  ~InterruptibleTemp() { Interrupts::Forget(path_); }
+  InterruptibleTemp(const InterruptibleTemp&) = delete;
+  InterruptibleTemp& operator=(const InterruptibleTemp&) = delete;
+
+ private:
+  std::string path_;
+};
+
 // Flushes the progress lines; where their reader is gone (EPIPE), stops
 // the run as a signal would, keeping what was trained.
 void FlushOrStop() {
@@ -993,8 +1008,9 @@ Exit TrainOnRuntime(Run& run, std::shared_ptr<const dml::Dataset>& shared_data,
     return Fail(ForCli(handle.status().message(), args.values.count("--local-nodes") > 0));
   }
   Interrupts::Training([job = &*handle] { job->Cancel(); });
-  // Checkpoints are written through PATH.tmp and renamed.
-  if (!job.recovery.path.empty()) Interrupts::RemoveOnExit(job.recovery.path + ".tmp");
+  // Checkpoints are written through a temporary file and renamed.
+  std::optional<InterruptibleTemp> checkpoint_tmp;
+  if (!job.recovery.path.empty()) checkpoint_tmp.emplace(dml::TemporaryPathFor(job.recovery.path));
   result = handle->Wait();
   Interrupts::Trained();
   if (run.tty && !quiet) std::printf("\n");
@@ -1318,20 +1334,16 @@ int main(int argc, char** argv) {
   Report(run, "train", trained_on, result->w);
   const std::string out =
       run.args.values.count("-o") ? Get(run.args, "-o") : Get(run.args, "--output");
-  // The model files are written through path.tmp (renamed once complete):
-  // a second signal meanwhile removes it and leaves any old file whole.
-  // (text: PATH.tmp.<pid>; Cap'n Proto: PATH.tmp)
-  const std::string pid_tmp = ".tmp." + std::to_string(::getpid());
+  // The model files are written through a temporary file renamed once
+  // complete: a second signal meanwhile removes it and leaves any old file
+  // whole.
   if (!out.empty()) {
-    Interrupts::RemoveOnExit(out + pid_tmp);
-    Interrupts::RemoveOnExit(out + ".tmp");
+    const InterruptibleTemp tmp(dml::TemporaryPathFor(out));
     const dml::LinearModel model{run.spec, result->w, trained_on.classes, run.bias};
     const std::string format = Get(run.args, "--model-format", "text");
     const absl::Status st = format == "capnp"
                                 ? dml::net::WriteModelFile(out, {model, result->primal, result->gap})
                                 : dml::WriteModelText(model, out);
-    Interrupts::Forget(out + pid_tmp);
-    Interrupts::Forget(out + ".tmp");
     if (!st.ok()) return Fail(std::string(st.message()));
     if (!run.quiet) std::printf("model written to %s\n", out.c_str());
   }
@@ -1341,10 +1353,10 @@ int main(int argc, char** argv) {
     const dml::LiblinearModel m =
         dml::ToLiblinear(run.spec, result->w, named ? trained_on.classes[0] : -1.0,
                          named ? trained_on.classes[1] : 1.0, run.bias);
-    Interrupts::RemoveOnExit(liblinear + pid_tmp);
-    const absl::Status st = dml::WriteLiblinearModel(m, liblinear);
-    Interrupts::Forget(liblinear + pid_tmp);
-    if (!st.ok()) return Fail(std::string(st.message()));
+    const InterruptibleTemp tmp(dml::TemporaryPathFor(liblinear));
+    if (auto st = dml::WriteLiblinearModel(m, liblinear); !st.ok()) {
+      return Fail(std::string(st.message()));
+    }
     if (!run.quiet) std::printf("LIBLINEAR model written to %s\n", liblinear.c_str());
   }
   // After the model files: a bad test file loses nothing trained.

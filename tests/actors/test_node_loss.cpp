@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "dml/net/local_cluster.hpp"
+#include "dml/objective/model_io.hpp"
 #include "dml/actors/runtime.hpp"
 #include "dml/data/libsvm.hpp"
 #include "dml/data/synthetic.hpp"
@@ -287,7 +288,7 @@ BOOST_AUTO_TEST_CASE(a_node_lost_while_a_checkpoint_is_written_restores_from_it)
   auto c = dml::net::LocalCluster::Start(DML_NODE_BINARY, 3, {"--threads=1"});
   BOOST_REQUIRE_MESSAGE(c.ok(), c.status().ToString());
   const std::string ckpt = TempPath("ckpt");
-  const std::string tmp = ckpt + ".tmp";
+  const std::string tmp = dml::TemporaryPathFor(ckpt);
   BOOST_REQUIRE(::mkfifo(tmp.c_str(), 0600) == 0);
   dml::Runtime rt;
   dml::JobSpec s = Spec(dml::Mode::kCocoa, d.path, p_star);

@@ -28,6 +28,8 @@ std::string ShortestDouble(double v) {
 
 }  // namespace
 
+std::string TemporaryPathFor(const std::string& path) { return internal::TempPathFor(path); }
+
 absl::Status WriteModelText(const LinearModel& model, const std::string& path) {
   // What ReadModelText would refuse is not written (nothing half-valid on disk).
   if (absl::Status s = Validate(model.spec); !s.ok()) {

@@ -36,11 +36,18 @@ struct LinearModel {
   double bias = -1.0;
 };
 
-/// Writes `model` to `path` in the format above (in place, not atomically).
+/// Writes `model` to `path` in the format above: through
+/// TemporaryPathFor(path), renamed over `path` once complete (in place for a
+/// device, a FIFO, a symbolic link or an unwritable directory).
 /// Errors: InvalidArgument (nothing written) for a model ReadModelText
 /// would refuse (an invalid spec, a weight that is not finite);
 /// Unavailable if the file cannot be opened or written.
 absl::Status WriteModelText(const LinearModel& model, const std::string& path);
+/// The temporary file the model and checkpoint writers (WriteModelText,
+/// WriteLiblinearModel, the Cap'n Proto files of dml/net) fill before
+/// renaming it over `path`: `path`.tmp.<pid>. A caller that must clean up
+/// after an interrupted write removes it.
+std::string TemporaryPathFor(const std::string& path);
 /// Reads a file written by WriteModelText. Errors: NotFound if it cannot be
 /// opened; InvalidArgument "path:line: ..." for a malformed one.
 absl::StatusOr<LinearModel> ReadModelText(const std::string& path);

@@ -1,6 +1,6 @@
 // Checkpoint and model files: one Envelope each (dml/net/payload_codec.hpp),
 // written to a temporary name, synced and renamed over the old file, so a
-// crash mid-write leaves the previous one.
+// crash mid-write leaves the previous one (dml::internal::WriteTextFile).
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -20,29 +20,13 @@ absl::Status WriteAtomically(const std::string& path, const absl::StatusOr<std::
   if (!bytes.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": ", bytes.status().message()));
   }
-  // Only a regular file (or none) is replaced by a renamed copy: renaming
-  // over a device or a FIFO (-o /dev/null, run as root) would replace the
-  // node itself. Those are written in place; a directory is an error.
   struct stat info {};
-  if (::stat(path.c_str(), &info) == 0 && !S_ISREG(info.st_mode)) {
-    if (S_ISDIR(info.st_mode)) {
-      return absl::InvalidArgumentError(absl::StrCat(path, ": is a directory"));
-    }
-    return dml::internal::WriteTextFileInPlace(path, *bytes);
+  if (::stat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode)) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": is a directory"));
   }
-  const std::string tmp = path + ".tmp";
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (f == nullptr) {
-    return absl::UnavailableError(absl::StrCat(path, ": cannot write: ", std::strerror(errno)));
-  }
-  const bool ok = std::fwrite(bytes->data(), 1, bytes->size(), f) == bytes->size() &&
-                  std::fflush(f) == 0 && ::fsync(::fileno(f)) == 0;
-  std::fclose(f);
-  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    return absl::UnavailableError(absl::StrCat(path, ": write failed: ", std::strerror(errno)));
-  }
-  return absl::OkStatus();
+  // The text model files' writer: a temporary renamed over the file, or in
+  // place for a device, a FIFO or a symbolic link (see WriteTextFile).
+  return dml::internal::WriteTextFile(path, *bytes);
 }
 
 template <class T>

@@ -60,6 +60,11 @@ inline absl::Status WriteTextFileInPlace(const std::string& path, const std::str
 /// expects), a device or FIFO (renaming would replace the node), and a file
 /// whose directory this process cannot write. Errors as
 /// WriteTextFileInPlace; a failed write removes the temporary file.
+/// Where WriteTextFile writes before renaming: `path`.tmp.<pid>.
+inline std::string TempPathFor(const std::string& path) {
+  return path + ".tmp." + std::to_string(static_cast<long long>(::getpid()));
+}
+
 inline absl::Status WriteTextFile(const std::string& path, const std::string& text) {
   struct stat info {};
   const bool exists = ::lstat(path.c_str(), &info) == 0;
@@ -67,7 +72,7 @@ inline absl::Status WriteTextFile(const std::string& path, const std::string& te
   const std::size_t slash = path.rfind('/');
   const std::string dir = slash == std::string::npos ? "." : path.substr(0, std::max<std::size_t>(slash, 1));
   if (::access(dir.c_str(), W_OK | X_OK) != 0) return WriteTextFileInPlace(path, text);
-  const std::string tmp = path + ".tmp." + std::to_string(static_cast<long long>(::getpid()));
+  const std::string tmp = TempPathFor(path);
   FILE* f = std::fopen(tmp.c_str(), "wb");
   if (f == nullptr) {
     return absl::UnavailableError(
