@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "dml/net/local_cluster.hpp"
@@ -657,6 +658,11 @@ Exit LoadData(Run& run) {
   return std::nullopt;
 }
 
+// The entries of --nodes H:P,..., empty ones kept (CheckNodeList names them).
+std::vector<std::string> NodeEntries(const Args& args) {
+  return absl::StrSplit(Get(args, "--nodes"), ',');
+}
+
 // The job's nodes: given (--nodes), started here on loopback
 // (--local-nodes, kept in `cluster`), or none.
 Exit ChooseNodes(const Run& run, dml::JobSpec& job,
@@ -688,13 +694,7 @@ Exit ChooseNodes(const Run& run, dml::JobSpec& job,
     cluster.emplace(*std::move(c));
     job.cluster.nodes = cluster->addresses();
   } else if (args.values.count("--nodes")) {
-    std::string list = Get(args, "--nodes");
-    for (std::size_t b = 0; b <= list.size();) {
-      const std::size_t e = std::min(list.find(',', b), list.size());
-      if (e > b) job.cluster.nodes.push_back(list.substr(b, e - b));
-      b = e + 1;
-    }
-    if (job.cluster.nodes.empty()) return Fail("--nodes: expected host:port[,host:port...]");
+    job.cluster.nodes = NodeEntries(args);  // each checked by CheckNodeList
   }
   return std::nullopt;
 }
@@ -707,12 +707,9 @@ Exit ChooseNodes(const Run& run, dml::JobSpec& job,
 // by its position (1-based) where it is not; before any data is read.
 Exit CheckNodeList(const Args& args) {
   if (!args.values.count("--nodes")) return std::nullopt;
-  const std::string list = Get(args, "--nodes");
-  int k = 0;
-  for (std::size_t b = 0; b <= list.size(); ++k) {
-    const std::size_t e = std::min(list.find(',', b), list.size());
-    const std::string entry = list.substr(b, e - b);
-    b = e + 1;
+  const std::vector<std::string> entries = NodeEntries(args);
+  for (std::size_t k = 0; k < entries.size(); ++k) {
+    const std::string& entry = entries[k];
     const std::string at = "--nodes: entry " + std::to_string(k + 1);
     if (entry.empty()) return Fail(at + " is empty (expected host:port[,host:port...])");
     if (entry.find_first_of(" \t") != std::string::npos) {
@@ -722,13 +719,16 @@ Exit CheckNodeList(const Args& args) {
       return Fail(at + " (\"" + entry + "\"): IPv6 addresses are not supported; give an IPv4 "
                   "address or a host name");
     }
+    // host, then a port of digits alone.
     const std::size_t colon = entry.rfind(':');
-    int port = 0;
-    const char* p = colon == std::string::npos ? nullptr : entry.c_str() + colon + 1;
-    const auto parsed = p == nullptr ? std::from_chars_result{nullptr, std::errc::invalid_argument}
-                                     : std::from_chars(p, entry.c_str() + entry.size(), port);
-    if (colon == std::string::npos || colon == 0 || parsed.ec != std::errc() ||
-        parsed.ptr != entry.c_str() + entry.size() || port < 1 || port > 65535) {
+    bool valid = colon != std::string::npos && colon > 0;
+    if (valid) {
+      int port = 0;
+      const char* end = entry.data() + entry.size();
+      const auto parsed = std::from_chars(entry.data() + colon + 1, end, port);
+      valid = parsed.ec == std::errc() && parsed.ptr == end && port >= 1 && port <= 65535;
+    }
+    if (!valid) {
       return Fail(at + " (\"" + entry + "\"): expected host:port with a port in [1, 65535]");
     }
   }
