@@ -106,6 +106,16 @@ __device__ __forceinline__ double BlockSum(double v, double* sh) {
   return sh[32];
 }
 
+// out[idx[t]] += c val[t] over the nonzeros [begin, end) of one row or
+// column, spread over the block's threads; atomic adds, since other blocks
+// add to the same vector.
+__device__ __forceinline__ void BlockScatter(const uint32_t* idx, const float* val, int64_t begin,
+                                             int64_t end, double c, double* out) {
+  for (int64_t t = begin + threadIdx.x; t < end; t += blockDim.x) {
+    atomicAdd(out + idx[t], c * static_cast<double>(val[t]));
+  }
+}
+
 // ---------------------------------------------------------------------------
 // Dual models: coordinate i is example i (CSR row i).
 struct DualArgs {
@@ -147,9 +157,7 @@ __global__ void DualEpochKernel(DualArgs a, Permutation p, uint64_t count) {
     __syncthreads();
     const double d = s_delta;
     if (d != 0.0) {
-      for (int64_t t = begin + threadIdx.x; t < end; t += blockDim.x) {
-        atomicAdd(a.w + a.idx[t], d * static_cast<double>(a.val[t]));
-      }
+      BlockScatter(a.idx, a.val, begin, end, d, a.w);
     }
     __syncthreads();  // s_delta and sh are reused by the next coordinate
   }
@@ -272,9 +280,7 @@ __global__ void DualRebuildKernel(DualArgs a) {
   for (int64_t i = blockIdx.x; i < a.n; i += gridDim.x) {
     const double c = a.alpha[i] * a.inv_lambda_n;
     if (c == 0.0) continue;  // block-uniform
-    for (int64_t t = a.off[i] - a.base + threadIdx.x; t < a.off[i + 1] - a.base; t += blockDim.x) {
-      atomicAdd(a.w + a.idx[t], c * static_cast<double>(a.val[t]));
-    }
+    BlockScatter(a.idx, a.val, a.off[i] - a.base, a.off[i + 1] - a.base, c, a.w);
   }
 }
 
@@ -370,9 +376,7 @@ __global__ void SquaredEpochKernel(PrimalArgs a, Obj obj, Permutation p, uint64_
     __syncthreads();
     const double dw = s_delta;
     if (dw != 0.0) {
-      for (int64_t t = begin + threadIdx.x; t < end; t += blockDim.x) {
-        atomicAdd(a.v + a.idx[t], dw * static_cast<double>(a.val[t]));
-      }
+      BlockScatter(a.idx, a.val, begin, end, dw, a.v);
     }
     __syncthreads();
   }
@@ -435,9 +439,7 @@ __global__ void LogisticL1EpochKernel(PrimalArgs a, double lambda, Permutation p
       const double d = s_d;
       const double sd = a.scale * d;
       if (threadIdx.x == 0) StepWrite(a, j, w + d);
-      for (int64_t t = begin + threadIdx.x; t < end; t += blockDim.x) {
-        atomicAdd(a.v + a.idx[t], sd * static_cast<double>(a.val[t]));
-      }
+      BlockScatter(a.idx, a.val, begin, end, sd, a.v);
     }
     __syncthreads();
   }
@@ -532,9 +534,7 @@ __global__ void GlmnetInnerKernel(PrimalArgs a, GlmnetArgs g, Permutation p, uin
     __syncthreads();
     const double z = s_z;
     if (z != 0.0) {
-      for (int64_t t = begin + threadIdx.x; t < end; t += blockDim.x) {
-        atomicAdd(g.t + a.idx[t], z * static_cast<double>(a.val[t]));
-      }
+      BlockScatter(a.idx, a.val, begin, end, z, g.t);
     }
     __syncthreads();
   }
@@ -2061,9 +2061,7 @@ __global__ void ColumnTimesKernel(PrimalArgs a, const double* c, double* out) {
   for (int64_t j = blockIdx.x; j < a.d; j += gridDim.x) {
     const double cj = c[j];
     if (cj == 0.0) continue;  // block-uniform
-    for (int64_t t = a.off[j] - a.base + threadIdx.x; t < a.off[j + 1] - a.base; t += blockDim.x) {
-      atomicAdd(out + a.idx[t], cj * static_cast<double>(a.val[t]));
-    }
+    BlockScatter(a.idx, a.val, a.off[j] - a.base, a.off[j + 1] - a.base, cj, out);
   }
 }
 
