@@ -22,6 +22,7 @@
 #include "dml/objective/squared_hinge_svm.hpp"
 #include "dml/solver/cocoa_local.hpp"
 #include "dml/solver/internal/scd_dual_kernel.hpp"
+#include "dml/solver/internal/solvers.hpp"
 #include "dml/solver/internal/stopping.hpp"
 #include "dml/solver/solver.hpp"
 #include "dml/util/rng.hpp"
@@ -633,13 +634,19 @@ BOOST_AUTO_TEST_CASE(rows_of_equal_values_reach_the_optimum_of_general_ones) {
         const auto c = TrainOrDie(mix, Spec(kind, lambda), Tight(tol));
         BOOST_TEST((c.reason == dml::StopReason::kConverged));
         CheckCertified(mix, Spec(kind, lambda), c);
-        // The asynchronous engine's atomic path, two threads kept.
+        // The asynchronous engine, two threads kept: per-thread replicas of
+        // w (30 features), and one w shared by atomic adds.
         auto o = Tight(tol);
         o.kind = dml::SolverKind::kAsyncScd;
         o.threads = 2;
         o.fit_threads = false;
         const auto d = TrainOrDie(times_v, Spec(kind, lambda), o);
+        BOOST_TEST((d.reason == dml::StopReason::kConverged));
         BOOST_TEST(RelDiff(d.primal, b.primal) < 10 * tol);
+        auto e = dml::internal::TrainAsyncScdDual(times_v, Spec(kind, lambda), o, {true});
+        BOOST_REQUIRE(e.ok());
+        BOOST_TEST((e->reason == dml::StopReason::kConverged));
+        BOOST_TEST(RelDiff(e->primal, b.primal) < 10 * tol);
       }
     }
   }
@@ -769,6 +776,40 @@ BOOST_AUTO_TEST_CASE(fitted_threads_say_what_ran) {
     BOOST_TEST(r.note.empty(), r.note);
   }
   CheckCertified(big, m, r);
+}
+
+// Hinge with shrinking and fitted threads on data large enough for them
+// (360000 nonzeros): epochs run on two threads (the rows dealt out) while
+// they are long, on one (the rows merged) once shrinking leaves them short,
+// with LIBLINEAR's shrinking rule applied to all rows at once; or, where
+// two threads measured slower, on one from there. Either way the result is
+// the sequential optimum, certified, and the note says what ran.
+BOOST_AUTO_TEST_CASE(hinge_with_shrinking_on_fitted_threads_reaches_the_optimum) {
+  dml::Dataset data = DenseRegression(6000, 60, 31);
+  for (float& y : data.y) y = y > 0 ? 1.0f : -1.0f;
+  data.task = dml::Task::kClassification;
+  const auto m = Spec(ModelKind::kHingeSvm, 1e-3);
+  const auto seq = TrainOrDie(data, m, Tight(1e-6));
+  BOOST_REQUIRE((seq.reason == dml::StopReason::kConverged));
+  for (int eval_every : {0, 1}) {
+    auto o = Tight(1e-6);
+    o.kind = dml::SolverKind::kAsyncScd;
+    o.threads = 2;
+    o.eval_every = eval_every;
+    const auto r = TrainOrDie(data, m, o);
+    BOOST_TEST((r.reason == dml::StopReason::kConverged), dml::StopReasonName(r.reason));
+    BOOST_TEST(r.gap <= 1e-6 * r.primal);
+    BOOST_TEST(RelDiff(r.primal, seq.primal) < 2e-6);
+    CheckCertified(data, m, r);
+    BOOST_TEST_MESSAGE("eval_every " << eval_every << ": " << r.epochs << " epochs, threads "
+                                     << r.threads << ", note: " << r.note);
+    if (r.threads == 2) {
+      BOOST_TEST((r.note.empty() || r.note.find("ran 2 threads on ") == 0), r.note);
+    } else {
+      BOOST_TEST((r.note.find("ran 1 thread of 2 after epoch ") == 0 ||
+                  r.note.find("ran 1 thread of 2: no epoch read ") == 0), r.note);
+    }
+  }
 }
 
 // Dense and low-dimensional, every row touching every feature: with two

@@ -1,34 +1,46 @@
-// Parallel asynchronous stochastic dual coordinate ascent (PASSCoDe-atomic:
+// Parallel asynchronous stochastic dual coordinate ascent (PASSCoDe:
 // Hsieh, Yu, Dhillon, "PASSCoDe: Parallel ASynchronous Stochastic dual
 // Co-ordinate Descent", ICML 2015) for ridge, logistic, hinge and
 // squared-hinge SVM. Same problem, variables and step as scd_dual.cpp.
 //
-// T = options.threads threads; the examples are dealt to T blocks in a
-// random order, of about equal nonzeros, one per thread, and each thread
-// visits its own block in a fresh random permutation every epoch (with its
-// own LIBLINEAR-style shrinking state). alpha_i is owned by the thread of its
-// block. The shared w is read without synchronisation ("wild") and updated by
-// lock-free atomic adds (relaxed compare-exchange on each double), so updates
-// are never lost but a step may see a w that other threads are changing.
-// Threads meet at a barrier after every epoch; there ||w||^2 is measured
-// (the per-step deltas miss the concurrent cross terms) and the calling
-// thread (which also runs block 0) rebuilds w from alpha before any
-// certificate, which is what makes the reported gap exact.
+// T = options.threads threads. For a parallel epoch the active examples are
+// dealt to T blocks (round robin over the last epoch's random order), one
+// per thread, and each thread visits its block in a fresh random permutation.
+// alpha_i is owned by the thread of its block. The shared w is kept in one
+// of two ways, by the data's width:
+//  - atomic (more than kReplicaMaxCols features): read without
+//    synchronisation ("wild") and updated by lock-free atomic adds (relaxed
+//    compare-exchange on each double), so updates are never lost but a step
+//    may see a w that other threads are changing (PASSCoDe-atomic);
+//  - replicas (up to kReplicaMaxCols features: a9a's 123, dense sets of a
+//    few hundred): each thread steps on its own copy of w and every few
+//    thousand nonzeros adds its change to the shared w and takes the
+//    others'. On a short w every atomic add bounced a cache line between
+//    the cores (a9a: 2 threads slower than 1); the copies cost O(d) a sync,
+//    and the steps' staleness is bounded by the sync interval.
+// Threads meet at a barrier (spinning briefly, then sleeping) after every
+// parallel epoch; there ||w||^2 is measured (the per-step deltas miss the
+// concurrent cross terms). Before any certificate w is rebuilt from alpha,
+// which is what makes the reported gap exact.
+// Shrinking (hinge, squared hinge) follows LIBLINEAR's rule over all rows at
+// once, as one thread would: the engine merges the blocks' projected-
+// gradient extremes and unshrinks every block together.
 // Fitting the threads to the machine (options.fit_threads): data under
-// kMinParallelNnz nonzeros runs on one thread; otherwise epoch 1 (one
-// thread) and an eighth of epoch 2 (all) are timed, and where all threads
-// did not read nonzeros faster (contention on a short w; cores that share
-// their caches) the blocks merge and the rest runs on one thread; so they
-// do once shrinking leaves epochs under kMinParallelNnz. TrainResult::threads
-// and ::note say so.
+// kMinParallelNnz nonzeros runs on one thread; an epoch predicted to read
+// fewer than kMinEpochNnz (shrinking leaves hinge runs mostly such epochs)
+// runs on one thread over all active rows, while the others wait; the first
+// sequential epoch of at least kMinEpochNnz is timed, then an eighth of the
+// next such epoch on all threads, and where all threads did not read
+// nonzeros faster the rest runs on one thread. TrainResult::threads and
+// ::note say so.
 // Stopping: StopRule, as DriveDualScd in scd_dual_kernel.hpp.
 // With T = 1 no thread is started and the plain (non-atomic) kernel runs:
 // the iterates are those of the sequential solver with the same seed.
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
-#include <numeric>
 #include <system_error>
 #include <thread>
 
@@ -41,187 +53,263 @@
 namespace dml::internal {
 namespace {
 
-/// A reusable barrier (std::barrier is C++20). The mutex also orders every
-/// thread's writes before the barrier with everyone's reads after it.
+/// A reusable barrier (std::barrier is C++20) for threads on cores of their
+/// own: arrivals spin for up to kSpin (an epoch of a few hundred
+/// microseconds is over before a sleeping thread would wake), then sleep on
+/// a condition variable (a long certificate pass, or the sequential epochs
+/// of a shrunk run, do not burn the other cores). Acquire/release on the
+/// generation orders every thread's writes before the barrier with
+/// everyone's reads after it.
 class Barrier {
  public:
   explicit Barrier(int count) : count_(count) {}
   void Wait() {
-    std::unique_lock<std::mutex> lock(mu_);
-    const uint64_t gen = generation_;
-    if (++waiting_ == count_) {
-      waiting_ = 0;
-      ++generation_;
-      cv_.notify_all();
-    } else {
-      cv_.wait(lock, [&] { return generation_ != gen; });
+    const uint64_t gen = generation_.load(std::memory_order_acquire);
+    if (arrived_.fetch_add(1, std::memory_order_acq_rel) + 1 ==
+        count_.load(std::memory_order_relaxed)) {
+      Release(gen);
+      return;
     }
+    const auto until = std::chrono::steady_clock::now() + kSpin;
+    for (int i = 0;; ++i) {
+      if (generation_.load(std::memory_order_acquire) != gen) return;
+      if ((i & 63) == 63 && std::chrono::steady_clock::now() > until) break;
+      Pause();
+    }
+    std::unique_lock<std::mutex> lock(mu_);
+    sleepers_.fetch_add(1, std::memory_order_seq_cst);
+    cv_.wait(lock, [&] { return generation_.load(std::memory_order_seq_cst) != gen; });
+    sleepers_.fetch_sub(1, std::memory_order_relaxed);
   }
 
   /// One participant leaves for good (it never arrived).
   void Drop() {
-    std::unique_lock<std::mutex> lock(mu_);
-    --count_;
-    if (waiting_ > 0 && waiting_ == count_) {
-      waiting_ = 0;
-      ++generation_;
+    const uint64_t gen = generation_.load(std::memory_order_acquire);
+    const int count = count_.fetch_sub(1, std::memory_order_acq_rel) - 1;
+    const int arrived = arrived_.load(std::memory_order_acquire);
+    if (arrived > 0 && arrived == count) Release(gen);
+  }
+
+ private:
+  static constexpr std::chrono::microseconds kSpin{200};
+
+  static void Pause() {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#else
+    std::this_thread::yield();
+#endif
+  }
+
+  void Release(uint64_t gen) {
+    arrived_.store(0, std::memory_order_relaxed);
+    generation_.store(gen + 1, std::memory_order_seq_cst);
+    if (sleepers_.load(std::memory_order_seq_cst) > 0) {
+      // Under the mutex: a sleeper between its predicate check and its
+      // wait holds it, so the notification cannot fall in that gap.
+      std::lock_guard<std::mutex> lock(mu_);
       cv_.notify_all();
     }
   }
 
- private:
+  std::atomic<int> count_;
+  std::atomic<int> arrived_{0};
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int> sleepers_{0};
   std::mutex mu_;
   std::condition_variable cv_;
-  int count_;
-  int waiting_ = 0;
-  uint64_t generation_ = 0;
 };
 
-// About 1 ms of steps: data (or, with shrinking, an epoch) shorter than this
-// is not worth two barriers per epoch and the threads' start-up.
+// About 1 ms of steps: data shorter than this is not worth the threads.
 constexpr int64_t kMinParallelNnz = 1 << 18;
+// An epoch predicted to read fewer nonzeros (about 0.2 ms on one thread)
+// runs on one thread: its share per thread is too short for the barrier and
+// the replicas' syncs, and on the few rows that shrinking leaves active,
+// stale steps slow convergence (a9a hinge: the active set's projected
+// gradients never settled below LIBLINEAR's 0.1 with 12k-nonzero epochs).
+constexpr int64_t kMinEpochNnz = 1 << 16;
 // All threads run when their time per nonzero is below this share of one
 // thread's (a second core should buy at least 10%).
 constexpr double kParallelMargin = 0.9;
+// Widest w kept as per-thread replicas (the syncs cost O(d) each; on the
+// real-sim-shaped set, 20958 features, their compare-exchange adds made
+// shrunk epochs 2x slower than one thread).
+constexpr int64_t kReplicaMaxCols = kAsyncDualReplicaMaxCols;
+
+/// Publishes a thread's steps on its private copy of w (local - base) to the
+/// shared w by atomic adds, and takes the shared w (with the other threads'
+/// published steps) as its new copy.
+struct ReplicaSync {
+  static constexpr bool kEnabled = true;
+  int64_t every;  ///< nonzeros read between syncs
+  double* shared;
+  double* local;
+  double* base;
+  int64_t d;
+  void Publish() {
+    for (int64_t j = 0; j < d; ++j) {
+      const double dl = local[j] - base[j];
+      if (dl != 0.0) SharedW<true>::Add(shared + j, dl);
+    }
+  }
+  void operator()() {
+    for (int64_t j = 0; j < d; ++j) {
+      const double dl = local[j] - base[j];
+      if (dl != 0.0) SharedW<true>::Add(shared + j, dl);
+      const double v = SharedW<true>::Load(shared + j);
+      local[j] = v;
+      base[j] = v;
+    }
+  }
+};
 
 template <typename Obj>
 class AsyncEngine {
  public:
-  AsyncEngine(const Dataset& data, const ModelSpec& model, const SolverOptions& opt)
+  AsyncEngine(const Dataset& data, const ModelSpec& model, const SolverOptions& opt,
+              const AsyncDualKnobs& knobs)
       : x_(data.x),
         lambda_(model.lambda),
         inv_ln_(1.0 / (model.lambda * static_cast<double>(data.x.rows()))),
-        shrink_(opt.shrinking),
+        shrink_(opt.shrinking && Obj::kShrinkable),
         fit_threads_(opt.fit_threads),
         coords_(MakeDualCoords<Obj>(data, model.lambda)),
         w_(static_cast<std::size_t>(data.x.cols()), 0.0) {
     const int64_t n = data.x.rows();
-    // Below kMinParallelNnz an epoch takes well under a millisecond: thread
-    // start-up and two barriers per epoch cost more than a second core saves.
-    const int threads = opt.fit_threads && data.x.nnz() < kMinParallelNnz
-                            ? 1
-                            : static_cast<int>(std::min<int64_t>(opt.threads, n));
-    // Rows are dealt to the threads in a random order (files often come
-    // sorted, e.g. by label: a contiguous split would give each thread a
-    // biased half), cut into T runs of about equal nonzeros (every block
-    // keeps at least one row). One thread keeps rows in order: it then
-    // draws the sequential solver's permutations.
-    std::vector<int64_t> rows(static_cast<std::size_t>(n));
-    std::iota(rows.begin(), rows.end(), int64_t{0});
-    Rng deal(opt.seed ^ 0x5851f42d4c957f2dULL);
-    if (threads > 1) deal.Shuffle(rows);
-    const std::vector<int64_t>& off = data.x.offsets();
-    const int64_t nnz = data.x.nnz();
-    blocks_.resize(static_cast<std::size_t>(threads));
-    sums_.resize(blocks_.size());
-    int64_t begin = 0;
-    int64_t seen = 0;  // nonzeros of rows[0, begin)
-    for (int t = 0; t < threads; ++t) {
-      int64_t end = begin;
-      const int64_t target = nnz / threads * (t + 1) + nnz % threads * (t + 1) / threads;
-      const int64_t last = n - (threads - 1 - t);  // leave a row for each later block
-      while (end < last && (end == begin || seen < target || t + 1 == threads)) {
-        seen += off[rows[end] + 1] - off[rows[end]];
-        ++end;
-      }
-      DualBlock& b = blocks_[t];
-      b.order.assign(rows.begin() + begin, rows.begin() + end);
-      b.active = b.size();
-      b.rng = Rng(opt.seed ^ (0x9e3779b97f4a7c15ULL * static_cast<uint64_t>(t)));
-      begin = end;
+    threads_ = opt.fit_threads && data.x.nnz() < kMinParallelNnz
+                   ? 1
+                   : static_cast<int>(std::min<int64_t>(opt.threads, n));
+    replica_ = threads_ > 1 && !knobs.atomic_w &&
+               static_cast<int64_t>(w_.size()) <= kReplicaMaxCols;
+    // One block of every row, in order: with one thread this draws the
+    // sequential solver's permutations. Parallel epochs deal it out.
+    DualBlock all;
+    all.order.resize(static_cast<std::size_t>(n));
+    for (int64_t i = 0; i < n; ++i) all.order[static_cast<std::size_t>(i)] = i;
+    all.active = n;
+    all.rng = Rng(opt.seed);
+    // Several threads: the shrinking rule is the engine's (SharedShrinkRule).
+    all.shared_rule = threads_ > 1;
+    blocks_.push_back(std::move(all));
+    for (int t = 0; t < threads_; ++t) {
+      rngs_.emplace_back(opt.seed ^ (0x9e3779b97f4a7c15ULL * static_cast<uint64_t>(t + 1)));
+    }
+    sums_.resize(static_cast<std::size_t>(threads_));
+    if (replica_) {
+      local_.assign(static_cast<std::size_t>(threads_), std::vector<double>(w_.size()));
+      base_.assign(static_cast<std::size_t>(threads_), std::vector<double>(w_.size()));
     }
     const DualExact e = DualStartState(x_, coords_.data(), lambda_, w_.data());
     negconj_sum_ = e.negconj_sum;
     wsq_ = e.wsq;
+    negconj_run_ = e.negconj_sum;
+    wsq_run_ = e.wsq;
+    last_dual_ = negconj_run_ / static_cast<double>(n) - 0.5 * lambda_ * wsq_run_;
   }
 
-  int Threads() const { return static_cast<int>(blocks_.size()); }
+  /// Threads that ran at least one epoch together (1 where none did).
+  int Threads() const { return parallel_epochs_ > 0 ? threads_ : 1; }
+  int StartedThreads() const { return started_threads_; }
   /// Nanoseconds per nonzero measured on one thread and on all ([1]), or
   /// -1 where not measured.
   const double* NsPerNnz() const { return ns_per_nnz_; }
-  bool ShrunkMerge() const { return shrunk_merge_; }
+  int ParallelEpochs() const { return parallel_epochs_; }
+  /// Epochs run on one thread for being short, after a parallel one.
+  int ShortEpochs() const { return short_epochs_; }
   /// The epoch after which a falling dual merged the threads, or 0.
   int FellMerge() const { return fell_merge_; }
+  bool ProbeLost() const { return probe_lost_; }
+  int ProbeEpoch() const { return probe_epoch_; }
 
   /// The exact dual fell between certificates: the threads' stale steps
   /// overshoot on this data, so the rest runs on one thread (sequential
   /// SCD from the current, feasible alpha, which converges).
   void DualFell(int epoch) {
-    if (blocks_.size() <= 1) return;
+    if (threads_ <= 1) return;
     fell_merge_ = epoch;
-    MergeBlocks();
+    OneThreadForGood();
   }
 
   ~AsyncEngine() { Stop(); }
 
   /// Starts threads 1..T-1. Errors: the system refused a thread.
   absl::Status Start() {
-    if (blocks_.size() <= 1) return absl::OkStatus();
-    barrier_ = std::make_unique<Barrier>(static_cast<int>(blocks_.size()));
+    started_threads_ = threads_;
+    if (threads_ <= 1) return absl::OkStatus();
+    barrier_ = std::make_unique<Barrier>(threads_);
     try {
-      for (std::size_t t = 1; t < blocks_.size(); ++t) {
-        workers_.emplace_back([this, t] { WorkerLoop(t); });
+      for (int t = 1; t < threads_; ++t) {
+        workers_.emplace_back([this, t] { WorkerLoop(static_cast<std::size_t>(t)); });
       }
     } catch (const std::system_error& e) {
       // The threads already started wait for T arrivals: drop the missing
       // ones, then release and join the started ones.
-      for (std::size_t t = workers_.size() + 1; t < blocks_.size(); ++t) barrier_->Drop();
+      for (int t = static_cast<int>(workers_.size()) + 1; t < threads_; ++t) barrier_->Drop();
       Stop();
       return absl::ResourceExhaustedError(
-          absl::StrCat("could not start ", blocks_.size(), " threads: ", e.what()));
+          absl::StrCat("could not start ", threads_, " threads: ", e.what()));
     }
     return absl::OkStatus();
   }
 
   DualEpochSums RunEpoch() {
     DualEpochSums s;
-    const auto t0 = std::chrono::steady_clock::now();
-    const bool parallel = blocks_.size() > 1 && ChooseParallel();
+    auto t0 = std::chrono::steady_clock::now();
+    ++epoch_;
+    const int64_t predicted = PredictedNnz();
+    const bool parallel = threads_ > 1 && ChooseParallel(predicted);
+    bool probe = false;
     if (!parallel) {
-      // One thread (or the probe's one-thread epoch, while the others wait
-      // at the barrier): the tracked ||w||^2 is exact here.
-      for (std::size_t t = 0; t < blocks_.size(); ++t) s.Merge(RunBlock<false>(t));
+      Merge();
+      s = RunBlock<false>(0);
+      if (parallel_epochs_ > 0) ++short_epochs_;
     } else {
-      // The probe's epoch on every thread visits an eighth of each block's
-      // active rows (the first of last epoch's random order; a partial
-      // epoch is harmless): where threads lose, it costs less than one
-      // epoch of one thread. Rows shrunk meanwhile simply stay active.
-      const bool probe = fit_threads_ && probe_epochs_ == 2;
-      std::vector<int64_t> active;
-      if (probe) {
-        for (DualBlock& b : blocks_) {
-          active.push_back(b.active);
-          b.active = std::min<int64_t>(b.active, std::max<int64_t>(256, b.active / 8));
-        }
-      }
-      barrier_->Wait();  // start (orders the truncation before the workers' reads)
+      Split();
+      ++parallel_epochs_;
+      // The probe is the second of two whole parallel epochs in a row: an
+      // eighth of one, or the first, was mostly the other threads' wake-up
+      // and their first reads of rows the calling thread had just stepped
+      // on (6000 x 60 dense: 8.0 against 1.7 ns per nonzero).
+      probe = fit_threads_ && !decided_ && warmed_ == epoch_ - 1;
+      if (fit_threads_ && !decided_) warmed_ = epoch_;
+      replica_every_ = ReplicaEvery(predicted);
+      t0 = std::chrono::steady_clock::now();  // the steps' time, not the deal's
+      barrier_->Wait();  // start (orders the above before the workers' reads)
       sums_[0] = RunBlock<true>(0);
       barrier_->Wait();  // end: every block's writes are visible here
-      for (std::size_t t = 0; t < active.size(); ++t) blocks_[t].active = active[t];
       for (const DualEpochSums& b : sums_) s.Merge(b);
       // The tracked ||w||^2 misses the concurrent steps' cross terms;
-      // measure it (the atomic adds lose no update, so this is ||w(alpha)||^2
-      // up to rounding) whenever that costs at most half an epoch's work.
+      // measure it (no update is lost, so this is ||w(alpha)||^2 up to
+      // rounding) whenever that costs at most half an epoch's work.
       wsq_work_ += s.nnz;
-      if (2 * wsq_work_ >= static_cast<int64_t>(w_.size())) {
+      if (replica_ || 2 * wsq_work_ >= static_cast<int64_t>(w_.size())) {
         double wsq = 0.0;
         for (const double v : w_) wsq += v * v;
         s.wsq_exact = wsq;
         wsq_work_ = 0;
       }
     }
+    if (blocks_.front().shared_rule && shrink_) SharedShrinkRule(s);
+    TrackDual(parallel, s);
     const double secs =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    Record(parallel, s.nnz, secs);
+    Record(parallel, probe, s.nnz, secs);
     return s;
   }
 
-  DualExact Certify() { return CertifyDualCoords<Obj>(x_, coords_.data(), lambda_, w_.data()); }
+  DualExact Certify() {
+    const DualExact e = CertifyDualCoords<Obj>(x_, coords_.data(), lambda_, w_.data());
+    negconj_run_ = e.negconj_sum;
+    wsq_run_ = e.wsq;
+    last_dual_ = e.dual;
+    return e;
+  }
   double NegConjSum() const { return negconj_sum_; }
   double WSq() const { return wsq_; }
   int64_t Nnz() const { return x_.nnz(); }
   void Unshrink() {
     for (DualBlock& b : blocks_) b.Unshrink();
+    rule_.Unshrink();
   }
   std::vector<double> Alpha() const {
     std::vector<double> a(coords_.size());
@@ -231,68 +319,164 @@ class AsyncEngine {
   std::vector<double> W() const { return w_; }
 
  private:
-  template <bool kAtomic>
+  template <bool kParallel>
   DualEpochSums RunBlock(std::size_t t) {
     const uint32_t* idx = x_.indices().data();
     const float* val = x_.values().data();
-    return RunDualEpochMaybeShrink<Obj, kAtomic>(shrink_, idx, val, coords_.data(), w_.data(),
-                                                 inv_ln_, blocks_[t]);
+    if constexpr (kParallel) {
+      if (replica_) {
+        std::vector<double>& loc = local_[t];
+        std::vector<double>& base = base_[t];
+        const int64_t d = static_cast<int64_t>(w_.size());
+        for (int64_t j = 0; j < d; ++j) loc[j] = base[j] = SharedW<true>::Load(w_.data() + j);
+        ReplicaSync sync{replica_every_, w_.data(), loc.data(), base.data(), d};
+        const DualEpochSums s = RunDualEpochMaybeShrink<Obj, false, ReplicaSync>(
+            shrink_, idx, val, coords_.data(), loc.data(), inv_ln_, blocks_[t], sync);
+        sync.Publish();
+        return s;
+      }
+    }
+    return RunDualEpochMaybeShrink<Obj, kParallel>(shrink_, idx, val, coords_.data(), w_.data(),
+                                                   inv_ln_, blocks_[t]);
+  }
+
+  // Nonzeros between a thread's syncs: about 16 syncs in its share of the
+  // epoch, between 256 and max(8192, 8 d) (the sync reads all of w), times
+  // every_scale_ (each fall of the dual quarters it), never under d.
+  int64_t ReplicaEvery(int64_t predicted) const {
+    const int64_t d = static_cast<int64_t>(w_.size());
+    const int64_t every =
+        std::clamp<int64_t>(predicted / (16 * threads_), 256, std::max<int64_t>(8192, 8 * d));
+    return std::max<int64_t>(d, static_cast<int64_t>(every_scale_ * static_cast<double>(every)));
+  }
+
+  // The dual from the tracked sum of NegConj and ||w||^2, exact (up to
+  // rounding) after an epoch whose ||w||^2 was measured: with replicas that
+  // is every parallel epoch. Coordinate ascent never lowers it; where the
+  // threads' stale steps did (dense, low-dimensional data: every row moves
+  // every feature), the syncs get 4x as frequent, and where a thread would
+  // sync more than once a row, the rest runs on one thread. Without this a
+  // run with eval_every = 0 oscillated to max epochs (4000 x 12 dense hinge).
+  void TrackDual(bool parallel, const DualEpochSums& s) {
+    const double n = static_cast<double>(coords_.size());
+    negconj_run_ += s.negconj_delta;
+    wsq_run_ = std::isnan(s.wsq_exact) ? wsq_run_ + s.wsq_delta : s.wsq_exact;
+    const double dual = negconj_run_ / n - 0.5 * lambda_ * wsq_run_;
+    if (parallel && replica_ && dual < last_dual_ - 1e-9 * std::abs(last_dual_)) {
+      ++dual_falls_;
+      every_scale_ *= 0.25;
+      if (ReplicaEvery(s.nnz) <= static_cast<int64_t>(w_.size())) {
+        fell_merge_ = epoch_;
+        OneThreadForGood();
+      }
+    }
+    last_dual_ = dual;
+  }
+
+  // Nonzeros the next epoch will read: the last epoch's (shrinking only
+  // removes rows) unless every row is active again.
+  int64_t PredictedNnz() const {
+    for (const DualBlock& b : blocks_) {
+      if (b.active < b.size()) return last_nnz_;
+    }
+    return x_.nnz();
   }
 
   // Whether this epoch runs on every thread. Several threads pay only where
-  // their steps rarely touch the same features (on dense low-dimensional
-  // data every atomic add bounces a cache line of w between cores) and the
-  // machine has the cores free; which holds is measured, not guessed: epoch
-  // 1 runs on one thread, then an eighth of epoch 2 on every thread (see
-  // RunEpoch). Unless the threads read a nonzero in under kParallelMargin
-  // times one thread's time, the blocks merge into one and the rest runs
-  // sequentially (one epoch of blocks in turn is harmless; many are not:
-  // sweeping whole blocks one after the other converges several times
-  // slower on a9a than one random permutation of all rows).
-  bool ChooseParallel() {
+  // the epoch is long enough and the machine has the cores free; which
+  // holds is measured, not guessed (see Record).
+  bool ChooseParallel(int64_t predicted) const {
     if (!fit_threads_) return true;
-    if (probe_epochs_ < 2) return ++probe_epochs_ == 2;
-    return true;
+    if (predicted < kMinEpochNnz) return false;
+    // The probe needs one thread's time first.
+    return decided_ || ns_per_nnz_[0] >= 0;
   }
 
-  void Record(bool parallel, int64_t nnz, double secs) {
-    if (!fit_threads_ || blocks_.size() == 1) return;
-    if (probe_epochs_ > 2) {
-      // Threads won the probe, but shrinking left epochs too short for two
-      // barriers a round to pay: one thread from here on.
-      if (nnz < kMinParallelNnz) {
-        shrunk_merge_ = true;
-        MergeBlocks();
-      }
+  void Record(bool parallel, bool probe, int64_t nnz, double secs) {
+    last_nnz_ = nnz;
+    if (!fit_threads_ || decided_ || threads_ <= 1 || nnz == 0) return;
+    if (!parallel) {
+      if (nnz >= kMinEpochNnz) ns_per_nnz_[0] = 1e9 * secs / static_cast<double>(nnz);
       return;
     }
-    if (nnz == 0) return;
-    ns_per_nnz_[parallel ? 1 : 0] = 1e9 * secs / static_cast<double>(nnz);
-    if (probe_epochs_ < 2) return;
-    probe_epochs_ = 3;  // decided
-    if (!(ns_per_nnz_[1] < kParallelMargin * ns_per_nnz_[0])) MergeBlocks();
+    if (!probe) return;
+    ns_per_nnz_[1] = 1e9 * secs / static_cast<double>(nnz);
+    decided_ = true;
+    probe_epoch_ = epoch_;
+    if (!(ns_per_nnz_[1] < kParallelMargin * ns_per_nnz_[0])) {
+      probe_lost_ = true;
+      OneThreadForGood();
+    }
   }
 
-  // Stops the other threads and makes one block of every row: the active
-  // rows first, the shrinking thresholds the loosest of the blocks'.
-  void MergeBlocks() {
-    Stop();
+  // LIBLINEAR's end-of-epoch shrinking rule over all rows at once, as one
+  // thread would apply it (each block on its own unshrank out of step with
+  // the others: a9a hinge read 1.6x the nonzeros).
+  void SharedShrinkRule(const DualEpochSums& s) {
+    bool full = true;
+    for (const DualBlock& b : blocks_) full = full && b.active == b.size();
+    const bool unshrink = !full && s.pg_max - s.pg_min <= rule_.eps_pg;
+    ApplyShrinkRule(s.pg_max, s.pg_min, full, rule_);
+    for (DualBlock& b : blocks_) {
+      if (unshrink) b.Unshrink();
+      b.pg_max_old = rule_.pg_max_old;
+      b.pg_min_old = rule_.pg_min_old;
+      b.eps_pg = rule_.eps_pg;
+    }
+  }
+
+  // The blocks become one: the active rows first (in their last order),
+  // then the shrunk; the thresholds are the rule's, shared by all.
+  void Merge() {
+    if (blocks_.size() == 1) return;
     DualBlock one;
     for (const DualBlock& b : blocks_) {
       one.order.insert(one.order.end(), b.order.begin(), b.order.begin() + b.active);
     }
     one.active = one.size();
-    one.pg_max_old = blocks_[0].pg_max_old;
-    one.pg_min_old = blocks_[0].pg_min_old;
-    for (const DualBlock& b : blocks_) {
+    for (std::size_t t = 0; t < blocks_.size(); ++t) {
+      const DualBlock& b = blocks_[t];
       one.order.insert(one.order.end(), b.order.begin() + b.active, b.order.end());
-      one.eps_pg = std::min(one.eps_pg, b.eps_pg);
-      one.pg_max_old = std::max(one.pg_max_old, b.pg_max_old);
-      one.pg_min_old = std::min(one.pg_min_old, b.pg_min_old);
+      rngs_[t] = b.rng;
     }
-    one.rng = blocks_[0].rng;
+    one.pg_max_old = rule_.pg_max_old;
+    one.pg_min_old = rule_.pg_min_old;
+    one.eps_pg = rule_.eps_pg;
+    one.shared_rule = true;
+    one.rng = seq_rng_;
     blocks_.assign(1, std::move(one));
-    sums_.resize(1);
+  }
+
+  // One block per thread: the active rows dealt round robin in their last
+  // (random) order, then the shrunk ones likewise, so every block gets a
+  // random share of both.
+  void Split() {
+    if (static_cast<int>(blocks_.size()) == threads_) return;
+    DualBlock one = std::move(blocks_.front());
+    seq_rng_ = one.rng;
+    blocks_.assign(static_cast<std::size_t>(threads_), DualBlock{});
+    const std::size_t t_count = blocks_.size();
+    for (std::size_t k = 0; k < static_cast<std::size_t>(one.active); ++k) {
+      blocks_[k % t_count].order.push_back(one.order[k]);
+    }
+    for (DualBlock& b : blocks_) b.active = b.size();
+    for (std::size_t k = static_cast<std::size_t>(one.active); k < one.order.size(); ++k) {
+      blocks_[k % t_count].order.push_back(one.order[k]);
+    }
+    for (std::size_t t = 0; t < t_count; ++t) {
+      DualBlock& b = blocks_[t];
+      b.pg_max_old = one.pg_max_old;
+      b.pg_min_old = one.pg_min_old;
+      b.eps_pg = one.eps_pg;
+      b.shared_rule = true;
+      b.rng = rngs_[t];
+    }
+  }
+
+  void OneThreadForGood() {
+    Merge();
+    Stop();
+    threads_ = 1;
   }
 
   void WorkerLoop(std::size_t t) {
@@ -306,7 +490,7 @@ class AsyncEngine {
 
   void Stop() {
     if (workers_.empty()) return;
-    exit_ = true;  // published by the barrier's mutex
+    exit_ = true;  // published by the barrier
     barrier_->Wait();
     for (std::thread& th : workers_) th.join();
     workers_.clear();
@@ -315,53 +499,79 @@ class AsyncEngine {
   const CsrMatrix& x_;
   double lambda_;
   double inv_ln_;
-  bool shrink_;  // options.shrinking (used only where the objective has bounds)
+  bool shrink_;  // options.shrinking, where the objective has bounds
   bool fit_threads_;
+  bool replica_ = false;  // threads step on private copies of w
+  int threads_ = 1;       // threads that run parallel epochs from here on
+  int started_threads_ = 1;
   std::vector<DualCoord> coords_;
   std::vector<double> w_;
-  std::vector<DualBlock> blocks_;
+  std::vector<DualBlock> blocks_;  // one (sequential epochs) or threads_
+  DualBlock rule_;  // the shrinking rule's state where several threads share it
+  std::vector<Rng> rngs_;  // each thread's permutations, kept while merged
+  Rng seq_rng_{0};         // the merged block's, kept while split
   std::vector<DualEpochSums> sums_;
+  int64_t replica_every_ = 0;
+  double every_scale_ = 1.0;
+  int dual_falls_ = 0;
+  // The dual as TrackDual follows it (its own sums: the driver keeps its own).
+  double negconj_run_ = 0.0;
+  double wsq_run_ = 0.0;
+  double last_dual_ = 0.0;
+  std::vector<std::vector<double>> local_, base_;  // replicas: w and its last sync
   std::unique_ptr<Barrier> barrier_;
   std::vector<std::thread> workers_;
   bool exit_ = false;  // written by the calling thread only before a barrier
   double negconj_sum_ = 0.0;
   double wsq_ = 0.0;
-  int64_t wsq_work_ = 0;   // nonzeros read since ||w||^2 was measured
-  int probe_epochs_ = 0;   // epochs of the thread-count probe run; 3: decided
-  bool shrunk_merge_ = false;  // merged because shrinking left short epochs
-  int fell_merge_ = 0;         // merged after this epoch because the dual fell
+  int64_t wsq_work_ = 0;  // nonzeros read since ||w||^2 was measured
+  int64_t last_nnz_ = 0;
+  int epoch_ = 0;
+  int parallel_epochs_ = 0;
+  int short_epochs_ = 0;
+  bool decided_ = false;  // the probe ran
+  int warmed_ = -1;       // the last parallel epoch before the probe's
+  bool probe_lost_ = false;
+  int probe_epoch_ = 0;
+  int fell_merge_ = 0;  // merged after this epoch because the dual fell
   double ns_per_nnz_[2] = {-1.0, -1.0};
 };
 
 }  // namespace
 
 absl::StatusOr<TrainResult> TrainAsyncScdDual(const Dataset& data, const ModelSpec& model,
-                                              const SolverOptions& options) {
+                                              const SolverOptions& options,
+                                              const AsyncDualKnobs& knobs) {
   if (FormulationOf(model.kind) != Formulation::kDual) {
     return absl::InvalidArgumentError("TrainAsyncScdDual needs a dual model");
   }
   return VisitDualObjective(model.kind, [&](auto obj) -> absl::StatusOr<TrainResult> {
     using Obj = decltype(obj);
     StopChecker checker(options.stop, options.on_epoch);  // times include the setup
-    AsyncEngine<Obj> engine(data, model, options);
+    AsyncEngine<Obj> engine(data, model, options, knobs);
     DML_RETURN_IF_ERROR(engine.Start());
     TrainResult r = DriveDualScd<Obj>(options, model.lambda, data.x.rows(), engine, checker);
     r.threads = engine.Threads();
-    if (r.threads == options.threads) return r;
-    if (engine.FellMerge() > 0) {
-      r.note = absl::StrCat("ran 1 thread of ", options.threads, " after epoch ", engine.FellMerge(),
+    const int asked = options.threads;
+    if (asked <= 1) return r;
+    if (engine.StartedThreads() == 1) {
+      r.note = absl::StrCat("ran 1 thread of ", asked, ": ", data.x.nnz(),
+                            " nonzeros are too few for more to pay (< ", kMinParallelNnz, ")");
+    } else if (engine.FellMerge() > 0) {
+      r.note = absl::StrCat("ran 1 thread of ", asked, " after epoch ", engine.FellMerge(),
                             ": the exact dual fell between certificates (the threads' steps on a "
                             "stale w overshot)");
-    } else if (engine.ShrunkMerge()) {
-      r.note = absl::StrCat(options.threads, " threads until shrinking left epochs of fewer than ",
-                            kMinParallelNnz, " nonzeros, then 1");
-    } else if (engine.NsPerNnz()[1] >= 0) {
+    } else if (engine.ProbeLost()) {
       r.note = absl::StrFormat(
-          "ran 1 thread of %d after epoch 2: %d threads took %.2f ns per nonzero, 1 took %.2f",
-          options.threads, options.threads, engine.NsPerNnz()[1], engine.NsPerNnz()[0]);
-    } else {
-      r.note = absl::StrCat("ran 1 thread of ", options.threads, ": ", data.x.nnz(),
-                            " nonzeros are too few for more to pay (< ", kMinParallelNnz, ")");
+          "ran 1 thread of %d after epoch %d: %d threads took %.2f ns per nonzero, 1 took %.2f",
+          asked, engine.ProbeEpoch(), asked, engine.NsPerNnz()[1], engine.NsPerNnz()[0]);
+    } else if (engine.ParallelEpochs() == 0) {
+      r.note = absl::StrCat("ran 1 thread of ", asked, ": no epoch read ", kMinEpochNnz,
+                            " nonzeros or more after the first (shrinking)");
+    } else if (engine.ShortEpochs() > 0) {
+      r.note = absl::StrCat("ran ", asked, " threads on ", engine.ParallelEpochs(), " of ",
+                            r.epochs, " epochs, 1 on the rest (epochs of fewer than ",
+                            kMinEpochNnz, " nonzeros, or the first)");
     }
     return r;
   });

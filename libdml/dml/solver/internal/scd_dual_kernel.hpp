@@ -201,6 +201,11 @@ struct DualBlock {
   /// The active set is unshrunk when its projected-gradient range falls
   /// below this; it tightens (x0.1) whenever the full set gets there.
   double eps_pg = 0.1;
+  /// The engine applies the end-of-epoch rule to all blocks at once (several
+  /// threads: one block unshrinking on its own, out of step with the
+  /// others, costs extra full passes); the epoch leaves its projected-
+  /// gradient extremes in DualEpochSums.
+  bool shared_rule = false;
   Rng rng{1};
 
   int64_t size() const { return static_cast<int64_t>(order.size()); }
@@ -224,22 +229,54 @@ struct DualEpochSums {
   /// estimate never triggers a certificate); NaN where not measured.
   double wsq_exact = std::numeric_limits<double>::quiet_NaN();
   int64_t nnz = 0;             ///< nonzeros read
+  /// Extremes of the projected gradients seen (shrinking only).
+  double pg_max = -std::numeric_limits<double>::infinity();
+  double pg_min = std::numeric_limits<double>::infinity();
   void Merge(const DualEpochSums& o) {
     gap_sum += o.gap_sum;
     negconj_delta += o.negconj_delta;
     wsq_delta += o.wsq_delta;
     nnz += o.nnz;
+    pg_max = std::max(pg_max, o.pg_max);
+    pg_min = std::min(pg_min, o.pg_min);
   }
+};
+
+/// LIBLINEAR's end-of-epoch rule: once the active set's projected gradients
+/// lie within eps_pg, bring every shrunk coordinate back (the thresholds
+/// reset), or tighten eps_pg (x0.1) where none is shrunk; else the epoch's
+/// extremes are the next epoch's shrinking thresholds. `full`: nothing is
+/// shrunk. `blk` holds the rule's state (the one block, or the engine's).
+inline void ApplyShrinkRule(double pg_max, double pg_min, bool full, DualBlock& blk) {
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  if (pg_max - pg_min <= blk.eps_pg) {
+    if (!full) {
+      blk.Unshrink();
+      return;
+    }
+    blk.eps_pg *= 0.1;
+  }
+  blk.pg_max_old = pg_max <= 0.0 ? kInf : pg_max;
+  blk.pg_min_old = pg_min >= 0.0 ? -kInf : pg_min;
+}
+
+/// No synchronisation inside an epoch (one thread, or a w shared by atomics).
+struct NoEpochSync {
+  static constexpr bool kEnabled = false;
+  int64_t every = 0;
+  void operator()() {}
 };
 
 /// One epoch over `blk`: a fresh random permutation of the active
 /// coordinates, one coordinate step each (DualStepper). With kShrink (hinge and
 /// squared hinge only), a coordinate at a bound whose gradient points out of
 /// the box by more than last epoch's projected-gradient extremes is shrunk,
-/// exactly as LIBLINEAR does.
-template <typename Obj, bool kAtomic, bool kShrink>
+/// exactly as LIBLINEAR does. Sync (kEnabled) is called after about every
+/// sync.every nonzeros read: a thread working on a private copy of w
+/// publishes its changes there and takes the others'.
+template <typename Obj, bool kAtomic, bool kShrink, typename Sync = NoEpochSync>
 DualEpochSums RunDualEpoch(const uint32_t* idx, const float* val, DualCoord* coords, double* w,
-                           double inv_ln, DualBlock& blk) {
+                           double inv_ln, DualBlock& blk, Sync sync = Sync{}) {
   constexpr double kInf = std::numeric_limits<double>::infinity();
   DualEpochSums s;
   int64_t* order = blk.order.data();
@@ -250,7 +287,14 @@ DualEpochSums RunDualEpoch(const uint32_t* idx, const float* val, DualCoord* coo
   double pg_max = -kInf, pg_min = kInf;
   double gap_sum = 0.0, nc_delta = 0.0, wsq_delta = 0.0;
   int64_t nnz = 0;
+  int64_t next_sync = Sync::kEnabled ? sync.every : 0;
   for (int64_t t = 0; t < active; ++t) {
+    if constexpr (Sync::kEnabled) {
+      if (nnz >= next_sync) {
+        sync();
+        next_sync = nnz + sync.every;
+      }
+    }
     // The rows come in random order: fetch the row two steps ahead and the
     // coordinate record three steps ahead, so the misses overlap this step.
     if (t + 3 < active) __builtin_prefetch(coords + order[t + 3]);
@@ -311,21 +355,9 @@ DualEpochSums RunDualEpoch(const uint32_t* idx, const float* val, DualCoord* coo
   }
   blk.active = active;
   if constexpr (kShrink) {
-    // LIBLINEAR's rule: once the active set's projected gradients lie within
-    // eps_pg, bring every shrunk coordinate back (the thresholds reset).
-    bool unshrunk = false;
-    if (pg_max - pg_min <= blk.eps_pg) {
-      if (active < blk.size()) {
-        blk.Unshrink();
-        unshrunk = true;
-      } else {
-        blk.eps_pg *= 0.1;
-      }
-    }
-    if (!unshrunk) {
-      blk.pg_max_old = pg_max <= 0.0 ? kInf : pg_max;
-      blk.pg_min_old = pg_min >= 0.0 ? -kInf : pg_min;
-    }
+    s.pg_max = pg_max;
+    s.pg_min = pg_min;
+    if (!blk.shared_rule) ApplyShrinkRule(pg_max, pg_min, active == blk.size(), blk);
   }
   s.gap_sum = gap_sum;
   s.negconj_delta = nc_delta;
@@ -335,14 +367,16 @@ DualEpochSums RunDualEpoch(const uint32_t* idx, const float* val, DualCoord* coo
 }
 
 /// RunDualEpoch with shrinking where the objective has bounds and it is asked for.
-template <typename Obj, bool kAtomic>
+template <typename Obj, bool kAtomic, typename Sync = NoEpochSync>
 DualEpochSums RunDualEpochMaybeShrink(bool shrink, const uint32_t* idx, const float* val,
                                       DualCoord* coords, double* w, double inv_ln,
-                                      DualBlock& blk) {
+                                      DualBlock& blk, Sync sync = Sync{}) {
   if constexpr (Obj::kShrinkable) {
-    if (shrink) return RunDualEpoch<Obj, kAtomic, true>(idx, val, coords, w, inv_ln, blk);
+    if (shrink) {
+      return RunDualEpoch<Obj, kAtomic, true, Sync>(idx, val, coords, w, inv_ln, blk, sync);
+    }
   }
-  return RunDualEpoch<Obj, kAtomic, false>(idx, val, coords, w, inv_ln, blk);
+  return RunDualEpoch<Obj, kAtomic, false, Sync>(idx, val, coords, w, inv_ln, blk, sync);
 }
 
 /// Exact values from alpha alone: w is rebuilt as A^T alpha / (lambda n) in

@@ -13,8 +13,18 @@ namespace dml::internal {
 
 absl::StatusOr<TrainResult> TrainScdDual(const Dataset& data, const ModelSpec& model,
                                          const SolverOptions& options);
+/// The asynchronous dual engine keeps per-thread replicas of w up to this
+/// many features, beyond it one w shared by atomic adds.
+constexpr int64_t kAsyncDualReplicaMaxCols = 4096;
+/// Choices of the asynchronous dual engine that tests force.
+struct AsyncDualKnobs {
+  /// Several threads share w by atomic adds even where it is short enough
+  /// for per-thread replicas.
+  bool atomic_w = false;
+};
 absl::StatusOr<TrainResult> TrainAsyncScdDual(const Dataset& data, const ModelSpec& model,
-                                              const SolverOptions& options);
+                                              const SolverOptions& options,
+                                              const AsyncDualKnobs& knobs = {});
 absl::StatusOr<TrainResult> TrainScdPrimal(const Dataset& data, const ModelSpec& model,
                                            const SolverOptions& options);
 /// newGLMNET's inner CD is shared by two threads where the columns it
