@@ -748,6 +748,18 @@ BOOST_AUTO_TEST_CASE(async_reaches_the_sequential_optimum) {
           BOOST_TEST(r.primal == seq.primal);
         }
       }
+      // More threads than rows: the deal leaves blocks empty.
+      const auto tiny = Synthetic(kind, 5, 12);
+      const auto tiny_seq = TrainOrDie(tiny, m, Tight(1e-10));
+      auto o = Tight(1e-10);
+      o.kind = dml::SolverKind::kAsyncScd;
+      o.threads = 8;
+      o.fit_threads = false;
+      const auto r = TrainOrDie(tiny, m, o);
+      BOOST_TEST((r.reason == dml::StopReason::kConverged));
+      BOOST_TEST(r.threads == 5);
+      BOOST_TEST(RelDiff(r.primal, tiny_seq.primal) < 1e-6);
+      CheckCertified(tiny, m, r);
     }
   }
 }
