@@ -29,10 +29,12 @@
 // kMinParallelNnz nonzeros runs on one thread; an epoch predicted to read
 // fewer than kMinEpochNnz (shrinking leaves hinge runs mostly such epochs)
 // runs on one thread over all active rows, while the others wait; the first
-// sequential epoch of at least kMinEpochNnz is timed, then an eighth of the
-// next such epoch on all threads, and where all threads did not read
-// nonzeros faster the rest runs on one thread. TrainResult::threads and
-// ::note say so.
+// sequential epoch of at least kMinEpochNnz is timed, then the second
+// parallel epoch of at least that (the first is a warm-up), and where all
+// threads did not read nonzeros faster the rest runs on one thread.
+// Whatever fit_threads says, a dual that stale steps lowered makes the
+// replicas sync more often, and then puts the rest on one thread (the
+// atomic path: at once). TrainResult::threads and ::note say so.
 // Stopping: StopRule, as DriveDualScd in scd_dual_kernel.hpp.
 // With T = 1 no thread is started and the plain (non-atomic) kernel runs:
 // the iterates are those of the sequential solver with the same seed.
@@ -131,6 +133,9 @@ constexpr int64_t kMinEpochNnz = 1 << 16;
 // All threads run when their time per nonzero is below this share of one
 // thread's (a second core should buy at least 10%).
 constexpr double kParallelMargin = 0.9;
+// Falls of the dual (TrackDual) after which replicas give way to one thread:
+// their syncs are then 64x as frequent as at first.
+constexpr int kMaxFalls = 3;
 // Widest w kept as per-thread replicas (the syncs cost O(d) each; on the
 // real-sim-shaped set, 20958 features, their compare-exchange adds made
 // shrunk epochs 2x slower than one thread).
@@ -207,7 +212,8 @@ class AsyncEngine {
     last_dual_ = negconj_run_ / static_cast<double>(n) - 0.5 * lambda_ * wsq_run_;
   }
 
-  /// Threads that ran at least one epoch together (1 where none did).
+  /// Threads that run epochs together at the end of the run (1 where none
+  /// ever did, or after the engine went to one thread for good).
   int Threads() const { return parallel_epochs_ > 0 ? threads_ : 1; }
   int StartedThreads() const { return started_threads_; }
   /// Nanoseconds per nonzero measured on one thread and on all ([1]), or
@@ -222,10 +228,16 @@ class AsyncEngine {
   int ProbeEpoch() const { return probe_epoch_; }
 
   /// The exact dual fell between certificates: the threads' stale steps
-  /// overshoot on this data, so the rest runs on one thread (sequential
-  /// SCD from the current, feasible alpha, which converges).
+  /// overshoot on this data. Replicas sync more often (TrackDual's ladder,
+  /// unless it already took this fall); the atomic path, or replicas at the
+  /// ladder's end, run the rest on one thread (sequential SCD from the
+  /// current, feasible alpha, which converges).
   void DualFell(int epoch) {
     if (threads_ <= 1) return;
+    if (replica_) {
+      if (fall_epoch_ != epoch) OnFall(epoch);
+      return;
+    }
     fell_merge_ = epoch;
     OneThreadForGood();
   }
@@ -238,10 +250,13 @@ class AsyncEngine {
     if (threads_ <= 1) return absl::OkStatus();
     barrier_ = std::make_unique<Barrier>(threads_);
     try {
+      // Reserved first: a failed push_back after a started thread would
+      // otherwise leave it waiting for arrivals that never come.
+      workers_.reserve(static_cast<std::size_t>(threads_ - 1));
       for (int t = 1; t < threads_; ++t) {
         workers_.emplace_back([this, t] { WorkerLoop(static_cast<std::size_t>(t)); });
       }
-    } catch (const std::system_error& e) {
+    } catch (const std::exception& e) {
       // The threads already started wait for T arrivals: drop the missing
       // ones, then release and join the started ones.
       for (int t = static_cast<int>(workers_.size()) + 1; t < threads_; ++t) barrier_->Drop();
@@ -266,12 +281,12 @@ class AsyncEngine {
     } else {
       Split();
       ++parallel_epochs_;
-      // The probe is the second of two whole parallel epochs in a row: an
-      // eighth of one, or the first, was mostly the other threads' wake-up
-      // and their first reads of rows the calling thread had just stepped
-      // on (6000 x 60 dense: 8.0 against 1.7 ns per nonzero).
-      probe = fit_threads_ && !decided_ && warmed_ == epoch_ - 1;
-      if (fit_threads_ && !decided_) warmed_ = epoch_;
+      // The probe is the second whole parallel epoch: an eighth of one, or
+      // the first, was mostly the other threads' wake-up and their first
+      // reads of rows the calling thread had just stepped on (6000 x 60
+      // dense: 8.0 against 1.7 ns per nonzero).
+      probe = fit_threads_ && !decided_ && warmed_;
+      if (fit_threads_) warmed_ = true;
       replica_every_ = ReplicaEvery(predicted);
       t0 = std::chrono::steady_clock::now();  // the steps' time, not the deal's
       barrier_->Wait();  // start (orders the above before the workers' reads)
@@ -280,7 +295,8 @@ class AsyncEngine {
       for (const DualEpochSums& b : sums_) s.Merge(b);
       // The tracked ||w||^2 misses the concurrent steps' cross terms;
       // measure it (no update is lost, so this is ||w(alpha)||^2 up to
-      // rounding) whenever that costs at most half an epoch's work.
+      // rounding) after every epoch with replicas (TrackDual needs it),
+      // else once the epochs since read at least d/2 nonzeros.
       wsq_work_ += s.nnz;
       if (replica_ || 2 * wsq_work_ >= static_cast<int64_t>(w_.size())) {
         double wsq = 0.0;
@@ -293,7 +309,7 @@ class AsyncEngine {
     TrackDual(parallel, s);
     const double secs =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    Record(parallel, probe, s.nnz, secs);
+    Record(parallel, probe, s, secs);
     return s;
   }
 
@@ -301,7 +317,7 @@ class AsyncEngine {
     const DualExact e = CertifyDualCoords<Obj>(x_, coords_.data(), lambda_, w_.data());
     negconj_run_ = e.negconj_sum;
     wsq_run_ = e.wsq;
-    last_dual_ = e.dual;
+    last_dual_ = TrackedDual();  // the formula TrackDual compares with
     return e;
   }
   double NegConjSum() const { return negconj_sum_; }
@@ -342,7 +358,8 @@ class AsyncEngine {
 
   // Nonzeros between a thread's syncs: about 16 syncs in its share of the
   // epoch, between 256 and max(8192, 8 d) (the sync reads all of w), times
-  // every_scale_ (each fall of the dual quarters it), never under d.
+  // every_scale_ (each fall of the dual quarters it), never under d (for
+  // dense rows, one sync a row).
   int64_t ReplicaEvery(int64_t predicted) const {
     const int64_t d = static_cast<int64_t>(w_.size());
     const int64_t every =
@@ -350,34 +367,44 @@ class AsyncEngine {
     return std::max<int64_t>(d, static_cast<int64_t>(every_scale_ * static_cast<double>(every)));
   }
 
+  double TrackedDual() const {
+    return negconj_run_ / static_cast<double>(coords_.size()) - 0.5 * lambda_ * wsq_run_;
+  }
+
   // The dual from the tracked sum of NegConj and ||w||^2, exact (up to
-  // rounding) after an epoch whose ||w||^2 was measured: with replicas that
-  // is every parallel epoch. Coordinate ascent never lowers it; where the
-  // threads' stale steps did (dense, low-dimensional data: every row moves
-  // every feature), the syncs get 4x as frequent, and where a thread would
-  // sync more than once a row, the rest runs on one thread. Without this a
-  // run with eval_every = 0 oscillated to max epochs (4000 x 12 dense hinge).
+  // rounding, and logistic's cached-logit steps) after an epoch whose
+  // ||w||^2 was measured: with replicas that is every parallel epoch.
+  // Coordinate ascent never lowers it; where the threads' stale steps did
+  // (dense, low-dimensional data: every row moves every feature), OnFall
+  // makes the syncs more frequent. Without this a run with eval_every = 0
+  // oscillated to max epochs (4000 x 12 dense hinge). The threshold is
+  // relative to the dual's two terms, not to their difference (near 0).
   void TrackDual(bool parallel, const DualEpochSums& s) {
-    const double n = static_cast<double>(coords_.size());
     negconj_run_ += s.negconj_delta;
     wsq_run_ = std::isnan(s.wsq_exact) ? wsq_run_ + s.wsq_delta : s.wsq_exact;
-    const double dual = negconj_run_ / n - 0.5 * lambda_ * wsq_run_;
-    if (parallel && replica_ && dual < last_dual_ - 1e-9 * std::abs(last_dual_)) {
-      ++dual_falls_;
-      every_scale_ *= 0.25;
-      if (ReplicaEvery(s.nnz) <= static_cast<int64_t>(w_.size())) {
-        fell_merge_ = epoch_;
-        OneThreadForGood();
-      }
-    }
+    const double dual = TrackedDual();
+    const double scale = std::abs(negconj_run_) / static_cast<double>(coords_.size()) +
+                         0.5 * lambda_ * wsq_run_;
+    if (parallel && replica_ && dual < last_dual_ - 1e-9 * scale - 1e-15) OnFall(epoch_);
     last_dual_ = dual;
   }
 
-  // Nonzeros the next epoch will read: the last epoch's (shrinking only
-  // removes rows) unless every row is active again.
+  // A fall of the dual with replicas: syncs 4x as frequent, and after
+  // kMaxFalls of them the rest on one thread.
+  void OnFall(int epoch) {
+    fall_epoch_ = epoch;
+    every_scale_ *= 0.25;
+    if (++dual_falls_ >= kMaxFalls) {
+      fell_merge_ = epoch;
+      OneThreadForGood();
+    }
+  }
+
+  // Nonzeros the next epoch will read: those of the rows the last epoch
+  // left active, or every row's where all are active again.
   int64_t PredictedNnz() const {
     for (const DualBlock& b : blocks_) {
-      if (b.active < b.size()) return last_nnz_;
+      if (b.active < b.size()) return next_nnz_;
     }
     return x_.nnz();
   }
@@ -392,11 +419,14 @@ class AsyncEngine {
     return decided_ || ns_per_nnz_[0] >= 0;
   }
 
-  void Record(bool parallel, bool probe, int64_t nnz, double secs) {
-    last_nnz_ = nnz;
-    if (!fit_threads_ || decided_ || threads_ <= 1 || nnz == 0) return;
+  void Record(bool parallel, bool probe, const DualEpochSums& s, double secs) {
+    const int64_t nnz = s.nnz;
+    next_nnz_ = nnz - s.shrunk_nnz;
+    if (!fit_threads_ || decided_ || threads_ <= 1 || nnz < kMinEpochNnz) {
+      return;
+    }
     if (!parallel) {
-      if (nnz >= kMinEpochNnz) ns_per_nnz_[0] = 1e9 * secs / static_cast<double>(nnz);
+      ns_per_nnz_[0] = 1e9 * secs / static_cast<double>(nnz);
       return;
     }
     if (!probe) return;
@@ -514,6 +544,7 @@ class AsyncEngine {
   int64_t replica_every_ = 0;
   double every_scale_ = 1.0;
   int dual_falls_ = 0;
+  int fall_epoch_ = 0;  // the epoch of the last fall OnFall took
   // The dual as TrackDual follows it (its own sums: the driver keeps its own).
   double negconj_run_ = 0.0;
   double wsq_run_ = 0.0;
@@ -525,12 +556,12 @@ class AsyncEngine {
   double negconj_sum_ = 0.0;
   double wsq_ = 0.0;
   int64_t wsq_work_ = 0;  // nonzeros read since ||w||^2 was measured
-  int64_t last_nnz_ = 0;
+  int64_t next_nnz_ = 0;  // nonzeros of the rows the last epoch left active
   int epoch_ = 0;
   int parallel_epochs_ = 0;
   int short_epochs_ = 0;
   bool decided_ = false;  // the probe ran
-  int warmed_ = -1;       // the last parallel epoch before the probe's
+  bool warmed_ = false;   // a parallel epoch ran (the probe's warm-up)
   bool probe_lost_ = false;
   int probe_epoch_ = 0;
   int fell_merge_ = 0;  // merged after this epoch because the dual fell
@@ -554,9 +585,13 @@ absl::StatusOr<TrainResult> TrainAsyncScdDual(const Dataset& data, const ModelSp
     r.threads = engine.Threads();
     const int asked = options.threads;
     if (asked <= 1) return r;
-    if (engine.StartedThreads() == 1) {
-      r.note = absl::StrCat("ran 1 thread of ", asked, ": ", data.x.nnz(),
-                            " nonzeros are too few for more to pay (< ", kMinParallelNnz, ")");
+    const int ran = engine.StartedThreads();
+    if (ran == 1) {
+      r.note = data.x.rows() == 1
+                   ? absl::StrCat("ran 1 thread of ", asked, ": the data has one example")
+                   : absl::StrCat("ran 1 thread of ", asked, ": ", data.x.nnz(),
+                                  " nonzeros are too few for more to pay (< ", kMinParallelNnz,
+                                  ")");
     } else if (engine.FellMerge() > 0) {
       r.note = absl::StrCat("ran 1 thread of ", asked, " after epoch ", engine.FellMerge(),
                             ": the exact dual fell between certificates (the threads' steps on a "
@@ -564,14 +599,24 @@ absl::StatusOr<TrainResult> TrainAsyncScdDual(const Dataset& data, const ModelSp
     } else if (engine.ProbeLost()) {
       r.note = absl::StrFormat(
           "ran 1 thread of %d after epoch %d: %d threads took %.2f ns per nonzero, 1 took %.2f",
-          asked, engine.ProbeEpoch(), asked, engine.NsPerNnz()[1], engine.NsPerNnz()[0]);
+          asked, engine.ProbeEpoch(), ran, engine.NsPerNnz()[1], engine.NsPerNnz()[0]);
     } else if (engine.ParallelEpochs() == 0) {
-      r.note = absl::StrCat("ran 1 thread of ", asked, ": no epoch read ", kMinEpochNnz,
-                            " nonzeros or more after the first (shrinking)");
-    } else if (engine.ShortEpochs() > 0) {
-      r.note = absl::StrCat("ran ", asked, " threads on ", engine.ParallelEpochs(), " of ",
-                            r.epochs, " epochs, 1 on the rest (epochs of fewer than ",
-                            kMinEpochNnz, " nonzeros, or the first)");
+      r.note = r.epochs <= 1
+                   ? absl::StrCat("ran 1 thread of ", asked,
+                                  ": the run ended after its first epoch (one thread's, timed "
+                                  "before the threads run)")
+                   : absl::StrCat("ran 1 thread of ", asked, ": no epoch after the first read ",
+                                  kMinEpochNnz, " nonzeros or more (shrinking)");
+    } else {
+      if (ran < asked) {
+        r.note = absl::StrCat("ran ", ran, " threads of ", asked, ": ", data.x.rows(), " examples");
+      }
+      if (engine.ShortEpochs() > 0) {
+        absl::StrAppend(&r.note, r.note.empty() ? "" : "; ", "ran ", ran, " threads on ",
+                        engine.ParallelEpochs(), " of ", r.epochs,
+                        " epochs, 1 on the rest (epochs of fewer than ", kMinEpochNnz,
+                        " nonzeros, or the first)");
+      }
     }
     return r;
   });

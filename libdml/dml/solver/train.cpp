@@ -64,8 +64,8 @@ SolverKind AutoSolver(const ModelSpec& model, const Dataset& data, int threads) 
                                      static_cast<std::size_t>(data.x.cols()))
                  ? SolverKind::kAsyncScd
                  : SolverKind::kScd;
-    // Hinge on two threads where w is short enough for per-thread replicas
-    // (the dense 30000 x 300 set: 1.4x one thread's speed); wider, the
+    // Hinge on the threads asked for where w is short enough for per-thread
+    // replicas (the dense 30000 x 300 set: 2 threads 1.4x one's speed); wider, the
     // shared w's atomic adds lost to one thread (real-sim-shaped set: 6.7
     // against 5.7 ns per nonzero) and the run stays sequential.
     case ModelKind::kHingeSvm:

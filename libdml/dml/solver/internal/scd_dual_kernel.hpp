@@ -229,6 +229,9 @@ struct DualEpochSums {
   /// estimate never triggers a certificate); NaN where not measured.
   double wsq_exact = std::numeric_limits<double>::quiet_NaN();
   int64_t nnz = 0;             ///< nonzeros read
+  /// Nonzeros of the rows shrunk in this epoch (read once more before they
+  /// left): nnz - shrunk_nnz is what the next epoch reads, unless unshrunk.
+  int64_t shrunk_nnz = 0;
   /// Extremes of the projected gradients seen (shrinking only).
   double pg_max = -std::numeric_limits<double>::infinity();
   double pg_min = std::numeric_limits<double>::infinity();
@@ -237,6 +240,7 @@ struct DualEpochSums {
     negconj_delta += o.negconj_delta;
     wsq_delta += o.wsq_delta;
     nnz += o.nnz;
+    shrunk_nnz += o.shrunk_nnz;
     pg_max = std::max(pg_max, o.pg_max);
     pg_min = std::min(pg_min, o.pg_min);
   }
@@ -286,7 +290,7 @@ DualEpochSums RunDualEpoch(const uint32_t* idx, const float* val, DualCoord* coo
   }
   double pg_max = -kInf, pg_min = kInf;
   double gap_sum = 0.0, nc_delta = 0.0, wsq_delta = 0.0;
-  int64_t nnz = 0;
+  int64_t nnz = 0, shrunk_nnz = 0;
   int64_t next_sync = Sync::kEnabled ? sync.every : 0;
   for (int64_t t = 0; t < active; ++t) {
     if constexpr (Sync::kEnabled) {
@@ -318,6 +322,7 @@ DualEpochSums RunDualEpoch(const uint32_t* idx, const float* val, DualCoord* coo
       double pg = 0.0;
       if (b == 0.0) {
         if (g > blk.pg_max_old) {
+          shrunk_nnz += c.len;
           std::swap(order[t], order[--active]);
           --t;
           continue;
@@ -325,6 +330,7 @@ DualEpochSums RunDualEpoch(const uint32_t* idx, const float* val, DualCoord* coo
         if (g < 0.0) pg = g;
       } else if (b == Obj::kUpper) {
         if (g < blk.pg_min_old) {
+          shrunk_nnz += c.len;
           std::swap(order[t], order[--active]);
           --t;
           continue;
@@ -363,6 +369,7 @@ DualEpochSums RunDualEpoch(const uint32_t* idx, const float* val, DualCoord* coo
   s.negconj_delta = nc_delta;
   s.wsq_delta = wsq_delta;
   s.nnz = nnz;
+  s.shrunk_nnz = shrunk_nnz;
   return s;
 }
 
