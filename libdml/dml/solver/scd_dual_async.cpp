@@ -242,6 +242,16 @@ class AsyncEngine {
     OneThreadForGood();
   }
 
+  /// The certified gap stalled (DriveDualScd): on several threads, stale
+  /// gradients near the optimum can keep shrinking coordinates that should
+  /// move; the rest runs on one thread.
+  void Stalled(int epoch) {
+    if (threads_ <= 1) return;
+    stalled_ = epoch;
+    OneThreadForGood();
+  }
+  int StalledAt() const { return stalled_; }
+
   ~AsyncEngine() { Stop(); }
 
   /// Starts threads 1..T-1. Errors: the system refused a thread.
@@ -565,6 +575,7 @@ class AsyncEngine {
   bool probe_lost_ = false;
   int probe_epoch_ = 0;
   int fell_merge_ = 0;  // merged after this epoch because the dual fell
+  int stalled_ = 0;     // merged after this epoch because the gap stalled
   double ns_per_nnz_[2] = {-1.0, -1.0};
 };
 
@@ -596,6 +607,11 @@ absl::StatusOr<TrainResult> TrainAsyncScdDual(const Dataset& data, const ModelSp
       r.note = absl::StrCat("ran 1 thread of ", asked, " after epoch ", engine.FellMerge(),
                             ": the exact dual fell between certificates (the threads' steps on a "
                             "stale w overshot)");
+    } else if (engine.StalledAt() > 0) {
+      r.note = absl::StrCat("ran 1 thread of ", asked, " after epoch ", engine.StalledAt(), ": ",
+                            kStallCertificates,
+                            " certificates in a row did not cut the gap by 10% on ", ran,
+                            " threads");
     } else if (engine.ProbeLost()) {
       r.note = absl::StrFormat(
           "ran 1 thread of %d after epoch %d: %d threads took %.2f ns per nonzero, 1 took %.2f",
