@@ -9,7 +9,7 @@
 //
 //   duhl_bench [--models lasso,svm] [--budgets 0.1,0.25] [--gap 1e-4]
 //              [--seconds 120] [--gap-threads 1] [--passes 5] [--eval-every 10] [--lasso-lambda L]
-//              [--gen-rows N] [--csv FILE] [--tpa-scd]
+//              [--gen-rows N] [--gen-noise S] [--csv FILE] [--tpa-scd]
 //              [--selections sequential,gap,random,gap-greedy] FILE.svm ...
 //
 // --tpa-scd: the device is the GPU (dml::gpu::MakeTpaScdLocalSolver, the
@@ -28,6 +28,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "bench_cases.hpp"
 #include "dml/data/libsvm.hpp"
@@ -52,6 +53,7 @@ int main(int argc, char** argv) {
   int eval_every = 10;
   int errors = 0;
   int64_t gen_rows = 0;
+  double gen_noise = 0.5;  // the generator's label noise (0.5: 99% of the rows are support vectors)
   std::string csv = "duhl_bench.csv";
   bool on_gpu = false;
   // Sequential first: the others' ratios are against it.
@@ -99,6 +101,7 @@ int main(int argc, char** argv) {
     else if (a == "--eval-every") eval_every = static_cast<int>(number(1, 1e9));
     else if (a == "--lasso-lambda") lasso_fraction = number(1e-12, 1);
     else if (a == "--gen-rows") gen_rows = static_cast<int64_t>(number(1, 1e9));
+    else if (a == "--gen-noise") gen_noise = number(0, 100);
     else if (a == "--selections") {
       rules.clear();
       for (auto name : absl::StrSplit(next(), ',')) {
@@ -126,7 +129,7 @@ int main(int argc, char** argv) {
     so.rows = gen_rows;
     so.cols = 600000;
     so.nnz_per_row = 80;
-    so.noise = 0.5;
+    so.noise = gen_noise;
     so.model_density = 0.01;
     so.task = dml::Task::kClassification;
     auto d = dml::GenerateSynthetic(so);
@@ -134,7 +137,9 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "generate: %s\n", std::string(d.status().message()).c_str());
       return 1;
     }
-    cases.push_back({"gen-" + std::to_string(gen_rows) + "x80", std::move(d->data)});
+    cases.push_back({"gen-" + std::to_string(gen_rows) + "x80" +
+                         (gen_noise == 0.5 ? "" : absl::StrCat("-noise", gen_noise)),
+                     std::move(d->data)});
   }
   std::FILE* out = std::fopen(csv.c_str(), "w");
   if (out == nullptr) {
