@@ -86,6 +86,7 @@
 #include "absl/strings/str_cat.h"
 #include "dml/objective/evaluate.hpp"
 #include "dml/objective/logistic_l1.hpp"
+#include "dml/objective/losses.hpp"
 #include "dml/solver/internal/chunks.hpp"
 #include "dml/solver/internal/primal_cd.hpp"
 #include "dml/solver/internal/solvers.hpp"
@@ -112,14 +113,7 @@ constexpr double kNuPerLambda = kGlmnetNuPerLambda;  // Hessian-diagonal floor, 
 constexpr std::size_t kRowGrain = 16384;
 constexpr std::size_t kNnzGrain = 131072;
 
-/// log1p(a) for a > -1 to a few ulps through the faster log (glibc's log1p
-/// was a fifth of the whole run on w8a): log(u) a / (u - 1), u = 1 + a
-/// (Goldberg, "What every computer scientist should know about
-/// floating-point arithmetic", Theorem 4).
-double FastLog1p(double a) {
-  const double u = 1.0 + a;
-  return u == 1.0 ? a : std::log(u) * a / (u - 1.0);
-}
+using loss::FastLog1p;
 
 /// log(1 + exp(-m)), stable for any m.
 double Loss(double m) { return std::log1p(std::exp(-std::abs(m))) + std::max(-m, 0.0); }
