@@ -192,8 +192,20 @@ BOOST_AUTO_TEST_CASE(auto_runs_newton_for_smooth_models_and_scd_for_the_others) 
   BOOST_TEST((pick(ModelKind::kSquaredHingeSvm, tall, 1) == SolverKind::kNewton));
   BOOST_TEST((pick(ModelKind::kRidge, tall, 2) == SolverKind::kNewton));
   BOOST_TEST((pick(ModelKind::kHingeSvm, tall, 1) == SolverKind::kScd));
-  // Hinge: two threads where w fits per-thread replicas, one beyond.
-  BOOST_TEST((pick(ModelKind::kHingeSvm, tall, 2) == SolverKind::kAsyncScd));
+  // Hinge: the threads where they keep per-thread replicas of w (at most
+  // 4096 features, rows of at least 128 nonzeros), else one.
+  BOOST_TEST((pick(ModelKind::kHingeSvm, tall, 2) == SolverKind::kScd));
+  {
+    dml::SyntheticOptions g;
+    g.rows = 50;
+    g.cols = 200;
+    g.nnz_per_row = 150;
+    g.seed = 6;
+    auto long_rows = dml::GenerateSynthetic(g);
+    BOOST_REQUIRE(long_rows.ok());
+    BOOST_TEST((pick(ModelKind::kHingeSvm, long_rows->data, 2) == SolverKind::kAsyncScd));
+    BOOST_TEST((pick(ModelKind::kHingeSvm, long_rows->data, 1) == SolverKind::kScd));
+  }
   // L1-logistic: two threads on tall data or long columns, one on wide.
   BOOST_TEST((pick(ModelKind::kLogisticL1, tall, 2) == SolverKind::kAsyncScd));
   {
@@ -230,29 +242,16 @@ BOOST_AUTO_TEST_CASE(auto_runs_newton_for_smooth_models_and_scd_for_the_others) 
   BOOST_TEST((pick(ModelKind::kRidge, wide, 2) == SolverKind::kScd));
   BOOST_TEST((pick(ModelKind::kLogisticL2, wide, 2) == SolverKind::kNewton));
   BOOST_TEST((pick(ModelKind::kLogisticL1, wide, 2) == SolverKind::kScd));
-  dml::Dataset wider = wide;  // 6 x 4097: w too long for per-thread replicas
-  {
-    auto x = dml::CsrMatrix::FromArrays(6, dml::internal::kAsyncDualReplicaMaxCols + 1,
-                                        wide.x.offsets(), wide.x.indices(), wide.x.values());
-    BOOST_REQUIRE(x.ok());
-    wider.x = *std::move(x);
-  }
-  BOOST_TEST((pick(ModelKind::kHingeSvm, wide, 2) == SolverKind::kAsyncScd));
-  BOOST_TEST((pick(ModelKind::kHingeSvm, wider, 2) == SolverKind::kScd));
+  BOOST_TEST((pick(ModelKind::kHingeSvm, wide, 2) == SolverKind::kScd));
   // Fewer threads than asked: the summary says so.
   dml::SolverOptions two;
   two.kind = SolverKind::kAuto;
   two.threads = 2;
-  auto hinge = dml::Train(wider, {ModelKind::kHingeSvm, 1e-2, 0.5}, two);
+  auto hinge = dml::Train(tall, {ModelKind::kHingeSvm, 1e-2, 0.5}, two);
   BOOST_REQUIRE(hinge.ok());
-  BOOST_TEST(hinge->note == "solver auto ran scd on 1 thread of 2 (hinge: more than 4096 "
-                            "features, where the asynchronous engine's atomic adds on a shared "
-                            "w lost to one thread)",
-             hinge->note);
-  hinge = dml::Train(tall, {ModelKind::kHingeSvm, 1e-2, 0.5}, two);
-  BOOST_REQUIRE(hinge.ok());
-  BOOST_TEST(hinge->note == "solver auto ran async-scd; ran 1 thread of 2: 80000 nonzeros are "
-                            "too few for more to pay (< 262144)",
+  BOOST_TEST(hinge->note == "solver auto ran scd on 1 thread of 2 (hinge: per-thread copies of w "
+                            "need at most 4096 features and rows of at least 128 nonzeros on "
+                            "average; elsewhere the asynchronous engine's threads lost to one)",
              hinge->note);
   const dml::Dataset data = UnscaledProblem(40, 4.0);
   dml::SolverOptions o;

@@ -640,12 +640,17 @@ BOOST_AUTO_TEST_CASE(rows_of_equal_values_reach_the_optimum_of_general_ones) {
         o.kind = dml::SolverKind::kAsyncScd;
         o.threads = 2;
         o.fit_threads = false;
-        const auto d = TrainOrDie(times_v, Spec(kind, lambda), o);
+        using Share = dml::internal::AsyncDualKnobs::Share;
+        auto replicas = dml::internal::TrainAsyncScdDual(times_v, Spec(kind, lambda), o,
+                                                         {Share::kReplicas});
+        BOOST_REQUIRE(replicas.ok());
+        const dml::TrainResult& d = *replicas;
         BOOST_TEST((d.reason == dml::StopReason::kConverged),
                    dml::StopReasonName(d.reason) << " after " << d.epochs << " epochs, gap "
                                                  << d.gap << ", " << d.note);
         BOOST_TEST(RelDiff(d.primal, b.primal) < 10 * tol);
-        auto e = dml::internal::TrainAsyncScdDual(times_v, Spec(kind, lambda), o, {true});
+        auto e = dml::internal::TrainAsyncScdDual(times_v, Spec(kind, lambda), o,
+                                                  {Share::kAtomic});
         BOOST_REQUIRE(e.ok());
         BOOST_TEST((e->reason == dml::StopReason::kConverged),
                    dml::StopReasonName(e->reason) << " after " << e->epochs << " epochs, gap "
@@ -802,16 +807,17 @@ BOOST_AUTO_TEST_CASE(fitted_threads_say_what_ran) {
 }
 
 // Hinge with shrinking and fitted threads on data large enough for them
-// (360000 nonzeros): epochs run on two threads (the rows dealt out) while
+// (360000 nonzeros, rows long enough for per-thread replicas of w): epochs run on two threads (the rows dealt out) while
 // they are long, on one (the rows merged) once shrinking leaves them short,
 // with LIBLINEAR's shrinking rule applied to all rows at once; or, where
 // two threads measured slower, on one from there. Either way the result is
 // the sequential optimum, certified, and the note says what ran.
 BOOST_AUTO_TEST_CASE(hinge_with_shrinking_on_fitted_threads_reaches_the_optimum) {
-  dml::Dataset data = DenseRegression(6000, 60, 31);
+  dml::Dataset data = DenseRegression(2000, 180, 31);  // rows of 180: replicas
+  BOOST_REQUIRE(dml::internal::AsyncDualReplicas(data.x));
   for (float& y : data.y) y = y > 0 ? 1.0f : -1.0f;
   data.task = dml::Task::kClassification;
-  const auto m = Spec(ModelKind::kHingeSvm, 1e-3);
+  const auto m = Spec(ModelKind::kHingeSvm, 1e-2);
   const auto seq = TrainOrDie(data, m, Tight(1e-6));
   BOOST_REQUIRE((seq.reason == dml::StopReason::kConverged));
   for (int eval_every : {0, 1}) {
@@ -861,12 +867,21 @@ BOOST_AUTO_TEST_CASE(two_threads_stop_at_the_target_on_dense_low_dimensional_dat
         // Hinge needs 550-1000 epochs here with threads; without the fix
         // the 4-thread runs went on to max epochs.
         o.stop.max_epochs = 5000;
-        const auto r = TrainOrDie(data, m, o);
-        BOOST_TEST((r.reason == dml::StopReason::kTargetReached),
-                   "threads " << threads << ": " << dml::StopReasonName(r.reason) << " after "
-                              << r.epochs << " epochs");
-        BOOST_TEST(r.primal <= *o.stop.target_primal);
-        CheckCertified(data, m, r);
+        // The engine's choice (12 nonzeros a row: atomic adds), and replicas
+        // forced (the steps' staleness: without TrackDual's faster syncs a
+        // 2-thread hinge run oscillated to max epochs).
+        using Share = dml::internal::AsyncDualKnobs::Share;
+        for (Share share : {Share::kAuto, Share::kReplicas}) {
+          auto run = dml::internal::TrainAsyncScdDual(data, m, o, {share});
+          BOOST_REQUIRE(run.ok());
+          const dml::TrainResult& r = *run;
+          BOOST_TEST((r.reason == dml::StopReason::kTargetReached),
+                     "threads " << threads << ", share " << static_cast<int>(share) << ": "
+                                << dml::StopReasonName(r.reason) << " after " << r.epochs
+                                << " epochs");
+          BOOST_TEST(r.primal <= *o.stop.target_primal);
+          CheckCertified(data, m, r);
+        }
       }
     }
   }

@@ -133,13 +133,11 @@ constexpr int64_t kMinEpochNnz = 1 << 16;
 // All threads run when their time per nonzero is below this share of one
 // thread's (a second core should buy at least 10%).
 constexpr double kParallelMargin = 0.9;
+// A replica syncs about every this many rows.
+constexpr int64_t kReplicaSyncRows = 32;
 // Falls of the dual (TrackDual) after which replicas give way to one thread:
 // their syncs are then 64x as frequent as at first.
 constexpr int kMaxFalls = 3;
-// Widest w kept as per-thread replicas (the syncs cost O(d) each; on the
-// real-sim-shaped set, 20958 features, their compare-exchange adds made
-// shrunk epochs 2x slower than one thread).
-constexpr int64_t kReplicaMaxCols = kAsyncDualReplicaMaxCols;
 
 /// Publishes a thread's steps on its private copy of w (local - base) to the
 /// shared w by atomic adds, and takes the shared w (with the other threads'
@@ -184,8 +182,9 @@ class AsyncEngine {
     threads_ = opt.fit_threads && data.x.nnz() < kMinParallelNnz
                    ? 1
                    : static_cast<int>(std::min<int64_t>(opt.threads, n));
-    replica_ = threads_ > 1 && !knobs.atomic_w &&
-               static_cast<int64_t>(w_.size()) <= kReplicaMaxCols;
+    replica_ = threads_ > 1 && (knobs.share == AsyncDualKnobs::Share::kAuto
+                                    ? AsyncDualReplicas(data.x)
+                                    : knobs.share == AsyncDualKnobs::Share::kReplicas);
     // One block of every row, in order: with one thread this draws the
     // sequential solver's permutations. Parallel epochs deal it out.
     DualBlock all;
@@ -366,14 +365,17 @@ class AsyncEngine {
                                                    inv_ln_, blocks_[t]);
   }
 
-  // Nonzeros between a thread's syncs: about 16 syncs in its share of the
-  // epoch, between 256 and max(8192, 8 d) (the sync reads all of w), times
-  // every_scale_ (each fall of the dual quarters it), never under d (for
-  // dense rows, one sync a row).
+  // Nonzeros between a thread's syncs: kReplicaSyncRows rows' worth, within
+  // [2 d, max(8192, 8 d)] (the sync reads all of w), times every_scale_
+  // (each fall of the dual quarters it), never under d.
   int64_t ReplicaEvery(int64_t predicted) const {
     const int64_t d = static_cast<int64_t>(w_.size());
-    const int64_t every =
-        std::clamp<int64_t>(predicted / (16 * threads_), 256, std::max<int64_t>(8192, 8 * d));
+    const int64_t row_nnz = std::max<int64_t>(1, x_.nnz() / x_.rows());
+    int64_t every = std::clamp<int64_t>(kReplicaSyncRows * row_nnz, 2 * d,
+                                              std::max<int64_t>(8192, 8 * d));
+    // At least 16 syncs in a thread's share of a short epoch (tests with
+    // fit_threads off), never under 2 d.
+    every = std::max<int64_t>(2 * d, std::min<int64_t>(every, predicted / (16 * threads_)));
     return std::max<int64_t>(d, static_cast<int64_t>(every_scale_ * static_cast<double>(every)));
   }
 
@@ -580,6 +582,12 @@ class AsyncEngine {
 };
 
 }  // namespace
+
+bool AsyncDualReplicas(const CsrMatrix& x) {
+  constexpr int64_t kMaxCols = 4096;
+  constexpr int64_t kMinRowNnz = 128;
+  return x.rows() > 0 && x.cols() <= kMaxCols && x.nnz() >= kMinRowNnz * x.rows();
+}
 
 absl::StatusOr<TrainResult> TrainAsyncScdDual(const Dataset& data, const ModelSpec& model,
                                               const SolverOptions& options,

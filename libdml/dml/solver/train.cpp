@@ -64,14 +64,14 @@ SolverKind AutoSolver(const ModelSpec& model, const Dataset& data, int threads) 
                                      static_cast<std::size_t>(data.x.cols()))
                  ? SolverKind::kAsyncScd
                  : SolverKind::kScd;
-    // Hinge on the threads asked for where w is short enough for per-thread
-    // replicas (the dense 30000 x 300 set: 2 threads 1.4x one's speed); wider, the
-    // shared w's atomic adds lost to one thread (real-sim-shaped set: 6.7
-    // against 5.7 ns per nonzero) and the run stays sequential.
+    // Hinge on the threads asked for where they keep per-thread replicas of
+    // w (short w, long rows: the dense 30000 x 300 set, 2 threads 1.4x one's
+    // speed); elsewhere the shared w's atomic adds lost to one thread
+    // (real-sim-shaped set: 6.7 against 5.7 ns per nonzero; a9a) and the run
+    // stays sequential.
     case ModelKind::kHingeSvm:
-      return threads > 1 && data.x.cols() <= internal::kAsyncDualReplicaMaxCols
-                 ? SolverKind::kAsyncScd
-                 : SolverKind::kScd;
+      return threads > 1 && internal::AsyncDualReplicas(data.x) ? SolverKind::kAsyncScd
+                                                                 : SolverKind::kScd;
     // The asynchronous primal engine lost to one thread where measured
     // (scd_primal_async.cpp): lasso and elastic net stay sequential.
     default: return SolverKind::kScd;
@@ -186,9 +186,9 @@ std::string AutoNote(const ModelSpec& model, SolverKind chosen, int threads) {
     absl::StrAppend(
         &why, " on 1 thread of ", threads,
         model.kind == ModelKind::kHingeSvm
-            ? absl::StrCat(" (hinge: more than ", internal::kAsyncDualReplicaMaxCols,
-                           " features, where the asynchronous engine's atomic adds on a shared "
-                           "w lost to one thread)")
+            ? " (hinge: per-thread copies of w need at most 4096 features and rows of at "
+              "least 128 nonzeros on average; elsewhere the asynchronous engine's threads "
+              "lost to one)"
         : model.kind == ModelKind::kLogisticL1
             ? " (newGLMNET on more features than examples: its inner CD over short columns "
               "is the work, and it runs on one thread)"

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
+#include "dml/data/sparse.hpp"
 #include "dml/solver/cocoa_local.hpp"
 #include "dml/solver/solver.hpp"
 
@@ -13,14 +14,22 @@ namespace dml::internal {
 
 absl::StatusOr<TrainResult> TrainScdDual(const Dataset& data, const ModelSpec& model,
                                          const SolverOptions& options);
-/// The asynchronous dual engine keeps per-thread replicas of w up to this
-/// many features, beyond it one w shared by atomic adds.
-constexpr int64_t kAsyncDualReplicaMaxCols = 4096;
+/// Whether the asynchronous dual engine's threads keep per-thread replicas
+/// of w (synced about every 32 rows, at least every max(8192, 8 d)
+/// nonzeros) rather than one w shared by atomic adds: where w has at most
+/// 4096 features (a sync reads all of it; on the real-sim-shaped set,
+/// 20958 features, the replicas' syncs made shrunk epochs 2x slower than
+/// one thread) and rows average at least 128 nonzeros. On shorter rows the
+/// syncs either bounce w's cache lines between the cores (a9a, syncing
+/// every 32 rows: 2 threads 2.6 ms an epoch against one's 1.8) or leave
+/// the steps hundreds of rows stale (every 8192 nonzeros: squared hinge on
+/// a9a took 3x one thread's epochs); there the atomic path runs, and its
+/// probe usually finds one thread faster.
+bool AsyncDualReplicas(const CsrMatrix& x);
 /// Choices of the asynchronous dual engine that tests force.
 struct AsyncDualKnobs {
-  /// Several threads share w by atomic adds even where it is short enough
-  /// for per-thread replicas.
-  bool atomic_w = false;
+  enum class Share { kAuto, kAtomic, kReplicas };
+  Share share = Share::kAuto;
 };
 absl::StatusOr<TrainResult> TrainAsyncScdDual(const Dataset& data, const ModelSpec& model,
                                               const SolverOptions& options,
