@@ -825,7 +825,12 @@ BOOST_AUTO_TEST_CASE(hinge_with_shrinking_on_fitted_threads_reaches_the_optimum)
     o.kind = dml::SolverKind::kAsyncScd;
     o.threads = 2;
     o.eval_every = eval_every;
-    const auto r = TrainOrDie(data, m, o);
+    using Share = dml::internal::AsyncDualKnobs::Share;
+    Share ran = Share::kAuto;
+    auto run = dml::internal::TrainAsyncScdDual(data, m, o, {Share::kAuto, &ran});
+    BOOST_REQUIRE(run.ok());
+    const dml::TrainResult& r = *run;
+    BOOST_TEST((ran == Share::kReplicas));
     BOOST_TEST((r.reason == dml::StopReason::kConverged), dml::StopReasonName(r.reason));
     BOOST_TEST(r.gap <= 1e-6 * r.primal);
     BOOST_TEST(RelDiff(r.primal, seq.primal) < 2e-6);
@@ -872,8 +877,10 @@ BOOST_AUTO_TEST_CASE(two_threads_stop_at_the_target_on_dense_low_dimensional_dat
         // 2-thread hinge run oscillated to max epochs).
         using Share = dml::internal::AsyncDualKnobs::Share;
         for (Share share : {Share::kAuto, Share::kReplicas}) {
-          auto run = dml::internal::TrainAsyncScdDual(data, m, o, {share});
+          Share ran = Share::kAuto;
+          auto run = dml::internal::TrainAsyncScdDual(data, m, o, {share, &ran});
           BOOST_REQUIRE(run.ok());
+          BOOST_TEST((ran == (share == Share::kAuto ? Share::kAtomic : Share::kReplicas)));
           const dml::TrainResult& r = *run;
           BOOST_TEST((r.reason == dml::StopReason::kTargetReached),
                      "threads " << threads << ", share " << static_cast<int>(share) << ": "
@@ -1009,6 +1016,51 @@ BOOST_AUTO_TEST_CASE(local_solver_validates) {
 
 BOOST_AUTO_TEST_SUITE_END()
 
+// Which way the threads share w: per-thread replicas only for at most 4096
+// features and rows of at least 128 nonzeros on average.
+BOOST_AUTO_TEST_CASE(replicas_need_a_short_w_and_long_rows) {
+  auto make = [](int64_t cols, std::vector<uint32_t> row_nnz) {
+    std::vector<int64_t> off{0};
+    std::vector<uint32_t> idx;
+    for (uint32_t len : row_nnz) {
+      for (uint32_t k = 0; k < len; ++k) idx.push_back(k);
+      off.push_back(static_cast<int64_t>(idx.size()));
+    }
+    auto x = dml::CsrMatrix::FromArrays(static_cast<int64_t>(row_nnz.size()), cols, off, idx,
+                                        std::vector<float>(idx.size(), 1.0f));
+    BOOST_REQUIRE(x.ok());
+    return *std::move(x);
+  };
+  BOOST_TEST(dml::internal::AsyncDualReplicas(make(4096, {128, 128})));
+  BOOST_TEST(!dml::internal::AsyncDualReplicas(make(4097, {128, 128})));
+  BOOST_TEST(dml::internal::AsyncDualReplicas(make(300, {200, 56})));   // 128 on average
+  BOOST_TEST(!dml::internal::AsyncDualReplicas(make(300, {128, 127})));  // 127.5
+}
+
+// A certified gap that stops falling on several threads (here hinge at a
+// tolerance of 0: it stalls at its floor) puts the rest on one thread, and
+// the note says so.
+BOOST_AUTO_TEST_CASE(a_stalled_gap_on_threads_runs_the_rest_on_one) {
+  const auto data = Synthetic(ModelKind::kHingeSvm, 400, 30);
+  const auto m = Spec(ModelKind::kHingeSvm, 1e-2);
+  using Share = dml::internal::AsyncDualKnobs::Share;
+  for (Share share : {Share::kAtomic, Share::kReplicas}) {
+    auto o = Tight(0.0);
+    o.kind = dml::SolverKind::kAsyncScd;
+    o.threads = 2;
+    o.fit_threads = false;
+    o.stop.max_epochs = 3000;
+    auto r = dml::internal::TrainAsyncScdDual(data, m, o, {share});
+    BOOST_REQUIRE(r.ok());
+    BOOST_TEST(r->threads == 1, r->note);
+    BOOST_TEST(r->note.find("ran 1 thread of 2 after epoch ") == 0, r->note);
+    BOOST_TEST(r->note.find(": 20 certificates in a row did not cut the gap by 10% on 2 "
+                            "threads") != std::string::npos,
+               r->note);
+    CheckCertified(data, m, *r);
+  }
+}
+
 // The dual driver tells its engine when an exact certificate finds the dual
 // lower than the one before (beyond rounding): the asynchronous engine then
 // runs one thread. A fake engine scripts the certified duals.
@@ -1019,6 +1071,7 @@ struct ScriptedEngine {
   std::size_t next = 0;
   std::vector<int> fell;
   std::vector<int> stalled;
+  std::vector<int> stalled_since;
   dml::internal::DualEpochSums RunEpoch() {
     dml::internal::DualEpochSums s;
     s.gap_sum = 1.0;
@@ -1039,7 +1092,10 @@ struct ScriptedEngine {
   std::vector<double> Alpha() { return {}; }
   std::vector<double> W() { return {}; }
   void DualFell(int epoch) { fell.push_back(epoch); }
-  void Stalled(int epoch) { stalled.push_back(epoch); }
+  void Stalled(int since, int epoch) {
+    stalled_since.push_back(since);
+    stalled.push_back(epoch);
+  }
 };
 }  // namespace
 
@@ -1075,5 +1131,6 @@ BOOST_AUTO_TEST_CASE(dual_driver_reports_a_stalled_gap_to_its_engine) {
       dml::internal::DriveDualScd<dml::RidgeObjective>(o, 1.0, 1, eng, checker);
   BOOST_TEST(r.epochs == 47);
   BOOST_TEST(eng.stalled == (std::vector<int>{22, 42}), boost::test_tools::per_element());
+  BOOST_TEST(eng.stalled_since == (std::vector<int>{2, 22}), boost::test_tools::per_element());
   BOOST_TEST(eng.fell.empty());
 }

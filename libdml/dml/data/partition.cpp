@@ -25,7 +25,11 @@ absl::StatusOr<std::vector<Range>> BalancedRanges(const std::vector<int64_t>& of
       end = std::min<int64_t>(it - offsets.begin(), n);
       if (end > begin && end <= n && offsets[end] - target > target - offsets[end - 1]) --end;
       const int64_t remaining_parts = k - 1 - p;
-      end = std::clamp<int64_t>(end, std::min(begin + 1, n), std::max(begin, n - remaining_parts));
+      // With more parts than slots the later parts cannot all get one: lo
+      // bounds hi then (std::clamp with lo > hi is undefined).
+      const int64_t lo = std::min(begin + 1, n);
+      const int64_t hi = std::max(lo, n - remaining_parts);
+      end = std::clamp<int64_t>(end, lo, hi);
     }
     parts[p] = Range{begin, end};
     begin = end;

@@ -17,6 +17,7 @@ namespace dml::loss {
 /// should know about floating-point arithmetic", Theorem 4).
 inline double FastLog1p(double a) {
   const double u = 1.0 + a;
+  if (!(u < HUGE_VAL)) return std::log1p(a);  // inf (and NaN): as log1p
   return u == 1.0 ? a : std::log(u) * a / (u - 1.0);
 }
 

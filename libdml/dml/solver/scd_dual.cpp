@@ -52,7 +52,7 @@ class SequentialEngine {
   DualExact Certify() { return CertifyDualCoords<Obj>(x_, coords_.data(), lambda_, w_.data()); }
   /// Sequential steps: a fall is rounding; nothing to change.
   void DualFell(int /*epoch*/) {}
-  void Stalled(int /*epoch*/) {}
+  void Stalled(int /*since*/, int /*epoch*/) {}
   double NegConjSum() const { return negconj_sum_; }
   double WSq() const { return wsq_; }
   int64_t Nnz() const { return x_.nnz(); }

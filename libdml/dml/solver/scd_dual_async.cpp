@@ -7,17 +7,19 @@
 // dealt to T blocks (round robin over the last epoch's random order), one
 // per thread, and each thread visits its block in a fresh random permutation.
 // alpha_i is owned by the thread of its block. The shared w is kept in one
-// of two ways, by the data's width:
-//  - atomic (more than kReplicaMaxCols features): read without
-//    synchronisation ("wild") and updated by lock-free atomic adds (relaxed
-//    compare-exchange on each double), so updates are never lost but a step
-//    may see a w that other threads are changing (PASSCoDe-atomic);
-//  - replicas (up to kReplicaMaxCols features: a9a's 123, dense sets of a
-//    few hundred): each thread steps on its own copy of w and every few
-//    thousand nonzeros adds its change to the shared w and takes the
-//    others'. On a short w every atomic add bounced a cache line between
-//    the cores (a9a: 2 threads slower than 1); the copies cost O(d) a sync,
-//    and the steps' staleness is bounded by the sync interval.
+// of two ways (AsyncDualReplicas, solvers.hpp):
+//  - replicas (at most kAsyncDualReplicaMaxCols features, rows of at least
+//    kAsyncDualReplicaMinRowNnz nonzeros on average: dense sets of a few
+//    hundred features): each thread steps on its own copy of w and about
+//    every kReplicaSyncRows rows (ReplicaEvery) adds its change to the
+//    shared w and takes the others'; a sync costs O(d), and the steps'
+//    staleness is bounded by the interval;
+//  - atomic (elsewhere): read without synchronisation ("wild") and updated
+//    by lock-free atomic adds (relaxed compare-exchange on each double), so
+//    updates are never lost but a step may see a w that other threads are
+//    changing (PASSCoDe-atomic). On short rows over a short w (a9a) every
+//    add bounces a cache line between the cores and the probe below
+//    usually finds one thread faster.
 // Threads meet at a barrier (spinning briefly, then sleeping) after every
 // parallel epoch; there ||w||^2 is measured (the per-step deltas miss the
 // concurrent cross terms). Before any certificate w is rebuilt from alpha,
@@ -34,7 +36,9 @@
 // threads did not read nonzeros faster the rest runs on one thread.
 // Whatever fit_threads says, a dual that stale steps lowered makes the
 // replicas sync more often, and then puts the rest on one thread (the
-// atomic path: at once). TrainResult::threads and ::note say so.
+// atomic path: at once), and so does a certified gap that stalled over
+// parallel epochs (DriveDualScd's kStallCertificates). TrainResult::threads
+// and ::note say so.
 // Stopping: StopRule, as DriveDualScd in scd_dual_kernel.hpp.
 // With T = 1 no thread is started and the plain (non-atomic) kernel runs:
 // the iterates are those of the sequential solver with the same seed.
@@ -185,6 +189,9 @@ class AsyncEngine {
     replica_ = threads_ > 1 && (knobs.share == AsyncDualKnobs::Share::kAuto
                                     ? AsyncDualReplicas(data.x)
                                     : knobs.share == AsyncDualKnobs::Share::kReplicas);
+    if (knobs.ran != nullptr) {
+      *knobs.ran = replica_ ? AsyncDualKnobs::Share::kReplicas : AsyncDualKnobs::Share::kAtomic;
+    }
     // One block of every row, in order: with one thread this draws the
     // sequential solver's permutations. Parallel epochs deal it out.
     DualBlock all;
@@ -241,11 +248,12 @@ class AsyncEngine {
     OneThreadForGood();
   }
 
-  /// The certified gap stalled (DriveDualScd): on several threads, stale
-  /// gradients near the optimum can keep shrinking coordinates that should
-  /// move; the rest runs on one thread.
-  void Stalled(int epoch) {
-    if (threads_ <= 1) return;
+  /// The certified gap stalled over epochs [since, epoch] (DriveDualScd):
+  /// on several threads, stale gradients near the optimum can keep
+  /// shrinking coordinates that should move; if any of those epochs ran on
+  /// the threads, the rest runs on one.
+  void Stalled(int since, int epoch) {
+    if (threads_ <= 1 || last_parallel_epoch_ < since) return;
     stalled_ = epoch;
     OneThreadForGood();
   }
@@ -290,6 +298,7 @@ class AsyncEngine {
     } else {
       Split();
       ++parallel_epochs_;
+      last_parallel_epoch_ = epoch_;
       // The probe is the second whole parallel epoch: an eighth of one, or
       // the first, was mostly the other threads' wake-up and their first
       // reads of rows the calling thread had just stepped on (6000 x 60
@@ -578,15 +587,15 @@ class AsyncEngine {
   int probe_epoch_ = 0;
   int fell_merge_ = 0;  // merged after this epoch because the dual fell
   int stalled_ = 0;     // merged after this epoch because the gap stalled
+  int last_parallel_epoch_ = 0;
   double ns_per_nnz_[2] = {-1.0, -1.0};
 };
 
 }  // namespace
 
 bool AsyncDualReplicas(const CsrMatrix& x) {
-  constexpr int64_t kMaxCols = 4096;
-  constexpr int64_t kMinRowNnz = 128;
-  return x.rows() > 0 && x.cols() <= kMaxCols && x.nnz() >= kMinRowNnz * x.rows();
+  return x.rows() > 0 && x.cols() <= kAsyncDualReplicaMaxCols &&
+         x.nnz() >= kAsyncDualReplicaMinRowNnz * x.rows();
 }
 
 absl::StatusOr<TrainResult> TrainAsyncScdDual(const Dataset& data, const ModelSpec& model,

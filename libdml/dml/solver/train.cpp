@@ -186,9 +186,11 @@ std::string AutoNote(const ModelSpec& model, SolverKind chosen, int threads) {
     absl::StrAppend(
         &why, " on 1 thread of ", threads,
         model.kind == ModelKind::kHingeSvm
-            ? " (hinge: per-thread copies of w need at most 4096 features and rows of at "
-              "least 128 nonzeros on average; elsewhere the asynchronous engine's threads "
-              "lost to one)"
+            ? absl::StrCat(" (hinge: per-thread copies of w need at most ",
+                           internal::kAsyncDualReplicaMaxCols, " features and rows of at least ",
+                           internal::kAsyncDualReplicaMinRowNnz,
+                           " nonzeros on average; elsewhere the asynchronous engine's threads "
+                           "lost to one)")
         : model.kind == ModelKind::kLogisticL1
             ? " (newGLMNET on more features than examples: its inner CD over short columns "
               "is the work, and it runs on one thread)"

@@ -496,6 +496,13 @@ std::vector<DualCoord> MakeDualCoords(const Dataset& data, double lambda) {
   return coords;
 }
 
+/// Certificates in a row that did not cut the best gap so far by 10%
+/// before the engine hears of a stall. Several threads' stale gradients
+/// near the optimum shrank coordinates that should move, and the gap sat
+/// at 1e-9 for thousands of epochs (400 x 30 squared hinge, two threads
+/// time-sliced on a loaded machine); one thread converges from there.
+constexpr int kStallCertificates = 20;
+
 /// The epoch loop shared by the sequential and asynchronous dual solvers.
 /// `checker` was made before the engine, so that times include the setup.
 /// Engine provides:
@@ -509,8 +516,9 @@ std::vector<DualCoord> MakeDualCoords(const Dataset& data, double lambda) {
 ///   void DualFell(int epoch);      the exact dual fell since the last
 ///                                  certificate (several threads: stale
 ///                                  steps overshot; one thread: rounding)
-///   void Stalled(int epoch);       kStallCertificates certificates in a
-///                                  row did not cut the gap by 10%
+///   void Stalled(int since, int epoch);  the certificates of epochs
+///                                  (since, epoch], kStallCertificates of
+///                                  them, did not cut the best gap by 10%
 ///
 /// Running estimates (O(1) per step): D exactly (up to rounding; up to the
 /// races for several threads) from sum NegConj and ||w||^2 tracked through
@@ -521,13 +529,6 @@ std::vector<DualCoord> MakeDualCoords(const Dataset& data, double lambda) {
 /// target stop needs the exact certificate, which covers every coordinate,
 /// shrunk or not; when the estimate was satisfied but the certificate is not,
 /// shrunk coordinates are the usual suspects and are brought back.
-/// Certificates in a row that did not cut the best gap by 10% before the
-/// engine hears of a stall. Several threads' stale gradients near the
-/// optimum shrank coordinates that should move, and the gap sat at 1e-9
-/// for thousands of epochs (400 x 30 squared hinge, two threads time-sliced
-/// on a loaded machine); one thread converges from there.
-constexpr int kStallCertificates = 20;
-
 template <typename Obj, typename Engine>
 TrainResult DriveDualScd(const SolverOptions& opt, double lambda, int64_t n, Engine& eng,
                          StopChecker& checker) {
@@ -556,6 +557,7 @@ TrainResult DriveDualScd(const SolverOptions& opt, double lambda, int64_t n, Eng
   double last_dual = negconj_sum * inv_n - 0.5 * lambda * wsq;
   double best_gap = std::numeric_limits<double>::infinity();
   int since_best = 0;  // certificates since best_gap was cut by 10%
+  int best_epoch = 0;  // the epoch of that certificate
   for (;;) {
     if (auto r = checker.BeforeEpoch(epoch + 1)) {
       reason = *r;
@@ -586,10 +588,12 @@ TrainResult DriveDualScd(const SolverOptions& opt, double lambda, int64_t n, Eng
     if (exact.gap < 0.9 * best_gap) {
       best_gap = exact.gap;
       since_best = 0;
+      best_epoch = epoch;
     } else if (++since_best >= kStallCertificates) {
-      eng.Stalled(epoch);
+      eng.Stalled(best_epoch, epoch);
       best_gap = exact.gap;
       since_best = 0;
+      best_epoch = epoch;
     }
     if (gap_est > 0.0) kappa_cal = std::min(4.0, std::max(0.25, 1.1 * exact.gap / gap_est));
     work_since_cert = 0.0;

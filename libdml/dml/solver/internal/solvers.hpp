@@ -14,8 +14,10 @@ namespace dml::internal {
 
 absl::StatusOr<TrainResult> TrainScdDual(const Dataset& data, const ModelSpec& model,
                                          const SolverOptions& options);
+inline constexpr int64_t kAsyncDualReplicaMaxCols = 4096;
+inline constexpr int64_t kAsyncDualReplicaMinRowNnz = 128;
 /// Whether the asynchronous dual engine's threads keep per-thread replicas
-/// of w (synced about every 32 rows, at least every max(8192, 8 d)
+/// of w (synced about every 32 rows, within [2 d, max(8192, 8 d)]
 /// nonzeros) rather than one w shared by atomic adds: where w has at most
 /// 4096 features (a sync reads all of it; on the real-sim-shaped set,
 /// 20958 features, the replicas' syncs made shrunk epochs 2x slower than
@@ -30,6 +32,7 @@ bool AsyncDualReplicas(const CsrMatrix& x);
 struct AsyncDualKnobs {
   enum class Share { kAuto, kAtomic, kReplicas };
   Share share = Share::kAuto;
+  Share* ran = nullptr;  ///< where set: the way the run shared w
 };
 absl::StatusOr<TrainResult> TrainAsyncScdDual(const Dataset& data, const ModelSpec& model,
                                               const SolverOptions& options,
