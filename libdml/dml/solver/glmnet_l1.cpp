@@ -330,8 +330,9 @@ namespace {
 /// sum_k x_k D_i (X d)_i over nonzeros [kb, ke) of a column.
 double QuadDot(const SparseView& col, std::size_t kb, std::size_t ke, const QuadTerms* qt) {
   if (col.size != 0 && col.index[col.size - 1] == col.size - 1) {
-    // Dense (indices 0..size-1, sorted and distinct): rows in order, no
-    // index reads, four sums.
+    // Dense: a column's indices strictly increase (FromArrays checks it,
+    // Convert keeps it), so ending at size-1 they are 0..size-1. Rows in
+    // order, no index reads, four sums.
     double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
     std::size_t k = kb;
     for (; k + 4 <= ke; k += 4) {

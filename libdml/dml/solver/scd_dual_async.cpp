@@ -334,9 +334,11 @@ class AsyncEngine {
   }
 
   DualExact Certify() {
-    const DualExact e = threads_ > 1 && static_cast<int64_t>(w_.size()) <= kAsyncDualReplicaMaxCols
-                            ? CertifyOnThreads()
-                            : CertifyDualCoords<Obj>(x_, coords_.data(), lambda_, w_.data());
+    const bool threaded =
+        threads_ > 1 && static_cast<int64_t>(w_.size()) <= kAsyncDualReplicaMaxCols;
+    const DualExact e = threaded ? CertifyOnThreads()
+                                 : CertifyDualCoords<Obj>(x_, coords_.data(), lambda_, w_.data());
+    w_exact_ = !threaded;
     negconj_run_ = e.negconj_sum;
     wsq_run_ = e.wsq;
     last_dual_ = TrackedDual();  // the formula TrackDual compares with
@@ -354,9 +356,12 @@ class AsyncEngine {
     for (std::size_t i = 0; i < a.size(); ++i) a[i] = coords_[i].alpha;
     return a;
   }
-  /// w(alpha) in PrimalFromDual's order (so bitwise that vector; the
-  /// threads' certificate sums it in another order).
+  /// w(alpha) in PrimalFromDual's order (so bitwise that vector). After a
+  /// certificate on the threads, which sums it in another order, it is
+  /// rebuilt: the reported P and gap are then those of a w that differs
+  /// from this one by rounding.
   std::vector<double> W() const {
+    if (w_exact_) return w_;
     std::vector<double> w(w_.size());
     RebuildDualW(x_, coords_.data(), lambda_, w.data());
     return w;
@@ -669,6 +674,7 @@ class AsyncEngine {
   std::vector<Rng> rngs_;  // each thread's permutations, kept while merged
   Rng seq_rng_{0};         // the merged block's, kept while split
   std::vector<DualEpochSums> sums_;
+  bool w_exact_ = false;  // w_ is PrimalFromDual's vector (the last certificate's, one thread)
   Job job_ = Job::kEpoch;  // written by the calling thread only before a barrier
   std::vector<int64_t> cert_rows_;              // the certificate's row ranges
   std::vector<std::vector<double>> cert_w_;     // each thread's share of A^T alpha

@@ -512,7 +512,8 @@ constexpr int kStallCertificates = 20;
 ///   int64_t Nnz();                 nonzeros of the data (a pass's work)
 ///   void Unshrink();               bring every shrunk coordinate back
 ///   std::vector<double> Alpha();   the current alpha
-///   std::vector<double> W();       the current w (after Certify: w(alpha))
+///   std::vector<double> W();       w(alpha) after Certify (up to the
+///                                  rounding of the certificate's sums)
 ///   void DualFell(int epoch);      the exact dual fell since the last
 ///                                  certificate (several threads: stale
 ///                                  steps overshot; one thread: rounding)
