@@ -61,16 +61,22 @@
 namespace dml::internal {
 namespace {
 
-/// A reusable barrier (std::barrier is C++20) for threads on cores of their
-/// own: arrivals spin for up to kSpin (an epoch of a few hundred
+/// A reusable barrier (std::barrier is C++20). Threads on cores of their
+/// own spin for up to kSpin on arrival (an epoch of a few hundred
 /// microseconds is over before a sleeping thread would wake), then sleep on
 /// a condition variable (a long certificate pass, or the sequential epochs
-/// of a shrunk run, do not burn the other cores). Acquire/release on the
-/// generation orders every thread's writes before the barrier with
-/// everyone's reads after it.
+/// of a shrunk run, do not burn the other cores); with more threads than
+/// the machine's hardware threads they sleep at once (a spinner would take
+/// the core of a thread still working). Acquire/release on the generation
+/// orders every thread's writes before the barrier with everyone's reads
+/// after it.
 class Barrier {
  public:
-  explicit Barrier(int count) : count_(count) {}
+  explicit Barrier(int count)
+      : count_(count),
+        spin_(static_cast<unsigned>(count) <= std::thread::hardware_concurrency()
+                  ? kSpin
+                  : std::chrono::microseconds{0}) {}
   void Wait() {
     const uint64_t gen = generation_.load(std::memory_order_acquire);
     if (arrived_.fetch_add(1, std::memory_order_acq_rel) + 1 ==
@@ -78,7 +84,7 @@ class Barrier {
       Release(gen);
       return;
     }
-    const auto until = std::chrono::steady_clock::now() + kSpin;
+    const auto until = std::chrono::steady_clock::now() + spin_;
     for (int i = 0;; ++i) {
       if (generation_.load(std::memory_order_acquire) != gen) return;
       if ((i & 63) == 63 && std::chrono::steady_clock::now() > until) break;
@@ -121,6 +127,7 @@ class Barrier {
   }
 
   std::atomic<int> count_;
+  const std::chrono::microseconds spin_;
   std::atomic<int> arrived_{0};
   std::atomic<uint64_t> generation_{0};
   std::atomic<int> sleepers_{0};
