@@ -43,7 +43,6 @@
 // With T = 1 no thread is started and the plain (non-atomic) kernel runs:
 // the iterates are those of the sequential solver with the same seed.
 #include <algorithm>
-#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -612,51 +611,24 @@ class AsyncEngine {
       wsq += w_[j] * w_[j];
     }
     RunOnThreads(Job::kCertMargins);
-    double loss = 0.0, gap = 0.0, nc = 0.0;
-    for (const std::array<double, 3>& c : cert_sums_) {
-      loss += c[0];
-      gap += c[1];
-      nc += c[2];
+    DualMarginSums sum;
+    for (const DualMarginSums& part : cert_sums_) {
+      sum.loss += part.loss;
+      sum.gap += part.gap;
+      sum.nc += part.nc;
     }
-    DualExact e;
-    const double inv_n = 1.0 / static_cast<double>(x_.rows());
-    e.primal = loss * inv_n + 0.5 * lambda_ * wsq;
-    e.gap = gap * inv_n;
-    e.dual = e.primal - e.gap;
-    e.negconj_sum = nc;
-    e.wsq = wsq;
-    return e;
+    return DualExactFrom(sum, wsq, lambda_, x_.rows());
   }
 
   void CertW(std::size_t t) {
-    std::vector<double>& part = cert_w_[t];
-    std::fill(part.begin(), part.end(), 0.0);
-    const uint32_t* idx = x_.indices().data();
-    const float* val = x_.values().data();
-    for (int64_t i = cert_rows_[t]; i < cert_rows_[t + 1]; ++i) {
-      const DualCoord& c = coords_[static_cast<std::size_t>(i)];
-      if (c.alpha == 0.0) continue;
-      for (uint32_t k = 0; k < c.len; ++k) {
-        part[idx[c.begin + k]] += c.alpha * static_cast<double>(val[c.begin + k]);
-      }
-    }
+    SumAlphaRows(x_, coords_.data(), cert_rows_[t], cert_rows_[t + 1], cert_w_[t].data());
   }
 
   void CertMargins(std::size_t t) {
-    const uint32_t* idx = x_.indices().data();
-    const float* val = x_.values().data();
-    double loss = 0.0, gap = 0.0, nc = 0.0;
-    for (int64_t i = cert_rows_[t]; i < cert_rows_[t + 1]; ++i) {
-      const DualCoord& c = coords_[static_cast<std::size_t>(i)];
-      const double z = SparseDot<false>(idx + c.begin, val + c.begin, c.len, w_.data());
-      double li, gi;
-      Obj::LossAndGap(c.y, c.alpha, z, &li, &gi);
-      loss += li;
-      gap += gi;
-      nc += c.nc;
-    }
-    cert_sums_[t] = {loss, gap, nc};
+    cert_sums_[t] =
+        SumDualMargins<Obj>(x_, coords_.data(), cert_rows_[t], cert_rows_[t + 1], w_.data());
   }
+
 
   void Stop() {
     if (workers_.empty()) return;
@@ -685,7 +657,7 @@ class AsyncEngine {
   Job job_ = Job::kEpoch;  // written by the calling thread only before a barrier
   std::vector<int64_t> cert_rows_;              // the certificate's row ranges
   std::vector<std::vector<double>> cert_w_;     // each thread's share of A^T alpha
-  std::vector<std::array<double, 3>> cert_sums_;  // each thread's loss, gap, NegConj
+  std::vector<DualMarginSums> cert_sums_;       // each thread's loss, gap, NegConj
   int64_t replica_every_ = 0;
   double every_scale_ = 1.0;
   int dual_falls_ = 0;

@@ -397,29 +397,59 @@ struct DualExact {
   double wsq = 0.0;          ///< ||w||^2
 };
 
-/// w = A^T alpha / (lambda n) rebuilt from the coordinates in the order of
-/// PrimalFromDual (so bitwise that vector); returns ||w||^2.
-inline double RebuildDualW(const CsrMatrix& x, const DualCoord* coords, double lambda, double* w) {
-  const int64_t n = x.rows();
-  const int64_t d = x.cols();
+/// acc = sum over rows [b, e) of alpha_i x_i (unscaled), rows in order.
+inline void SumAlphaRows(const CsrMatrix& x, const DualCoord* coords, int64_t b, int64_t e,
+                         double* acc) {
   const uint32_t* idx = x.indices().data();
   const float* val = x.values().data();
-  std::fill(w, w + d, 0.0);
-  for (int64_t i = 0; i < n; ++i) {
+  std::fill(acc, acc + x.cols(), 0.0);
+  for (int64_t i = b; i < e; ++i) {
     const DualCoord& c = coords[i];
     const double a = c.alpha;
     if (a == 0.0) continue;
     for (uint32_t k = 0; k < c.len; ++k) {
-      w[idx[c.begin + k]] += a * static_cast<double>(val[c.begin + k]);
+      acc[idx[c.begin + k]] += a * static_cast<double>(val[c.begin + k]);
     }
   }
-  const double scale = 1.0 / (lambda * static_cast<double>(n));
+}
+
+/// w = A^T alpha / (lambda n) rebuilt from the coordinates in the order of
+/// PrimalFromDual (so bitwise that vector); returns ||w||^2.
+inline double RebuildDualW(const CsrMatrix& x, const DualCoord* coords, double lambda, double* w) {
+  SumAlphaRows(x, coords, 0, x.rows(), w);
+  const double scale = 1.0 / (lambda * static_cast<double>(x.rows()));
   double wsq = 0.0;
-  for (int64_t j = 0; j < d; ++j) {
+  for (int64_t j = 0; j < x.cols(); ++j) {
     w[j] *= scale;
     wsq += w[j] * w[j];
   }
   return wsq;
+}
+
+/// The certificate's sums over rows [b, e) at w: loss, coordinate gaps and
+/// NegConj (kept with alpha by every step, DualStepper).
+struct DualMarginSums {
+  double loss = 0.0;
+  double gap = 0.0;
+  double nc = 0.0;
+};
+
+template <typename Obj>
+DualMarginSums SumDualMargins(const CsrMatrix& x, const DualCoord* coords, int64_t b, int64_t e,
+                              const double* w) {
+  const uint32_t* idx = x.indices().data();
+  const float* val = x.values().data();
+  DualMarginSums s;
+  for (int64_t i = b; i < e; ++i) {
+    const DualCoord& c = coords[i];
+    const double z = SparseDot<false>(idx + c.begin, val + c.begin, c.len, w);
+    double li, gi;
+    Obj::LossAndGap(c.y, c.alpha, z, &li, &gi);
+    s.loss += li;
+    s.gap += gi;
+    s.nc += c.nc;
+  }
+  return s;
 }
 
 /// The running estimates' starting values: w rebuilt, ||w||^2 and
@@ -432,31 +462,23 @@ inline DualExact DualStartState(const CsrMatrix& x, const DualCoord* coords, dou
   return e;
 }
 
+/// The exact values from the certificate's sums over all n rows and ||w||^2.
+inline DualExact DualExactFrom(const DualMarginSums& s, double wsq, double lambda, int64_t n) {
+  DualExact e;
+  const double inv_n = 1.0 / static_cast<double>(n);
+  e.primal = s.loss * inv_n + 0.5 * lambda * wsq;
+  e.gap = s.gap * inv_n;
+  e.dual = e.primal - e.gap;
+  e.negconj_sum = s.nc;
+  e.wsq = wsq;
+  return e;
+}
+
 template <typename Obj>
 DualExact CertifyDualCoords(const CsrMatrix& x, const DualCoord* coords, double lambda,
                             double* w) {
-  const int64_t n = x.rows();
-  const uint32_t* idx = x.indices().data();
-  const float* val = x.values().data();
   const double wsq = RebuildDualW(x, coords, lambda, w);
-  double loss = 0.0, gap = 0.0, nc = 0.0;
-  for (int64_t i = 0; i < n; ++i) {
-    const DualCoord& c = coords[i];
-    const double z = SparseDot<false>(idx + c.begin, val + c.begin, c.len, w);
-    double li, gi;
-    Obj::LossAndGap(c.y, c.alpha, z, &li, &gi);
-    loss += li;
-    gap += gi;
-    nc += c.nc;  // kept with alpha by every step (DualStepper)
-  }
-  DualExact e;
-  const double inv_n = 1.0 / static_cast<double>(n);
-  e.primal = loss * inv_n + 0.5 * lambda * wsq;
-  e.gap = gap * inv_n;
-  e.dual = e.primal - e.gap;
-  e.negconj_sum = nc;
-  e.wsq = wsq;
-  return e;
+  return DualExactFrom(SumDualMargins<Obj>(x, coords, 0, x.rows(), w), wsq, lambda, x.rows());
 }
 
 /// Per-example data for a dataset: alpha at the objective's starting point.
