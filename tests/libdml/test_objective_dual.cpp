@@ -1134,3 +1134,91 @@ BOOST_AUTO_TEST_CASE(dual_driver_reports_a_stalled_gap_to_its_engine) {
   BOOST_TEST(eng.stalled_since == (std::vector<int>{2, 22}), boost::test_tools::per_element());
   BOOST_TEST(eng.fell.empty());
 }
+
+// Dense rows (one contiguous run of features) take SIMD loops in the epochs
+// and certificates; they must give the indexed loops' bits, at every length
+// (tails included) and at any start of the run in w.
+BOOST_AUTO_TEST_CASE(dense_runs_give_the_indexed_loops_bits) {
+  dml::Rng rng(21);
+  std::vector<double> w(300);
+  for (auto& v : w) v = rng.Uniform() * 4 - 2;
+  for (uint32_t len : {0u, 1u, 3u, 4u, 5u, 7u, 8u, 31u, 32u, 33u, 63u, 257u}) {
+    for (uint32_t start : {0u, 1u, 3u}) {
+      BOOST_TEST_CONTEXT("len " << len << " start " << start) {
+        std::vector<uint32_t> ix(len);
+        std::vector<float> v(len);
+        for (uint32_t k = 0; k < len; ++k) {
+          ix[k] = start + k;
+          v[k] = static_cast<float>(rng.Uniform() * 2e3 - 1e3);
+        }
+        const double sparse = dml::internal::SparseDot<false>(ix.data(), v.data(), len, w.data());
+        const double dense = dml::internal::DenseRunDot(v.data(), len, w.data() + start);
+        BOOST_TEST(dense == sparse);
+        std::vector<double> a = w, b = w;
+        dml::internal::SparseAxpy<false>(ix.data(), v.data(), len, -0.37, a.data());
+        dml::internal::DenseRunAxpy(v.data(), len, -0.37, b.data() + start);
+        BOOST_TEST(a == b);
+      }
+    }
+  }
+  const uint32_t gap[] = {0, 1, 2, 4};  // not one run
+  std::vector<uint32_t> run(40);
+  for (uint32_t k = 0; k < 40; ++k) run[k] = 5 + k;
+  BOOST_TEST(dml::internal::IsDenseRun(run.data(), 40));
+  BOOST_TEST(!dml::internal::IsDenseRun(run.data(), dml::internal::kDenseRunMinLen - 1));
+  std::vector<uint32_t> holed = run;
+  holed[39] = 45;
+  BOOST_TEST(!dml::internal::IsDenseRun(holed.data(), 40));
+  BOOST_TEST(!dml::internal::IsDenseRun(gap, 4));
+}
+
+// A solver run on dense rows (SIMD loops) equals, bit for bit, the run on the
+// same rows shifted one feature up (the runs start at w[1]), and a run where
+// one row in three has a hole (those rows take the indexed loops) reaches the
+// same optimum as the reference solver.
+BOOST_AUTO_TEST_CASE(dense_rows_train_as_indexed_ones) {
+  const auto base = DenseRegression(600, 48, 5);
+  auto shifted_of = [&](bool hole) {
+    std::vector<int64_t> off{0};
+    std::vector<uint32_t> idx;
+    std::vector<float> val;
+    for (int64_t i = 0; i < base.x.rows(); ++i) {
+      const auto r = base.x.outer(i);
+      for (std::size_t k = 0; k < r.size; ++k) {
+        if (hole && i % 3 == 0 && k == 7) continue;
+        idx.push_back(r.index[k] + 1);
+        val.push_back(r.value[k]);
+      }
+      off.push_back(static_cast<int64_t>(idx.size()));
+    }
+    auto x = dml::CsrMatrix::FromArrays(base.x.rows(), base.x.cols() + 1, off, idx, val);
+    BOOST_REQUIRE(x.ok());
+    dml::Dataset d{std::move(*x), base.y, dml::Task::kClassification, {}};
+    for (auto& y : d.y) y = y >= 0 ? 1.0f : -1.0f;
+    return d;
+  };
+  auto plain_x = dml::CsrMatrix::FromArrays(base.x.rows(), base.x.cols(), base.x.offsets(),
+                                            base.x.indices(), base.x.values());
+  BOOST_REQUIRE(plain_x.ok());
+  dml::Dataset plain{std::move(*plain_x), base.y, dml::Task::kClassification, {}};
+  for (auto& y : plain.y) y = y >= 0 ? 1.0f : -1.0f;
+  const dml::Dataset shifted = shifted_of(false);
+  const dml::Dataset holed = shifted_of(true);
+  for (ModelKind kind : kDualKinds) {
+    BOOST_TEST_CONTEXT("model " << dml::ModelName(kind)) {
+      const auto m = Spec(kind, 1e-3);
+      const auto a = TrainOrDie(plain, m, Tight(1e-9));
+      const auto b = TrainOrDie(shifted, m, Tight(1e-9));
+      BOOST_TEST(a.epochs == b.epochs);
+      BOOST_TEST(a.primal == b.primal);
+      BOOST_TEST(b.w[0] == 0.0);
+      BOOST_TEST((std::vector<double>(b.w.begin() + 1, b.w.end()) == a.w));
+      const auto h = TrainOrDie(holed, m, Tight(1e-9));
+      auto o = Tight(1e-12);
+      o.shrinking = false;
+      const auto ref = TrainOrDie(holed, m, o);
+      BOOST_TEST(RelDiff(h.primal, ref.primal) < 1e-8);
+      CheckCertified(holed, m, h);
+    }
+  }
+}

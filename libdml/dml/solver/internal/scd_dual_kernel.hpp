@@ -26,6 +26,7 @@
 #include "dml/objective/model.hpp"
 #include "dml/objective/ridge.hpp"
 #include "dml/objective/squared_hinge_svm.hpp"
+#include "dml/solver/internal/dense_run.hpp"
 #include "dml/solver/internal/stopping.hpp"
 #include "dml/solver/solver.hpp"
 #include "dml/util/rng.hpp"
@@ -57,6 +58,9 @@ struct alignas(64) DualCoord {
   /// v where every value of row i is v (binary features: 1), else 0: its
   /// steps then read the indices alone (half the row's bytes, no multiplies).
   float unit;
+  /// Row i's features form one contiguous run (a dense row) and unit is 0:
+  /// the non-atomic steps use the SIMD run loops (dense_run.hpp).
+  bool run;
 };
 static_assert(sizeof(DualCoord) == 64, "DualCoord should fill one cache line");
 
@@ -305,14 +309,24 @@ DualEpochSums RunDualEpoch(const uint32_t* idx, const float* val, DualCoord* coo
     if (t + 2 < active) {
       const DualCoord& c2 = coords[order[t + 2]];
       __builtin_prefetch(idx + c2.begin);
-      if (c2.unit == 0.0f) __builtin_prefetch(val + c2.begin);
+      if (c2.run) {
+        // A dense row is long and read once a pass: fetch all of it (the
+        // streamer starts only after a few of its lines missed).
+        const float* v2 = val + c2.begin;
+        for (uint32_t k = 0; k < c2.len; k += 16) __builtin_prefetch(v2 + k);
+      } else if (c2.unit == 0.0f) {
+        __builtin_prefetch(val + c2.begin);
+      }
     }
     DualCoord& c = coords[order[t]];
     const uint32_t* ix = idx + c.begin;
     const float* vx = val + c.begin;
     const double unit = c.unit;
-    const double z = unit != 0.0 ? unit * SparseDot<kAtomic, true>(ix, nullptr, c.len, w)
-                                 : SparseDot<kAtomic>(ix, vx, c.len, w);
+    // Dense rows on one thread's w (not the atomic shared one): SIMD loops.
+    const bool run = !kAtomic && c.run;
+    const double z = run           ? DenseRunDot(vx, c.len, w + ix[0])
+                     : unit != 0.0 ? unit * SparseDot<kAtomic, true>(ix, nullptr, c.len, w)
+                                   : SparseDot<kAtomic>(ix, vx, c.len, w);
     nnz += c.len;
     if constexpr (kShrink) {
       const double y = c.y;
@@ -352,7 +366,9 @@ DualEpochSums RunDualEpoch(const uint32_t* idx, const float* val, DualCoord* coo
       const double dd = st.delta * inv_ln;
       // ||w + dd x||^2 - ||w||^2 = dd (2 x.w + dd ||x||^2), dd ||x||^2 = delta q.
       wsq_delta += dd * (2.0 * z + st.delta * q);
-      if (unit != 0.0) {
+      if (run) {
+        DenseRunAxpy(vx, c.len, dd, w + ix[0]);
+      } else if (unit != 0.0) {
         SparseAxpy<kAtomic, true>(ix, nullptr, c.len, dd * unit, w);
       } else {
         SparseAxpy<kAtomic>(ix, vx, c.len, dd, w);
@@ -407,6 +423,10 @@ inline void SumAlphaRows(const CsrMatrix& x, const DualCoord* coords, int64_t b,
     const DualCoord& c = coords[i];
     const double a = c.alpha;
     if (a == 0.0) continue;
+    if (c.run) {  // the same sums, on SIMD lanes
+      DenseRunAxpy(val + c.begin, c.len, a, acc + idx[c.begin]);
+      continue;
+    }
     for (uint32_t k = 0; k < c.len; ++k) {
       acc[idx[c.begin + k]] += a * static_cast<double>(val[c.begin + k]);
     }
@@ -442,7 +462,8 @@ DualMarginSums SumDualMargins(const CsrMatrix& x, const DualCoord* coords, int64
   DualMarginSums s;
   for (int64_t i = b; i < e; ++i) {
     const DualCoord& c = coords[i];
-    const double z = SparseDot<false>(idx + c.begin, val + c.begin, c.len, w);
+    const double z = c.run ? DenseRunDot(val + c.begin, c.len, w + idx[c.begin])
+                           : SparseDot<false>(idx + c.begin, val + c.begin, c.len, w);
     double li, gi;
     Obj::LossAndGap(c.y, c.alpha, z, &li, &gi);
     s.loss += li;
@@ -514,6 +535,7 @@ std::vector<DualCoord> MakeDualCoords(const Dataset& data, double lambda) {
       const float v0 = v[0];
       if (v0 != 0.0f && std::all_of(v, v + c.len, [v0](float x) { return x == v0; })) c.unit = v0;
     }
+    c.run = c.unit == 0.0f && IsDenseRun(data.x.indices().data() + off[i], c.len);
   }
   return coords;
 }

@@ -1,0 +1,30 @@
+#pragma once
+// Dot and axpy over a row whose features form one contiguous run of indices
+// (a dense row: 0..d-1). No index is read and w is read in order, so the
+// loops run on SIMD lanes (AVX2 where the CPU has it, picked once at load
+// time; SSE2 otherwise). Both builds sum in the same order: results are
+// bitwise the same on either.
+//
+// Internal: included by solver/*.cpp only. Thread-safety: none needed (pure
+// functions of their arguments); the caller owns w.
+
+#include <cstdint>
+
+namespace dml::internal {
+
+/// Rows shorter than this keep the indexed loops: a call through the
+/// dispatcher costs more than a short row's work.
+constexpr uint32_t kDenseRunMinLen = 32;
+
+/// sum_k v[k] w[k], k < len.
+double DenseRunDot(const float* v, uint32_t len, const double* w);
+
+/// w[k] += c v[k], k < len.
+void DenseRunAxpy(const float* v, uint32_t len, double c, double* w);
+
+/// True where a row's strictly increasing indices form one run.
+inline bool IsDenseRun(const uint32_t* ix, uint32_t len) {
+  return len >= kDenseRunMinLen && ix[len - 1] - ix[0] == len - 1;
+}
+
+}  // namespace dml::internal
