@@ -82,6 +82,26 @@ BOOST_AUTO_TEST_CASE(csr_csc_round_trip_matches_dense) {
   BOOST_TEST((csc.Convert() == csr));
 }
 
+// Threads share the scatter above 2^20 nonzeros: the same arrays as one
+// thread, checked against the dense reference; uneven splits (3 threads)
+// and small matrices (one thread, whatever is asked) included.
+BOOST_AUTO_TEST_CASE(threaded_convert_gives_the_same_matrix) {
+  const Dense d = RandomDense(7001, 300, 0.6, 17);  // ~1.26e6 nonzeros
+  const dml::CsrMatrix csr = FromDense(d, 300);
+  BOOST_REQUIRE(csr.nnz() >= (int64_t{1} << 20));
+  const dml::CscMatrix one = csr.Convert();
+  for (int64_t i = 0; i < 7001; i += 97) {
+    for (int64_t j = 0; j < 300; j += 7) BOOST_TEST(At(one, i, j) == d[i][j]);
+  }
+  for (int threads : {2, 3, 8}) {
+    const dml::CscMatrix many = csr.Convert(threads);
+    BOOST_TEST((many == one), "threads " << threads);
+  }
+  const dml::CsrMatrix small = FromDense(RandomDense(40, 30, 0.3, 3), 30);
+  BOOST_TEST((small.Convert(4) == small.Convert()));
+  BOOST_TEST((small.Convert(4).Convert() == small));
+}
+
 BOOST_AUTO_TEST_CASE(a_constant_column_is_appended_or_replaces_the_tail) {
   const Dense d = {{1, 0, 2}, {0, 0, 0}, {0, 3, 4}};
   const dml::CsrMatrix x = FromDense(d, 3);

@@ -96,8 +96,11 @@ class CompressedMatrix {
   CompressedMatrix GatherOuter(const std::vector<int64_t>& which) const;
 
   /// The same matrix in the other layout (CSR <-> CSC), by a counting sort:
-  /// O(nnz + rows + cols), inner indices come out sorted.
-  Transposed Convert() const;
+  /// O(nnz + rows + cols), inner indices come out sorted. `threads` > 1
+  /// share the scatter where the matrix is large enough to pay for them
+  /// (the result is the same); a thread that cannot start leaves its share
+  /// to the caller's.
+  Transposed Convert(int threads = 1) const;
 
   /// Grows the inner dimension (e.g. a declared feature count wider than the
   /// data). Errors: InvalidArgument for shrinking or for more than 2^32.

@@ -131,7 +131,7 @@ class GlmnetL1 {
         model_(model),
         options_(options),
         stop_(options.stop, options.on_epoch),
-        a_(data.x.Convert()),
+        a_(data.x.Convert(options.threads)),
         n_(static_cast<std::size_t>(a_.rows())),
         d_(static_cast<std::size_t>(a_.cols())),
         y_(data.y.data()),

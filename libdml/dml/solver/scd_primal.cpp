@@ -58,7 +58,7 @@ template <typename Obj>
 absl::StatusOr<TrainResult> Run(const Dataset& data, const ModelSpec& model,
                                 const SolverOptions& options) {
   StopChecker stop(options.stop, options.on_epoch);
-  const CscMatrix a = data.x.Convert();
+  const CscMatrix a = data.x.Convert(options.threads);
   const int64_t n = a.rows();
   const std::size_t d = static_cast<std::size_t>(a.cols());
   const Obj obj = Obj::Make(model, data.y);

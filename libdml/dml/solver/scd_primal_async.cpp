@@ -246,7 +246,7 @@ absl::StatusOr<TrainResult> AsyncRun<Obj>::Run() {
 
 template <typename Obj>
 void AsyncRun<Obj>::Setup() {
-  a_ = data_.x.Convert();
+  a_ = data_.x.Convert(options_.threads);
   n_ = a_.rows();
   d_ = static_cast<std::size_t>(a_.cols());
   obj_ = Obj::Make(model_, data_.y);
