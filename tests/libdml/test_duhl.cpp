@@ -112,7 +112,7 @@ BOOST_AUTO_TEST_CASE(fresh_gap_memory_sums_to_the_exact_gap_for_every_model) {
         const auto ver = (*gm)->Versions();
         BOOST_TEST(std::all_of(ver.begin(), ver.end(), [&](int64_t x) { return x == *v; }));
         const std::vector<double> z = (*gm)->Values();
-        BOOST_TEST(std::abs(Sum(z) - c->gap) <= 1e-9 * c->gap);
+        BOOST_TEST(std::abs(Sum(z) - c->separable_gap) <= 1e-9 * c->separable_gap);
         for (std::size_t i = 0; i < z.size(); ++i) {
           BOOST_TEST(std::abs(z[i] - c->coordinate_gaps[i]) <= 1e-12 + 1e-9 * std::abs(z[i]));
         }

@@ -62,6 +62,7 @@ struct ElasticNetObjective {
   DML_HD static void ValueAndDerivative(double y, double z, double* value, double* derivative) {
     squared_cd::ValueAndDerivative(y, z, value, derivative);
   }
+  static double LossConjugate(double y, double a) { return squared_cd::LossConjugate(y, a); }
   static std::vector<Column> PrepareColumns(const CscMatrix& a, const std::vector<float>&) {
     return squared_cd::PrepareColumns(a);
   }

@@ -22,8 +22,14 @@ struct Certificate {
   double primal = 0.0;  ///< P(w).
   double dual = 0.0;    ///< D(alpha), a lower bound on min P.
   double gap = 0.0;  ///< primal - dual >= 0
+  /// The separable gap (set by EvaluatePrimal, EvaluateDual and the
+  /// iterate certificates): what coordinate_gaps add up to. Equal to `gap`
+  /// except from EvaluatePrimal for the pure-L1 models (lasso,
+  /// L1-logistic), whose separable gap uses the bounded-support dual and is
+  /// >= `gap`.
+  double separable_gap = 0.0;
   /// Per-coordinate gaps (examples for dual models, features for primal
-  /// ones), scaled so they sum to `gap`. Empty unless asked for.
+  /// ones), scaled so they sum to `separable_gap`. Empty unless asked for.
   std::vector<double> coordinate_gaps;
 };
 
@@ -35,8 +41,11 @@ absl::StatusOr<Certificate> EvaluateDual(const Dataset& data, const ModelSpec& m
                                          bool per_coordinate = false);
 
 /// Primal models (lasso, elastic net, L1-logistic): w has one entry per
-/// feature. For the L1 term the dual uses the bounded-support modification
-/// g_j = lambda|w_j| on |w_j| <= B, B = P(0)/lambda, so the gap is finite.
+/// feature. For the L1 term the separable dual uses the bounded-support
+/// modification g_j = lambda|w_j| on |w_j| <= B, B = P(0)/lambda, so the gap
+/// is finite; for lasso and L1-logistic the dual is the better of that and
+/// the scaled dual point t loss'(A w)/n, t = min(1, lambda / ||A^T loss'/n||_inf)
+/// (feasible for the unmodified problem, tight near the optimum).
 /// Errors: InvalidArgument for a dual model, size mismatch, no examples, a
 /// non-finite weight, or a label the model does not accept.
 absl::StatusOr<Certificate> EvaluatePrimal(const Dataset& data, const ModelSpec& model,

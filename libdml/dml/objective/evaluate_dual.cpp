@@ -52,6 +52,7 @@ absl::StatusOr<Certificate> Certify(const Dataset& data, const ModelSpec& model,
   for (double wj : w) wsq += wj * wj;
   c.primal = loss * inv_n + 0.5 * model.lambda * wsq;
   c.gap = gap * inv_n;
+  c.separable_gap = c.gap;
   c.dual = c.primal - c.gap;
   return c;
 }

@@ -24,6 +24,12 @@
 namespace dml {
 namespace {
 
+/// The L1 weight where the regulariser is lambda ||w||_1 alone (lasso,
+/// L1-logistic, elastic net at eta = 1), else 0.
+double PureL1Weight(const LassoObjective& o) { return o.lambda; }
+double PureL1Weight(const LogisticL1Objective& o) { return o.lambda; }
+double PureL1Weight(const ElasticNetObjective& o) { return o.eta == 1.0 ? o.lambda : 0.0; }
+
 template <typename Obj>
 Certificate Certify(const Dataset& data, const ModelSpec& model, const std::vector<double>& w,
                     bool per_coordinate) {
@@ -37,6 +43,9 @@ Certificate Certify(const Dataset& data, const ModelSpec& model, const std::vect
 
   // v = A w row by row; the loss and u_i on the way; s = A^T u scattered.
   std::vector<double> s(static_cast<std::size_t>(d), 0.0);
+  // Pure L1 (lasso, L1-logistic): loss'(v_i) is kept for the scaled dual.
+  const double l1 = PureL1Weight(obj);
+  std::vector<double> derivs(l1 > 0.0 ? static_cast<std::size_t>(n) : 0);
   double loss_sum = 0.0;
   for (int64_t i = 0; i < n; ++i) {
     const SparseView row = data.x.outer(i);
@@ -45,6 +54,7 @@ Certificate Certify(const Dataset& data, const ModelSpec& model, const std::vect
     double value, derivative;
     Obj::ValueAndDerivative(data.y[i], v, &value, &derivative);
     loss_sum += value;
+    if (l1 > 0.0) derivs[i] = derivative;
     const double u = derivative * inv_n;
     if (u == 0.0) continue;
     for (std::size_t k = 0; k < row.size; ++k) s[row.index[k]] += row.value[k] * u;
@@ -62,7 +72,28 @@ Certificate Certify(const Dataset& data, const ModelSpec& model, const std::vect
   }
   c.primal = loss_sum * inv_n + penalty;
   c.gap = gap;
+  c.separable_gap = gap;
   c.dual = c.primal - gap;
+  if (l1 > 0.0) {
+    // The scaled dual: t u with t = min(1, l1 / max_j |s_j|) is feasible for
+    // the unmodified problem (||A^T t u||_inf <= l1), so D(t u) bounds min P
+    // as well. Near the optimum (max |s_j| -> l1) it is tight, where the
+    // bounded-support gap charges B = P(0)/lambda per unit of every
+    // feature's excess and stays large until all of them vanish (real-sim's
+    // shape at LIBLINEAR's objective: 4.8 against ~1e-6 times P). The
+    // certificate takes the better of the two; coordinate_gaps stay the
+    // bounded-support terms (they are what is separable).
+    double s_max = 0.0;
+    for (double sj : s) s_max = std::max(s_max, std::abs(sj));
+    const double t = s_max > l1 ? l1 / s_max : 1.0;
+    double conj = 0.0;
+    for (int64_t i = 0; i < n; ++i) conj += Obj::LossConjugate(data.y[i], t * derivs[i]);
+    const double dual = -conj * inv_n;
+    if (std::isfinite(dual) && dual > c.dual) {
+      c.dual = dual;
+      c.gap = std::max(0.0, c.primal - dual);
+    }
+  }
   return c;
 }
 

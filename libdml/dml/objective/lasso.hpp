@@ -87,6 +87,10 @@ DML_HD inline void ValueAndDerivative(double y, double z, double* value, double*
   *derivative = z - y;
 }
 
+/// loss*(a) = sup_z a z - (y - z)^2 / 2 = a^2 / 2 + a y (the scaled dual,
+/// evaluate_primal.cpp).
+DML_HD inline double LossConjugate(double y, double a) { return 0.5 * a * a + a * y; }
+
 /// P(0) = (1/2n) sum_i y_i^2.
 inline double PrimalAtZero(const std::vector<float>& y) {
   double s = 0.0;
@@ -172,6 +176,7 @@ struct LassoObjective {
   DML_HD static void ValueAndDerivative(double y, double z, double* value, double* derivative) {
     squared_cd::ValueAndDerivative(y, z, value, derivative);
   }
+  static double LossConjugate(double y, double a) { return squared_cd::LossConjugate(y, a); }
   static std::vector<Column> PrepareColumns(const CscMatrix& a, const std::vector<float>&) {
     return squared_cd::PrepareColumns(a);
   }

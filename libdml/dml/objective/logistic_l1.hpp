@@ -355,6 +355,15 @@ struct LogisticL1Objective {
     *derivative = -y * (m > 0 ? ex * inv : inv);
   }
 
+  /// loss*(a) = b log b + (1 - b) log(1 - b), b = -y a in [0, 1]; +inf
+  /// outside (the scaled dual, evaluate_primal.cpp).
+  static double LossConjugate(double y, double a) {
+    const double b = -y * a;
+    if (!(b >= 0.0 && b <= 1.0)) return std::numeric_limits<double>::infinity();
+    auto xlogx = [](double x) { return x > 0.0 ? x * std::log(x) : 0.0; };
+    return xlogx(b) + xlogx(1.0 - b);
+  }
+
   /// f(v) = (1/n) [sum_i log(1 + e_i) - sum_j w_j x_pos_j] from the state,
   /// without a pass over the data (see logistic_internal::SumLog1p).
   double LossFromState(const double* e, int64_t n, const std::vector<Column>& cols,
