@@ -62,7 +62,7 @@ const char* const kValueFlags[] = {"-c", "-e", "-o", "-s", "-B", "--lambda", "--
                                    "--solver", "--threads", "--device", "--epochs", "--time-budget",
                                    "--generate", "--nnz-per-row", "--noise", "--scale-decades", "--seed", "--test",
                                    "--binarize", "--cache", "--output", "--liblinear-model", "--metrics-out",
-                                   "--model-format", "--eval-every", "--mode",
+                                   "--model-format", "--eval-every", "--eval-pacing", "--mode",
                                    "--workers", "--shards", "--batch", "--step", "--certificate-cg", "--feature-steps", "--staleness",
                                    "--tau", "--local-epochs", "--gamma", "--nodes",
                                    "--local-nodes", "--checkpoint", "--checkpoint-every",
@@ -149,6 +149,7 @@ constexpr Range kRanges[] = {
     {"--gap-threads", 0, 1024, false, "must be in [0, 1024]"},
     {"--device", 0, 2147483647, false, "must be a device number >= 0"},
     {"--eval-every", 0, 1e9, false, "must be >= 0"},
+    {"--eval-pacing", 0, 1e6, false, "must be in [0, 1e6]"},
     {"--batch", 1, 16777216, false, "must be in [1, 16777216]"},
     {"--step", 0, 1e300, true, "must be positive"},
     {"--certificate-cg", -1, 1000, false, "must be in [-1, 1000]"},
@@ -222,6 +223,10 @@ Solver (one process, without --mode):
   --eval-every N      exact certificate every N epochs (SCD: every N passes' worth of work, an
                       epoch on a shrunk set counting its share); 0 = when the estimate says
                       done (1; with --mode: N > 0)
+  --eval-pacing R     SCD, newGLMNET: a periodic certificate also waits until the work since
+                      the last is R times all the work so far (certificates stay a small part
+                      of long runs; the estimate still triggers one as soon as it says done);
+                      0 = every N exactly (0.25)
   --batch B --step S0 SGD minibatch and first step, here and in the SGD modes (auto: rows /
                       (32 K) within [1, 64]; auto: calibrated on a sample); the step then
                       falls as 1/(lambda t), and the average of the evaluated iterates is
@@ -551,6 +556,7 @@ Exit ParseModelAndSolver(Run& run) {
       !Number(run.args, {"--time-budget"}, run.opt.stop.max_seconds, error) ||
       !Number(run.args, {"--seed"}, run.opt.seed, error) ||
       !Number(run.args, {"--eval-every"}, run.opt.eval_every, error) ||
+      !Number(run.args, {"--eval-pacing"}, run.opt.eval_pacing, error) ||
       !Number(run.args, {"--l1-ratio"}, run.spec.l1_ratio, error) ||
       !Number(run.args, {"--batch"}, run.opt.sgd.batch_size, error) ||
       (Get(run.args, "--step") != "auto" &&

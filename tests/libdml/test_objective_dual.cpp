@@ -1050,6 +1050,9 @@ BOOST_AUTO_TEST_CASE(a_stalled_gap_on_threads_runs_the_rest_on_one) {
     o.threads = 2;
     o.fit_threads = false;
     o.stop.max_epochs = 3000;
+    // gap_rel 0: no estimate ever triggers a certificate, so the stall is
+    // seen through the periodic ones, one a pass (unpaced).
+    o.eval_pacing = 0.0;
     auto r = dml::internal::TrainAsyncScdDual(data, m, o, {share});
     BOOST_REQUIRE(r.ok());
     BOOST_TEST(r->threads == 1, r->note);
@@ -1104,6 +1107,7 @@ BOOST_AUTO_TEST_CASE(dual_driver_reports_a_falling_dual_to_its_engine) {
   eng.duals = {0.1, 0.2, 0.15, 0.3, 0.3 - 1e-12};
   dml::SolverOptions o;
   o.eval_every = 1;
+  o.eval_pacing = 0.0;
   o.stop.max_epochs = 5;
   o.stop.gap_rel = 0;
   dml::internal::StopChecker checker(o.stop, nullptr);
@@ -1124,6 +1128,7 @@ BOOST_AUTO_TEST_CASE(dual_driver_reports_a_stalled_gap_to_its_engine) {
   for (std::size_t k = 0; k < eng.gaps.size(); ++k) eng.duals.push_back(0.1 * (k + 1));
   dml::SolverOptions o;
   o.eval_every = 1;
+  o.eval_pacing = 0.0;  // a certificate every epoch, as scripted
   o.stop.max_epochs = static_cast<int>(eng.gaps.size());
   o.stop.gap_rel = 0;
   dml::internal::StopChecker checker(o.stop, nullptr);
@@ -1221,4 +1226,27 @@ BOOST_AUTO_TEST_CASE(dense_rows_train_as_indexed_ones) {
       CheckCertified(holed, m, h);
     }
   }
+}
+
+// eval_pacing: a periodic certificate waits until the work since the last
+// one is that share of all the work (here one unit an epoch, 0.25): every
+// epoch up to the 4th, then ever sparser; the last epoch is certified.
+BOOST_AUTO_TEST_CASE(dual_driver_paces_its_periodic_certificates) {
+  ScriptedEngine eng;
+  for (int k = 0; k < 20; ++k) eng.duals.push_back(0.01 * (k + 1));
+  dml::SolverOptions o;
+  o.eval_every = 1;
+  o.eval_pacing = 0.25;
+  o.stop.max_epochs = 20;
+  o.stop.gap_rel = 0;
+  dml::internal::StopChecker checker(o.stop, nullptr);
+  const dml::TrainResult r =
+      dml::internal::DriveDualScd<dml::RidgeObjective>(o, 1.0, 1, eng, checker);
+  std::vector<int> rounds;
+  for (const dml::Progress& p : r.history) rounds.push_back(p.round);
+  BOOST_TEST(rounds == (std::vector<int>{1, 2, 3, 4, 6, 8, 11, 15, 20}),
+             boost::test_tools::per_element());
+  o.eval_pacing = -1.0;
+  const auto bad = dml::Train(Synthetic(ModelKind::kRidge, 20, 5), Spec(ModelKind::kRidge), o);
+  BOOST_TEST(bad.status().message() == "eval_pacing must be a finite number >= 0, got -1");
 }

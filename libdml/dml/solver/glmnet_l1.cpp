@@ -214,6 +214,9 @@ class GlmnetL1 {
 
   double primal_ = 0.0;  // carried P(w)
   double gap_est_ = 0.0;  // the bounded-support gap at w (step 1)
+  // Nonzeros read by all outer iterations, and since the last certificate
+  // (SolverOptions::eval_pacing).
+  double work_total_ = 0.0, work_since_cert_ = 0.0;
   double grad_abs_max_ = 0.0;  // max_j |grad_j| (step 1)
   double gnorm1_ = 0.0, gnorm1_init_ = -1.0;
   double gmax_ = 0.0, gmax_old_ = std::numeric_limits<double>::infinity();
@@ -649,6 +652,7 @@ absl::StatusOr<TrainResult> GlmnetL1::Run() {
     gmax_old_ = gmax_;
     InnerCd();
     const int64_t outer_nnz = a_.nnz() + inner_nnz_;
+    work_total_ += static_cast<double>(outer_nnz);
     if (inner_cycles_ == 1) inner_eps_ *= 0.25;
 
     bool moved = !moved_.empty();
@@ -664,7 +668,9 @@ absl::StatusOr<TrainResult> GlmnetL1::Run() {
       check = estimated = true;
     } else {
       if (moved) Gradient();
-      check = options_.eval_every > 0 && outer_ % options_.eval_every == 0;
+      work_since_cert_ += static_cast<double>(outer_nnz);
+      check = options_.eval_every > 0 && outer_ % options_.eval_every == 0 &&
+              work_since_cert_ >= options_.eval_pacing * work_total_;
       if (!check && (stop_.Satisfied(primal_, gap_est_) ||
                      stop_.Satisfied(primal_, ScaledGapEstimate()))) {
         check = estimated = true;
@@ -673,6 +679,7 @@ absl::StatusOr<TrainResult> GlmnetL1::Run() {
     if (!check) continue;
 
     DML_ASSIGN_OR_RETURN(Certificate c, EvaluatePrimal(data_, model_, w_));
+    work_since_cert_ = 0.0;
     const Progress report = CertifiedProgress(outer_, c.primal, c.dual, c.gap, outer_nnz);
     primal_ = c.primal;
     cert = std::move(c);

@@ -87,6 +87,7 @@ absl::StatusOr<TrainResult> Run(const Dataset& data, const ModelSpec& model,
   int refuted = 0;        // estimate-triggered certificates that failed
   int next_estimate = 0;  // first epoch an estimate may trigger one
   double work_since_cert = 0.0;  // nonzeros read since the last certificate
+  double work_total = 0.0;       // by all epochs (eval_pacing)
   // LIBLINEAR's CDN unshrinking: once the active set's largest violation
   // falls below this, every shrunk feature comes back (a shrunk feature's
   // gradient moves as the others do; left out until the stop rule's
@@ -134,7 +135,9 @@ absl::StatusOr<TrainResult> Run(const Dataset& data, const ModelSpec& model,
     }
 
     work_since_cert += static_cast<double>(read);
-    bool check = PeriodicCertificateDue(options.eval_every, work_since_cert, a.nnz());
+    work_total += static_cast<double>(read);
+    bool check = PeriodicCertificateDue(options.eval_every, work_since_cert, a.nnz(),
+                                        options.eval_pacing, work_total);
     bool estimated = false;
     if (!check) {
       double gap_sum = 0.0;

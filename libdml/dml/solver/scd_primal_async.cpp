@@ -189,6 +189,7 @@ class AsyncRun {
   StopReason reason_ = StopReason::kMaxEpochs;
   int epoch_ = 0;
   double work_since_cert_ = 0.0;  // nonzeros read since the last certificate
+  double work_total_ = 0.0;       // by all epochs (eval_pacing)
   int refuted_ = 0;
   int next_estimate_ = 0;
 };
@@ -365,6 +366,7 @@ absl::Status AsyncRun<Obj>::Coordinate() {
     }
 
     work_since_cert_ += static_cast<double>(read);
+    work_total_ += static_cast<double>(read);
     bool estimated = false;
     if (!WantCertificate(active, &estimated)) continue;
     DML_ASSIGN_OR_RETURN(const bool stop, Certify(nnz, estimated));
@@ -374,7 +376,10 @@ absl::Status AsyncRun<Obj>::Coordinate() {
 
 template <typename Obj>
 bool AsyncRun<Obj>::WantCertificate(std::size_t active, bool* estimated) {
-  if (PeriodicCertificateDue(options_.eval_every, work_since_cert_, a_.nnz())) return true;
+  if (PeriodicCertificateDue(options_.eval_every, work_since_cert_, a_.nnz(), options_.eval_pacing,
+                             work_total_)) {
+    return true;
+  }
   const Obj& obj = *obj_;
   double gap_sum = 0.0;
   double penalty = 0.0;

@@ -198,6 +198,13 @@ struct SolverOptions {
   /// the last one (an epoch over a shrunk active set reads a fraction of
   /// the data; a certificate reads all of it).
   int eval_every = 1;
+  /// SCD (dual, primal) and newGLMNET: a periodic certificate also waits
+  /// until the work read since the last one is this share of all the work
+  /// so far, so on long runs certificates (one or two passes each) stay a
+  /// small part of the time; the running estimate still triggers one as
+  /// soon as it says the rule holds, so no stop waits for it. 0: exactly
+  /// every eval_every (tests, progress plots wanting every pass).
+  double eval_pacing = 0.25;
   StopRule stop;
   SgdOptions sgd;  ///< for kSgd
   /// Called after every epoch whose objective was computed.

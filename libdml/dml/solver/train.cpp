@@ -106,6 +106,10 @@ absl::Status ValidateOptions(const SolverOptions& o) {
     return absl::InvalidArgumentError(
         "max_seconds and target_primal must be numbers (infinity: no time budget), not NaN");
   }
+  if (!(o.eval_pacing >= 0) || !std::isfinite(o.eval_pacing)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("eval_pacing must be a finite number >= 0, got ", o.eval_pacing));
+  }
   if (o.eval_every < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("eval_every must be >= 0, got ", o.eval_every));

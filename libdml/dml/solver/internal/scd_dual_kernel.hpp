@@ -597,6 +597,7 @@ TrainResult DriveDualScd(const SolverOptions& opt, double lambda, int64_t n, Eng
   const double half_life = 4.0 * static_cast<double>(std::max<int64_t>(1, eng.Nnz()));
   double kappa_cal = kKappa0;
   double work_since_cert = 0.0;
+  double work_total = 0.0;  // read by all epochs so far (eval_pacing)
   // The first certificate is judged against the starting dual (exact here):
   // against -inf, stale first-epoch steps that overshot below it would pass.
   double last_dual = negconj_sum * inv_n - 0.5 * lambda * wsq;
@@ -617,11 +618,13 @@ TrainResult DriveDualScd(const SolverOptions& opt, double lambda, int64_t n, Eng
     const double d_est = negconj_sum * inv_n - 0.5 * lambda * wsq;
     const double gap_est = s.gap_sum * inv_n;
     work_since_cert += static_cast<double>(s.nnz);
+    work_total += static_cast<double>(s.nnz);
     const double kappa =
         kKappa0 + (kappa_cal - kKappa0) * std::exp2(-work_since_cert / half_life);
     const double p_est = d_est + kappa * gap_est;
     const bool est_ok = checker.Satisfied(p_est, kappa * gap_est).has_value();
-    const bool periodic = PeriodicCertificateDue(opt.eval_every, work_since_cert, eng.Nnz());
+    const bool periodic = PeriodicCertificateDue(opt.eval_every, work_since_cert, eng.Nnz(),
+                                                 opt.eval_pacing, work_total);
     if (!periodic && !est_ok) continue;
     exact = eng.Certify();
     certified = true;
