@@ -24,6 +24,7 @@ ABSL_FLAG(double, c, 1.0, "LIBLINEAR's C");
 ABSL_FLAG(std::string, w_ref, "", "files (comma-separated) with the peer's weights, one per line");
 ABSL_FLAG(int, repeat, 3, "runs per solver; the median time is printed");
 ABSL_FLAG(int, max_epochs, 2000, "epoch cap per run");
+ABSL_FLAG(bool, ref_only, false, "print ref_primal (the highest of the peer's) and stop");
 ABSL_FLAG(std::string, solver, "auto",
           "auto or newton: that solver with 1 thread, then 2; scd: scd, then async-scd with 2");
 
@@ -59,6 +60,10 @@ int main(int argc, char** argv) {
     ref = ref ? std::max(*ref, *p) : *p;
   }
   if (!ref) return Die("--w_ref names no file");
+  if (absl::GetFlag(FLAGS_ref_only)) {
+    std::printf("ref_primal=%.12g\n", *ref);
+    return 0;
+  }
 
   auto time_solver = [&](dml::SolverKind s, int threads, double& primal, double& gap,
                          int& epochs) -> double {

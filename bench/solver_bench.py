@@ -107,6 +107,26 @@ CASES = [  # (our model, LIBLINEAR -s)
 ]
 
 
+def liblinear_runs(prob, name, model, s, c):
+    """LIBLINEAR's 3 train() calls: their times and the files (comma-separated)
+    with their weights, oriented so that positive predicts our +1."""
+    times = []
+    wfiles = []
+    for r in range(3):
+        t0 = time.perf_counter()
+        m = train(prob, parameter(f"-s {s} -c {c} -q"))
+        times.append(time.perf_counter() - t0)
+        w, _ = m.get_decfun()
+        # Decision value > 0 predicts labels[0]; our +1 is the larger label.
+        if m.get_labels()[0] < m.get_labels()[1]:
+            w = [-v for v in w]
+        wfile = os.path.join(DATA, f"w_{name}_{model}_s{s}_{r}.txt")
+        with open(wfile, "w") as f:
+            f.write("\n".join(repr(v) for v in w))
+        wfiles.append(wfile)
+    return times, ",".join(wfiles)
+
+
 def main():
     # What a second thread can buy here at all, whatever the solver does.
     print(subprocess.run([os.path.join(BUILD, "bench", "thread_scaling")], capture_output=True,
@@ -128,21 +148,7 @@ def main():
             # P 0.10897 or 0.10678; -s 1: 0.00727 to 0.00739). The target
             # is the highest primal of the 3 (what each run reached), the
             # time their median.
-            times = []
-            wfiles = []
-            for r in range(3):
-                t0 = time.perf_counter()
-                m = train(prob, parameter(f"-s {s} -c {c} -q"))
-                times.append(time.perf_counter() - t0)
-                w, _ = m.get_decfun()
-                # Decision value > 0 predicts labels[0]; our +1 is the larger label.
-                if m.get_labels()[0] < m.get_labels()[1]:
-                    w = [-v for v in w]
-                wfile = os.path.join(DATA, f"w_{name}_{model}_s{s}_{r}.txt")
-                with open(wfile, "w") as f:
-                    f.write("\n".join(repr(v) for v in w))
-                wfiles.append(wfile)
-            wfile = ",".join(wfiles)
+            times, wfile = liblinear_runs(prob, name, model, s, c)
             try:
                 out = subprocess.run([os.path.join(BUILD, "bench", "solver_bench"),
                                       f"--data={path}", f"--model={model}", f"--c={c}",

@@ -91,6 +91,7 @@
 #include "dml/objective/logistic_l1.hpp"
 #include "dml/objective/losses.hpp"
 #include "dml/solver/internal/chunks.hpp"
+#include "dml/solver/internal/dense_run.hpp"
 #include "dml/solver/internal/primal_cd.hpp"
 #include "dml/solver/internal/solvers.hpp"
 #include "dml/solver/internal/stopping.hpp"
@@ -103,6 +104,15 @@ namespace {
 constexpr double kSigma = 0.01;          // Armijo
 constexpr int kMaxLineSearch = 20;       // halvings
 constexpr int kMaxInnerCycles = kGlmnetMaxInnerCycles;  // per outer iteration, as LIBLINEAR
+/// Inner cycles over which the violation must halve (InnerCd).
+constexpr int kStallCycles = 8;
+/// PolishOnSupport: at most this many features in the support (a Cholesky
+/// factor costs m^3 / 6), and forming the support's Hessian (sum_i of
+/// m_i (m_i + 1) / 2 multiply-adds, m_i the row's support nonzeros) at most
+/// this many passes' worth of nonzeros (about what the stalled inner
+/// cycles cost; tab-4601x57, 57 dense features, needs 26).
+constexpr std::size_t kPolishMaxFeatures = 512;
+constexpr double kPolishFormPasses = 32.0;
 /// LIBLINEAR clips one inner step to |z| <= 10, meant for features of unit
 /// scale; feature j's bound is 10 / min(s_j, 1), s_j = max_i |x_ij|, as a
 /// tiny-valued feature may need a huge weight. LIBLINEAR also drops steps
@@ -173,6 +183,11 @@ class GlmnetL1 {
   void RebuildMargins();
   void Gradient();
   void InnerCd();
+  /// Where the inner CD stalled (nearly collinear columns): the quadratic
+  /// model's exact minimiser over the trial point's support with its signs
+  /// fixed (explicit Hessian, Cholesky), projected back onto that orthant,
+  /// taken where it lowers the model. Small d only (kPolishMaxFeatures).
+  void PolishOnSupport();
   /// Whether the inner CD's active columns are long enough to share.
   bool SplitInnerCd() const;
   bool LineSearch();
@@ -225,6 +240,8 @@ class GlmnetL1 {
   int outer_ = 0;          // outer iterations (epochs) started
   int64_t inner_nnz_ = 0;  // nonzeros the current inner CD read
   bool inner_split_ = false;  // an inner CD ran on two threads
+  bool inner_stalled_ = false;  // the last inner CD stopped on a stall or the cap
+  int polished_ = 0;            // outer iterations whose direction PolishOnSupport improved
 };
 
 void GlmnetL1::SetRow(std::size_t i) {
@@ -400,6 +417,7 @@ void SpinUntil(const std::atomic<uint64_t>& flag, uint64_t want) {
 // Step 2: the trial point wpd_ = w_ + d over index_[0, active_), with
 // qt_[i].xd = (X d)_i and moved_ listing every feature it changed.
 void GlmnetL1::InnerCd() {
+  inner_stalled_ = false;
   for (QuadTerms& q : qt_) q.xd = 0.0;
   for (uint32_t j : moved_) is_moved_[j] = 0;
   moved_.clear();
@@ -409,6 +427,8 @@ void GlmnetL1::InnerCd() {
   double qp_gmax_old = std::numeric_limits<double>::infinity();
   int cycle = 0;
   QuadTerms* qt = qt_.data();
+  // The violation of each of the last kStallCycles cycles (a ring).
+  double recent[kStallCycles] = {};
 
   // Two threads share each column (SplitInnerCd): the helper owns rows
   // [n/2, n). Handshake per visit: `job` = visit number (feature in
@@ -525,6 +545,18 @@ void GlmnetL1::InnerCd() {
     // A cycle that moved nothing leaves X d as it was: another one would
     // see the same gradients (w is at the resolution of the steps).
     if (updates == 0 && qp_active == active_) break;
+    // Stalled: the violation not halved over the last kStallCycles
+    // cycles. On nearly collinear columns (a9a's
+    // one-hot groups) the model's CD crawls along the flat directions, and
+    // the cap of 1000 cycles cost 1770 passes an outer iteration; the
+    // direction so far is a descent direction, and the outer iteration
+    // (a fresh quadratic model) gains more than those cycles.
+    double& oldest = recent[cycle % kStallCycles];
+    if (cycle > kStallCycles && qp_gnorm1 > 0.8 * oldest) {
+      inner_stalled_ = true;
+      break;
+    }
+    oldest = qp_gnorm1;
     if (qp_gnorm1 <= inner_eps_ * gnorm1_init_) {
       if (qp_active == active_) break;
       // Put the outer active set back before stopping.
@@ -537,6 +569,153 @@ void GlmnetL1::InnerCd() {
     if (stop_.BeforeEpoch(outer_)) break;
   }
   inner_cycles_ = cycle;
+  if (cycle >= kMaxInnerCycles) inner_stalled_ = true;
+}
+
+void GlmnetL1::PolishOnSupport() {
+  if (d_ > kPolishMaxFeatures * 64) return;  // the scan below stays cheap
+  std::vector<int> pos(d_, -1);
+  std::vector<uint32_t> sup;
+  for (std::size_t j = 0; j < d_; ++j) {
+    if (wpd_[j] != 0.0) {
+      pos[j] = static_cast<int>(sup.size());
+      sup.push_back(static_cast<uint32_t>(j));
+    }
+  }
+  const std::size_t m = sup.size();
+  if (m == 0 || m > kPolishMaxFeatures) return;
+  const CsrMatrix& x = data_.x;
+  double form = 0.0;
+  for (int64_t i = 0; i < x.rows(); ++i) {
+    const SparseView r = x.outer(i);
+    double mi = 0.0;
+    for (std::size_t k = 0; k < r.size; ++k) mi += pos[r.index[k]] >= 0 ? 1.0 : 0.0;
+    form += 0.5 * mi * (mi + 1.0);
+  }
+  if (form > kPolishFormPasses * static_cast<double>(x.nnz())) return;
+
+  // H over the support (lower triangle): (1/n) sum_i D_i x_i x_i^T.
+  std::vector<double> h(m * m, 0.0);
+  std::vector<std::size_t> at;
+  std::vector<double> val;
+  for (int64_t i = 0; i < x.rows(); ++i) {
+    const double di = qt_[static_cast<std::size_t>(i)].dd;
+    if (di == 0.0) continue;
+    const SparseView r = x.outer(i);
+    at.clear();
+    val.clear();
+    for (std::size_t k = 0; k < r.size; ++k) {
+      const int p = pos[r.index[k]];
+      if (p < 0) continue;
+      at.push_back(static_cast<std::size_t>(p));
+      val.push_back(r.value[k]);
+    }
+    // Indices increase along a row and pos with them: at[a] > at[k], k < a.
+    for (std::size_t a = 0; a < at.size(); ++a) {
+      double* row = h.data() + at[a] * m;
+      const double va = di * val[a];
+      for (std::size_t k = 0; k <= a; ++k) row[at[k]] += va * val[k];
+    }
+  }
+  // Symmetric H + nu over the support, and the model's smooth gradient
+  // there at d0 = wpd - w: grad + H d0 + nu d0.
+  const QuadTerms* qt = qt_.data();
+  for (std::size_t a = 0; a < m; ++a) {
+    for (std::size_t k = 0; k < a; ++k) {
+      h[a * m + k] *= inv_n_;
+      h[k * m + a] = h[a * m + k];
+    }
+    h[a * m + a] = h[a * m + a] * inv_n_ + nu_;
+  }
+  std::vector<double> gs(m), scale(m);
+  for (std::size_t a = 0; a < m; ++a) {
+    const uint32_t j = sup[a];
+    const SparseView col = a_.outer(j);
+    gs[a] = grad_[j] + QuadDot(col, 0, col.size, qt) * inv_n_ + nu_ * (wpd_[j] - w_[j]);
+    scale[a] = 1.0 / std::sqrt(h[a * m + a]);
+  }
+  // The model's change for a step s on the support: gs.s + s H s / 2 +
+  // lambda (|wpd + s|_1 - |wpd|_1).
+  auto change = [&](const std::vector<double>& st) {
+    double lin = 0.0, quad = 0.0;
+    for (std::size_t a = 0; a < m; ++a) {
+      if (st[a] == 0.0) continue;
+      const double wj = wpd_[sup[a]];
+      lin += gs[a] * st[a] + lambda_ * (std::abs(wj + st[a]) - std::abs(wj));
+      quad += st[a] * DotN(h.data() + a * m, st.data(), m);
+    }
+    return lin + 0.5 * quad;
+  };
+  // Newton on the orthant of wpd's signs: (S H S + mu) y = -S (gs + lambda
+  // sign), step S y, projected onto the orthant (a coordinate that would
+  // cross 0 stops at 0), halved up to 6 times. Where columns are exactly
+  // collinear (one-hot groups) H is singular and the L1 term's slope along
+  // its null space is not: mu (a Levenberg-Marquardt damping, several
+  // tried) bounds the step there. The best step by the model's change.
+  std::vector<double> l(m * m), y(m), st(m), best(m, 0.0);
+  double best_change = 0.0;
+  for (const double mu : {1e-6, 1e-4, 1e-2}) {
+    for (std::size_t a = 0; a < m; ++a) {
+      for (std::size_t k = 0; k <= a; ++k) l[a * m + k] = h[a * m + k] * scale[a] * scale[k];
+      l[a * m + a] += mu;
+    }
+    bool ok = true;
+    for (std::size_t j = 0; j < m && ok; ++j) {
+      const double* lj = l.data() + j * m;
+      const double diag = l[j * m + j] - DotN(lj, lj, j);
+      if (!(diag > 1e-13) || !std::isfinite(diag)) {
+        ok = false;
+        break;
+      }
+      const double ljj = std::sqrt(diag);
+      l[j * m + j] = ljj;
+      for (std::size_t i = j + 1; i < m; ++i) {
+        l[i * m + j] = (l[i * m + j] - DotN(l.data() + i * m, lj, j)) / ljj;
+      }
+    }
+    if (!ok) continue;
+    for (std::size_t i = 0; i < m; ++i) {
+      const double sign = wpd_[sup[i]] > 0.0 ? lambda_ : -lambda_;
+      double v = -(gs[i] + sign) * scale[i];
+      for (std::size_t k = 0; k < i; ++k) v -= l[i * m + k] * y[k];
+      y[i] = v / l[i * m + i];
+    }
+    for (std::size_t i = m; i-- > 0;) {
+      double v = y[i];
+      for (std::size_t k = i + 1; k < m; ++k) v -= l[k * m + i] * y[k];
+      y[i] = v / l[i * m + i];
+    }
+    for (double t = 1.0; t >= 1.0 / 64; t *= 0.5) {
+      bool finite = true;
+      for (std::size_t a = 0; a < m; ++a) {
+        const double wj = wpd_[sup[a]];
+        const double next = wj + t * y[a] * scale[a];
+        finite = finite && std::isfinite(next);
+        st[a] = ((next > 0.0) == (wj > 0.0) ? next : 0.0) - wj;
+      }
+      if (!finite) continue;
+      const double c = change(st);
+      if (c < best_change) {
+        best_change = c;
+        best = st;
+      }
+    }
+  }
+  if (!(best_change < 0.0)) return;
+  for (std::size_t a = 0; a < m; ++a) {
+    if (best[a] == 0.0) continue;
+    const SparseView col = a_.outer(sup[a]);
+    QuadAxpy(col, 0, col.size, best[a], qt_.data());
+    wpd_[sup[a]] += best[a];
+  }
+  for (uint32_t j : sup) {
+    if (!is_moved_[j]) {
+      is_moved_[j] = 1;
+      moved_.push_back(j);
+    }
+  }
+  inner_nnz_ += static_cast<int64_t>(form) + 2 * x.nnz();
+  ++polished_;
 }
 
 // Step 3. On success w_, m_, the per-example terms and primal_ are those of
@@ -651,6 +830,7 @@ absl::StatusOr<TrainResult> GlmnetL1::Run() {
     cert.reset();
     gmax_old_ = gmax_;
     InnerCd();
+    if (inner_stalled_) PolishOnSupport();
     const int64_t outer_nnz = a_.nnz() + inner_nnz_;
     work_total_ += static_cast<double>(outer_nnz);
     if (inner_cycles_ == 1) inner_eps_ *= 0.25;

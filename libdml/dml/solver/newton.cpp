@@ -75,6 +75,7 @@
 #include "dml/objective/ridge.hpp"
 #include "dml/objective/squared_hinge_svm.hpp"
 #include "dml/solver/internal/chunks.hpp"
+#include "dml/solver/internal/dense_run.hpp"
 #include "dml/solver/internal/solvers.hpp"
 #include "dml/solver/internal/stopping.hpp"
 #include "dml/util/status.hpp"
@@ -112,23 +113,6 @@ double Dot(const std::vector<double>& a, const std::vector<double>& b) {
   double s = 0.0;
   for (std::size_t j = 0; j < a.size(); ++j) s += a[j] * b[j];
   return s;
-}
-
-/// sum_k a[k] b[k] over [0, n) with four independent sums: the Cholesky
-/// factor's inner products were one chain of dependent adds (d^3 / 6 of
-/// them at the add's latency: 6 ms a factor for w8a's 300 features, a
-/// third of its Newton run).
-double DotN(const double* a, const double* b, std::size_t n) {
-  double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
-  std::size_t k = 0;
-  for (; k + 4 <= n; k += 4) {
-    s0 += a[k] * b[k];
-    s1 += a[k + 1] * b[k + 1];
-    s2 += a[k + 2] * b[k + 2];
-    s3 += a[k + 3] * b[k + 3];
-  }
-  for (; k < n; ++k) s0 += a[k] * b[k];
-  return (s0 + s1) + (s2 + s3);
 }
 
 /// loss, loss' and loss'' at (y, z) together: logistic's from one exp

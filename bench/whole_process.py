@@ -1,0 +1,96 @@
+#!/usr/bin/python3
+"""Whole processes against LIBLINEAR, as issue 20's filer measured.
+
+For each case: liblinear-train with its defaults (-s S -c 1), then dml-train
+(-s S -c 1, its defaults otherwise: eval_every 1, auto solver) at the loosest
+--tol of TOLS whose final primal is at or below LIBLINEAR's (the highest of
+its 3 runs' primals, computed by our objective code from its weights, as
+bench/solver_bench.py does), with --threads 1 and 2. Each time is a whole
+process (reading the file included, both sides), median of 3, the sides
+alternated. Prints time(dml-train)/time(liblinear-train).
+
+Usage: bench/whole_process.py [build-dir] [DATA[/MODEL] ...]  (default: every case)
+"""
+import os, re, statistics, subprocess, sys, time
+
+sys.argv = sys.argv[:1] + sys.argv[1:]  # solver_bench reads the same arguments
+import solver_bench as sb  # noqa: E402  (its prepare(), CASES, LIBLINEAR's weights)
+
+TOLS = ["1e-1", "3e-2", "1e-2", "3e-3", "1e-3", "3e-4", "1e-4", "3e-5", "1e-5", "1e-6"]
+DML = os.path.join(sb.BUILD, "samples", "dml-train")
+
+
+def run(cmd):
+    t0 = time.perf_counter()
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=sb.CASE_TIMEOUT)
+    return time.perf_counter() - t0, out
+
+
+def dml(path, s, tol, threads):
+    secs, out = run([DML, "-q", "-s", str(s), "-c", "1", "--tol", tol, "--threads",
+                     str(threads), path])
+    m = re.search(r"primal (\S+)", out.stdout)
+    if out.returncode != 0 or not m:
+        raise RuntimeError(f"dml-train failed: {out.stderr.strip()}")
+    return secs, float(m.group(1))
+
+
+def main():
+    files = sb.prepare()
+    rows = []
+    for name, path in files.items():
+        wanted = [m for m, _ in sb.CASES if not sb.ONLY or name in sb.ONLY
+                  or f"{name}/{m}" in sb.ONLY]
+        if not wanted:
+            continue
+        prob = None
+        for model, s in sb.CASES:
+            if model not in wanted:
+                continue
+            wfiles = [os.path.join(sb.DATA, f"w_{name}_{model}_s{s}_{r}.txt") for r in range(3)]
+            if not all(os.path.exists(f) for f in wfiles):
+                if prob is None:
+                    y, x = sb.svm_read_problem(path)
+                    prob = sb.problem(y, x)
+                sb.liblinear_runs(prob, name, model, s, 1.0)
+            out = subprocess.run([os.path.join(sb.BUILD, "bench", "solver_bench"), f"--data={path}",
+                                  f"--model={model}", "--c=1", f"--w_ref={','.join(wfiles)}",
+                                  "--ref_only"], capture_output=True, text=True, check=True)
+            target = float(re.search(r"ref_primal=(\S+)", out.stdout).group(1))
+            tol = None
+            for t in TOLS:
+                _, p = dml(path, s, t, 1)
+                if p <= target:
+                    tol = t
+                    break
+            if tol is None:
+                print(f"{name} {model} -s {s}: dml-train did not reach LIBLINEAR's {target:.10g} "
+                      f"at --tol {TOLS[-1]}", flush=True)
+                continue
+            ll, d1, d2, p2s = [], [], [], []
+            for _ in range(3):
+                secs, out = run(["liblinear-train", "-q", "-s", str(s), "-c", "1", path,
+                                 os.path.join(sb.DATA, "ll.model")])
+                if out.returncode != 0:
+                    raise RuntimeError(f"liblinear-train failed: {out.stderr.strip()}")
+                ll.append(secs)
+                d1.append(dml(path, s, tol, 1)[0])
+                secs, p2 = dml(path, s, tol, 2)
+                d2.append(secs)
+                p2s.append(p2)
+            lm, m1, m2 = (statistics.median(v) for v in (ll, d1, d2))
+            note = "" if max(p2s) <= target else " (2 threads: primal above the target)"
+            rows.append((name, model, s, lm, tol, m1, m2, m1 / lm, m2 / lm, target, note))
+            print(f"{name} {model} -s {s}: liblinear-train {lm:.3f} s; dml-train --tol {tol} "
+                  f"1t {m1:.3f} s ({m1 / lm:.2f}), 2t {m2:.3f} s ({m2 / lm:.2f}){note}", flush=True)
+    print("whole processes, medians of 3; ratio = time(dml-train)/time(liblinear-train); "
+          "tol: the loosest reaching LIBLINEAR's primal")
+    print(f"{'data':<13}{'model':<13}{'-s':>3}{'liblinear_s':>12}{'tol':>7}{'dml1_s':>9}{'dml2_s':>9}"
+          f"{'ratio1':>8}{'ratio2':>8}  {'P_liblinear':>14}")
+    for r in rows:
+        print(f"{r[0]:<13}{r[1]:<13}{r[2]:>3}{r[3]:>12.3f}{r[4]:>7}{r[5]:>9.3f}{r[6]:>9.3f}"
+              f"{r[7]:>8.2f}{r[8]:>8.2f}  {r[9]:>14.8g}{r[10]}")
+
+
+if __name__ == "__main__":
+    main()
