@@ -149,7 +149,7 @@ constexpr Range kRanges[] = {
     {"--gap-threads", 0, 1024, false, "must be in [0, 1024]"},
     {"--device", 0, 2147483647, false, "must be a device number >= 0"},
     {"--eval-every", 0, 1e9, false, "must be >= 0"},
-    {"--eval-pacing", 0, 1e6, false, "must be in [0, 1e6]"},
+    {"--eval-pacing", 0, 0.999, false, "must be in [0, 1)"},
     {"--batch", 1, 16777216, false, "must be in [1, 16777216]"},
     {"--step", 0, 1e300, true, "must be positive"},
     {"--certificate-cg", -1, 1000, false, "must be in [-1, 1000]"},
@@ -221,8 +221,8 @@ Solver (one process, without --mode):
                       twin (async-scd on all cores) and say why, instead of failing
   --threads T         newton and async-scd threads (2)
   --eval-every N      exact certificate every N epochs (SCD: every N passes' worth of work, an
-                      epoch on a shrunk set counting its share); 0 = when the estimate says
-                      done (1; with --mode: N > 0)
+                      epoch on a shrunk set counting its share; paced, below); 0 = when the
+                      estimate says done (1; with --mode: N > 0)
   --eval-pacing R     SCD, newGLMNET: a periodic certificate also waits until the work since
                       the last is R times all the work so far (certificates stay a small part
                       of long runs; the estimate still triggers one as soon as it says done);
@@ -1168,6 +1168,7 @@ int main(int argc, char** argv) {
           OnlyIn{"--feature-steps", !rounds, "the SGD modes"},
           OnlyIn{"--certificate-cg", !rounds, "the SGD modes"},
           OnlyIn{"--threads", false, "one process's newton and async-scd"},
+          OnlyIn{"--eval-pacing", false, "one process's SCD and newGLMNET"},
           OnlyIn{"--store", kind == dml::Mode::kHogwild, "hogwild"},
           OnlyIn{"--shards", kind != dml::Mode::kHogwild,
                  "the modes with parameter shards (hogwild shares one model)"},

@@ -1246,7 +1246,9 @@ BOOST_AUTO_TEST_CASE(dual_driver_paces_its_periodic_certificates) {
   for (const dml::Progress& p : r.history) rounds.push_back(p.round);
   BOOST_TEST(rounds == (std::vector<int>{1, 2, 3, 4, 6, 8, 11, 15, 20}),
              boost::test_tools::per_element());
-  o.eval_pacing = -1.0;
-  const auto bad = dml::Train(Synthetic(ModelKind::kRidge, 20, 5), Spec(ModelKind::kRidge), o);
-  BOOST_TEST(bad.status().message() == "eval_pacing must be a finite number >= 0, got -1");
+  for (double bad_pacing : {-1.0, 1.0, std::numeric_limits<double>::quiet_NaN()}) {
+    o.eval_pacing = bad_pacing;
+    const auto bad = dml::Train(Synthetic(ModelKind::kRidge, 20, 5), Spec(ModelKind::kRidge), o);
+    BOOST_TEST(bad.status().message().substr(0, 31) == "eval_pacing must be in [0, 1), ");
+  }
 }

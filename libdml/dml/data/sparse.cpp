@@ -170,10 +170,12 @@ typename CompressedMatrix<L>::Transposed CompressedMatrix<L>::Convert(int thread
   const int64_t outer = outer_size();
   const int64_t nnz = static_cast<int64_t>(indices_.size());
   // Each thread counts its outer slots per inner index (T vectors of
-  // `inner`): worth it only where the inner dimension is short next to nnz.
-  const int t_count = nnz >= kConvertThreadNnz && 2 * inner <= nnz
-                          ? static_cast<int>(std::clamp<int64_t>(threads, 1, 8))
-                          : 1;
+  // `inner` int64s): at most as many of those as nonzeros (the counters
+  // then cost no more than the indices and values they place).
+  const int t_count =
+      nnz >= kConvertThreadNnz && inner > 0
+          ? static_cast<int>(std::clamp<int64_t>(std::min<int64_t>(threads, nnz / inner), 1, 8))
+          : 1;
   auto first = [&](int t) { return outer * t / t_count; };
   std::vector<std::vector<int64_t>> cursor(static_cast<std::size_t>(t_count),
                                            std::vector<int64_t>(static_cast<std::size_t>(inner)));
@@ -202,6 +204,10 @@ typename CompressedMatrix<L>::Transposed CompressedMatrix<L>::Convert(int thread
   auto run_phase = [&](int phase) {
     std::vector<std::thread> helpers;
     std::vector<int> mine{0};
+    // Reserved first: an allocation failing between thread starts would
+    // leave a joinable thread to terminate the process.
+    helpers.reserve(static_cast<std::size_t>(t_count));
+    mine.reserve(static_cast<std::size_t>(t_count));
     for (int t = 1; t < t_count; ++t) {
       try {
         helpers.emplace_back(work, t, phase);

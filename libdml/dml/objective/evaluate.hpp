@@ -25,8 +25,8 @@ struct Certificate {
   /// The separable gap (set by EvaluatePrimal, EvaluateDual and the
   /// iterate certificates): what coordinate_gaps add up to. Equal to `gap`
   /// except from EvaluatePrimal for the pure-L1 models (lasso,
-  /// L1-logistic), whose separable gap uses the bounded-support dual and is
-  /// >= `gap`.
+  /// L1-logistic, elastic net at l1_ratio 1), whose separable gap uses the
+  /// bounded-support dual and is >= `gap`.
   double separable_gap = 0.0;
   /// Per-coordinate gaps (examples for dual models, features for primal
   /// ones), scaled so they sum to `separable_gap`. Empty unless asked for.

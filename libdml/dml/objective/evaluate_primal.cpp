@@ -90,8 +90,8 @@ Certificate Certify(const Dataset& data, const ModelSpec& model, const std::vect
     for (int64_t i = 0; i < n; ++i) conj += Obj::LossConjugate(data.y[i], t * derivs[i]);
     const double dual = -conj * inv_n;
     if (std::isfinite(dual) && dual > c.dual) {
-      c.dual = dual;
-      c.gap = std::max(0.0, c.primal - dual);
+      c.dual = std::min(dual, c.primal);  // rounding may put D above P
+      c.gap = c.primal - c.dual;
     }
   }
   return c;

@@ -104,7 +104,7 @@ namespace {
 constexpr double kSigma = 0.01;          // Armijo
 constexpr int kMaxLineSearch = 20;       // halvings
 constexpr int kMaxInnerCycles = kGlmnetMaxInnerCycles;  // per outer iteration, as LIBLINEAR
-/// Inner cycles over which the violation must halve (InnerCd).
+/// Inner cycles over which the violation must fall by a fifth (InnerCd).
 constexpr int kStallCycles = 8;
 /// PolishOnSupport: at most this many features in the support (a Cholesky
 /// factor costs m^3 / 6), and forming the support's Hessian (sum_i of
@@ -545,18 +545,6 @@ void GlmnetL1::InnerCd() {
     // A cycle that moved nothing leaves X d as it was: another one would
     // see the same gradients (w is at the resolution of the steps).
     if (updates == 0 && qp_active == active_) break;
-    // Stalled: the violation not halved over the last kStallCycles
-    // cycles. On nearly collinear columns (a9a's
-    // one-hot groups) the model's CD crawls along the flat directions, and
-    // the cap of 1000 cycles cost 1770 passes an outer iteration; the
-    // direction so far is a descent direction, and the outer iteration
-    // (a fresh quadratic model) gains more than those cycles.
-    double& oldest = recent[cycle % kStallCycles];
-    if (cycle > kStallCycles && qp_gnorm1 > 0.8 * oldest) {
-      inner_stalled_ = true;
-      break;
-    }
-    oldest = qp_gnorm1;
     if (qp_gnorm1 <= inner_eps_ * gnorm1_init_) {
       if (qp_active == active_) break;
       // Put the outer active set back before stopping.
@@ -564,6 +552,22 @@ void GlmnetL1::InnerCd() {
       qp_gmax_old = std::numeric_limits<double>::infinity();
       continue;
     }
+    // Stalled: the violation not cut by a fifth over the last
+    // kStallCycles cycles (summed over the cycles' active sets, which
+    // shrinking changes; a stall ends the inner CD without putting the
+    // outer active set back: step 1 of the next iteration looks at every
+    // feature anyway). On nearly collinear columns (a9a's one-hot groups)
+    // the model's CD crawls along the flat directions, and the cap of 1000
+    // cycles cost 1770 passes an outer iteration; the direction so far is a
+    // descent direction, PolishOnSupport finishes it where it can, and the
+    // next outer iteration (a fresh quadratic model) gains more than those
+    // cycles.
+    double& oldest = recent[cycle % kStallCycles];
+    if (cycle > kStallCycles && qp_gnorm1 > 0.8 * oldest) {
+      inner_stalled_ = true;
+      break;
+    }
+    oldest = qp_gnorm1;
     qp_gmax_old = qp_gmax;
     // Time budget and cancellation, so one long inner CD cannot overrun them.
     if (stop_.BeforeEpoch(outer_)) break;
@@ -593,6 +597,8 @@ void GlmnetL1::PolishOnSupport() {
     form += 0.5 * mi * (mi + 1.0);
   }
   if (form > kPolishFormPasses * static_cast<double>(x.nnz())) return;
+  // The scans, the Hessian's forming and the QuadDot pass, taken or not.
+  inner_nnz_ += static_cast<int64_t>(form) + 2 * x.nnz();
 
   // H over the support (lower triangle): (1/n) sum_i D_i x_i x_i^T.
   std::vector<double> h(m * m, 0.0);
@@ -688,8 +694,11 @@ void GlmnetL1::PolishOnSupport() {
     for (double t = 1.0; t >= 1.0 / 64; t *= 0.5) {
       bool finite = true;
       for (std::size_t a = 0; a < m; ++a) {
+        // The inner CD's bound on a step (kMaxCoordinateStep / scale),
+        // the orthant, then the step taken.
         const double wj = wpd_[sup[a]];
-        const double next = wj + t * y[a] * scale[a];
+        const double lim = step_max_[sup[a]];
+        const double next = wj + std::clamp(t * y[a] * scale[a], -lim, lim);
         finite = finite && std::isfinite(next);
         st[a] = ((next > 0.0) == (wj > 0.0) ? next : 0.0) - wj;
       }
@@ -714,7 +723,7 @@ void GlmnetL1::PolishOnSupport() {
       moved_.push_back(j);
     }
   }
-  inner_nnz_ += static_cast<int64_t>(form) + 2 * x.nnz();
+  inner_nnz_ += x.nnz();  // the X d update
   ++polished_;
 }
 

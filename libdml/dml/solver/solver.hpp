@@ -183,7 +183,7 @@ inline bool AveragesIterates(const SgdOptions& o, const ModelSpec& model) {
 /// How Train runs; checked by Train (InvalidArgument naming the field).
 struct SolverOptions {
   SolverKind kind = SolverKind::kScd;
-  int threads = 1;  ///< for kAsyncScd, kNewton and kAuto
+  int threads = 1;  ///< for kAsyncScd, kNewton and kAuto (kScd: its column copy's conversion)
   /// kAsyncScd: run fewer threads where they cannot pay (data too small for
   /// a second thread, epochs shrunk to a few coordinates); TrainResult says
   /// what ran. false: always `threads` (tests of the concurrent paths).
@@ -202,8 +202,10 @@ struct SolverOptions {
   /// until the work read since the last one is this share of all the work
   /// so far, so on long runs certificates (one or two passes each) stay a
   /// small part of the time; the running estimate still triggers one as
-  /// soon as it says the rule holds, so no stop waits for it. 0: exactly
-  /// every eval_every (tests, progress plots wanting every pass).
+  /// soon as it says the rule holds, so no stop waits for it (the async
+  /// engine's fall and stall guards, counted in certificates, then rely on
+  /// those too). In [0, 1); 0: exactly every eval_every (tests, progress
+  /// plots wanting every pass).
   double eval_pacing = 0.25;
   StopRule stop;
   SgdOptions sgd;  ///< for kSgd

@@ -106,9 +106,9 @@ absl::Status ValidateOptions(const SolverOptions& o) {
     return absl::InvalidArgumentError(
         "max_seconds and target_primal must be numbers (infinity: no time budget), not NaN");
   }
-  if (!(o.eval_pacing >= 0) || !std::isfinite(o.eval_pacing)) {
+  if (!(o.eval_pacing >= 0 && o.eval_pacing < 1)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("eval_pacing must be a finite number >= 0, got ", o.eval_pacing));
+        absl::StrCat("eval_pacing must be in [0, 1), got ", o.eval_pacing));
   }
   if (o.eval_every < 0) {
     return absl::InvalidArgumentError(
