@@ -1252,3 +1252,25 @@ BOOST_AUTO_TEST_CASE(dual_driver_paces_its_periodic_certificates) {
     BOOST_TEST(bad.status().message().substr(0, 31) == "eval_pacing must be in [0, 1), ");
   }
 }
+
+// The Newton certificate's one-log-a-row sums of logistic's NegConj at
+// several scales equal the plain NegConj, ends of the domain included.
+BOOST_AUTO_TEST_CASE(logistic_negconj_at_scales_is_negconj) {
+  using L = dml::LogisticL2Objective;
+  const double scales[] = {1.0, 0.95, 0.5, 0.05, 1e-9};
+  double log_scales[5];
+  for (int k = 0; k < 5; ++k) log_scales[k] = std::log(scales[k]);
+  for (double y : {1.0, -1.0}) {
+    for (double b0 : {0.0, 1e-300, 1e-12, 0.3, 0.5, 0.999999, 1.0}) {
+      const double g = -y * b0;  // b0 = -y g
+      double sums[5] = {};
+      L::AddNegConjAtScales(y, g, scales, log_scales, 5, sums);
+      for (int k = 0; k < 5; ++k) {
+        const double want = L::NegConj(y, -scales[k] * g);
+        BOOST_TEST(std::abs(sums[k] - want) <= 1e-15 + 1e-14 * std::abs(want),
+                   "y " << y << " b0 " << b0 << " scale " << scales[k] << ": " << sums[k]
+                        << " vs " << want);
+      }
+    }
+  }
+}

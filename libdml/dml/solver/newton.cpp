@@ -63,6 +63,7 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -300,9 +301,20 @@ absl::StatusOr<Certificate> Newton<Obj>::PlainCertificate() {
   std::vector<std::array<double, kIterateDualScaleCount>> sums(rows_.size() - 1);
   ForChunks(rows_, [&](std::size_t c, std::size_t b, std::size_t e) {
     std::array<double, kIterateDualScaleCount> s{};
-    for (std::size_t i = b; i < e; ++i) {
-      for (int k = 0; k < kIterateDualScaleCount; ++k) {
-        s[k] += Obj::NegConj(data_.y[i], -kIterateDualScales[k] * derivative_[i]);
+    if constexpr (std::is_same_v<Obj, LogisticL2Objective>) {
+      // One log a row instead of eight (the certificates' logs were a third
+      // of a9a's Newton run).
+      std::array<double, kIterateDualScaleCount> log_s{};
+      for (int k = 0; k < kIterateDualScaleCount; ++k) log_s[k] = std::log(kIterateDualScales[k]);
+      for (std::size_t i = b; i < e; ++i) {
+        Obj::AddNegConjAtScales(data_.y[i], derivative_[i], kIterateDualScales, log_s.data(),
+                                kIterateDualScaleCount, s.data());
+      }
+    } else {
+      for (std::size_t i = b; i < e; ++i) {
+        for (int k = 0; k < kIterateDualScaleCount; ++k) {
+          s[k] += Obj::NegConj(data_.y[i], -kIterateDualScales[k] * derivative_[i]);
+        }
       }
     }
     sums[c] = s;
