@@ -15,10 +15,10 @@ namespace dml::loss {
 /// was a fifth of newGLMNET's run on w8a and a sixth of Newton's):
 /// log(u) a / (u - 1), u = 1 + a (Goldberg, "What every computer scientist
 /// should know about floating-point arithmetic", Theorem 4).
-inline double FastLog1p(double a) {
+DML_HD inline double FastLog1p(double a) {
   const double u = 1.0 + a;
-  if (!(u < HUGE_VAL)) return std::log1p(a);  // inf (and NaN): as log1p
-  return u == 1.0 ? a : std::log(u) * a / (u - 1.0);
+  if (!(u < HUGE_VAL)) return log1p(a);  // inf (and NaN): as log1p
+  return u == 1.0 ? a : log(u) * a / (u - 1.0);
 }
 
 /// (y - z)^2 / 2: Value, Derivative and Second in z.
