@@ -91,7 +91,7 @@
 #include "dml/objective/logistic_l1.hpp"
 #include "dml/objective/losses.hpp"
 #include "dml/solver/internal/chunks.hpp"
-#include "dml/solver/internal/dense_run.hpp"
+#include "dml/solver/internal/cholesky.hpp"
 #include "dml/solver/internal/primal_cd.hpp"
 #include "dml/solver/internal/solvers.hpp"
 #include "dml/solver/internal/stopping.hpp"
@@ -241,7 +241,6 @@ class GlmnetL1 {
   int64_t inner_nnz_ = 0;  // nonzeros the current inner CD read
   bool inner_split_ = false;  // an inner CD ran on two threads
   bool inner_stalled_ = false;  // the last inner CD stopped on a stall or the cap
-  int polished_ = 0;            // outer iterations whose direction PolishOnSupport improved
 };
 
 void GlmnetL1::SetRow(std::size_t i) {
@@ -665,32 +664,12 @@ void GlmnetL1::PolishOnSupport() {
       for (std::size_t k = 0; k <= a; ++k) l[a * m + k] = h[a * m + k] * scale[a] * scale[k];
       l[a * m + a] += mu;
     }
-    bool ok = true;
-    for (std::size_t j = 0; j < m && ok; ++j) {
-      const double* lj = l.data() + j * m;
-      const double diag = l[j * m + j] - DotN(lj, lj, j);
-      if (!(diag > 1e-13) || !std::isfinite(diag)) {
-        ok = false;
-        break;
-      }
-      const double ljj = std::sqrt(diag);
-      l[j * m + j] = ljj;
-      for (std::size_t i = j + 1; i < m; ++i) {
-        l[i * m + j] = (l[i * m + j] - DotN(l.data() + i * m, lj, j)) / ljj;
-      }
-    }
-    if (!ok) continue;
+    if (!CholeskyInPlace(l.data(), m, 1e-13)) continue;
     for (std::size_t i = 0; i < m; ++i) {
       const double sign = wpd_[sup[i]] > 0.0 ? lambda_ : -lambda_;
-      double v = -(gs[i] + sign) * scale[i];
-      for (std::size_t k = 0; k < i; ++k) v -= l[i * m + k] * y[k];
-      y[i] = v / l[i * m + i];
+      y[i] = -(gs[i] + sign) * scale[i];
     }
-    for (std::size_t i = m; i-- > 0;) {
-      double v = y[i];
-      for (std::size_t k = i + 1; k < m; ++k) v -= l[k * m + i] * y[k];
-      y[i] = v / l[i * m + i];
-    }
+    CholeskySolveInPlace(l.data(), m, y.data());
     for (double t = 1.0; t >= 1.0 / 64; t *= 0.5) {
       bool finite = true;
       for (std::size_t a = 0; a < m; ++a) {
@@ -724,7 +703,6 @@ void GlmnetL1::PolishOnSupport() {
     }
   }
   inner_nnz_ += x.nnz();  // the X d update
-  ++polished_;
 }
 
 // Step 3. On success w_, m_, the per-example terms and primal_ are those of

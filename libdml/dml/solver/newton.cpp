@@ -76,7 +76,7 @@
 #include "dml/objective/ridge.hpp"
 #include "dml/objective/squared_hinge_svm.hpp"
 #include "dml/solver/internal/chunks.hpp"
-#include "dml/solver/internal/dense_run.hpp"
+#include "dml/solver/internal/cholesky.hpp"
 #include "dml/solver/internal/solvers.hpp"
 #include "dml/solver/internal/stopping.hpp"
 #include "dml/util/status.hpp"
@@ -472,30 +472,12 @@ bool Newton<Obj>::ExplicitDirection() {
     for (std::size_t k = 0; k < a; ++k) h[a * d + k] *= inv_n_ * scale[a] * scale[k];
     h[a * d + a] = 1.0;
   }
-  // Cholesky S H S = L L^T in place (lower triangle), then
-  // L L^T y = -S g, dir = S y.
-  for (std::size_t j = 0; j < d; ++j) {
-    const double* lj = h.data() + j * d;
-    const double diag = h[j * d + j] - DotN(lj, lj, j);
-    // A pivot at the rounding floor: H is numerically singular here.
-    if (!(diag > 1e-12) || !std::isfinite(diag)) return false;
-    const double ljj = std::sqrt(diag);
-    h[j * d + j] = ljj;
-    for (std::size_t i = j + 1; i < d; ++i) {
-      h[i * d + j] = (h[i * d + j] - DotN(h.data() + i * d, lj, j)) / ljj;
-    }
-  }
-  dir_.assign(d, 0.0);
-  for (std::size_t i = 0; i < d; ++i) {  // L y = -S g
-    double v = -g_[i] * scale[i];
-    for (std::size_t k = 0; k < i; ++k) v -= h[i * d + k] * dir_[k];
-    dir_[i] = v / h[i * d + i];
-  }
-  for (std::size_t i = d; i-- > 0;) {  // L^T y' = y
-    double v = dir_[i];
-    for (std::size_t k = i + 1; k < d; ++k) v -= h[k * d + i] * dir_[k];
-    dir_[i] = v / h[i * d + i];
-  }
+  // Cholesky S H S = L L^T, then L L^T y = -S g, dir = S y. A pivot at
+  // the rounding floor: H is numerically singular here.
+  if (!CholeskyInPlace(h.data(), d, 1e-12)) return false;
+  dir_.resize(d);
+  for (std::size_t i = 0; i < d; ++i) dir_[i] = -g_[i] * scale[i];
+  CholeskySolveInPlace(h.data(), d, dir_.data());
   for (std::size_t i = 0; i < d; ++i) {
     dir_[i] *= scale[i];
     if (!std::isfinite(dir_[i])) return false;
