@@ -59,6 +59,7 @@
 
 #include "dml/data/sparse.hpp"
 #include "dml/objective/host_device.hpp"
+#include "dml/objective/logistic_l2.hpp"
 #include "dml/objective/losses.hpp"
 #include "dml/objective/model.hpp"
 #include "dml/objective/regularizers.hpp"
@@ -355,13 +356,12 @@ struct LogisticL1Objective {
     *derivative = -y * (m > 0 ? ex * inv : inv);
   }
 
-  /// loss*(a) = b log b + (1 - b) log(1 - b), b = -y a in [0, 1]; +inf
-  /// outside (the scaled dual, evaluate_primal.cpp).
+  /// loss*(a) = b log b + (1 - b) log(1 - b), b = -y a in [0, 1], which is
+  /// -NegConj(y, -a) of the L2 model's dual; +inf outside (the scaled dual,
+  /// evaluate_primal.cpp).
   static double LossConjugate(double y, double a) {
-    const double b = -y * a;
-    if (!(b >= 0.0 && b <= 1.0)) return std::numeric_limits<double>::infinity();
-    auto xlogx = [](double x) { return x > 0.0 ? x * std::log(x) : 0.0; };
-    return xlogx(b) + xlogx(1.0 - b);
+    if (!LogisticL2Objective::InDomain(y, -a)) return std::numeric_limits<double>::infinity();
+    return -LogisticL2Objective::NegConj(y, -a);
   }
 
   /// f(v) = (1/n) [sum_i log(1 + e_i) - sum_j w_j x_pos_j] from the state,
