@@ -837,7 +837,7 @@ absl::StatusOr<TrainResult> GlmnetL1::Run() {
       if (moved) Gradient();
       work_since_cert_ += static_cast<double>(outer_nnz);
       check = options_.eval_every > 0 && outer_ % options_.eval_every == 0 &&
-              work_since_cert_ >= options_.eval_pacing * work_total_;
+              CertificatePaced(work_since_cert_, options_.eval_pacing, work_total_);
       if (!check && (stop_.Satisfied(primal_, gap_est_) ||
                      stop_.Satisfied(primal_, ScaledGapEstimate()))) {
         check = estimated = true;
