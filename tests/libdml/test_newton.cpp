@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cmath>
 #include <iomanip>
+#include <utility>
 #include <vector>
 
 #include "dml/data/synthetic.hpp"
@@ -77,6 +78,18 @@ double MaxAbs(const std::vector<double>& v) {
   double m = 0.0;
   for (double x : v) m = std::max(m, std::abs(x));
   return m;
+}
+
+/// Generated regression-task data of the given shape (labels unused by AutoSolver).
+dml::Dataset Generated(int64_t rows, int64_t cols, int64_t nnz_per_row, uint64_t seed) {
+  dml::SyntheticOptions g;
+  g.rows = rows;
+  g.cols = cols;
+  g.nnz_per_row = nnz_per_row;
+  g.seed = seed;
+  auto gen = dml::GenerateSynthetic(g);
+  BOOST_REQUIRE_MESSAGE(gen.ok(), gen.status().ToString());
+  return std::move(gen->data);
 }
 
 }  // namespace
@@ -195,30 +208,14 @@ BOOST_AUTO_TEST_CASE(auto_runs_newton_for_smooth_models_and_scd_for_the_others) 
   // Hinge: the threads where they keep per-thread replicas of w (at most
   // 4096 features, rows of at least 128 nonzeros), else one.
   BOOST_TEST((pick(ModelKind::kHingeSvm, tall, 2) == SolverKind::kScd));
-  {
-    dml::SyntheticOptions g;
-    g.rows = 50;
-    g.cols = 200;
-    g.nnz_per_row = 150;
-    g.seed = 6;
-    auto long_rows = dml::GenerateSynthetic(g);
-    BOOST_REQUIRE(long_rows.ok());
-    BOOST_TEST((pick(ModelKind::kHingeSvm, long_rows->data, 2) == SolverKind::kAsyncScd));
-    BOOST_TEST((pick(ModelKind::kHingeSvm, long_rows->data, 1) == SolverKind::kScd));
-  }
+  const dml::Dataset long_rows = Generated(50, 200, 150, 6);
+  BOOST_TEST((pick(ModelKind::kHingeSvm, long_rows, 2) == SolverKind::kAsyncScd));
+  BOOST_TEST((pick(ModelKind::kHingeSvm, long_rows, 1) == SolverKind::kScd));
   // L1-logistic: two threads on tall data or long columns, one on wide.
   BOOST_TEST((pick(ModelKind::kLogisticL1, tall, 2) == SolverKind::kAsyncScd));
-  {
-    dml::SyntheticOptions g;
-    g.rows = 5000;
-    g.cols = 4;
-    g.nnz_per_row = 4;
-    g.seed = 5;
-    auto long_columns = dml::GenerateSynthetic(g);
-    BOOST_REQUIRE(long_columns.ok());
-    BOOST_TEST((pick(ModelKind::kLogisticL1, long_columns->data, 2) == SolverKind::kAsyncScd));
-    BOOST_TEST((pick(ModelKind::kLogisticL1, long_columns->data, 1) == SolverKind::kScd));
-  }
+  const dml::Dataset long_columns = Generated(5000, 4, 4, 5);
+  BOOST_TEST((pick(ModelKind::kLogisticL1, long_columns, 2) == SolverKind::kAsyncScd));
+  BOOST_TEST((pick(ModelKind::kLogisticL1, long_columns, 1) == SolverKind::kScd));
   BOOST_TEST((pick(ModelKind::kLasso, tall, 2) == SolverKind::kScd));
   // Wide (more features than examples, as documents are): dual CD for the
   // models whose dual step is closed-form; newton stays for logistic.
