@@ -838,8 +838,12 @@ absl::StatusOr<TrainResult> GlmnetL1::Run() {
       work_since_cert_ += static_cast<double>(outer_nnz);
       check = options_.eval_every > 0 && outer_ % options_.eval_every == 0 &&
               CertificatePaced(work_since_cert_, options_.eval_pacing, work_total_);
+      // The scaled estimate (a pass with logs over the examples) only
+      // where a positive gap can meet the rule: with gap_rel and gap_abs 0
+      // (target runs, benchmarks) it could not, and ran every iteration.
       if (!check && (stop_.Satisfied(primal_, gap_est_) ||
-                     stop_.Satisfied(primal_, ScaledGapEstimate()))) {
+                     (GapTarget(options_.stop, primal_) > 0.0 &&
+                      stop_.Satisfied(primal_, ScaledGapEstimate())))) {
         check = estimated = true;
       }
     }
