@@ -69,6 +69,10 @@ expect 2 "--batch is a flag of --solver sgd (and of the SGD modes), not of --sol
   "$train" -q --solver scd --batch 8 d.svm
 expect 2 "--step is a flag of --solver sgd (and of the SGD modes), not of --solver auto" "$train" -q --step 0.5 d.svm
 expect 2 "--threads: --solver scd is sequential" "$train" -q --solver scd --threads 2 d.svm
+expect 2 "--eval-pacing: must be in [0, 1), got 1" "$train" -q --eval-pacing 1 d.svm
+expect 2 "--eval-pacing: expected a number, got \"x\"" "$train" -q --eval-pacing x d.svm
+expect 2 "--eval-pacing is a flag of one process's SCD and newGLMNET, not of --mode cocoa" \
+  "$train" -q --mode cocoa --eval-pacing 0.5 d.svm
 expect 2 "--store is a flag of hogwild, not of --mode sync" "$train" -q --mode sync --store memory d.svm
 expect 2 "--shards is a flag of the modes with parameter shards (hogwild shares one model), not of --mode hogwild" \
   "$train" -q --mode hogwild --shards 2 d.svm
