@@ -1061,6 +1061,58 @@ BOOST_AUTO_TEST_CASE(glmnet_on_collinear_one_hot_columns) {
   }
 }
 
+/// Dense rows over `cols` features that share one latent factor (pairwise
+/// correlation about 0.8, as the columns of tabular sets often are), some
+/// of them on larger scales; labels from a planted model with noise.
+dml::Dataset CorrelatedDense(int64_t rows, int cols, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> normal;
+  std::vector<double> planted(static_cast<std::size_t>(cols));
+  for (double& p : planted) p = normal(rng);
+  std::vector<std::vector<std::pair<uint32_t, float>>> rs(static_cast<std::size_t>(rows));
+  std::vector<float> y;
+  for (auto& r : rs) {
+    const double latent = normal(rng);
+    double margin = 0.5 * normal(rng);
+    for (int j = 0; j < cols; ++j) {
+      const double x = 2.0 * latent + normal(rng);
+      margin += planted[static_cast<std::size_t>(j)] * x;
+      r.push_back({static_cast<uint32_t>(j), static_cast<float>(x * (j % 3 == 0 ? 10.0 : 1.0))});
+    }
+    y.push_back(margin > 0.0 ? 1.0f : -1.0f);
+  }
+  return FromRows(cols, rs, y);
+}
+
+// Few dense, correlated features: forming the explicit Hessian of the
+// active features costs a few passes, so newGLMNET solves each quadratic
+// model over it (CD steps of O(features) flops, Newton on the support) to
+// 1/100 of the current violation and converges as proximal Newton does:
+// a 1e-10 certified gap in 15 outer iterations, where the column CD's
+// loose models took 36 on this set; the primal is below a 300-epoch cyclic
+// CD's.
+BOOST_AUTO_TEST_CASE(glmnet_explicit_hessian_on_few_dense_features) {
+  const dml::Dataset data = CorrelatedDense(1000, 24, 5);
+  const dml::ModelSpec spec{ModelKind::kLogisticL1, dml::LambdaFromC(10.0, 1000), 0.5};
+  const std::vector<double> ref = CyclicCdLogisticL1(data, spec.lambda, 300);
+  const dml::Certificate ref_cert = MustEvaluate(data, spec, ref);
+  for (int threads : {1, 2}) {
+    BOOST_TEST_CONTEXT("threads " << threads) {
+      dml::SolverOptions o = Options(1e-10);
+      o.threads = threads;
+      o.fit_threads = false;  // two threads form the Hessian however small
+      const dml::TrainResult r = MustTrain(data, spec, o);
+      BOOST_TEST(static_cast<int>(r.reason) == static_cast<int>(dml::StopReason::kConverged));
+      BOOST_TEST(r.gap <= 1e-10 * r.primal);
+      BOOST_TEST(r.epochs <= 20);
+      BOOST_TEST(r.primal <= ref_cert.primal + 1e-10 * r.primal);
+      const dml::Certificate c = MustEvaluate(data, spec, r.w);
+      BOOST_TEST(c.primal == r.primal, boost::test_tools::tolerance(1e-12));
+      BOOST_TEST_MESSAGE("threads " << threads << " epochs " << r.epochs);
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(glmnet_edge_cases) {
   {  // one example, one informative feature, one zero column: w = 0 unless
      // lambda < 1/2, where w solves sigma(-w x) x = lambda.

@@ -23,6 +23,15 @@
 //                 first iteration at w = 0 (or a cycle moved nothing);
 //                 inner_eps (from 1) is quartered whenever one cycle was
 //                 enough;
+//              2'. where the active features are few and their explicit
+//                 Hessian H = (1/n) X^T D X is cheap to form (from the
+//                 start, or once the column CD of 2 stalled or read 8
+//                 passes), the same CD runs over H instead: a step costs
+//                 O(active) flops, the model is solved to 1/100 of w's
+//                 violation, with a Newton step on the support (signs
+//                 fixed) every 10 cycles for nearly collinear columns;
+//                 the outer iterations then converge as proximal Newton
+//                 does (a9a: 41 -> 6-8, tab-4601x57: 20 -> 8);
 //              3. Armijo backtracking on the whole direction (sigma = 0.01,
 //                 halvings, at most 20):
 //                   P(w + t d) - P(w) <= sigma t (grad^T d + lambda
@@ -113,6 +122,29 @@ constexpr int kStallCycles = 8;
 /// cycles cost; tab-4601x57, 57 dense features, needs 26).
 constexpr std::size_t kPolishMaxFeatures = 512;
 constexpr double kPolishFormPasses = 32.0;
+/// DenseInnerCd: at most this many active features (H is m^2 doubles a
+/// thread while formed), and forming H at most this many passes' worth of
+/// nonzeros (the column CD's stalled cycles cost 20-30 passes an outer
+/// iteration on a9a's one-hot groups).
+constexpr std::size_t kDenseModelMaxFeatures = 1024;
+constexpr double kDenseFormPasses = 16.0;
+/// What a multiply-add of a row holding every active feature costs against
+/// one of a sparse row (contiguous, on SIMD lanes: about a third, measured
+/// on 16-300 dense features).
+constexpr double kDenseRowPairCost = 0.4;
+/// Where forming H costs at most this many passes at the start, step 2 is
+/// DenseInnerCd from the first outer iteration on.
+constexpr double kDenseEagerPasses = 4.0;
+/// Its CD cycles: at most this many passes' worth of flops an outer
+/// iteration, and done once the model's violation is this fraction of w's.
+constexpr double kDenseCdPasses = 32.0;
+constexpr double kDenseInnerRel = 0.01;
+/// Its CD cycles between Newton steps on the support.
+constexpr int kDenseCdCyclesPerNewton = 10;
+/// The column CD's reads in one outer iteration (in passes) from which
+/// the next ones take DenseInnerCd (as does a stall): below, its few cycles
+/// cost less than forming H.
+constexpr double kDenseTriggerPasses = 8.0;
 /// LIBLINEAR clips one inner step to |z| <= 10, meant for features of unit
 /// scale; feature j's bound is 10 / min(s_j, 1), s_j = max_i |x_ij|, as a
 /// tiny-valued feature may need a huge weight. LIBLINEAR also drops steps
@@ -188,6 +220,26 @@ class GlmnetL1 {
   /// fixed (explicit Hessian, Cholesky), projected back onto that orthant,
   /// taken where it lowers the model. Small d only (kPolishMaxFeatures).
   void PolishOnSupport();
+  /// The best step over the support `sup` of the model whose Hessian there
+  /// is h (m x m, full, nu on the diagonal) and smooth gradient at the
+  /// trial point gs: Newton on the orthant of wpd's signs (see the body).
+  /// Empty where no step lowers the model.
+  std::vector<double> SupportNewton(const std::vector<uint32_t>& sup, const std::vector<double>& h,
+                                    const std::vector<double>& gs) const;
+  /// Step 2 over an explicit Hessian of the active features, where it is
+  /// small and cheap to form (kDenseModelMaxFeatures, kDenseFormPasses):
+  /// a CD cycle then costs O(active^2) flops and no pass over the data, so
+  /// the model is solved far tighter than the column CD can afford, and the
+  /// outer iterations converge as a proximal Newton method does. False
+  /// (nothing done) where it does not apply; InnerCd runs instead.
+  bool DenseInnerCd();
+  /// DenseInnerCd's H over the active features (dfeat_, dpos_, dh_). False
+  /// (and no H) where forming it costs more than kDenseFormPasses passes.
+  bool FormDenseHessian();
+  /// Sets dfeat_ and dpos_ to the active features and returns what forming
+  /// their H costs, in multiply-adds (rows holding every one of them at
+  /// kDenseRowPairCost a pair); one pass over the row indices.
+  double DenseFormCost();
   /// Whether the inner CD's active columns are long enough to share.
   bool SplitInnerCd() const;
   bool LineSearch();
@@ -226,6 +278,15 @@ class GlmnetL1 {
   /// Per feature: the first of its nonzeros in the second half of the rows
   /// (rows n / 2 on, the inner CD's helper thread's); empty with one thread.
   std::vector<uint32_t> split_;
+  // DenseInnerCd: per feature its position among the active ones (-1: not
+  // active), the active features, their Hessian, H (wpd - w) over them.
+  std::vector<int> dpos_;
+  std::vector<uint32_t> dfeat_;
+  std::vector<double> dh_, dr_;
+  /// Step 2 runs DenseInnerCd (once the column CD struggled).
+  bool dense_ = false;
+  /// FormDenseHessian refused this many active features (too costly).
+  std::size_t dense_refused_at_ = std::numeric_limits<std::size_t>::max();
 
   double primal_ = 0.0;  // carried P(w)
   double gap_est_ = 0.0;  // the bounded-support gap at w (step 1)
@@ -420,7 +481,6 @@ void GlmnetL1::InnerCd() {
   for (QuadTerms& q : qt_) q.xd = 0.0;
   for (uint32_t j : moved_) is_moved_[j] = 0;
   moved_.clear();
-  inner_nnz_ = 0;
   const bool shrinking = options_.shrinking;
   std::size_t qp_active = active_;
   double qp_gmax_old = std::numeric_limits<double>::infinity();
@@ -575,6 +635,249 @@ void GlmnetL1::InnerCd() {
   if (cycle >= kMaxInnerCycles) inner_stalled_ = true;
 }
 
+std::vector<double> GlmnetL1::SupportNewton(const std::vector<uint32_t>& sup,
+                                            const std::vector<double>& h,
+                                            const std::vector<double>& gs) const {
+  const std::size_t m = sup.size();
+  std::vector<double> scale(m);
+  for (std::size_t a = 0; a < m; ++a) scale[a] = 1.0 / std::sqrt(h[a * m + a]);
+  // The model's change for a step s on the support: gs.s + s H s / 2 +
+  // lambda (|wpd + s|_1 - |wpd|_1).
+  auto change = [&](const std::vector<double>& st) {
+    double lin = 0.0, quad = 0.0;
+    for (std::size_t a = 0; a < m; ++a) {
+      if (st[a] == 0.0) continue;
+      const double wj = wpd_[sup[a]];
+      lin += gs[a] * st[a] + lambda_ * (std::abs(wj + st[a]) - std::abs(wj));
+      quad += st[a] * DotN(h.data() + a * m, st.data(), m);
+    }
+    return lin + 0.5 * quad;
+  };
+  // Newton on the orthant of wpd's signs: (S H S + mu) y = -S (gs + lambda
+  // sign), step S y, projected onto the orthant (a coordinate that would
+  // cross 0 stops at 0), halved up to 6 times. Where columns are exactly
+  // collinear (one-hot groups) H is singular and the L1 term's slope along
+  // its null space is not: mu (a Levenberg-Marquardt damping, several
+  // tried) bounds the step there. The best step by the model's change.
+  std::vector<double> l(m * m), y(m), st(m), best(m, 0.0);
+  double best_change = 0.0;
+  for (const double mu : {1e-6, 1e-4, 1e-2}) {
+    for (std::size_t a = 0; a < m; ++a) {
+      for (std::size_t k = 0; k <= a; ++k) l[a * m + k] = h[a * m + k] * scale[a] * scale[k];
+      l[a * m + a] += mu;
+    }
+    if (!CholeskyInPlace(l.data(), m, 1e-13)) continue;
+    for (std::size_t i = 0; i < m; ++i) {
+      const double sign = wpd_[sup[i]] > 0.0 ? lambda_ : -lambda_;
+      y[i] = -(gs[i] + sign) * scale[i];
+    }
+    CholeskySolveInPlace(l.data(), m, y.data());
+    for (double t = 1.0; t >= 1.0 / 64; t *= 0.5) {
+      bool finite = true;
+      for (std::size_t a = 0; a < m; ++a) {
+        // The inner CD's bound on a step (kMaxCoordinateStep / scale),
+        // the orthant, then the step taken.
+        const double wj = wpd_[sup[a]];
+        const double lim = step_max_[sup[a]];
+        const double next = wj + std::clamp(t * y[a] * scale[a], -lim, lim);
+        finite = finite && std::isfinite(next);
+        st[a] = ((next > 0.0) == (wj > 0.0) ? next : 0.0) - wj;
+      }
+      if (!finite) continue;
+      const double c = change(st);
+      if (c < best_change) {
+        best_change = c;
+        best = st;
+      }
+    }
+  }
+  if (!(best_change < 0.0)) return {};
+  return best;
+}
+
+double GlmnetL1::DenseFormCost() {
+  const std::size_t m = active_;
+  if (dpos_.size() != d_) dpos_.assign(d_, -1);
+  for (uint32_t j : dfeat_) dpos_[j] = -1;
+  // Index order: a row's active entries then come in increasing position.
+  dfeat_.assign(index_.begin(), index_.begin() + static_cast<std::ptrdiff_t>(m));
+  std::sort(dfeat_.begin(), dfeat_.end());
+  for (std::size_t a = 0; a < m; ++a) dpos_[dfeat_[a]] = static_cast<int>(a);
+  const CsrMatrix& x = data_.x;
+  double form = 0.0;
+  for (int64_t i = 0; i < x.rows(); ++i) {
+    const SparseView r = x.outer(i);
+    std::size_t mi = 0;
+    for (std::size_t k = 0; k < r.size; ++k) mi += dpos_[r.index[k]] >= 0 ? 1 : 0;
+    const double pairs = 0.5 * static_cast<double>(mi) * static_cast<double>(mi + 1);
+    form += mi == m ? pairs * kDenseRowPairCost : pairs;
+  }
+  inner_nnz_ += x.nnz();
+  return form;
+}
+
+bool GlmnetL1::FormDenseHessian() {
+  const std::size_t m = active_;
+  const CsrMatrix& x = data_.x;
+  const double nnz = static_cast<double>(x.nnz());
+  const double form = DenseFormCost();
+  if (form > kDenseFormPasses * nnz) {
+    // More active features cost more, so those are not scanned again.
+    dense_refused_at_ = m;
+    for (uint32_t j : dfeat_) dpos_[j] = -1;
+    dfeat_.clear();
+    return false;
+  }
+  inner_nnz_ += static_cast<int64_t>(form);
+
+  // H = (1/n) sum_i D_i x_i x_i^T + nu over the active features: the lower
+  // triangle summed per thread over its rows (each thread at least
+  // kNnzGrain multiply-adds), then mirrored.
+  const std::size_t per_row = static_cast<std::size_t>(form / static_cast<double>(n_)) + 1;
+  const std::vector<std::size_t> bounds =
+      EvenBounds(n_, std::max(1, options_.threads), options_.fit_threads ? kNnzGrain / per_row + 1 : 1);
+  const std::size_t chunks = bounds.size() - 1;
+  std::vector<std::vector<double>> part(chunks);
+  ForChunks(bounds, [&](std::size_t c, std::size_t b, std::size_t e) {
+    std::vector<double>& h = part[c];
+    h.assign(m * m, 0.0);
+    std::vector<uint32_t> at;
+    std::vector<double> val;
+    for (std::size_t i = b; i < e; ++i) {
+      const double di = qt_[i].dd;
+      if (di == 0.0) continue;
+      const SparseView r = x.outer(static_cast<int64_t>(i));
+      at.clear();
+      val.clear();
+      for (std::size_t k = 0; k < r.size; ++k) {
+        const int p = dpos_[r.index[k]];
+        if (p < 0) continue;
+        at.push_back(static_cast<uint32_t>(p));
+        val.push_back(r.value[k]);
+      }
+      if (at.size() == m) {
+        // Every active feature: positions 0..m-1, the loop on SIMD lanes.
+        const double* v = val.data();
+        for (std::size_t a = 0; a < m; ++a) {
+          double* row = h.data() + a * m;
+          const double va = di * v[a];
+          for (std::size_t k = 0; k <= a; ++k) row[k] += va * v[k];
+        }
+        continue;
+      }
+      for (std::size_t a = 0; a < at.size(); ++a) {
+        double* row = h.data() + static_cast<std::size_t>(at[a]) * m;
+        const double va = di * val[a];
+        for (std::size_t k = 0; k <= a; ++k) row[at[k]] += va * val[k];
+      }
+    }
+  });
+  dh_.swap(part[0]);
+  for (std::size_t c = 1; c < chunks; ++c) {
+    for (std::size_t k = 0; k < m * m; ++k) dh_[k] += part[c][k];
+  }
+  for (std::size_t a = 0; a < m; ++a) {
+    for (std::size_t k = 0; k < a; ++k) {
+      dh_[a * m + k] *= inv_n_;
+      dh_[k * m + a] = dh_[a * m + k];
+    }
+    dh_[a * m + a] = dh_[a * m + a] * inv_n_ + nu_;
+  }
+  return true;
+}
+
+bool GlmnetL1::DenseInnerCd() {
+  if (active_ == 0 || active_ > kDenseModelMaxFeatures || active_ >= dense_refused_at_) {
+    return false;
+  }
+  if (!FormDenseHessian()) return false;
+  const double nnz = static_cast<double>(data_.x.nnz());
+  const std::size_t m = dfeat_.size();
+  // CD over the model, H d kept in dr_.
+  for (uint32_t j : moved_) is_moved_[j] = 0;
+  moved_.clear();
+  dr_.assign(m, 0.0);
+  std::vector<uint32_t> order(m);
+  for (std::size_t a = 0; a < m; ++a) order[a] = static_cast<uint32_t>(a);
+  const double tol = std::min(inner_eps_ * gnorm1_init_, kDenseInnerRel * gnorm1_);
+  const double budget = kDenseCdPasses * nnz;
+  double work = 0.0;
+  int cycle = 0;
+  bool solved = false;
+  auto moved = [&](uint32_t j) {
+    if (!is_moved_[j]) {
+      is_moved_[j] = 1;
+      moved_.push_back(j);
+    }
+  };
+  while (cycle < kMaxInnerCycles && work < budget) {
+    ShufflePrefix(order, m, rng_);
+    double viol_sum = 0.0;
+    int64_t updates = 0;
+    for (std::size_t s = 0; s < m; ++s) {
+      const std::size_t a = order[s];
+      const uint32_t j = dfeat_[a];
+      const double g = grad_[j] + dr_[a];
+      const double wpd = wpd_[j];
+      viol_sum += GlmnetViolation(g, wpd, lambda_);
+      const double z = GlmnetInnerStep(g, dh_[a * m + a], wpd, lambda_, step_max_[j]);
+      if (z == 0.0) continue;
+      ++updates;
+      wpd_[j] = wpd + z;
+      const double* col = dh_.data() + a * m;  // symmetric: row a is column a
+      for (std::size_t k = 0; k < m; ++k) dr_[k] += z * col[k];
+      moved(j);
+    }
+    ++cycle;
+    work += static_cast<double>(m) * static_cast<double>(updates + 1);
+    if (updates == 0 || viol_sum <= tol) {
+      solved = true;
+      break;
+    }
+    if (cycle % kDenseCdCyclesPerNewton != 0) continue;
+    // The CD crawls along nearly collinear columns; the cycles so far have
+    // settled which features are nonzero and their signs: Newton there.
+    std::vector<uint32_t> sup, at;
+    for (std::size_t a = 0; a < m; ++a) {
+      if (wpd_[dfeat_[a]] != 0.0) {
+        sup.push_back(dfeat_[a]);
+        at.push_back(static_cast<uint32_t>(a));
+      }
+    }
+    const std::size_t ms = sup.size();
+    if (ms == 0 || ms > kPolishMaxFeatures) continue;
+    std::vector<double> h(ms * ms), gs(ms);
+    for (std::size_t a = 0; a < ms; ++a) {
+      gs[a] = grad_[sup[a]] + dr_[at[a]];
+      for (std::size_t k = 0; k < ms; ++k) h[a * ms + k] = dh_[at[a] * m + at[k]];
+    }
+    const std::vector<double> best = SupportNewton(sup, h, gs);
+    // Up to three Cholesky factors of m^3 / 6.
+    work += 0.5 * static_cast<double>(ms) * static_cast<double>(ms) * static_cast<double>(ms);
+    for (std::size_t a = 0; a < best.size(); ++a) {
+      if (best[a] == 0.0) continue;
+      wpd_[sup[a]] += best[a];
+      const double* col = dh_.data() + at[a] * m;
+      for (std::size_t k = 0; k < m; ++k) dr_[k] += best[a] * col[k];
+      moved(sup[a]);
+    }
+    work += static_cast<double>(m) * static_cast<double>(ms);
+  }
+  inner_cycles_ = cycle;
+  inner_nnz_ += static_cast<int64_t>(work);
+  inner_stalled_ = !solved;
+  // X d over the moved columns.
+  for (QuadTerms& q : qt_) q.xd = 0.0;
+  for (uint32_t j : moved_) {
+    const double z = wpd_[j] - w_[j];
+    if (z == 0.0) continue;
+    const SparseView col = a_.outer(j);
+    QuadAxpy(col, 0, col.size, z, qt_.data());
+    inner_nnz_ += static_cast<int64_t>(col.size);
+  }
+  return true;
+}
+
 void GlmnetL1::PolishOnSupport() {
   if (d_ > kPolishMaxFeatures * 64) return;  // the scan below stays cheap
   std::vector<int> pos(d_, -1);
@@ -632,64 +935,14 @@ void GlmnetL1::PolishOnSupport() {
     }
     h[a * m + a] = h[a * m + a] * inv_n_ + nu_;
   }
-  std::vector<double> gs(m), scale(m);
+  std::vector<double> gs(m);
   for (std::size_t a = 0; a < m; ++a) {
     const uint32_t j = sup[a];
     const SparseView col = a_.outer(j);
     gs[a] = grad_[j] + QuadDot(col, 0, col.size, qt) * inv_n_ + nu_ * (wpd_[j] - w_[j]);
-    scale[a] = 1.0 / std::sqrt(h[a * m + a]);
   }
-  // The model's change for a step s on the support: gs.s + s H s / 2 +
-  // lambda (|wpd + s|_1 - |wpd|_1).
-  auto change = [&](const std::vector<double>& st) {
-    double lin = 0.0, quad = 0.0;
-    for (std::size_t a = 0; a < m; ++a) {
-      if (st[a] == 0.0) continue;
-      const double wj = wpd_[sup[a]];
-      lin += gs[a] * st[a] + lambda_ * (std::abs(wj + st[a]) - std::abs(wj));
-      quad += st[a] * DotN(h.data() + a * m, st.data(), m);
-    }
-    return lin + 0.5 * quad;
-  };
-  // Newton on the orthant of wpd's signs: (S H S + mu) y = -S (gs + lambda
-  // sign), step S y, projected onto the orthant (a coordinate that would
-  // cross 0 stops at 0), halved up to 6 times. Where columns are exactly
-  // collinear (one-hot groups) H is singular and the L1 term's slope along
-  // its null space is not: mu (a Levenberg-Marquardt damping, several
-  // tried) bounds the step there. The best step by the model's change.
-  std::vector<double> l(m * m), y(m), st(m), best(m, 0.0);
-  double best_change = 0.0;
-  for (const double mu : {1e-6, 1e-4, 1e-2}) {
-    for (std::size_t a = 0; a < m; ++a) {
-      for (std::size_t k = 0; k <= a; ++k) l[a * m + k] = h[a * m + k] * scale[a] * scale[k];
-      l[a * m + a] += mu;
-    }
-    if (!CholeskyInPlace(l.data(), m, 1e-13)) continue;
-    for (std::size_t i = 0; i < m; ++i) {
-      const double sign = wpd_[sup[i]] > 0.0 ? lambda_ : -lambda_;
-      y[i] = -(gs[i] + sign) * scale[i];
-    }
-    CholeskySolveInPlace(l.data(), m, y.data());
-    for (double t = 1.0; t >= 1.0 / 64; t *= 0.5) {
-      bool finite = true;
-      for (std::size_t a = 0; a < m; ++a) {
-        // The inner CD's bound on a step (kMaxCoordinateStep / scale),
-        // the orthant, then the step taken.
-        const double wj = wpd_[sup[a]];
-        const double lim = step_max_[sup[a]];
-        const double next = wj + std::clamp(t * y[a] * scale[a], -lim, lim);
-        finite = finite && std::isfinite(next);
-        st[a] = ((next > 0.0) == (wj > 0.0) ? next : 0.0) - wj;
-      }
-      if (!finite) continue;
-      const double c = change(st);
-      if (c < best_change) {
-        best_change = c;
-        best = st;
-      }
-    }
-  }
-  if (!(best_change < 0.0)) return;
+  const std::vector<double> best = SupportNewton(sup, h, gs);
+  if (best.empty()) return;
   for (std::size_t a = 0; a < m; ++a) {
     if (best[a] == 0.0) continue;
     const SparseView col = a_.outer(sup[a]);
@@ -748,6 +1001,7 @@ bool GlmnetL1::LineSearch() {
           SetRow(i);
         }
       });
+
       primal_ += loss_change + lambda_ * norm_change;
       return true;
     }
@@ -805,6 +1059,8 @@ absl::StatusOr<TrainResult> GlmnetL1::Run() {
   primal_ = std::log(2.0);  // P(0)
   Gradient();
   gnorm1_init_ = gnorm1_;
+  dense_ = active_ > 0 && active_ <= kDenseModelMaxFeatures &&
+           DenseFormCost() <= kDenseEagerPasses * static_cast<double>(a_.nnz());
 
   std::optional<Certificate> cert;  // of the current w, when computed
   StopReason reason = StopReason::kMaxEpochs;
@@ -816,8 +1072,13 @@ absl::StatusOr<TrainResult> GlmnetL1::Run() {
     ++outer_;
     cert.reset();
     gmax_old_ = gmax_;
-    InnerCd();
-    if (inner_stalled_) PolishOnSupport();
+    inner_nnz_ = 0;
+    if (!dense_ || !DenseInnerCd()) {
+      InnerCd();
+      dense_ = inner_stalled_ ||
+               static_cast<double>(inner_nnz_) >= kDenseTriggerPasses * static_cast<double>(a_.nnz());
+      if (inner_stalled_) PolishOnSupport();
+    }
     const int64_t outer_nnz = a_.nnz() + inner_nnz_;
     work_total_ += static_cast<double>(outer_nnz);
     if (inner_cycles_ == 1) inner_eps_ *= 0.25;
