@@ -749,11 +749,29 @@ bool GlmnetL1::FormDenseHessian() {
       const SparseView r = x.outer(static_cast<int64_t>(i));
       at.clear();
       val.clear();
+      bool binary = true;
       for (std::size_t k = 0; k < r.size; ++k) {
         const int p = dpos_[r.index[k]];
         if (p < 0) continue;
         at.push_back(static_cast<uint32_t>(p));
         val.push_back(r.value[k]);
+        binary = binary && r.value[k] == 1.0f;
+      }
+      if (binary) {
+        // One-hot and other 0/1 rows (a9a, w8a): no products; a third off.
+        const uint32_t* pa = at.data();
+        for (std::size_t a = 0; a < at.size(); ++a) {
+          double* row = h.data() + static_cast<std::size_t>(pa[a]) * m;
+          std::size_t k = 0;
+          for (; k + 4 <= a + 1; k += 4) {
+            row[pa[k]] += di;
+            row[pa[k + 1]] += di;
+            row[pa[k + 2]] += di;
+            row[pa[k + 3]] += di;
+          }
+          for (; k <= a; ++k) row[pa[k]] += di;
+        }
+        continue;
       }
       if (at.size() == m) {
         // Every active feature: positions 0..m-1, the loop on SIMD lanes.
