@@ -17,12 +17,18 @@
 //                   q(d) = grad^T d + (1/2n) d^T X^T D X d + nu/2 |d|^2
 //                          + lambda ||w + d||_1,
 //                 one soft-thresholded exact minimisation per coordinate
-//                 (clipped to 10 / min(max_i |x_ij|, 1)), random
+//                 (the trial point kept within 10 / min(max_i |x_ij|, 1)
+//                 of w over the whole inner CD: a trust region), random
 //                 permutation per cycle, X d kept up to date, until its
 //                 summed violation is below inner_eps times that of the
 //                 first iteration at w = 0 (or a cycle moved nothing);
 //                 inner_eps (from 1) is quartered whenever one cycle was
 //                 enough;
+//                 where it stalls, a Newton step on the support with the
+//                 signs fixed (PolishOnSupport: explicit Hessian,
+//                 Cholesky; SupportCg where the support is too large:
+//                 truncated conjugate gradients, backing off where they
+//                 do not pay);
 //              2'. where the active features are few and their explicit
 //                 Hessian H = (1/n) X^T D X is cheap to form (from the
 //                 start, or once the column CD of 2 stalled or read 8
@@ -122,6 +128,13 @@ constexpr int kStallCycles = 8;
 /// cycles cost; tab-4601x57, 57 dense features, needs 26).
 constexpr std::size_t kPolishMaxFeatures = 512;
 constexpr double kPolishFormPasses = 32.0;
+/// SupportCg: at most this many CG iterations (two passes over the
+/// support's columns each), done at this fraction of the first residual.
+constexpr int kCgIterations = 20;
+constexpr double kCgRel = 0.05;
+/// ... and it is worth its cost where it lowers the model by at least this
+/// fraction of what the CD did.
+constexpr double kCgWorth = 0.1;
 /// DenseInnerCd: at most this many active features (H is m^2 doubles a
 /// thread while formed), and forming H at most this many passes' worth of
 /// nonzeros (the column CD's stalled cycles cost 20-30 passes an outer
@@ -219,7 +232,18 @@ class GlmnetL1 {
   /// model's exact minimiser over the trial point's support with its signs
   /// fixed (explicit Hessian, Cholesky), projected back onto that orthant,
   /// taken where it lowers the model. Small d only (kPolishMaxFeatures).
-  void PolishOnSupport();
+  /// False where the support is too large for it (kPolishMaxFeatures,
+  /// kPolishFormPasses): SupportCg instead.
+  bool PolishOnSupport();
+  /// PolishOnSupport's orthant Newton step with the Hessian applied by two
+  /// passes over the support's columns and the system solved by
+  /// preconditioned conjugate gradients: for wide data, whose support is
+  /// too large to factor and whose coupled columns stall the CD as well
+  /// (news20's).
+  void SupportCg();
+  /// The quadratic model's change at the trial point: grad.d + d H d / 2
+  /// + lambda (||w + d||_1 - ||w||_1), from (X d)_i and the moved features.
+  double ModelChange() const;
   /// The best step over the support `sup` of the model whose Hessian there
   /// is h (m x m, full, nu on the diagonal) and smooth gradient at the
   /// trial point gs: Newton on the orthant of wpd's signs (see the body).
@@ -285,6 +309,9 @@ class GlmnetL1 {
   std::vector<double> dh_, dr_;
   /// Step 2 runs DenseInnerCd (once the column CD struggled).
   bool dense_ = false;
+  /// SupportCg calls in a row that were not worth their cost (kCgWorth),
+  /// and the stalls still to go without it.
+  int cg_misses_ = 0, cg_skip_ = 0;
   /// FormDenseHessian refused this many active features (too costly).
   std::size_t dense_refused_at_ = std::numeric_limits<std::size_t>::max();
 
@@ -458,6 +485,22 @@ void QuadAxpy(const SparseView& col, std::size_t kb, std::size_t ke, double z, Q
   for (std::size_t k = kb; k < ke; ++k) qt[col.index[k]].xd += z * static_cast<double>(col.value[k]);
 }
 
+/// GlmnetInnerStep within the direction's trust region: the trial point
+/// wpd + z stays within `bound` of w over the whole inner CD, not only per
+/// step. Where a feature's rows are far on the wrong side (loss'' ~ 0,
+/// news20: h ~ 1e-13 on a 2-row column), the quadratic model is unbounded
+/// along it: per-step clips of 10 added up to 310 in one inner CD, and the
+/// line search halved the whole direction 11 times. *blocked: the step was
+/// cut to nothing at the region's edge, where the bounded model is optimal
+/// in that coordinate (its violation counts 0).
+double BoundedStep(double g, double h, double wpd, double w, double lambda, double bound,
+                   bool* blocked) {
+  const double z = GlmnetInnerStep(g, h, wpd, lambda, bound);
+  const double next = std::clamp(wpd + z, w - bound, w + bound);
+  *blocked = z != 0.0 && next == wpd;
+  return next - wpd;
+}
+
 /// Waits (spinning, then yielding: the other thread may have lost its
 /// core) until `flag` holds `want` or more (counters only grow).
 void SpinUntil(const std::atomic<uint64_t>& flag, uint64_t want) {
@@ -582,10 +625,11 @@ void GlmnetL1::InnerCd() {
       } else {
         viol = wpd > 0.0 ? std::abs(gp) : std::abs(gn);
       }
+      bool blocked = false;
+      const double z = BoundedStep(g, h, wpd, w_[j], lambda_, step_max_[j], &blocked);
+      if (blocked) viol = 0.0;
       qp_gmax = std::max(qp_gmax, viol);
       qp_gnorm1 += viol;
-
-      const double z = GlmnetInnerStep(g, h, wpd, lambda_, step_max_[j]);
       if (z == 0.0) {
         finish_visit(0.0);
         continue;
@@ -675,11 +719,12 @@ std::vector<double> GlmnetL1::SupportNewton(const std::vector<uint32_t>& sup,
     for (double t = 1.0; t >= 1.0 / 64; t *= 0.5) {
       bool finite = true;
       for (std::size_t a = 0; a < m; ++a) {
-        // The inner CD's bound on a step (kMaxCoordinateStep / scale),
-        // the orthant, then the step taken.
+        // The inner CD's trust region (|d_j| <= kMaxCoordinateStep /
+        // scale), the orthant, then the step taken.
         const double wj = wpd_[sup[a]];
+        const double w0 = w_[sup[a]];
         const double lim = step_max_[sup[a]];
-        const double next = wj + std::clamp(t * y[a] * scale[a], -lim, lim);
+        const double next = std::clamp(wj + t * y[a] * scale[a], w0 - lim, w0 + lim);
         finite = finite && std::isfinite(next);
         st[a] = ((next > 0.0) == (wj > 0.0) ? next : 0.0) - wj;
       }
@@ -837,8 +882,9 @@ bool GlmnetL1::DenseInnerCd() {
       const uint32_t j = dfeat_[a];
       const double g = grad_[j] + dr_[a];
       const double wpd = wpd_[j];
-      viol_sum += GlmnetViolation(g, wpd, lambda_);
-      const double z = GlmnetInnerStep(g, dh_[a * m + a], wpd, lambda_, step_max_[j]);
+      bool blocked = false;
+      const double z = BoundedStep(g, dh_[a * m + a], wpd, w_[j], lambda_, step_max_[j], &blocked);
+      if (!blocked) viol_sum += GlmnetViolation(g, wpd, lambda_);
       if (z == 0.0) continue;
       ++updates;
       wpd_[j] = wpd + z;
@@ -896,8 +942,8 @@ bool GlmnetL1::DenseInnerCd() {
   return true;
 }
 
-void GlmnetL1::PolishOnSupport() {
-  if (d_ > kPolishMaxFeatures * 64) return;  // the scan below stays cheap
+bool GlmnetL1::PolishOnSupport() {
+  if (d_ > kPolishMaxFeatures * 64) return false;  // the scan below stays cheap
   std::vector<int> pos(d_, -1);
   std::vector<uint32_t> sup;
   for (std::size_t j = 0; j < d_; ++j) {
@@ -907,7 +953,8 @@ void GlmnetL1::PolishOnSupport() {
     }
   }
   const std::size_t m = sup.size();
-  if (m == 0 || m > kPolishMaxFeatures) return;
+  if (m == 0) return true;
+  if (m > kPolishMaxFeatures) return false;
   const CsrMatrix& x = data_.x;
   double form = 0.0;
   for (int64_t i = 0; i < x.rows(); ++i) {
@@ -916,7 +963,7 @@ void GlmnetL1::PolishOnSupport() {
     for (std::size_t k = 0; k < r.size; ++k) mi += pos[r.index[k]] >= 0 ? 1.0 : 0.0;
     form += 0.5 * mi * (mi + 1.0);
   }
-  if (form > kPolishFormPasses * static_cast<double>(x.nnz())) return;
+  if (form > kPolishFormPasses * static_cast<double>(x.nnz())) return false;
   // The scans, the Hessian's forming and the QuadDot pass, taken or not.
   inner_nnz_ += static_cast<int64_t>(form) + 2 * x.nnz();
 
@@ -960,7 +1007,7 @@ void GlmnetL1::PolishOnSupport() {
     gs[a] = grad_[j] + QuadDot(col, 0, col.size, qt) * inv_n_ + nu_ * (wpd_[j] - w_[j]);
   }
   const std::vector<double> best = SupportNewton(sup, h, gs);
-  if (best.empty()) return;
+  if (best.empty()) return true;
   for (std::size_t a = 0; a < m; ++a) {
     if (best[a] == 0.0) continue;
     const SparseView col = a_.outer(sup[a]);
@@ -974,6 +1021,138 @@ void GlmnetL1::PolishOnSupport() {
     }
   }
   inner_nnz_ += x.nnz();  // the X d update
+  return true;
+}
+
+double GlmnetL1::ModelChange() const {
+  double quad = 0.0;
+  for (const QuadTerms& q : qt_) quad += q.dd * q.xd * q.xd;
+  quad *= inv_n_;
+  double lin = 0.0;
+  for (uint32_t j : moved_) {
+    const double dj = wpd_[j] - w_[j];
+    lin += grad_[j] * dj + lambda_ * (std::abs(wpd_[j]) - std::abs(w_[j]));
+    quad += nu_ * dj * dj;
+  }
+  return lin + 0.5 * quad;
+}
+
+void GlmnetL1::SupportCg() {
+  const double cd_change = ModelChange();
+  std::vector<uint32_t> sup;
+  for (std::size_t j = 0; j < d_; ++j) {
+    if (wpd_[j] != 0.0) sup.push_back(static_cast<uint32_t>(j));
+  }
+  const std::size_t m = sup.size();
+  if (m == 0) return;
+  double sup_nnz = 0.0;
+  for (uint32_t j : sup) sup_nnz += static_cast<double>(a_.outer(j).size);
+  const QuadTerms* qt = qt_.data();
+  // The model's smooth gradient on the support at the trial point, the
+  // signs' L1 slope, and H's diagonal (the preconditioner).
+  std::vector<double> gs(m), slope(m), diag(m);
+  for (std::size_t a = 0; a < m; ++a) {
+    const uint32_t j = sup[a];
+    const SparseView col = a_.outer(j);
+    slope[a] = wpd_[j] > 0.0 ? lambda_ : -lambda_;
+    gs[a] = grad_[j] + QuadDot(col, 0, col.size, qt) * inv_n_ + nu_ * (wpd_[j] - w_[j]);
+    diag[a] = hdiag_[j];
+  }
+  inner_nnz_ += static_cast<int64_t>(sup_nnz);
+  std::vector<double> u(n_, 0.0);
+  // out = H v = X_S^T D X_S v / n + nu v.
+  auto hv = [&](const std::vector<double>& v, std::vector<double>& out) {
+    std::fill(u.begin(), u.end(), 0.0);
+    for (std::size_t a = 0; a < m; ++a) {
+      if (v[a] == 0.0) continue;
+      const SparseView col = a_.outer(sup[a]);
+      for (std::size_t k = 0; k < col.size; ++k) u[col.index[k]] += v[a] * col.value[k];
+    }
+    for (std::size_t a = 0; a < m; ++a) {
+      const SparseView col = a_.outer(sup[a]);
+      double sum = 0.0;
+      for (std::size_t k = 0; k < col.size; ++k) {
+        const uint32_t i = col.index[k];
+        sum += col.value[k] * qt[i].dd * u[i];
+      }
+      out[a] = sum * inv_n_ + nu_ * v[a];
+    }
+    inner_nnz_ += static_cast<int64_t>(2.0 * sup_nnz);
+  };
+  auto dot = [m](const std::vector<double>& p, const std::vector<double>& q) {
+    return DotN(p.data(), q.data(), m);
+  };
+  // H p = -(gs + slope) by Jacobi-preconditioned CG.
+  std::vector<double> p(m, 0.0), r(m), z(m), dir(m), hd(m);
+  for (std::size_t a = 0; a < m; ++a) r[a] = -(gs[a] + slope[a]);
+  const double r0 = std::sqrt(dot(r, r));
+  if (!(r0 > 0.0)) return;
+  for (std::size_t a = 0; a < m; ++a) dir[a] = z[a] = r[a] / diag[a];
+  double rz = dot(r, z);
+  for (int it = 0; it < kCgIterations; ++it) {
+    hv(dir, hd);
+    const double curv = dot(dir, hd);
+    if (!(curv > 0.0)) break;
+    const double alpha = rz / curv;
+    for (std::size_t a = 0; a < m; ++a) {
+      p[a] += alpha * dir[a];
+      r[a] -= alpha * hd[a];
+    }
+    if (std::sqrt(dot(r, r)) <= kCgRel * r0) break;
+    for (std::size_t a = 0; a < m; ++a) z[a] = r[a] / diag[a];
+    const double rz_next = dot(r, z);
+    const double beta = rz_next / rz;
+    rz = rz_next;
+    for (std::size_t a = 0; a < m; ++a) dir[a] = z[a] + beta * dir[a];
+  }
+
+  // The inner CD's trust region, the orthant, halved twice at most; the
+  // best by the model's exact change (one product each).
+  std::vector<double> st(m), best, hs(m);
+  double best_change = 0.0;
+  for (double t = 1.0; t >= 0.25; t *= 0.5) {
+    bool finite = true;
+    for (std::size_t a = 0; a < m; ++a) {
+      const uint32_t j = sup[a];
+      const double next = std::clamp(wpd_[j] + t * p[a], w_[j] - step_max_[j], w_[j] + step_max_[j]);
+      finite = finite && std::isfinite(next);
+      st[a] = ((next > 0.0) == (wpd_[j] > 0.0) ? next : 0.0) - wpd_[j];
+    }
+    if (!finite) continue;
+    hv(st, hs);
+    double change = 0.5 * dot(st, hs);
+    for (std::size_t a = 0; a < m; ++a) {
+      const double wj = wpd_[sup[a]];
+      change += gs[a] * st[a] + lambda_ * (std::abs(wj + st[a]) - std::abs(wj));
+    }
+    if (change < best_change) {
+      best_change = change;
+      best = st;
+    }
+  }
+  // Where the system is too ill-conditioned for 20 iterations to find a
+  // step worth a tenth of the CD's (a near-separable wide set: none in 600
+  // outer iterations, each then costing twice as much), the next calls back
+  // off exponentially (the run's caller); where it is, they are not.
+  if (best_change < -kCgWorth * std::abs(cd_change)) {
+    cg_misses_ = 0;
+  } else {
+    cg_misses_ = std::min(cg_misses_ + 1, 16);
+    cg_skip_ = (1 << cg_misses_) - 1;
+  }
+  if (best.empty()) return;
+  for (std::size_t a = 0; a < m; ++a) {
+    if (best[a] == 0.0) continue;
+    const uint32_t j = sup[a];
+    const SparseView col = a_.outer(j);
+    QuadAxpy(col, 0, col.size, best[a], qt_.data());
+    wpd_[j] += best[a];
+    if (!is_moved_[j]) {
+      is_moved_[j] = 1;
+      moved_.push_back(j);
+    }
+  }
+  inner_nnz_ += static_cast<int64_t>(sup_nnz);
 }
 
 // Step 3. On success w_, m_, the per-example terms and primal_ are those of
@@ -1095,7 +1274,15 @@ absl::StatusOr<TrainResult> GlmnetL1::Run() {
       InnerCd();
       dense_ = inner_stalled_ ||
                static_cast<double>(inner_nnz_) >= kDenseTriggerPasses * static_cast<double>(a_.nnz());
-      if (inner_stalled_) PolishOnSupport();
+      if (inner_stalled_ && !PolishOnSupport()) {
+        // After k calls in a row not worth their cost, the next 2^k - 1
+        // stalls go without.
+        if (cg_skip_ > 0) {
+          --cg_skip_;
+        } else {
+          SupportCg();
+        }
+      }
     }
     const int64_t outer_nnz = a_.nnz() + inner_nnz_;
     work_total_ += static_cast<double>(outer_nnz);
