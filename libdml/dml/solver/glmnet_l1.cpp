@@ -17,8 +17,11 @@
 //                   q(d) = grad^T d + (1/2n) d^T X^T D X d + nu/2 |d|^2
 //                          + lambda ||w + d||_1,
 //                 one soft-thresholded exact minimisation per coordinate
-//                 (the trial point kept within 10 / min(max_i |x_ij|, 1)
-//                 of w over the whole inner CD: a trust region), random
+//                 (clipped to 10 / min(max_i |x_ij|, 1), and the trial
+//                 point kept within a radius of w over the whole inner
+//                 CD: a trust region, from that clip, doubled for a
+//                 feature held at its edge by a direction the line search
+//                 took whole), random
 //                 permutation per cycle, X d kept up to date, until its
 //                 summed violation is below inner_eps times that of the
 //                 first iteration at w = 0 (or a cycle moved nothing);
@@ -60,7 +63,8 @@
 //            columns once per visit (twice when X d is updated), all counted
 //            in Progress.nnz_touched. It costs a few CD epochs and gains far
 //            more. The time budget and cancellation are also polled after
-//            every inner cycle.
+//            every inner cycle (every 10 over the explicit Hessian, every 4
+//            CG iterations).
 // Stopping:  StopChecker. The gradient of step 1 is the exact one of w (up
 //            to the rounding of the margins), so sum_j gap_j(w_j, grad_j),
 //            with the bounded-support L1 conjugate of logistic_l1.hpp, is the
@@ -165,6 +169,8 @@ constexpr double kDenseTriggerPasses = 8.0;
 /// feature with values ~1e3 that floor stalled the violation (and the
 /// bounded-support gap, B = log 2 / lambda times it) above a 1e-9 gap.
 constexpr double kMaxCoordinateStep = kGlmnetMaxStep;
+/// A trust region's radius grows to at most this many times the step clip.
+constexpr double kMaxRadiusGrowth = 1e6;
 constexpr double kNuPerLambda = kGlmnetNuPerLambda;  // Hessian-diagonal floor, LIBLINEAR's nu
 /// Per-example passes give each thread at least this many rows, the gradient
 /// pass this many nonzeros: below that a thread costs more than it saves.
@@ -291,6 +297,23 @@ class GlmnetL1 {
   std::vector<double> w_, wpd_, dir_;  // w, the trial point, its direction
   std::vector<double> grad_, hdiag_;
   std::vector<double> step_max_;  // per feature, see kMaxCoordinateStep
+  /// Per feature, the trust region's radius (BoundedStep): step_max_ at
+  /// first, doubled for a feature held at its edge by a direction the line
+  /// search took whole, halved (not below step_max_) by one it cut; the
+  /// features held at the edge this outer iteration.
+  std::vector<double> radius_;
+  std::vector<uint32_t> blocked_;
+  std::vector<char> is_blocked_;
+  void MarkBlocked(uint32_t j) {
+    if (!is_blocked_[j]) {
+      is_blocked_[j] = 1;
+      blocked_.push_back(j);
+    }
+  }
+  /// After step 3: resizes the blocked features' regions (t: the step the
+  /// line search took, 0 where it failed) and forgets them.
+  void ResizeTrustRegion(double t);
+  double last_step_ = 0.0;  // LineSearch's accepted t
   std::vector<double> m_;              // margins y_i x_i.w
   std::vector<GradTerms> gt_;
   std::vector<QuadTerms> qt_;
@@ -312,6 +335,7 @@ class GlmnetL1 {
   /// SupportCg calls in a row that were not worth their cost (kCgWorth),
   /// and the stalls still to go without it.
   int cg_misses_ = 0, cg_skip_ = 0;
+  int dense_threads_ = 1;  // the most threads FormDenseHessian used
   /// FormDenseHessian refused this many active features (too costly).
   std::size_t dense_refused_at_ = std::numeric_limits<std::size_t>::max();
 
@@ -485,18 +509,18 @@ void QuadAxpy(const SparseView& col, std::size_t kb, std::size_t ke, double z, Q
   for (std::size_t k = kb; k < ke; ++k) qt[col.index[k]].xd += z * static_cast<double>(col.value[k]);
 }
 
-/// GlmnetInnerStep within the direction's trust region: the trial point
-/// wpd + z stays within `bound` of w over the whole inner CD, not only per
-/// step. Where a feature's rows are far on the wrong side (loss'' ~ 0,
-/// news20: h ~ 1e-13 on a 2-row column), the quadratic model is unbounded
-/// along it: per-step clips of 10 added up to 310 in one inner CD, and the
-/// line search halved the whole direction 11 times. *blocked: the step was
-/// cut to nothing at the region's edge, where the bounded model is optimal
-/// in that coordinate (its violation counts 0).
-double BoundedStep(double g, double h, double wpd, double w, double lambda, double bound,
-                   bool* blocked) {
-  const double z = GlmnetInnerStep(g, h, wpd, lambda, bound);
-  const double next = std::clamp(wpd + z, w - bound, w + bound);
+/// GlmnetInnerStep (each step clipped to `step`) within the direction's
+/// trust region: the trial point wpd + z stays within `radius` of w over
+/// the whole inner CD, not only per step. Where a feature's rows are far on
+/// the wrong side (loss'' ~ 0, news20: h ~ 1e-13 on a 2-row column), the
+/// quadratic model is unbounded along it: per-step clips of 10 added up to
+/// 310 in one inner CD, and the line search halved the whole direction 11
+/// times. *blocked: the step was cut to nothing at the region's edge, where
+/// the bounded model is optimal in that coordinate (its violation counts 0).
+double BoundedStep(double g, double h, double wpd, double w, double lambda, double step,
+                   double radius, bool* blocked) {
+  const double z = GlmnetInnerStep(g, h, wpd, lambda, step);
+  const double next = std::clamp(wpd + z, w - radius, w + radius);
   *blocked = z != 0.0 && next == wpd;
   return next - wpd;
 }
@@ -626,8 +650,11 @@ void GlmnetL1::InnerCd() {
         viol = wpd > 0.0 ? std::abs(gp) : std::abs(gn);
       }
       bool blocked = false;
-      const double z = BoundedStep(g, h, wpd, w_[j], lambda_, step_max_[j], &blocked);
-      if (blocked) viol = 0.0;
+      const double z = BoundedStep(g, h, wpd, w_[j], lambda_, step_max_[j], radius_[j], &blocked);
+      if (blocked) {
+        viol = 0.0;
+        MarkBlocked(j);
+      }
       qp_gmax = std::max(qp_gmax, viol);
       qp_gnorm1 += viol;
       if (z == 0.0) {
@@ -723,7 +750,7 @@ std::vector<double> GlmnetL1::SupportNewton(const std::vector<uint32_t>& sup,
         // scale), the orthant, then the step taken.
         const double wj = wpd_[sup[a]];
         const double w0 = w_[sup[a]];
-        const double lim = step_max_[sup[a]];
+        const double lim = radius_[sup[a]];
         const double next = std::clamp(wj + t * y[a] * scale[a], w0 - lim, w0 + lim);
         finite = finite && std::isfinite(next);
         st[a] = ((next > 0.0) == (wj > 0.0) ? next : 0.0) - wj;
@@ -782,6 +809,7 @@ bool GlmnetL1::FormDenseHessian() {
   const std::vector<std::size_t> bounds =
       EvenBounds(n_, std::max(1, options_.threads), options_.fit_threads ? kNnzGrain / per_row + 1 : 1);
   const std::size_t chunks = bounds.size() - 1;
+  dense_threads_ = std::max(dense_threads_, static_cast<int>(chunks));
   std::vector<std::vector<double>> part(chunks);
   ForChunks(bounds, [&](std::size_t c, std::size_t b, std::size_t e) {
     std::vector<double>& h = part[c];
@@ -883,8 +911,13 @@ bool GlmnetL1::DenseInnerCd() {
       const double g = grad_[j] + dr_[a];
       const double wpd = wpd_[j];
       bool blocked = false;
-      const double z = BoundedStep(g, dh_[a * m + a], wpd, w_[j], lambda_, step_max_[j], &blocked);
-      if (!blocked) viol_sum += GlmnetViolation(g, wpd, lambda_);
+      const double z =
+          BoundedStep(g, dh_[a * m + a], wpd, w_[j], lambda_, step_max_[j], radius_[j], &blocked);
+      if (blocked) {
+        MarkBlocked(j);
+      } else {
+        viol_sum += GlmnetViolation(g, wpd, lambda_);
+      }
       if (z == 0.0) continue;
       ++updates;
       wpd_[j] = wpd + z;
@@ -899,6 +932,8 @@ bool GlmnetL1::DenseInnerCd() {
       break;
     }
     if (cycle % kDenseCdCyclesPerNewton != 0) continue;
+    // Time budget and cancellation, as InnerCd polls them.
+    if (stop_.BeforeEpoch(outer_)) break;
     // The CD crawls along nearly collinear columns; the cycles so far have
     // settled which features are nonzero and their signs: Newton there.
     std::vector<uint32_t> sup, at;
@@ -909,15 +944,17 @@ bool GlmnetL1::DenseInnerCd() {
       }
     }
     const std::size_t ms = sup.size();
-    if (ms == 0 || ms > kPolishMaxFeatures) continue;
+    // Up to three Cholesky factors of ms^3 / 6, within what is left.
+    const double newton_cost = 0.5 * static_cast<double>(ms) * static_cast<double>(ms) *
+                               static_cast<double>(ms);
+    if (ms == 0 || ms > kPolishMaxFeatures || newton_cost > budget - work) continue;
     std::vector<double> h(ms * ms), gs(ms);
     for (std::size_t a = 0; a < ms; ++a) {
       gs[a] = grad_[sup[a]] + dr_[at[a]];
       for (std::size_t k = 0; k < ms; ++k) h[a * ms + k] = dh_[at[a] * m + at[k]];
     }
     const std::vector<double> best = SupportNewton(sup, h, gs);
-    // Up to three Cholesky factors of m^3 / 6.
-    work += 0.5 * static_cast<double>(ms) * static_cast<double>(ms) * static_cast<double>(ms);
+    work += newton_cost;
     for (std::size_t a = 0; a < best.size(); ++a) {
       if (best[a] == 0.0) continue;
       wpd_[sup[a]] += best[a];
@@ -1038,7 +1075,6 @@ double GlmnetL1::ModelChange() const {
 }
 
 void GlmnetL1::SupportCg() {
-  const double cd_change = ModelChange();
   std::vector<uint32_t> sup;
   for (std::size_t j = 0; j < d_; ++j) {
     if (wpd_[j] != 0.0) sup.push_back(static_cast<uint32_t>(j));
@@ -1099,6 +1135,7 @@ void GlmnetL1::SupportCg() {
       r[a] -= alpha * hd[a];
     }
     if (std::sqrt(dot(r, r)) <= kCgRel * r0) break;
+    if (it % 4 == 3 && stop_.BeforeEpoch(outer_)) break;  // as InnerCd polls
     for (std::size_t a = 0; a < m; ++a) z[a] = r[a] / diag[a];
     const double rz_next = dot(r, z);
     const double beta = rz_next / rz;
@@ -1114,7 +1151,7 @@ void GlmnetL1::SupportCg() {
     bool finite = true;
     for (std::size_t a = 0; a < m; ++a) {
       const uint32_t j = sup[a];
-      const double next = std::clamp(wpd_[j] + t * p[a], w_[j] - step_max_[j], w_[j] + step_max_[j]);
+      const double next = std::clamp(wpd_[j] + t * p[a], w_[j] - radius_[j], w_[j] + radius_[j]);
       finite = finite && std::isfinite(next);
       st[a] = ((next > 0.0) == (wpd_[j] > 0.0) ? next : 0.0) - wpd_[j];
     }
@@ -1134,7 +1171,7 @@ void GlmnetL1::SupportCg() {
   // step worth a tenth of the CD's (a near-separable wide set: none in 600
   // outer iterations, each then costing twice as much), the next calls back
   // off exponentially (the run's caller); where it is, they are not.
-  if (best_change < -kCgWorth * std::abs(cd_change)) {
+  if (best_change < -kCgWorth * std::abs(ModelChange())) {
     cg_misses_ = 0;
   } else {
     cg_misses_ = std::min(cg_misses_ + 1, 16);
@@ -1153,6 +1190,18 @@ void GlmnetL1::SupportCg() {
     }
   }
   inner_nnz_ += static_cast<int64_t>(sup_nnz);
+}
+
+void GlmnetL1::ResizeTrustRegion(double t) {
+  for (uint32_t j : blocked_) {
+    is_blocked_[j] = 0;
+    if (t == 1.0) {
+      radius_[j] = std::min(2.0 * radius_[j], kMaxRadiusGrowth * step_max_[j]);
+    } else if (t < 1.0) {
+      radius_[j] = std::max(0.5 * radius_[j], step_max_[j]);
+    }
+  }
+  blocked_.clear();
 }
 
 // Step 3. On success w_, m_, the per-example terms and primal_ are those of
@@ -1200,6 +1249,7 @@ bool GlmnetL1::LineSearch() {
       });
 
       primal_ += loss_change + lambda_ * norm_change;
+      last_step_ = t;
       return true;
     }
     t *= 0.5;
@@ -1238,6 +1288,7 @@ absl::StatusOr<TrainResult> GlmnetL1::Run() {
   grad_.assign(d_, 0.0);
   hdiag_.assign(d_, 0.0);
   step_max_.assign(d_, kMaxCoordinateStep);
+  is_blocked_.assign(d_, 0);
   for (std::size_t j = 0; j < d_; ++j) {
     const SparseView col = a_.outer(static_cast<int64_t>(j));
     double scale = 0.0;
@@ -1246,6 +1297,7 @@ absl::StatusOr<TrainResult> GlmnetL1::Run() {
     }
     if (scale > 0.0 && scale < 1.0) step_max_[j] = kMaxCoordinateStep / scale;
   }
+  radius_ = step_max_;
   index_.assign(d_, 0);
   is_moved_.assign(d_, 0);
   keep_.assign(d_, 1);
@@ -1289,11 +1341,13 @@ absl::StatusOr<TrainResult> GlmnetL1::Run() {
     if (inner_cycles_ == 1) inner_eps_ *= 0.25;
 
     bool moved = !moved_.empty();
-    if (moved && !LineSearch()) {
+    const bool stepped = moved && LineSearch();
+    if (moved && !stepped) {
       // Kept w; as LIBLINEAR, the margins are rebuilt (their drift may be
       // what failed the search).
       RebuildMargins();
     }
+    ResizeTrustRegion(stepped ? last_step_ : 0.0);
     // The target rule needs only the primal, known now.
     bool check = false;
     bool estimated = false;
@@ -1348,6 +1402,7 @@ absl::StatusOr<TrainResult> GlmnetL1::Run() {
   result.seconds = stop_.Elapsed();
   result.threads = static_cast<int>(std::max(row_bounds_.size(), col_bounds_.size()) - 1);
   if (inner_split_) result.threads = std::max(result.threads, 2);
+  result.threads = std::max(result.threads, dense_threads_);
   if (result.threads < options_.threads) {
     result.note = absl::StrCat("newGLMNET ran ", result.threads, " thread(s) of ",
                                options_.threads, ": its passes need ", kRowGrain,
