@@ -267,9 +267,21 @@ class GlmnetL1 {
   /// (and no H) where forming it costs more than kDenseFormPasses passes.
   bool FormDenseHessian();
   /// Sets dfeat_ and dpos_ to the active features and returns what forming
-  /// their H costs, in multiply-adds (rows holding every one of them at
-  /// kDenseRowPairCost a pair); one pass over the row indices.
+  /// their H costs (HessianFormCost, kDenseRowPairCost).
   double DenseFormCost();
+  /// What forming H over the m features with pos[j] >= 0 costs, in
+  /// multiply-adds: k (k + 1) / 2 a row holding k of them, at
+  /// `full_row_cost` a pair in rows holding all m. One pass over the row
+  /// indices.
+  double HessianFormCost(const std::vector<int>& pos, std::size_t m,
+                         double full_row_cost) const;
+  /// H = (1/n) sum_i D_i x_i x_i^T + nu over the m features with
+  /// pos[j] >= 0 (positions increasing with j), m x m, full: the lower
+  /// triangle summed per thread over its rows (each thread at least
+  /// kNnzGrain of the `form` multiply-adds), then mirrored.
+  std::vector<double> FormHessian(const std::vector<int>& pos, std::size_t m, double form);
+  /// The features nonzero at the trial point, in index order.
+  std::vector<uint32_t> TrialSupport() const;
   /// Whether the inner CD's active columns are long enough to share.
   bool SplitInnerCd() const;
   bool LineSearch();
@@ -321,6 +333,12 @@ class GlmnetL1 {
   std::size_t active_ = 0;
   std::vector<uint32_t> moved_;        // features the inner CD moved
   std::vector<char> is_moved_;
+  void MarkMoved(uint32_t j) {
+    if (!is_moved_[j]) {
+      is_moved_[j] = 1;
+      moved_.push_back(j);
+    }
+  }
   std::vector<char> keep_;             // per feature: not shrunk by step 1
   /// Per feature: the first of its nonzeros in the second half of the rows
   /// (rows n / 2 on, the inner CD's helper thread's); empty with one thread.
@@ -663,10 +681,7 @@ void GlmnetL1::InnerCd() {
       }
       finish_visit(z);
       ++updates;
-      if (!is_moved_[j]) {
-        is_moved_[j] = 1;
-        moved_.push_back(j);
-      }
+      MarkMoved(j);
       wpd_[j] = wpd + z;
       QuadAxpy(col, 0, mine, z, qt);
       inner_nnz_ += static_cast<int64_t>(col.size);
@@ -767,44 +782,31 @@ std::vector<double> GlmnetL1::SupportNewton(const std::vector<uint32_t>& sup,
   return best;
 }
 
-double GlmnetL1::DenseFormCost() {
-  const std::size_t m = active_;
-  if (dpos_.size() != d_) dpos_.assign(d_, -1);
-  for (uint32_t j : dfeat_) dpos_[j] = -1;
-  // Index order: a row's active entries then come in increasing position.
-  dfeat_.assign(index_.begin(), index_.begin() + static_cast<std::ptrdiff_t>(m));
-  std::sort(dfeat_.begin(), dfeat_.end());
-  for (std::size_t a = 0; a < m; ++a) dpos_[dfeat_[a]] = static_cast<int>(a);
+std::vector<uint32_t> GlmnetL1::TrialSupport() const {
+  std::vector<uint32_t> sup;
+  for (std::size_t j = 0; j < d_; ++j) {
+    if (wpd_[j] != 0.0) sup.push_back(static_cast<uint32_t>(j));
+  }
+  return sup;
+}
+
+double GlmnetL1::HessianFormCost(const std::vector<int>& pos, std::size_t m,
+                                 double full_row_cost) const {
   const CsrMatrix& x = data_.x;
   double form = 0.0;
   for (int64_t i = 0; i < x.rows(); ++i) {
     const SparseView r = x.outer(i);
     std::size_t mi = 0;
-    for (std::size_t k = 0; k < r.size; ++k) mi += dpos_[r.index[k]] >= 0 ? 1 : 0;
+    for (std::size_t k = 0; k < r.size; ++k) mi += pos[r.index[k]] >= 0 ? 1 : 0;
     const double pairs = 0.5 * static_cast<double>(mi) * static_cast<double>(mi + 1);
-    form += mi == m ? pairs * kDenseRowPairCost : pairs;
+    form += mi == m ? pairs * full_row_cost : pairs;
   }
-  inner_nnz_ += x.nnz();
   return form;
 }
 
-bool GlmnetL1::FormDenseHessian() {
-  const std::size_t m = active_;
+std::vector<double> GlmnetL1::FormHessian(const std::vector<int>& pos, std::size_t m,
+                                          double form) {
   const CsrMatrix& x = data_.x;
-  const double nnz = static_cast<double>(x.nnz());
-  const double form = DenseFormCost();
-  if (form > kDenseFormPasses * nnz) {
-    // More active features cost more, so those are not scanned again.
-    dense_refused_at_ = m;
-    for (uint32_t j : dfeat_) dpos_[j] = -1;
-    dfeat_.clear();
-    return false;
-  }
-  inner_nnz_ += static_cast<int64_t>(form);
-
-  // H = (1/n) sum_i D_i x_i x_i^T + nu over the active features: the lower
-  // triangle summed per thread over its rows (each thread at least
-  // kNnzGrain multiply-adds), then mirrored.
   const std::size_t per_row = static_cast<std::size_t>(form / static_cast<double>(n_)) + 1;
   const std::vector<std::size_t> bounds =
       EvenBounds(n_, std::max(1, options_.threads), options_.fit_threads ? kNnzGrain / per_row + 1 : 1);
@@ -824,12 +826,14 @@ bool GlmnetL1::FormDenseHessian() {
       val.clear();
       bool binary = true;
       for (std::size_t k = 0; k < r.size; ++k) {
-        const int p = dpos_[r.index[k]];
+        const int p = pos[r.index[k]];
         if (p < 0) continue;
         at.push_back(static_cast<uint32_t>(p));
         val.push_back(r.value[k]);
         binary = binary && r.value[k] == 1.0f;
       }
+      // Indices increase along a row and positions with them: at[k] <=
+      // at[a] for k <= a, the lower triangle.
       if (binary) {
         // One-hot and other 0/1 rows (a9a, w8a): no products; a third off.
         const uint32_t* pa = at.data();
@@ -847,7 +851,7 @@ bool GlmnetL1::FormDenseHessian() {
         continue;
       }
       if (at.size() == m) {
-        // Every active feature: positions 0..m-1, the loop on SIMD lanes.
+        // Every feature: positions 0..m-1, the loop on SIMD lanes.
         const double* v = val.data();
         for (std::size_t a = 0; a < m; ++a) {
           double* row = h.data() + a * m;
@@ -863,17 +867,44 @@ bool GlmnetL1::FormDenseHessian() {
       }
     }
   });
-  dh_.swap(part[0]);
+  std::vector<double> h = std::move(part[0]);
   for (std::size_t c = 1; c < chunks; ++c) {
-    for (std::size_t k = 0; k < m * m; ++k) dh_[k] += part[c][k];
+    for (std::size_t k = 0; k < m * m; ++k) h[k] += part[c][k];
   }
   for (std::size_t a = 0; a < m; ++a) {
     for (std::size_t k = 0; k < a; ++k) {
-      dh_[a * m + k] *= inv_n_;
-      dh_[k * m + a] = dh_[a * m + k];
+      h[a * m + k] *= inv_n_;
+      h[k * m + a] = h[a * m + k];
     }
-    dh_[a * m + a] = dh_[a * m + a] * inv_n_ + nu_;
+    h[a * m + a] = h[a * m + a] * inv_n_ + nu_;
   }
+  return h;
+}
+
+double GlmnetL1::DenseFormCost() {
+  const std::size_t m = active_;
+  if (dpos_.size() != d_) dpos_.assign(d_, -1);
+  for (uint32_t j : dfeat_) dpos_[j] = -1;
+  // Index order: a row's active entries then come in increasing position.
+  dfeat_.assign(index_.begin(), index_.begin() + static_cast<std::ptrdiff_t>(m));
+  std::sort(dfeat_.begin(), dfeat_.end());
+  for (std::size_t a = 0; a < m; ++a) dpos_[dfeat_[a]] = static_cast<int>(a);
+  inner_nnz_ += data_.x.nnz();
+  return HessianFormCost(dpos_, m, kDenseRowPairCost);
+}
+
+bool GlmnetL1::FormDenseHessian() {
+  const std::size_t m = active_;
+  const double form = DenseFormCost();
+  if (form > kDenseFormPasses * static_cast<double>(data_.x.nnz())) {
+    // More active features cost more, so those are not scanned again.
+    dense_refused_at_ = m;
+    for (uint32_t j : dfeat_) dpos_[j] = -1;
+    dfeat_.clear();
+    return false;
+  }
+  inner_nnz_ += static_cast<int64_t>(form);
+  dh_ = FormHessian(dpos_, m, form);
   return true;
 }
 
@@ -895,12 +926,6 @@ bool GlmnetL1::DenseInnerCd() {
   double work = 0.0;
   int cycle = 0;
   bool solved = false;
-  auto moved = [&](uint32_t j) {
-    if (!is_moved_[j]) {
-      is_moved_[j] = 1;
-      moved_.push_back(j);
-    }
-  };
   while (cycle < kMaxInnerCycles && work < budget) {
     ShufflePrefix(order, m, rng_);
     double viol_sum = 0.0;
@@ -923,7 +948,7 @@ bool GlmnetL1::DenseInnerCd() {
       wpd_[j] = wpd + z;
       const double* col = dh_.data() + a * m;  // symmetric: row a is column a
       for (std::size_t k = 0; k < m; ++k) dr_[k] += z * col[k];
-      moved(j);
+      MarkMoved(j);
     }
     ++cycle;
     work += static_cast<double>(m) * static_cast<double>(updates + 1);
@@ -960,7 +985,7 @@ bool GlmnetL1::DenseInnerCd() {
       wpd_[sup[a]] += best[a];
       const double* col = dh_.data() + at[a] * m;
       for (std::size_t k = 0; k < m; ++k) dr_[k] += best[a] * col[k];
-      moved(sup[a]);
+      MarkMoved(sup[a]);
     }
     work += static_cast<double>(m) * static_cast<double>(ms);
   }
@@ -981,62 +1006,21 @@ bool GlmnetL1::DenseInnerCd() {
 
 bool GlmnetL1::PolishOnSupport() {
   if (d_ > kPolishMaxFeatures * 64) return false;  // the scan below stays cheap
-  std::vector<int> pos(d_, -1);
-  std::vector<uint32_t> sup;
-  for (std::size_t j = 0; j < d_; ++j) {
-    if (wpd_[j] != 0.0) {
-      pos[j] = static_cast<int>(sup.size());
-      sup.push_back(static_cast<uint32_t>(j));
-    }
-  }
+  const std::vector<uint32_t> sup = TrialSupport();
   const std::size_t m = sup.size();
   if (m == 0) return true;
   if (m > kPolishMaxFeatures) return false;
+  std::vector<int> pos(d_, -1);
+  for (std::size_t a = 0; a < m; ++a) pos[sup[a]] = static_cast<int>(a);
   const CsrMatrix& x = data_.x;
-  double form = 0.0;
-  for (int64_t i = 0; i < x.rows(); ++i) {
-    const SparseView r = x.outer(i);
-    double mi = 0.0;
-    for (std::size_t k = 0; k < r.size; ++k) mi += pos[r.index[k]] >= 0 ? 1.0 : 0.0;
-    form += 0.5 * mi * (mi + 1.0);
-  }
+  const double form = HessianFormCost(pos, m, 1.0);
   if (form > kPolishFormPasses * static_cast<double>(x.nnz())) return false;
   // The scans, the Hessian's forming and the QuadDot pass, taken or not.
   inner_nnz_ += static_cast<int64_t>(form) + 2 * x.nnz();
-
-  // H over the support (lower triangle): (1/n) sum_i D_i x_i x_i^T.
-  std::vector<double> h(m * m, 0.0);
-  std::vector<std::size_t> at;
-  std::vector<double> val;
-  for (int64_t i = 0; i < x.rows(); ++i) {
-    const double di = qt_[static_cast<std::size_t>(i)].dd;
-    if (di == 0.0) continue;
-    const SparseView r = x.outer(i);
-    at.clear();
-    val.clear();
-    for (std::size_t k = 0; k < r.size; ++k) {
-      const int p = pos[r.index[k]];
-      if (p < 0) continue;
-      at.push_back(static_cast<std::size_t>(p));
-      val.push_back(r.value[k]);
-    }
-    // Indices increase along a row and pos with them: at[a] > at[k], k < a.
-    for (std::size_t a = 0; a < at.size(); ++a) {
-      double* row = h.data() + at[a] * m;
-      const double va = di * val[a];
-      for (std::size_t k = 0; k <= a; ++k) row[at[k]] += va * val[k];
-    }
-  }
-  // Symmetric H + nu over the support, and the model's smooth gradient
-  // there at d0 = wpd - w: grad + H d0 + nu d0.
+  const std::vector<double> h = FormHessian(pos, m, form);
+  // The model's smooth gradient on the support at d0 = wpd - w: grad +
+  // H d0 + nu d0.
   const QuadTerms* qt = qt_.data();
-  for (std::size_t a = 0; a < m; ++a) {
-    for (std::size_t k = 0; k < a; ++k) {
-      h[a * m + k] *= inv_n_;
-      h[k * m + a] = h[a * m + k];
-    }
-    h[a * m + a] = h[a * m + a] * inv_n_ + nu_;
-  }
   std::vector<double> gs(m);
   for (std::size_t a = 0; a < m; ++a) {
     const uint32_t j = sup[a];
@@ -1051,12 +1035,7 @@ bool GlmnetL1::PolishOnSupport() {
     QuadAxpy(col, 0, col.size, best[a], qt_.data());
     wpd_[sup[a]] += best[a];
   }
-  for (uint32_t j : sup) {
-    if (!is_moved_[j]) {
-      is_moved_[j] = 1;
-      moved_.push_back(j);
-    }
-  }
+  for (uint32_t j : sup) MarkMoved(j);
   inner_nnz_ += x.nnz();  // the X d update
   return true;
 }
@@ -1075,10 +1054,7 @@ double GlmnetL1::ModelChange() const {
 }
 
 void GlmnetL1::SupportCg() {
-  std::vector<uint32_t> sup;
-  for (std::size_t j = 0; j < d_; ++j) {
-    if (wpd_[j] != 0.0) sup.push_back(static_cast<uint32_t>(j));
-  }
+  const std::vector<uint32_t> sup = TrialSupport();
   const std::size_t m = sup.size();
   if (m == 0) return;
   double sup_nnz = 0.0;
@@ -1184,10 +1160,7 @@ void GlmnetL1::SupportCg() {
     const SparseView col = a_.outer(j);
     QuadAxpy(col, 0, col.size, best[a], qt_.data());
     wpd_[j] += best[a];
-    if (!is_moved_[j]) {
-      is_moved_[j] = 1;
-      moved_.push_back(j);
-    }
+    MarkMoved(j);
   }
   inner_nnz_ += static_cast<int64_t>(sup_nnz);
 }
