@@ -30,9 +30,11 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
-#include "dml/net/local_cluster.hpp"
 #include "dml/net/payload_codec.hpp"
+#ifndef DML_TRAIN_ONE_PROCESS
 #include "dml/actors/runtime.hpp"
+#include "dml/net/local_cluster.hpp"
+#endif
 #include "dml/data/cache.hpp"
 #include "dml/data/libsvm.hpp"
 #include "dml/data/synthetic.hpp"
@@ -514,11 +516,13 @@ void FlushOrStop() {
   if (std::fflush(stdout) != 0 && errno == EPIPE) Interrupts::OutputClosed();
 }
 
+#ifndef DML_TRAIN_ONE_PROCESS
 // $TMPDIR, else /tmp: where temporary files go.
 std::string TempDir() {
   const char* t = std::getenv("TMPDIR");
   return t != nullptr && *t != '\0' ? t : "/tmp";
 }
+#endif
 
 // An exit status to return now, or nothing to go on.
 using Exit = std::optional<int>;
@@ -669,6 +673,7 @@ std::vector<std::string> NodeEntries(const Args& args) {
   return absl::StrSplit(Get(args, "--nodes"), ',');
 }
 
+#ifndef DML_TRAIN_ONE_PROCESS
 // The job's nodes: given (--nodes), started here on loopback
 // (--local-nodes, kept in `cluster`), or none.
 Exit ChooseNodes(const Run& run, dml::JobSpec& job,
@@ -704,6 +709,8 @@ Exit ChooseNodes(const Run& run, dml::JobSpec& job,
   }
   return std::nullopt;
 }
+
+#endif  // DML_TRAIN_ONE_PROCESS
 
 // The files a run writes must not be files it reads (a slip in -o or
 // --metrics-out destroyed the data), nor each other, nor directories, and
@@ -842,6 +849,7 @@ Exit ParseDuhl(const Args& args, dml::DuhlOptions& d) {
   return std::nullopt;
 }
 
+#ifndef DML_TRAIN_ONE_PROCESS
 // --mode: the job on the actor runtime (in-process, or on nodes).
 Exit TrainOnRuntime(Run& run, std::shared_ptr<const dml::Dataset>& shared_data,
                     std::optional<dml::net::LocalCluster>& cluster,
@@ -1031,6 +1039,31 @@ Exit TrainOnRuntime(Run& run, std::shared_ptr<const dml::Dataset>& shared_data,
   return std::nullopt;
 }
 
+#else
+// dml-train without the actor runtime: --mode runs dml-train-runtime, the
+// same program linked with it, found next to this one. Loading CAF and
+// OpenSSL cost every one-process run about 5 ms of start-up (ld.so binding
+// their symbols) for a runtime it never started.
+int ExecRuntime(char** argv) {
+  std::string path = "dml-train-runtime";
+  char self[PATH_MAX];
+  const ssize_t len = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (len > 0) {
+    const std::string dir(self, static_cast<std::size_t>(len));
+    const std::size_t slash = dir.rfind('/');
+    if (slash != std::string::npos) path = dir.substr(0, slash + 1) + path;
+  }
+  ::execv(path.c_str(), argv);
+  std::fflush(stdout);
+  std::fprintf(stderr,
+               "dml-train: --mode runs on the actor runtime, in %s (installed next to dml-train): "
+               "cannot run it: %s\n",
+               path.c_str(), std::strerror(errno));
+  return 1;
+}
+
+#endif  // DML_TRAIN_ONE_PROCESS
+
 // Metrics of the model on `d`.
 void Report(const Run& run, const char* name, const dml::Dataset& d,
             const std::vector<double>& w) {
@@ -1051,7 +1084,6 @@ void Report(const Run& run, const char* name, const dml::Dataset& d,
 }  // namespace
 
 int main(int argc, char** argv) {
-  Interrupts::Install();  // before any thread starts
   Run run;
   std::string error;
   const std::map<std::string, std::string> switches = {
@@ -1062,6 +1094,10 @@ int main(int argc, char** argv) {
   if (!ParseArgs(argc, argv, kValueFlags, switches, run.args, error)) {
     return Fail(error);
   }
+#ifdef DML_TRAIN_ONE_PROCESS
+  if (run.args.values.count("--mode") && !run.args.values.count("--help")) return ExecRuntime(argv);
+#endif
+  Interrupts::Install();  // before any thread starts (and after the exec: it keeps no handlers)
   if (run.args.values.count("--help")) {
     PrintUsage();
     return 0;
@@ -1266,6 +1302,7 @@ int main(int argc, char** argv) {
   // --local-nodes' nodes outlive the job until its model is written: a
   // second signal while they stop must not lose it. Their directory stays
   // registered with Interrupts until stopping them removed it.
+#ifndef DML_TRAIN_ONE_PROCESS
   std::optional<dml::net::LocalCluster> cluster;
   struct stop_cluster {
     std::optional<dml::net::LocalCluster>& cluster;
@@ -1276,12 +1313,15 @@ int main(int argc, char** argv) {
       Interrupts::Forget(dir);
     }
   } stopper{cluster};
+#endif
   absl::StatusOr<dml::TrainResult> result;
   // The runtime shares the data with its workers; metrics read it from there.
   std::shared_ptr<const dml::Dataset> shared_data;
   const bool on_runtime = run.args.values.count("--mode") > 0;
   if (on_runtime) {
+#ifndef DML_TRAIN_ONE_PROCESS
     if (Exit e = TrainOnRuntime(run, shared_data, cluster, result)) return *e;
+#endif
   } else {
     run.metrics->Job(absl::StrCat(
         "\"solver\":", dml::JsonString(std::string(dml::SolverName(run.opt.kind))),
