@@ -99,6 +99,9 @@ constexpr double kMaxForcing = 0.1;  // LIBLINEAR's CG tolerance
 /// A due certificate is refined where the Newton decrement is within this
 /// factor of the gap target (Run).
 constexpr double kRefineWithin = 10.0;
+// The largest second derivative in z of the losses Newton minimises
+// (squared hinge's 2; logistic's 1/4, squared loss's 1), whatever y.
+constexpr double kLossCurvatureBound = 2.0;
 /// The explicit Hessian (Newton::ExplicitDirection) for at most this many
 /// features (its Cholesky factor costs d^3 / 6), where forming it (sum_i
 /// nnz_i (nnz_i + 1) / 2 multiply-adds) costs at most kExplicitFormPasses
@@ -185,6 +188,12 @@ class Newton {
   /// The certificate of the margins' dual point at the last GradientPass
   /// (CertifyIterate of its sums): O(n), no pass over the data.
   absl::StatusOr<Certificate> PlainCertificate();
+  /// `last`, a certificate of w_ whose primal was summed over the carried
+  /// margins z_, moved to the margins recomputed from w_ (into zd_, which
+  /// it overwrites): its primal summed over them, its gap widened by what
+  /// that primal rose. Nothing where the carried margins may have moved the
+  /// primal by more than last.gap / 1000, or that gap is 0 or not finite.
+  std::optional<Certificate> OnFreshMargins(const Certificate& last);
   /// A certificate with P only (dual -inf): what the target rule needs.
   Certificate PrimalOnly() const;
   /// out = H v.
@@ -332,6 +341,41 @@ absl::StatusOr<Certificate> Newton<Obj>::PlainCertificate() {
   }
   share.grad = loss_grad_;
   return CertifyIterate(model_, w_, share);
+}
+
+template <typename Obj>
+std::optional<Certificate> Newton<Obj>::OnFreshMargins(const Certificate& last) {
+  if (!(last.gap > 0.0) || !std::isfinite(last.gap)) return std::nullopt;
+  Margins(w_, zd_);
+  // |l(z + e) - l(z)| <= |l'(z)| |e| + kLossCurvatureBound e^2 / 2.
+  double bound = 0.0;
+  for (std::size_t i = 0; i < n_; ++i) {
+    const double e = std::abs(zd_[i] - z_[i]);
+    bound += std::abs(derivative_[i]) * e + 0.5 * kLossCurvatureBound * e * e;
+  }
+  if (!(bound * inv_n_ <= 1e-3 * last.gap)) return std::nullopt;
+  // The primal over the fresh margins, summed as GradientPass and
+  // CertifyIterate sum it: the same bits as a certificate from w alone.
+  std::vector<double> loss(rows_.size() - 1, 0.0);
+  ForChunks(rows_, [&](std::size_t c, std::size_t b, std::size_t e) {
+    double sum = 0.0;
+    for (std::size_t i = b; i < e; ++i) {
+      double value, gi, hi;
+      Pieces<Loss>::At(data_.y[i], zd_[i], &value, &gi, &hi);
+      sum += value;
+    }
+    loss[c] = sum;
+  });
+  double loss_sum = 0.0, wsq = 0.0;
+  for (double v : loss) loss_sum += v;
+  for (std::size_t j = 0; j < d_; ++j) wsq += w_[j] * w_[j];
+  Certificate c = last;
+  c.primal = loss_sum / static_cast<double>(n_) + 0.5 * model_.lambda * wsq;
+  // last.dual is a dual value (or below one): the gap grows by what the
+  // primal rose, and never shrinks.
+  c.gap = last.gap + std::max(0.0, c.primal - last.primal);
+  c.dual = c.primal - c.gap;
+  return c;
 }
 
 template <typename Obj>
@@ -554,6 +598,10 @@ absl::StatusOr<TrainResult> Newton<Obj>::Run() {
   double g0 = 0.0;  // |g_0| in the M^-1 norm
   int iter = 0;
   bool direction_at_w = false;  // dir_ was computed at the current w
+  // The last iteration's certificate, of the w the loop ends at (w moves
+  // only at the loop's end).
+  Certificate last = PrimalOnly();
+  bool last_certified = false, last_refined = false;
   for (;;) {
     GradientPass();
     direction_at_w = false;
@@ -573,7 +621,7 @@ absl::StatusOr<TrainResult> Newton<Obj>::Run() {
     // direction comes first.
     const bool due = options_.eval_every > 0 && iter % options_.eval_every == 0;
     Certificate cert = PrimalOnly();
-    bool certified = false;
+    bool certified = false, refined = false;
     if (due || iter == 0 || gnorm == 0.0) {
       // The plain certificate first: if it holds, the direction's CG (the
       // most expensive part of an iteration near the end) is not paid.
@@ -599,10 +647,13 @@ absl::StatusOr<TrainResult> Newton<Obj>::Run() {
             DML_ASSIGN_OR_RETURN(cert, PlainCertificate());
           }
           DML_ASSIGN_OR_RETURN(cert, Refine(cert));
-          certified = true;
+          certified = refined = true;
         }
       }
     }
+    last = cert;
+    last_certified = certified;
+    last_refined = refined;
     Progress p;
     p.round = iter;
     p.epochs = static_cast<double>(passes_);
@@ -638,13 +689,26 @@ absl::StatusOr<TrainResult> Newton<Obj>::Run() {
     ++iter;
   }
   // The result's certificate from w alone (and the direction computed at
-  // it, if any: any direction gives a valid dual point).
-  Margins(w_, z_);
-  GradientPass();
-  DML_ASSIGN_OR_RETURN(Certificate cert, PlainCertificate());
-  if (direction_at_w) {
-    Margins(dir_, zd_);
-    DML_ASSIGN_OR_RETURN(cert, Refine(cert));
+  // it, if any: any direction gives a valid dual point). The last
+  // iteration's certificate is one of this w already, its primal summed
+  // over margins carried through the line searches: its dual stands, with
+  // the primal over margins recomputed from w, where the two sets of
+  // margins are that close (OnFreshMargins); else the margins, gradient
+  // and certificate are all recomputed (a9a: a fifth of the solve when
+  // always done).
+  std::optional<Certificate> fresh;
+  if (last_certified && (last_refined || !direction_at_w)) fresh = OnFreshMargins(last);
+  Certificate cert;
+  if (fresh) {
+    cert = *fresh;
+  } else {
+    Margins(w_, z_);
+    GradientPass();
+    DML_ASSIGN_OR_RETURN(cert, PlainCertificate());
+    if (direction_at_w) {
+      Margins(dir_, zd_);
+      DML_ASSIGN_OR_RETURN(cert, Refine(cert));
+    }
   }
   if ((*reason == StopReason::kConverged || *reason == StopReason::kTargetReached) &&
       !stop_.Satisfied(cert.primal, cert.gap)) {
