@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cfloat>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -16,8 +17,10 @@
 #include "dml/data/synthetic.hpp"
 #include "dml/objective/evaluate.hpp"
 #include "dml/objective/hinge_svm.hpp"
+#include "dml/objective/logistic_conj.hpp"
 #include "dml/objective/logistic_l2.hpp"
 #include "dml/objective/model.hpp"
+#include "dml/objective/newton_certificate.hpp"
 #include "dml/objective/ridge.hpp"
 #include "dml/objective/squared_hinge_svm.hpp"
 #include "dml/solver/cocoa_local.hpp"
@@ -1250,6 +1253,72 @@ BOOST_AUTO_TEST_CASE(dual_driver_paces_its_periodic_certificates) {
     o.eval_pacing = bad_pacing;
     const auto bad = dml::Train(Synthetic(ModelKind::kRidge, 20, 5), Spec(ModelKind::kRidge), o);
     BOOST_TEST(bad.status().message().substr(0, 31) == "eval_pacing must be in [0, 1), ");
+  }
+}
+
+// The branch-free log of the vectorised certificate loops: within an ulp of
+// glibc's over the whole normal range and around 1 (where log1p matters).
+BOOST_AUTO_TEST_CASE(log_of_normal_is_log_to_an_ulp) {
+  auto ulps = [](double got, double want) {
+    const double ulp = std::nextafter(std::abs(want), HUGE_VAL) - std::abs(want);
+    return std::abs(got - want) / ulp;
+  };
+  double worst = 0.0;
+  for (double x = DBL_MIN; x < DBL_MAX / 1.37; x *= 1.37) {
+    worst = std::max(worst, ulps(dml::loss::LogOfNormal(x), std::log(x)));
+  }
+  for (int i = -20000; i <= 20000; ++i) {
+    const double x = 1.0 + i * 1.3e-7;
+    if (x == 1.0) {
+      BOOST_TEST(dml::loss::LogOfNormal(x) == 0.0);
+      continue;
+    }
+    worst = std::max(worst, ulps(dml::loss::LogOfNormal(x), std::log(x)));
+  }
+  BOOST_TEST(worst <= 1.0);
+  BOOST_TEST(dml::loss::LogOfNormal(DBL_MAX) == std::log(DBL_MAX));
+  for (double a : {-0.5, -1e-9, 1e-300, 0x1.0p-60, 0.25, 3.0}) {
+    BOOST_TEST(std::abs(dml::loss::Log1pOfNormal(a) - std::log1p(a)) <=
+                   4 * DBL_EPSILON * std::abs(std::log1p(a)),
+               "a " << a);
+  }
+}
+
+// The row loops of the Newton certificates (eight points a row as one
+// vector) equal NegConj summed row by row, the domain's ends and points
+// outside it (which take the scalar formula) included.
+BOOST_AUTO_TEST_CASE(logistic_negconj_rows_are_negconj_sums) {
+  using L = dml::LogisticL2Objective;
+  std::vector<float> y;
+  std::vector<double> g, alpha, delta;
+  for (double b : {0.0, 1e-310, 1e-300, 1e-12, 0.01, 0.3, 0.5, 0.77, 0.999999, 1.0 - 1e-16, 1.0}) {
+    for (float yi : {1.0f, -1.0f}) {
+      y.push_back(yi);
+      g.push_back(-yi * b);
+      alpha.push_back(yi * b);
+      delta.push_back(yi * (b < 0.5 ? 0.3 * b + 1e-3 : -0.2 * b));  // some steps leave [0, 1]
+    }
+  }
+  double scales[8], log_scales[8];
+  for (int k = 0; k < 8; ++k) {
+    scales[k] = dml::kIterateDualScales[k];
+    log_scales[k] = std::log(scales[k]);
+  }
+  double at_scales[8] = {}, want_scales[8] = {}, steps[8] = {}, want_steps[8] = {};
+  dml::AddLogisticNegConjAtScales(y.data(), g.data(), y.size(), scales, log_scales, at_scales);
+  dml::AddLogisticNegConjSteps(y.data(), alpha.data(), delta.data(), y.size(),
+                               dml::kNewtonDualSteps, steps);
+  for (std::size_t i = 0; i < y.size(); ++i) {
+    for (int k = 0; k < 8; ++k) {
+      want_scales[k] += L::NegConj(y[i], -scales[k] * g[i]);
+      want_steps[k] += L::NegConj(y[i], alpha[i] + dml::kNewtonDualSteps[k] * delta[i]);
+    }
+  }
+  for (int k = 0; k < 8; ++k) {
+    BOOST_TEST(std::abs(at_scales[k] - want_scales[k]) <= 1e-14 * std::abs(want_scales[k]),
+               "scale " << scales[k] << ": " << at_scales[k] << " vs " << want_scales[k]);
+    BOOST_TEST(std::abs(steps[k] - want_steps[k]) <= 1e-14 * std::abs(want_steps[k]),
+               "step " << dml::kNewtonDualSteps[k] << ": " << steps[k] << " vs " << want_steps[k]);
   }
 }
 

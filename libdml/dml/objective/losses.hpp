@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 
 #include "dml/objective/host_device.hpp"
 
@@ -19,6 +21,46 @@ DML_HD inline double FastLog1p(double a) {
   const double u = 1.0 + a;
   if (!(u < HUGE_VAL)) return log1p(a);  // inf (and NaN): as log1p
   return u == 1.0 ? a : log(u) * a / (u - 1.0);
+}
+
+/// log(x) for normal x (DBL_MIN <= x <= DBL_MAX) within an ulp: fdlibm's
+/// e_log.c (x = 2^k m, m in [sqrt(2)/2, sqrt(2)), f = m - 1, s = f/(2+f),
+/// its degree-14 polynomial in s), without its branches, so that a loop of
+/// it vectorises; glibc's log is a call a value. Other x give garbage:
+/// callers check the range. Host only.
+inline double LogOfNormal(double x) {
+  constexpr std::uint64_t kSqrtHalf = 0x3fe6a09e667f3bcdull;  // sqrt(2)/2
+  std::uint64_t bits;
+  std::memcpy(&bits, &x, sizeof bits);
+  // Adding 1 - sqrt(2)/2 (in bits) carries into the exponent from m = sqrt(2) on.
+  const std::uint64_t t = bits + (0x3ff0000000000000ull - kSqrtHalf);
+  const std::uint64_t m_bits = (t & 0x000fffffffffffffull) + kSqrtHalf;
+  // k as a double without an int64 conversion (which SSE2 and AVX2 lack):
+  // the exponent field as the low bits of 2^52.
+  const std::uint64_t e_bits = (t >> 52) | 0x4330000000000000ull;
+  double m, e;
+  std::memcpy(&m, &m_bits, sizeof m);
+  std::memcpy(&e, &e_bits, sizeof e);
+  const double k = e - (4503599627370496.0 + 1023.0);
+  const double f = m - 1.0;
+  const double s = f / (2.0 + f);
+  const double z = s * s, w = z * z;
+  const double t1 = w * (3.999999999940941908e-01 +
+                         w * (2.222219843214978396e-01 + w * 1.531383769920937332e-01));
+  const double t2 = z * (6.666666666666735130e-01 +
+                         w * (2.857142874366239149e-01 +
+                              w * (1.818357216161805012e-01 + w * 1.479819860511658591e-01)));
+  const double hfsq = 0.5 * f * f;
+  return k * 6.93147180369123816490e-01 -
+         ((hfsq - (s * (hfsq + (t1 + t2)) + k * 1.90821492927058770002e-10)) - f);
+}
+
+/// log1p(a) as FastLog1p, through LogOfNormal: for a > -1 with 1 + a
+/// normal, branch-free. Host only.
+inline double Log1pOfNormal(double a) {
+  const double u = 1.0 + a;
+  const double r = LogOfNormal(u) * a / (u - 1.0);
+  return u == 1.0 ? a : r;
 }
 
 /// (y - z)^2 / 2: Value, Derivative and Second in z.

@@ -7,8 +7,10 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <type_traits>
 
 #include "absl/strings/str_cat.h"
+#include "dml/objective/logistic_conj.hpp"
 #include "dml/objective/logistic_l2.hpp"
 #include "dml/objective/ridge.hpp"
 #include "dml/objective/squared_hinge_svm.hpp"
@@ -44,20 +46,38 @@ double Feasible(double b, double db, double lo, double hi) {
 template <typename Obj, typename XQ>
 void DualSteps(const Dataset& data, int64_t begin, int64_t end, const double* derivative,
                const double* second, XQ xq, double lo, double hi, NewtonDualShare& s) {
-  for (int64_t i = begin; i < end; ++i) {
-    const double y = data.y[i];
-    const double alpha = -derivative[i];
-    double delta = 0.0;
-    const SparseView r = data.x.outer(i);
-    if (second[i] != 0.0) {
-      delta = second[i] * xq(i, r);
-      delta = std::isfinite(delta) ? delta * Feasible(alpha * y, delta * y, lo, hi) : 0.0;
+  // Logistic's sums over blocks of rows (AddLogisticNegConjSteps: its logs
+  // as vectors), in row order as the others'.
+  constexpr int64_t kBlock = 256;
+  double alphas[kBlock], deltas[kBlock];
+  for (int64_t block = begin; block < end; block += kBlock) {
+    const int64_t block_end = std::min(end, block + kBlock);
+    for (int64_t i = block; i < block_end; ++i) {
+      const double y = data.y[i];
+      const double alpha = -derivative[i];
+      double delta = 0.0;
+      const SparseView r = data.x.outer(i);
+      if (second[i] != 0.0) {
+        delta = second[i] * xq(i, r);
+        delta = std::isfinite(delta) ? delta * Feasible(alpha * y, delta * y, lo, hi) : 0.0;
+      }
+      if constexpr (std::is_same_v<Obj, LogisticL2Objective>) {
+        alphas[i - block] = alpha;
+        deltas[i - block] = delta;
+      } else {
+        for (int k = 0; k < kNewtonDualStepCount; ++k) {
+          s.negconj_sums[k] += Obj::NegConj(y, alpha + kNewtonDualSteps[k] * delta);
+        }
+      }
+      if (delta == 0.0) continue;
+      for (std::size_t k = 0; k < r.size; ++k) s.step[r.index[k]] += delta * r.value[k];
     }
-    for (int k = 0; k < kNewtonDualStepCount; ++k) {
-      s.negconj_sums[k] += Obj::NegConj(y, alpha + kNewtonDualSteps[k] * delta);
+    if constexpr (std::is_same_v<Obj, LogisticL2Objective>) {
+      static_assert(kNewtonDualStepCount == 8);
+      AddLogisticNegConjSteps(data.y.data() + block, alphas, deltas,
+                              static_cast<std::size_t>(block_end - block), kNewtonDualSteps,
+                              s.negconj_sums);
     }
-    if (delta == 0.0) continue;
-    for (std::size_t k = 0; k < r.size; ++k) s.step[r.index[k]] += delta * r.value[k];
   }
 }
 
