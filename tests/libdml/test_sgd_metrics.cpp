@@ -126,6 +126,31 @@ BOOST_AUTO_TEST_CASE(auc_with_ties_by_average_ranks) {
              "score of example 1");
 }
 
+// The radix sort's keys: signs, -0 against +0, subnormals, huge and tied
+// scores, against the pairwise definition.
+BOOST_AUTO_TEST_CASE(auc_matches_pairwise_count_on_awkward_scores) {
+  const double pool[] = {-1e300, -3.5, -1.0, -1e-310, -0.0, 0.0, 1e-310, 2.5e-8, 1.0, 3.5, 1e300};
+  std::vector<float> y;
+  std::vector<double> s;
+  std::uint64_t state = 12345;
+  for (int i = 0; i < 700; ++i) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    s.push_back(pool[(state >> 33) % 11] * (i % 3 == 0 ? 1.0 : 1.0 + (i % 7) * 1e-3));
+    y.push_back(((state >> 20) & 3) == 0 ? 1.0f : -1.0f);
+  }
+  double wins = 0.0, pairs = 0.0;
+  for (std::size_t a = 0; a < y.size(); ++a) {
+    for (std::size_t b = 0; b < y.size(); ++b) {
+      if (y[a] <= 0 || y[b] > 0) continue;
+      pairs += 1.0;
+      wins += s[a] > s[b] ? 1.0 : s[a] == s[b] ? 0.5 : 0.0;
+    }
+  }
+  auto auc = dml::Auc(y, s);
+  BOOST_REQUIRE(auc.ok());
+  BOOST_TEST(*auc == wins / pairs, boost::test_tools::tolerance(1e-13));
+}
+
 BOOST_AUTO_TEST_CASE(log_loss_matches_formula_and_is_stable) {
   const std::vector<float> y = {1, -1, 1};
   const std::vector<double> z = {2.0, 0.5, -1.0};

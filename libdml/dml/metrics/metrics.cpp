@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <numeric>
 
 #include "absl/status/status.h"
@@ -98,19 +99,41 @@ absl::StatusOr<double> Accuracy(absl::Span<const float> y, absl::Span<const doub
 absl::StatusOr<double> Auc(absl::Span<const float> y, absl::Span<const double> scores) {
   if (auto s = CheckClassification(y, scores, "scores"); !s.ok()) return s;
   const std::size_t n = y.size();
-  std::vector<std::size_t> order(n);
-  std::iota(order.begin(), order.end(), std::size_t{0});
-  std::sort(order.begin(), order.end(),
-            [&](std::size_t a, std::size_t b) { return scores[a] < scores[b]; });
+  // Scores sorted with their labels beside them by an LSD radix sort of
+  // order-preserving keys (std::sort through an index was a twentieth of
+  // a9a's whole dml-train run); passes whose byte is the same in every key
+  // are skipped. Scores are finite (checked), so the keys order as the
+  // scores do, -0 just below +0: equal scores still share a run below.
+  struct Scored {
+    std::uint64_t key;
+    double score;
+    bool positive;
+  };
+  std::vector<Scored> sorted(n), buffer(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    std::uint64_t bits;
+    std::memcpy(&bits, &scores[i], sizeof bits);
+    // Negative: all bits flipped; positive: the sign bit set.
+    bits = (bits >> 63) != 0 ? ~bits : bits | (std::uint64_t{1} << 63);
+    sorted[i] = {bits, scores[i], y[i] > 0};
+  }
+  for (int shift = 0; shift < 64; shift += 8) {
+    std::size_t count[257] = {};
+    for (const Scored& s : sorted) ++count[((s.key >> shift) & 0xff) + 1];
+    if (count[((sorted[0].key >> shift) & 0xff) + 1] == n) continue;
+    for (int b = 0; b < 256; ++b) count[b + 1] += count[b];
+    for (const Scored& s : sorted) buffer[count[(s.key >> shift) & 0xff]++] = s;
+    sorted.swap(buffer);
+  }
   double positives = 0.0;
   double positive_rank_sum = 0.0;
   for (std::size_t begin = 0; begin < n;) {
     std::size_t end = begin + 1;
-    while (end < n && scores[order[end]] == scores[order[begin]]) ++end;
+    while (end < n && sorted[end].score == sorted[begin].score) ++end;
     // Ranks begin+1 .. end (1-based) share their average.
     const double rank = 0.5 * (static_cast<double>(begin + 1) + static_cast<double>(end));
     for (std::size_t k = begin; k < end; ++k) {
-      if (y[order[k]] > 0) {
+      if (sorted[k].positive) {
         positives += 1.0;
         positive_rank_sum += rank;
       }
