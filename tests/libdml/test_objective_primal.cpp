@@ -314,6 +314,46 @@ BOOST_AUTO_TEST_CASE(scaled_dual_bounds_the_optimum_and_is_tight_near_it) {
   }
 }
 
+// A solver's sums (newGLMNET's StateCertificate) give EvaluatePrimal's
+// certificate: here summed in plain loops, in another order than its.
+BOOST_AUTO_TEST_CASE(certificate_from_sums_is_evaluate_primal) {
+  for (const Problem& p : Problems()) {
+    if (p.spec.kind == ModelKind::kElasticNet) continue;
+    BOOST_TEST_CONTEXT(p.name) {
+      std::vector<double> w(p.data.x.cols());
+      for (std::size_t j = 0; j < w.size(); ++j) w[j] = (j % 3 == 0) ? 0.0 : 0.05 * std::sin(j + 1.0);
+      const Margins m = ComputeMargins(p.data, p.spec.kind, w);
+      double loss_sum = 0.0;
+      std::vector<double> derivative(p.data.y.size());
+      for (std::size_t i = 0; i < derivative.size(); ++i) {
+        loss_sum += LossValue(p.spec.kind, p.data.y[i], m.v[i]);
+        derivative[i] = LossDerivative(p.spec.kind, p.data.y[i], m.v[i]);
+      }
+      auto c = dml::CertifyPrimalFromSums(p.spec, p.data.y, w, loss_sum, m.s, derivative);
+      BOOST_REQUIRE(c.ok());
+      const dml::Certificate e = MustEvaluate(p.data, p.spec, w);
+      BOOST_TEST(c->primal == e.primal, boost::test_tools::tolerance(1e-13));
+      BOOST_TEST(c->dual == e.dual, boost::test_tools::tolerance(1e-12));
+      BOOST_TEST(c->gap == e.gap, boost::test_tools::tolerance(1e-12));
+      BOOST_TEST(c->separable_gap == e.separable_gap, boost::test_tools::tolerance(1e-12));
+      BOOST_TEST(c->gap < c->separable_gap);  // the scaled dual took part
+      derivative.pop_back();
+      auto bad = dml::CertifyPrimalFromSums(p.spec, p.data.y, w, loss_sum, m.s, derivative);
+      BOOST_REQUIRE(!bad.ok());
+      BOOST_TEST(std::string(bad.status().message()).find("399 derivatives") != std::string::npos,
+                 bad.status().message());
+    }
+  }
+  const dml::Dataset data = Regression();
+  auto ridge = dml::CertifyPrimalFromSums(dml::ModelSpec{ModelKind::kRidge, 0.1, 0.5}, data.y,
+                                          std::vector<double>(data.x.cols()), 1.0,
+                                          std::vector<double>(data.x.cols()),
+                                          std::vector<double>(data.y.size()));
+  BOOST_REQUIRE(!ridge.ok());
+  BOOST_TEST(std::string(ridge.status().message()).find("is not lasso or L1-logistic") !=
+             std::string::npos);
+}
+
 BOOST_AUTO_TEST_CASE(certificate_elastic_net_with_eta_one_is_lasso) {
   const dml::Dataset data = Regression();
   dml::ModelSpec lasso = Spec(data, ModelKind::kLasso, 0.2);

@@ -52,6 +52,18 @@ absl::StatusOr<Certificate> EvaluatePrimal(const Dataset& data, const ModelSpec&
                                            const std::vector<double>& w,
                                            bool per_coordinate = false);
 
+/// EvaluatePrimal's certificate of a lasso or L1-logistic w from the sums a
+/// solver keeps, taken at w's own margins (recomputed from w, not carried
+/// through its steps): loss_sum = sum_i loss(y_i, x_i.w), grad_j = sum_i
+/// x_ij loss'(y_i, x_i.w) / n, derivative[i] = loss'(y_i, x_i.w). The same
+/// formulas as EvaluatePrimal, its sums in the solver's order. Errors:
+/// InvalidArgument for another model or lengths that do not match.
+absl::StatusOr<Certificate> CertifyPrimalFromSums(const ModelSpec& model,
+                                                  const std::vector<float>& y,
+                                                  const std::vector<double>& w, double loss_sum,
+                                                  const std::vector<double>& grad,
+                                                  const std::vector<double>& derivative);
+
 /// Either formulation: from the solver's natural variables (alpha for dual
 /// models, w for primal ones). Errors: those of EvaluateDual/EvaluatePrimal.
 absl::StatusOr<Certificate> Evaluate(const Dataset& data, const ModelSpec& model,

@@ -30,6 +30,59 @@ double PureL1Weight(const LassoObjective& o) { return o.lambda; }
 double PureL1Weight(const LogisticL1Objective& o) { return o.lambda; }
 double PureL1Weight(const ElasticNetObjective& o) { return o.eta == 1.0 ? o.lambda : 0.0; }
 
+// The certificate from the sums of one pass at w: loss_sum = sum_i
+// loss(y_i, x_i.w), s = A^T u (u_i = loss'(y_i, x_i.w) / n) and, for the
+// pure-L1 models' scaled dual, derivative(i) = loss'(y_i, x_i.w).
+template <typename Obj, typename Derivative>
+Certificate CertifyFromSums(const ModelSpec& model, const std::vector<float>& y,
+                            const std::vector<double>& w, double loss_sum,
+                            const std::vector<double>& s, Derivative derivative,
+                            bool per_coordinate) {
+  const auto n = static_cast<int64_t>(y.size());
+  const auto d = static_cast<int64_t>(w.size());
+  const double inv_n = 1.0 / static_cast<double>(n);
+  double w_max = 0.0;
+  for (double wj : w) w_max = std::max(w_max, std::abs(wj));
+  const Obj obj = Obj::Make(model, y, w_max);
+  const double l1 = PureL1Weight(obj);
+
+  Certificate c;
+  double penalty = 0.0;
+  double gap = 0.0;
+  if (per_coordinate) c.coordinate_gaps.resize(static_cast<std::size_t>(d));
+  for (int64_t j = 0; j < d; ++j) {
+    penalty += obj.Regularizer(w[j]);
+    const double gj = obj.CoordinateGap(w[j], s[j]);
+    gap += gj;
+    if (per_coordinate) c.coordinate_gaps[j] = gj;
+  }
+  c.primal = loss_sum * inv_n + penalty;
+  c.gap = gap;
+  c.separable_gap = gap;
+  c.dual = c.primal - gap;
+  if (l1 > 0.0) {
+    // The scaled dual: t u with t = min(1, l1 / max_j |s_j|) is feasible for
+    // the unmodified problem (||A^T t u||_inf <= l1), so D(t u) bounds min P
+    // as well. Near the optimum (max |s_j| -> l1) it is tight, where the
+    // bounded-support gap charges B = P(0)/lambda per unit of every
+    // feature's excess and stays large until all of them vanish (real-sim's
+    // shape at LIBLINEAR's objective: 4.8 against ~1e-6 times P). The
+    // certificate takes the better of the two; coordinate_gaps stay the
+    // bounded-support terms (they are what is separable).
+    double s_max = 0.0;
+    for (double sj : s) s_max = std::max(s_max, std::abs(sj));
+    const double t = s_max > l1 ? l1 / s_max : 1.0;
+    double conj = 0.0;
+    for (int64_t i = 0; i < n; ++i) conj += Obj::LossConjugate(y[i], t * derivative(i));
+    const double dual = -conj * inv_n;
+    if (std::isfinite(dual) && dual > c.dual) {
+      c.dual = std::min(dual, c.primal);  // rounding may put D above P
+      c.gap = c.primal - c.dual;
+    }
+  }
+  return c;
+}
+
 template <typename Obj>
 Certificate Certify(const Dataset& data, const ModelSpec& model, const std::vector<double>& w,
                     bool per_coordinate) {
@@ -59,42 +112,8 @@ Certificate Certify(const Dataset& data, const ModelSpec& model, const std::vect
     if (u == 0.0) continue;
     for (std::size_t k = 0; k < row.size; ++k) s[row.index[k]] += row.value[k] * u;
   }
-
-  Certificate c;
-  double penalty = 0.0;
-  double gap = 0.0;
-  if (per_coordinate) c.coordinate_gaps.resize(static_cast<std::size_t>(d));
-  for (int64_t j = 0; j < d; ++j) {
-    penalty += obj.Regularizer(w[j]);
-    const double gj = obj.CoordinateGap(w[j], s[j]);
-    gap += gj;
-    if (per_coordinate) c.coordinate_gaps[j] = gj;
-  }
-  c.primal = loss_sum * inv_n + penalty;
-  c.gap = gap;
-  c.separable_gap = gap;
-  c.dual = c.primal - gap;
-  if (l1 > 0.0) {
-    // The scaled dual: t u with t = min(1, l1 / max_j |s_j|) is feasible for
-    // the unmodified problem (||A^T t u||_inf <= l1), so D(t u) bounds min P
-    // as well. Near the optimum (max |s_j| -> l1) it is tight, where the
-    // bounded-support gap charges B = P(0)/lambda per unit of every
-    // feature's excess and stays large until all of them vanish (real-sim's
-    // shape at LIBLINEAR's objective: 4.8 against ~1e-6 times P). The
-    // certificate takes the better of the two; coordinate_gaps stay the
-    // bounded-support terms (they are what is separable).
-    double s_max = 0.0;
-    for (double sj : s) s_max = std::max(s_max, std::abs(sj));
-    const double t = s_max > l1 ? l1 / s_max : 1.0;
-    double conj = 0.0;
-    for (int64_t i = 0; i < n; ++i) conj += Obj::LossConjugate(data.y[i], t * derivs[i]);
-    const double dual = -conj * inv_n;
-    if (std::isfinite(dual) && dual > c.dual) {
-      c.dual = std::min(dual, c.primal);  // rounding may put D above P
-      c.gap = c.primal - c.dual;
-    }
-  }
-  return c;
+  return CertifyFromSums<Obj>(model, data.y, w, loss_sum, s,
+                              [&derivs](int64_t i) { return derivs[i]; }, per_coordinate);
 }
 
 }  // namespace
@@ -118,6 +137,28 @@ absl::StatusOr<Certificate> EvaluatePrimal(const Dataset& data, const ModelSpec&
     default: break;
   }
   return absl::InvalidArgumentError("EvaluatePrimal: not a primal model");
+}
+
+absl::StatusOr<Certificate> CertifyPrimalFromSums(const ModelSpec& model,
+                                                  const std::vector<float>& y,
+                                                  const std::vector<double>& w, double loss_sum,
+                                                  const std::vector<double>& grad,
+                                                  const std::vector<double>& derivative) {
+  DML_RETURN_IF_ERROR(Validate(model));
+  if (model.kind != ModelKind::kLasso && model.kind != ModelKind::kLogisticL1) {
+    return absl::InvalidArgumentError(absl::StrCat("CertifyPrimalFromSums: model ",
+                                                   AsAbsl(ModelName(model.kind)),
+                                                   " is not lasso or L1-logistic"));
+  }
+  if (y.empty() || grad.size() != w.size() || derivative.size() != y.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "CertifyPrimalFromSums: ", y.size(), " labels, ", derivative.size(), " derivatives, ",
+        w.size(), " weights, ", grad.size(), " gradient entries"));
+  }
+  auto at = [&derivative](int64_t i) { return derivative[static_cast<std::size_t>(i)]; };
+  return model.kind == ModelKind::kLasso
+             ? CertifyFromSums<LassoObjective>(model, y, w, loss_sum, grad, at, false)
+             : CertifyFromSums<LogisticL1Objective>(model, y, w, loss_sum, grad, at, false);
 }
 
 absl::StatusOr<double> L1LambdaMax(const Dataset& data, ModelKind kind) {
