@@ -18,7 +18,9 @@
 #include "dml/objective/evaluate.hpp"
 #include "dml/objective/hinge_svm.hpp"
 #include "dml/objective/logistic_conj.hpp"
+#include "dml/objective/logistic_l1.hpp"
 #include "dml/objective/logistic_l2.hpp"
+#include "dml/objective/logistic_rows.hpp"
 #include "dml/objective/model.hpp"
 #include "dml/objective/newton_certificate.hpp"
 #include "dml/objective/ridge.hpp"
@@ -1282,6 +1284,88 @@ BOOST_AUTO_TEST_CASE(log_of_normal_is_log_to_an_ulp) {
                    4 * DBL_EPSILON * std::abs(std::log1p(a)),
                "a " << a);
   }
+}
+
+// The branch-free exp: within an ulp on [-708, 0], 0 below.
+BOOST_AUTO_TEST_CASE(exp_non_positive_is_exp_to_an_ulp) {
+  double worst = 0.0;
+  for (double x = -708.0; x <= 0.0; x += 0.00731) {
+    const double want = std::exp(x);
+    const double ulp = std::nextafter(want, HUGE_VAL) - want;
+    worst = std::max(worst, std::abs(dml::loss::ExpNonPositive(x) - want) / ulp);
+  }
+  for (double x = -1e-6; x <= 0.0; x += 1.7e-9) {
+    const double want = std::exp(x);
+    const double ulp = std::nextafter(want, HUGE_VAL) - want;
+    worst = std::max(worst, std::abs(dml::loss::ExpNonPositive(x) - want) / ulp);
+  }
+  BOOST_TEST(worst <= 1.0);
+  BOOST_TEST(dml::loss::ExpNonPositive(0.0) == 1.0);
+  BOOST_TEST(dml::loss::ExpNonPositive(-708.5) == 0.0);
+  BOOST_TEST(dml::loss::ExpNonPositive(-HUGE_VAL) == 0.0);
+}
+
+// newGLMNET's per-example loops (vectorised) against the scalar formulas,
+// margins and steps from tiny to past exp's range, signs both ways.
+BOOST_AUTO_TEST_CASE(logistic_row_loops_are_the_scalar_formulas) {
+  auto loss = [](double z) { return std::log1p(std::exp(-std::abs(z))) + std::max(-z, 0.0); };
+  std::vector<double> m, u;
+  for (double a : {0.0, 1e-300, 1e-9, 0.3, 1.0, 7.5, 36.0, 300.0, 710.0, 800.0}) {
+    for (double s : {0.0, 1e-12, -1e-7, 0.25, -3.0, 40.0, -750.0, 900.0}) {
+      for (double sign : {1.0, -1.0}) {
+        m.push_back(sign * a);
+        u.push_back(s);
+      }
+    }
+  }
+  const std::size_t n = m.size();
+  std::vector<double> sigma(n), dd(n);
+  dml::LogisticSigmoidTerms(m.data(), n, sigma.data(), dd.data());
+  double loss_want = 0.0, change_want = 0.0;
+  const double t = 0.75;
+  for (std::size_t i = 0; i < n; ++i) {
+    const double ex = std::exp(-std::abs(m[i]));
+    const double inv = 1.0 / (1.0 + ex);
+    const double q = (m[i] > 0 ? ex : 1.0) * inv;
+    // exp below 3e-308 (|m| > 708) is 0 (ExpNonPositive).
+    BOOST_TEST(std::abs(sigma[i] - q) <= 4e-16 * q + 3.4e-308, "m " << m[i]);
+    BOOST_TEST(std::abs(dd[i] - ex * inv * inv) <= 4e-16 * ex * inv * inv + 3.4e-308, "m " << m[i]);
+    loss_want += loss(m[i]);
+    if (u[i] == 0.0) continue;
+    const double step = t * u[i];
+    const double arg = q * std::expm1(-step);
+    change_want += arg > -0.5 && arg < HUGE_VAL ? std::log1p(arg) : loss(m[i] + step) - loss(m[i]);
+  }
+  const double loss_got = dml::LogisticLossSum(m.data(), n);
+  BOOST_TEST(std::abs(loss_got - loss_want) <= 1e-14 * loss_want);
+  const double change_got = dml::LogisticLossChangeSum(m.data(), sigma.data(), u.data(), t, n);
+  BOOST_TEST(std::abs(change_got - change_want) <= 1e-13 * std::abs(change_want),
+             change_got << " vs " << change_want);
+  // One small step alone: the change keeps its digits (no cancellation).
+  const double m1 = 2.0, u1 = 1e-10;
+  const double q1 = 1.0 / (1.0 + std::exp(m1));
+  const double one = dml::LogisticLossChangeSum(&m1, &q1, &u1, 1.0, 1);
+  const double exact = std::log1p(q1 * std::expm1(-1e-10));
+  BOOST_TEST(std::abs(one - exact) <= 4e-16 * std::abs(exact), one << " vs " << exact);
+
+  // The conjugate: inside (0, 1), at its ends and outside.
+  std::vector<float> y;
+  std::vector<double> a;
+  for (double b : {0.0, 1e-310, 1e-200, 0.01, 0.5, 0.9999, 1.0}) {
+    for (float yi : {1.0f, -1.0f}) {
+      y.push_back(yi);
+      a.push_back(-yi * b);
+    }
+  }
+  double conj_want = 0.0;
+  for (std::size_t i = 0; i < y.size(); ++i) {
+    conj_want += dml::LogisticL1Objective::LossConjugate(y[i], 0.8 * a[i]);
+  }
+  const double conj_got = dml::LogisticConjugateSum(y.data(), a.data(), 0.8, y.size());
+  BOOST_TEST(std::abs(conj_got - conj_want) <= 1e-14 * std::abs(conj_want));
+  y.push_back(1.0f);
+  a.push_back(-1.5);  // b = 1.2: outside
+  BOOST_TEST(dml::LogisticConjugateSum(y.data(), a.data(), 0.8, y.size()) == HUGE_VAL);
 }
 
 // The row loops of the Newton certificates (eight points a row as one

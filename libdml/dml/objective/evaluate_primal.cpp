@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -19,6 +20,7 @@
 #include "dml/objective/internal/iterate_checks.hpp"
 #include "dml/objective/lasso.hpp"
 #include "dml/objective/logistic_l1.hpp"
+#include "dml/objective/logistic_rows.hpp"
 #include "dml/util/status.hpp"
 
 namespace dml {
@@ -32,11 +34,11 @@ double PureL1Weight(const ElasticNetObjective& o) { return o.eta == 1.0 ? o.lamb
 
 // The certificate from the sums of one pass at w: loss_sum = sum_i
 // loss(y_i, x_i.w), s = A^T u (u_i = loss'(y_i, x_i.w) / n) and, for the
-// pure-L1 models' scaled dual, derivative(i) = loss'(y_i, x_i.w).
-template <typename Obj, typename Derivative>
+// pure-L1 models' scaled dual, derivative[i] = loss'(y_i, x_i.w).
+template <typename Obj>
 Certificate CertifyFromSums(const ModelSpec& model, const std::vector<float>& y,
                             const std::vector<double>& w, double loss_sum,
-                            const std::vector<double>& s, Derivative derivative,
+                            const std::vector<double>& s, const std::vector<double>& derivative,
                             bool per_coordinate) {
   const auto n = static_cast<int64_t>(y.size());
   const auto d = static_cast<int64_t>(w.size());
@@ -73,7 +75,11 @@ Certificate CertifyFromSums(const ModelSpec& model, const std::vector<float>& y,
     for (double sj : s) s_max = std::max(s_max, std::abs(sj));
     const double t = s_max > l1 ? l1 / s_max : 1.0;
     double conj = 0.0;
-    for (int64_t i = 0; i < n; ++i) conj += Obj::LossConjugate(y[i], t * derivative(i));
+    if constexpr (std::is_same_v<Obj, LogisticL1Objective>) {
+      conj = LogisticConjugateSum(y.data(), derivative.data(), t, static_cast<std::size_t>(n));
+    } else {
+      for (int64_t i = 0; i < n; ++i) conj += Obj::LossConjugate(y[i], t * derivative[i]);
+    }
     const double dual = -conj * inv_n;
     if (std::isfinite(dual) && dual > c.dual) {
       c.dual = std::min(dual, c.primal);  // rounding may put D above P
@@ -112,8 +118,7 @@ Certificate Certify(const Dataset& data, const ModelSpec& model, const std::vect
     if (u == 0.0) continue;
     for (std::size_t k = 0; k < row.size; ++k) s[row.index[k]] += row.value[k] * u;
   }
-  return CertifyFromSums<Obj>(model, data.y, w, loss_sum, s,
-                              [&derivs](int64_t i) { return derivs[i]; }, per_coordinate);
+  return CertifyFromSums<Obj>(model, data.y, w, loss_sum, s, derivs, per_coordinate);
 }
 
 }  // namespace
@@ -155,10 +160,10 @@ absl::StatusOr<Certificate> CertifyPrimalFromSums(const ModelSpec& model,
         "CertifyPrimalFromSums: ", y.size(), " labels, ", derivative.size(), " derivatives, ",
         w.size(), " weights, ", grad.size(), " gradient entries"));
   }
-  auto at = [&derivative](int64_t i) { return derivative[static_cast<std::size_t>(i)]; };
   return model.kind == ModelKind::kLasso
-             ? CertifyFromSums<LassoObjective>(model, y, w, loss_sum, grad, at, false)
-             : CertifyFromSums<LogisticL1Objective>(model, y, w, loss_sum, grad, at, false);
+             ? CertifyFromSums<LassoObjective>(model, y, w, loss_sum, grad, derivative, false)
+             : CertifyFromSums<LogisticL1Objective>(model, y, w, loss_sum, grad, derivative,
+                                                    false);
 }
 
 absl::StatusOr<double> L1LambdaMax(const Dataset& data, ModelKind kind) {

@@ -55,6 +55,39 @@ inline double LogOfNormal(double x) {
          ((hfsq - (s * (hfsq + (t1 + t2)) + k * 1.90821492927058770002e-10)) - f);
 }
 
+/// exp(x) for x <= 0 within an ulp where x >= -708 (fdlibm's e_exp.c:
+/// x = k ln2 + r, |r| <= ln2/2, its rational approximation of e^r, 2^k
+/// added to the exponent), 0 below (exp's subnormal range, under 3e-308),
+/// without branches so that a loop of it vectorises. Host only.
+inline double ExpNonPositive(double x) {
+  const double xc = x < -708.0 ? -708.0 : x;
+  // k = round(x / ln2): 1.5 2^52 puts it in the low bits.
+  constexpr double kShifter = 6755399441055744.0;
+  const double shifted = xc * 1.44269504088896338700e+00 + kShifter;
+  std::uint64_t k_bits;
+  std::memcpy(&k_bits, &shifted, sizeof k_bits);
+  const double k = shifted - kShifter;
+  const double hi = xc - k * 6.93147180369123816490e-01;
+  const double lo = k * 1.90821492927058770002e-10;
+  const double r = hi - lo;
+  const double t = r * r;
+  const double c =
+      r - t * (1.66666666666666019037e-01 +
+               t * (-2.77777777770155933842e-03 +
+                    t * (6.61375632143793436117e-05 +
+                         t * (-1.65339022054652515390e-06 + t * 4.13813679705723846039e-08))));
+  const double y = 1.0 - ((lo - (r * c) / (2.0 - c)) - hi);
+  // k in [-1022, 0]: y 2^k stays normal for x >= -708.
+  std::uint64_t y_bits;
+  std::memcpy(&y_bits, &y, sizeof y_bits);
+  std::uint64_t kbits_shifted;
+  std::memcpy(&kbits_shifted, &kShifter, sizeof kbits_shifted);
+  y_bits += (k_bits - kbits_shifted) << 52;
+  double out;
+  std::memcpy(&out, &y_bits, sizeof out);
+  return x < -708.0 ? 0.0 : out;
+}
+
 /// log1p(a) as FastLog1p, through LogOfNormal: for a > -1 with 1 + a
 /// normal, branch-free. Host only.
 inline double Log1pOfNormal(double a) {

@@ -108,6 +108,7 @@
 #include "absl/strings/str_cat.h"
 #include "dml/objective/evaluate.hpp"
 #include "dml/objective/logistic_l1.hpp"
+#include "dml/objective/logistic_rows.hpp"
 #include "dml/objective/losses.hpp"
 #include "dml/solver/internal/chunks.hpp"
 #include "dml/solver/internal/cholesky.hpp"
@@ -177,11 +178,6 @@ constexpr double kNuPerLambda = kGlmnetNuPerLambda;  // Hessian-diagonal floor, 
 constexpr std::size_t kRowGrain = 16384;
 constexpr std::size_t kNnzGrain = 131072;
 
-using loss::FastLog1p;
-
-/// log(1 + exp(-m)), stable for any m.
-double Loss(double m) { return std::log1p(std::exp(-std::abs(m))) + std::max(-m, 0.0); }
-
 /// Per example, what the inner CD reads and writes: D_i and (X d)_i.
 struct QuadTerms {
   double dd = 0.0;
@@ -230,7 +226,9 @@ class GlmnetL1 {
     double dd = 0.0;
   };
 
-  void SetRow(std::size_t i);
+  /// The per-example terms of rows [b, e) from their margins m_: gt_[i].b
+  /// = loss'(m_i) in z, gt_[i].dd = qt_[i].dd = loss''(m_i).
+  void SetRows(std::size_t b, std::size_t e);
   void RebuildMargins();
   void Gradient();
   void InnerCd();
@@ -377,24 +375,25 @@ class GlmnetL1 {
   bool inner_stalled_ = false;  // the last inner CD stopped on a stall or the cap
 };
 
-void GlmnetL1::SetRow(std::size_t i) {
-  // Branch-free (labels and margin signs are in random order).
-  const double m = m_[i];
-  const double ex = std::exp(-std::abs(m));
-  const double inv = 1.0 / (1.0 + ex);
-  const double q = (m > 0 ? ex : 1.0) * inv;  // sigma(-m)
-  gt_[i].b = -static_cast<double>(y_[i]) * q;
-  const double dd = ex * inv * inv;
-  gt_[i].dd = dd;
-  qt_[i].dd = dd;
+void GlmnetL1::SetRows(std::size_t b, std::size_t e) {
+  // The exps as vectors (LogisticSigmoidTerms), a block at a time.
+  constexpr std::size_t kBlock = 512;
+  double q[kBlock], dd[kBlock];
+  for (std::size_t bb = b; bb < e; bb += kBlock) {
+    const std::size_t ee = std::min(e, bb + kBlock);
+    LogisticSigmoidTerms(m_.data() + bb, ee - bb, q, dd);
+    for (std::size_t i = bb; i < ee; ++i) {
+      gt_[i].b = -static_cast<double>(y_[i]) * q[i - bb];
+      gt_[i].dd = dd[i - bb];
+      qt_[i].dd = dd[i - bb];
+    }
+  }
 }
 
 void GlmnetL1::RebuildMargins() {
   const std::vector<double> v = ColumnTimes(a_, w_);
   for (std::size_t i = 0; i < n_; ++i) m_[i] = static_cast<double>(y_[i]) * v[i];
-  ForChunks(row_bounds_, [&](std::size_t, std::size_t b, std::size_t e) {
-    for (std::size_t i = b; i < e; ++i) SetRow(i);
-  });
+  ForChunks(row_bounds_, [&](std::size_t, std::size_t b, std::size_t e) { SetRows(b, e); });
 }
 
 // Step 1 over every feature: grad_, hdiag_, the gap and violation sums, and
@@ -1197,17 +1196,19 @@ bool GlmnetL1::LineSearch() {
   double t = 1.0;
   for (int ls = 0; ls < kMaxLineSearch; ++ls) {
     ForChunks(row_bounds_, [&](std::size_t c, std::size_t b, std::size_t e) {
+      // The change of m_i is t y_i (X d)_i; its exps and logs as vectors
+      // (LogisticLossChangeSum), a block at a time.
+      constexpr std::size_t kBlock = 512;
+      double sigma[kBlock], u[kBlock];
       double sum = 0.0;
-      for (std::size_t i = b; i < e; ++i) {
-        const double xd = qt_[i].xd;
-        if (xd == 0.0) continue;
-        const double y = y_[i];
-        const double step = y * t * xd;  // change of m_i
-        const double q = -y * gt_[i].b;  // sigma(-m_i)
-        const double arg = q * std::expm1(-step);
-        sum += arg > -0.5 && arg < std::numeric_limits<double>::infinity()
-                   ? FastLog1p(arg)
-                   : Loss(m_[i] + step) - Loss(m_[i]);
+      for (std::size_t bb = b; bb < e; bb += kBlock) {
+        const std::size_t ee = std::min(e, bb + kBlock);
+        for (std::size_t i = bb; i < ee; ++i) {
+          const double y = y_[i];
+          sigma[i - bb] = -y * gt_[i].b;
+          u[i - bb] = y * qt_[i].xd;
+        }
+        sum += LogisticLossChangeSum(m_.data() + bb, sigma, u, t, ee - bb);
       }
       part[c] = sum;
     });
@@ -1217,12 +1218,10 @@ bool GlmnetL1::LineSearch() {
     if (loss_change + lambda_ * norm_change <= kSigma * delta) {
       for (uint32_t j : moved_) w_[j] = wpd_[j];
       ForChunks(row_bounds_, [&](std::size_t, std::size_t b, std::size_t e) {
-        for (std::size_t i = b; i < e; ++i) {
-          const double xd = qt_[i].xd;
-          if (xd == 0.0) continue;
-          m_[i] += static_cast<double>(y_[i]) * t * xd;
-          SetRow(i);
-        }
+        // Every row's terms anew (a row whose margin kept gets the same
+        // bits): the loop vectorises.
+        for (std::size_t i = b; i < e; ++i) m_[i] += static_cast<double>(y_[i]) * t * qt_[i].xd;
+        SetRows(b, e);
       });
 
       primal_ += loss_change + lambda_ * norm_change;
@@ -1246,12 +1245,8 @@ absl::StatusOr<Certificate> GlmnetL1::StateCertificate() {
   std::vector<double> part(chunks);
   std::vector<double> derivative(n_);
   ForChunks(row_bounds_, [&](std::size_t c, std::size_t b, std::size_t e) {
-    double sum = 0.0;
-    for (std::size_t i = b; i < e; ++i) {
-      sum += Loss(m_[i]);
-      derivative[i] = gt_[i].b;
-    }
-    part[c] = sum;
+    for (std::size_t i = b; i < e; ++i) derivative[i] = gt_[i].b;
+    part[c] = LogisticLossSum(m_.data() + b, e - b);
   });
   double loss_sum = 0.0;
   for (double p : part) loss_sum += p;
@@ -1263,9 +1258,13 @@ double GlmnetL1::ScaledGapEstimate() const {
   const std::size_t chunks = row_bounds_.size() - 1;
   std::vector<double> part(chunks);
   ForChunks(row_bounds_, [&](std::size_t c, std::size_t b, std::size_t e) {
+    constexpr std::size_t kBlock = 512;
+    double a[kBlock];
     double sum = 0.0;
-    for (std::size_t i = b; i < e; ++i) {
-      sum += LogisticL1Objective::LossConjugate(y_[i], t * gt_[i].b);
+    for (std::size_t bb = b; bb < e; bb += kBlock) {
+      const std::size_t ee = std::min(e, bb + kBlock);
+      for (std::size_t i = bb; i < ee; ++i) a[i - bb] = gt_[i].b;
+      sum += LogisticConjugateSum(y_ + bb, a, t, ee - bb);
     }
     part[c] = sum;
   });
@@ -1298,7 +1297,7 @@ absl::StatusOr<TrainResult> GlmnetL1::Run() {
   m_.assign(n_, 0.0);
   gt_.assign(n_, GradTerms{});
   qt_.assign(n_, QuadTerms{});
-  for (std::size_t i = 0; i < n_; ++i) SetRow(i);
+  SetRows(0, n_);
   primal_ = std::log(2.0);  // P(0)
   Gradient();
   gnorm1_init_ = gnorm1_;
