@@ -2,7 +2,8 @@
 //
 //   dml-train [options] [data.libsvm]     (every flag and its default: kUsage, --help)
 //
-// Exit status: 0 on success, 2 on a bad flag or bad data, 1 if training failed.
+// Exit status: 0 on success, 2 on a bad flag or bad data, 1 if training failed
+// (or --mode's dml-train-runtime could not be run).
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
@@ -289,7 +290,8 @@ Data and output:
   --metrics-out FILE  JSON lines: the job, progress, events, result (none); scripts/dml-plot draws them
   --quiet | -q        only the final summary
   --verbose           also the runtime's transport counters
-Exit status: 0 on success, 2 on a bad flag or bad data, 1 if training failed.
+Exit status: 0 on success, 2 on a bad flag or bad data, 1 if training failed
+(or --mode's dml-train-runtime, next to dml-train, could not be run).
 )";
 
 void PrintUsage() { std::fputs(kUsage, stdout); }
@@ -1042,23 +1044,31 @@ Exit TrainOnRuntime(Run& run, std::shared_ptr<const dml::Dataset>& shared_data,
 #else
 // dml-train without the actor runtime: --mode runs dml-train-runtime, the
 // same program linked with it, found next to this one. Loading CAF and
-// OpenSSL cost every one-process run about 5 ms of start-up (ld.so binding
-// their symbols) for a runtime it never started.
+// libssl (and libcrypto, which nothing else here loads) cost every
+// one-process run about 8 ms of start-up, ld.so binding their symbols, for
+// a runtime it never started.
 int ExecRuntime(char** argv) {
-  std::string path = "dml-train-runtime";
+  constexpr const char* kRuntime = "dml-train-runtime";
   char self[PATH_MAX];
-  const ssize_t len = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
-  if (len > 0) {
-    const std::string dir(self, static_cast<std::size_t>(len));
-    const std::size_t slash = dir.rfind('/');
-    if (slash != std::string::npos) path = dir.substr(0, slash + 1) + path;
+  const ssize_t len = ::readlink("/proc/self/exe", self, sizeof(self));
+  // Never a bare name, which execv would look up in the working directory.
+  if (len <= 0 || static_cast<std::size_t>(len) >= sizeof(self)) {
+    std::fflush(stdout);
+    std::fprintf(stderr,
+                 "dml-train: --mode runs on the actor runtime, in %s next to dml-train: cannot "
+                 "find this program's directory (/proc/self/exe)\n",
+                 kRuntime);
+    return 1;
   }
+  const std::string exe(self, static_cast<std::size_t>(len));
+  const std::string path = exe.substr(0, exe.rfind('/') + 1) + kRuntime;
   ::execv(path.c_str(), argv);
+  const int err = errno;
   std::fflush(stdout);
   std::fprintf(stderr,
                "dml-train: --mode runs on the actor runtime, in %s (installed next to dml-train): "
                "cannot run it: %s\n",
-               path.c_str(), std::strerror(errno));
+               path.c_str(), std::strerror(err));
   return 1;
 }
 
@@ -1095,7 +1105,13 @@ int main(int argc, char** argv) {
     return Fail(error);
   }
 #ifdef DML_TRAIN_ONE_PROCESS
-  if (run.args.values.count("--mode") && !run.args.values.count("--help")) return ExecRuntime(argv);
+  if (run.args.values.count("--mode") && !run.args.values.count("--help")) {
+    // A mode name is checked here too: a typo is not a missing program.
+    if (auto mode = dml::ParseMode(Get(run.args, "--mode")); !mode.ok()) {
+      return Fail(std::string(mode.status().message()));
+    }
+    return ExecRuntime(argv);
+  }
 #endif
   Interrupts::Install();  // before any thread starts (and after the exec: it keeps no handlers)
   if (run.args.values.count("--help")) {

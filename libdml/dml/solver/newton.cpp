@@ -191,10 +191,11 @@ class Newton {
   absl::StatusOr<Certificate> PlainCertificate();
   /// `last`, a certificate of w_ whose primal was summed over the carried
   /// margins z_, moved to the margins recomputed from w_ (into zd_, which
-  /// it overwrites): its primal summed over them, its gap widened by what
-  /// that primal rose. Nothing where the carried margins may have moved the
-  /// primal by more than last.gap / 1000, or that gap is 0 or not finite.
-  std::optional<Certificate> OnFreshMargins(const Certificate& last);
+  /// it overwrites; *margins_fresh then says so): its primal summed over
+  /// them, its gap widened by what that primal rose. Nothing where the
+  /// carried margins may have moved the primal by more than last.gap /
+  /// 1000, or that gap is 0 or not finite.
+  std::optional<Certificate> OnFreshMargins(const Certificate& last, bool* margins_fresh);
   /// A certificate with P only (dual -inf): what the target rule needs.
   Certificate PrimalOnly() const;
   /// out = H v.
@@ -344,9 +345,11 @@ absl::StatusOr<Certificate> Newton<Obj>::PlainCertificate() {
 }
 
 template <typename Obj>
-std::optional<Certificate> Newton<Obj>::OnFreshMargins(const Certificate& last) {
+std::optional<Certificate> Newton<Obj>::OnFreshMargins(const Certificate& last,
+                                                       bool* margins_fresh) {
   if (!(last.gap > 0.0) || !std::isfinite(last.gap)) return std::nullopt;
   Margins(w_, zd_);
+  *margins_fresh = true;
   // |l(z + e) - l(z)| <= |l'(z)| |e| + kLossCurvatureBound e^2 / 2.
   double bound = 0.0;
   for (std::size_t i = 0; i < n_; ++i) {
@@ -375,6 +378,7 @@ std::optional<Certificate> Newton<Obj>::OnFreshMargins(const Certificate& last) 
   // primal rose, and never shrinks.
   c.gap = last.gap + std::max(0.0, c.primal - last.primal);
   c.dual = c.primal - c.gap;
+  c.separable_gap = c.gap;
   return c;
 }
 
@@ -697,12 +701,24 @@ absl::StatusOr<TrainResult> Newton<Obj>::Run() {
   // and certificate are all recomputed (a9a: a fifth of the solve when
   // always done).
   std::optional<Certificate> fresh;
-  if (last_certified && (last_refined || !direction_at_w)) fresh = OnFreshMargins(last);
+  bool margins_fresh = false;  // zd_ holds X w
+  if (last_certified && (last_refined || !direction_at_w)) {
+    fresh = OnFreshMargins(last, &margins_fresh);
+    // Its widened gap must not undo a stop that the last one earned.
+    if (fresh && stop_.Satisfied(last.primal, last.gap) &&
+        !stop_.Satisfied(fresh->primal, fresh->gap)) {
+      fresh.reset();
+    }
+  }
   Certificate cert;
   if (fresh) {
     cert = *fresh;
   } else {
-    Margins(w_, z_);
+    if (margins_fresh) {
+      z_.swap(zd_);
+    } else {
+      Margins(w_, z_);
+    }
     GradientPass();
     DML_ASSIGN_OR_RETURN(cert, PlainCertificate());
     if (direction_at_w) {
