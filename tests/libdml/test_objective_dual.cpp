@@ -11,6 +11,7 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "dml/data/sparse.hpp"
@@ -1380,7 +1381,16 @@ BOOST_AUTO_TEST_CASE(logistic_negconj_rows_are_negconj_sums) {
       y.push_back(yi);
       g.push_back(-yi * b);
       alpha.push_back(yi * b);
-      delta.push_back(yi * (b < 0.5 ? 0.3 * b + 1e-3 : -0.2 * b));  // some steps leave [0, 1]
+      delta.push_back(yi * (b < 0.5 ? 0.3 * b + 1e-3 : -0.2 * b));
+    }
+  }
+  // Steps that leave [0, 1] (above 1, below 0) and a row at 0 that stays.
+  for (auto [b, db] : {std::pair{0.9, 0.2}, std::pair{0.05, -0.1}, std::pair{0.0, 0.0}}) {
+    for (float yi : {1.0f, -1.0f}) {
+      y.push_back(yi);
+      g.push_back(-yi * b);
+      alpha.push_back(yi * b);
+      delta.push_back(yi * db);
     }
   }
   double scales[8], log_scales[8];

@@ -948,6 +948,33 @@ BOOST_AUTO_TEST_CASE(glmnet_matches_a_long_cyclic_cd_reference) {
   }
 }
 
+// Periodic certificates (every outer iteration here) come from the
+// solver's own sums after the margins are rebuilt (StateCertificate): a
+// run cut after k iterations ends on one, which is EvaluatePrimal's at its w.
+BOOST_AUTO_TEST_CASE(glmnet_periodic_certificates_are_evaluate_primal) {
+  const dml::Dataset data = Synthetic(500, 40, dml::Task::kClassification, 0.2, 5);
+  const dml::ModelSpec spec = Spec(data, ModelKind::kLogisticL1, 0.05);
+  for (int threads : {1, 2}) {
+    for (int epochs : {1, 2, 3, 4}) {
+      BOOST_TEST_CONTEXT(threads << " threads, " << epochs << " epochs") {
+        dml::SolverOptions o = Options(1e-14);
+        o.eval_every = 1;
+        o.eval_pacing = 0.0;
+        o.threads = threads;
+        o.fit_threads = false;
+        o.stop.max_epochs = epochs;
+        const dml::TrainResult r = MustTrain(data, spec, o);
+        BOOST_TEST(static_cast<int>(r.reason) == static_cast<int>(dml::StopReason::kMaxEpochs));
+        BOOST_TEST(static_cast<int>(r.history.size()) == epochs);
+        const dml::Certificate c = MustEvaluate(data, spec, r.w);
+        BOOST_TEST(c.primal == r.primal, boost::test_tools::tolerance(1e-13));
+        BOOST_TEST(c.gap == r.gap, boost::test_tools::tolerance(1e-9));
+        BOOST_TEST(r.history.back().gap == r.gap);
+      }
+    }
+  }
+}
+
 // Columns with every row present take the inner CD's dense path (rows in
 // order, no index reads); mixed with sparse ones, on one thread and with
 // two sharing each column (the helper's half starts mid-column).

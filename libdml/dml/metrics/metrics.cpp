@@ -99,53 +99,54 @@ absl::StatusOr<double> Accuracy(absl::Span<const float> y, absl::Span<const doub
 absl::StatusOr<double> Auc(absl::Span<const float> y, absl::Span<const double> scores) {
   if (auto s = CheckClassification(y, scores, "scores"); !s.ok()) return s;
   const std::size_t n = y.size();
-  // Scores sorted with their labels beside them by an LSD radix sort of
-  // order-preserving keys (std::sort through an index was a twentieth of
-  // a9a's whole dml-train run); passes whose byte is the same in every key
-  // are skipped. Scores are finite (checked), so the keys order as the
-  // scores do, -0 just below +0: equal scores still share a run below.
-  struct Scored {
-    std::uint64_t key;
-    double score;
-    bool positive;
-  };
-  std::vector<Scored> sorted(n), buffer(n);
+  // The Mann-Whitney count: the positives' and the negatives' scores each
+  // sorted as order-preserving keys by an LSD radix sort (std::sort
+  // through an index was a twentieth of a9a's whole dml-train run), then
+  // merged, a tie counting a half. 16 bytes an example. Scores are finite
+  // (checked); -0 is folded into +0 so that equal scores have equal keys.
+  std::vector<std::uint64_t> pos, neg;
   for (std::size_t i = 0; i < n; ++i) {
+    const double score = scores[i] == 0.0 ? 0.0 : scores[i];
     std::uint64_t bits;
-    std::memcpy(&bits, &scores[i], sizeof bits);
+    std::memcpy(&bits, &score, sizeof bits);
     // Negative: all bits flipped; positive: the sign bit set.
     bits = (bits >> 63) != 0 ? ~bits : bits | (std::uint64_t{1} << 63);
-    sorted[i] = {bits, scores[i], y[i] > 0};
+    (y[i] > 0 ? pos : neg).push_back(bits);
   }
-  for (int shift = 0; shift < 64; shift += 8) {
-    std::size_t count[257] = {};
-    for (const Scored& s : sorted) ++count[((s.key >> shift) & 0xff) + 1];
-    if (count[((sorted[0].key >> shift) & 0xff) + 1] == n) continue;
-    for (int b = 0; b < 256; ++b) count[b + 1] += count[b];
-    for (const Scored& s : sorted) buffer[count[(s.key >> shift) & 0xff]++] = s;
-    sorted.swap(buffer);
-  }
-  double positives = 0.0;
-  double positive_rank_sum = 0.0;
-  for (std::size_t begin = 0; begin < n;) {
-    std::size_t end = begin + 1;
-    while (end < n && sorted[end].score == sorted[begin].score) ++end;
-    // Ranks begin+1 .. end (1-based) share their average.
-    const double rank = 0.5 * (static_cast<double>(begin + 1) + static_cast<double>(end));
-    for (std::size_t k = begin; k < end; ++k) {
-      if (sorted[k].positive) {
-        positives += 1.0;
-        positive_rank_sum += rank;
-      }
+  std::vector<std::uint64_t> buffer(std::max(pos.size(), neg.size()));
+  for (std::vector<std::uint64_t>* keys : {&pos, &neg}) {
+    std::vector<std::uint64_t>& k = *keys;
+    const std::size_t m = k.size();
+    if (m == 0) continue;
+    for (int shift = 0; shift < 64; shift += 8) {
+      std::size_t count[257] = {};
+      for (std::size_t i = 0; i < m; ++i) ++count[((k[i] >> shift) & 0xff) + 1];
+      if (count[((k[0] >> shift) & 0xff) + 1] == m) continue;  // one byte value: in order
+      for (int b = 0; b < 256; ++b) count[b + 1] += count[b];
+      for (std::size_t i = 0; i < m; ++i) buffer[count[(k[i] >> shift) & 0xff]++] = k[i];
+      std::copy(buffer.begin(), buffer.begin() + static_cast<std::ptrdiff_t>(m), k.begin());
     }
-    begin = end;
+  }
+  const double positives = static_cast<double>(pos.size());
+  // Over the positives: the negatives below, and half those equal.
+  double wins = 0.0;
+  std::size_t below = 0;
+  for (std::size_t p = 0; p < pos.size();) {
+    std::size_t p_end = p + 1;
+    while (p_end < pos.size() && pos[p_end] == pos[p]) ++p_end;
+    while (below < neg.size() && neg[below] < pos[p]) ++below;
+    std::size_t equal_end = below;
+    while (equal_end < neg.size() && neg[equal_end] == pos[p]) ++equal_end;
+    wins += static_cast<double>(p_end - p) *
+            (static_cast<double>(below) + 0.5 * static_cast<double>(equal_end - below));
+    p = p_end;
   }
   const double negatives = static_cast<double>(n) - positives;
   if (positives == 0.0 || negatives == 0.0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "AUC needs both classes; the ", n, " labels are all ", positives > 0 ? "+1" : "-1"));
   }
-  return (positive_rank_sum - 0.5 * positives * (positives + 1.0)) / (positives * negatives);
+  return wins / (positives * negatives);
 }
 
 absl::StatusOr<double> LogLoss(absl::Span<const float> y, absl::Span<const double> margins) {

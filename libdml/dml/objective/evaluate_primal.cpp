@@ -160,6 +160,20 @@ absl::StatusOr<Certificate> CertifyPrimalFromSums(const ModelSpec& model,
         "CertifyPrimalFromSums: ", y.size(), " labels, ", derivative.size(), " derivatives, ",
         w.size(), " weights, ", grad.size(), " gradient entries"));
   }
+  for (std::size_t j = 0; j < w.size(); ++j) {
+    if (!std::isfinite(w[j])) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("CertifyPrimalFromSums: weight ", j, " is not finite"));
+    }
+  }
+  if (model.kind == ModelKind::kLogisticL1) {
+    for (std::size_t i = 0; i < y.size(); ++i) {
+      if (y[i] != 1.0f && y[i] != -1.0f) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "CertifyPrimalFromSums: label of example ", i, " is ", y[i], ", not +1 or -1"));
+      }
+    }
+  }
   return model.kind == ModelKind::kLasso
              ? CertifyFromSums<LassoObjective>(model, y, w, loss_sum, grad, derivative, false)
              : CertifyFromSums<LogisticL1Objective>(model, y, w, loss_sum, grad, derivative,

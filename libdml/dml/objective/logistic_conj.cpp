@@ -30,12 +30,16 @@ inline double Entropy(double b) {
 DML_SIMD_CLONES
 void AddLogisticNegConjAtScales(const float* y, const double* g, std::size_t n,
                                 const double* scales, const double* log_scales, double* sums) {
-  double min_scale = 1.0;
-  for (int k = 0; k < kPoints; ++k) min_scale = scales[k] < min_scale ? scales[k] : min_scale;
+  double min_scale = 1.0, max_scale = 0.0;
+  for (int k = 0; k < kPoints; ++k) {
+    min_scale = scales[k] < min_scale ? scales[k] : min_scale;
+    max_scale = scales[k] > max_scale ? scales[k] : max_scale;
+  }
   for (std::size_t i = 0; i < n; ++i) {
     const double yi = y[i];
     const double b0 = -yi * g[i];
-    if (!(b0 * min_scale >= DBL_MIN && b0 < 1.0)) {  // the ends: the general formula
+    // The ends (and points a scale above 1 puts outside): the general formula.
+    if (!(b0 * min_scale >= DBL_MIN && b0 * max_scale < 1.0)) {
       LogisticL2Objective::AddNegConjAtScales(yi, g[i], scales, log_scales, kPoints, sums);
       continue;
     }

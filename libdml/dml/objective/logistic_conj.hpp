@@ -17,7 +17,7 @@ namespace dml {
 
 /// sums[k] += NegConj(y[i], -scales[k] g[i]) for rows i < n, k < 8
 /// (LogisticL2Objective::AddNegConjAtScales row by row; log_scales[k] =
-/// log scales[k], every scale in (0, 1]).
+/// log scales[k], every scale positive).
 void AddLogisticNegConjAtScales(const float* y, const double* g, std::size_t n,
                                 const double* scales, const double* log_scales, double* sums);
 

@@ -61,8 +61,8 @@ double LogisticLossChangeSum(const double* m, const double* sigma, const double*
     for (std::size_t i = b; i < e; ++i) {
       const double x = -t * u[i];  // -s_i
       // expm1(x) = (e^x - 1) x / log(e^x) (Kahan: the rounding of e^x
-      // cancels); e^x for x > 0 as 1 / e^{-x} (inf past 708: the
-      // difference below takes over).
+      // cancels); e^x for x > 0 as 1 / e^{-x} (inf past 708, and the
+      // product overflows from about 703: the difference below takes over).
       const double ex = loss::ExpNonPositive(-std::abs(x));
       const double ux = x > 0.0 ? 1.0 / ex : ex;
       const double em1 =

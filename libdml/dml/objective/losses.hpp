@@ -57,8 +57,9 @@ inline double LogOfNormal(double x) {
 
 /// exp(x) for x <= 0 within an ulp where x >= -708 (fdlibm's e_exp.c:
 /// x = k ln2 + r, |r| <= ln2/2, its rational approximation of e^r, 2^k
-/// added to the exponent), 0 below (exp's subnormal range, under 3e-308),
-/// without branches so that a loop of it vectorises. Host only.
+/// added to the exponent), 0 below (values under 3.3e-308, subnormal from
+/// -708.4 on), NaN for NaN, without branches so that a loop of it
+/// vectorises. Host only.
 inline double ExpNonPositive(double x) {
   const double xc = x < -708.0 ? -708.0 : x;
   // k = round(x / ln2): 1.5 2^52 puts it in the low bits.
@@ -77,7 +78,7 @@ inline double ExpNonPositive(double x) {
                     t * (6.61375632143793436117e-05 +
                          t * (-1.65339022054652515390e-06 + t * 4.13813679705723846039e-08))));
   const double y = 1.0 - ((lo - (r * c) / (2.0 - c)) - hi);
-  // k in [-1022, 0]: y 2^k stays normal for x >= -708.
+  // k in [-1021, 0]: y 2^k stays normal for x >= -708.
   std::uint64_t y_bits;
   std::memcpy(&y_bits, &y, sizeof y_bits);
   std::uint64_t kbits_shifted;
@@ -85,7 +86,7 @@ inline double ExpNonPositive(double x) {
   y_bits += (k_bits - kbits_shifted) << 52;
   double out;
   std::memcpy(&out, &y_bits, sizeof out);
-  return x < -708.0 ? 0.0 : out;
+  return x < -708.0 ? 0.0 : x == x ? out : x;  // a NaN's payload would reach the exponent
 }
 
 /// log1p(a) as FastLog1p, through LogOfNormal: for a > -1 with 1 + a

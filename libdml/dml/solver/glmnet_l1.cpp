@@ -288,7 +288,8 @@ class GlmnetL1 {
   double ScaledGapEstimate() const;
   /// EvaluatePrimal's certificate of w_ from the margins, per-example terms
   /// and gradient, which must have just been rebuilt from w_
-  /// (RebuildMargins, Gradient).
+  /// (RebuildMargins, Gradient). Its sums are split as the threads' rows
+  /// are, so its last bits depend on the thread count.
   absl::StatusOr<Certificate> StateCertificate();
 
   const Dataset& data_;
@@ -1355,7 +1356,7 @@ absl::StatusOr<TrainResult> GlmnetL1::Run() {
       check = options_.eval_every > 0 && outer_ % options_.eval_every == 0 &&
               CertificatePaced(work_since_cert_, options_.eval_pacing, work_total_);
       if (check) {
-        RebuildMargins();
+        if (stepped || !moved) RebuildMargins();  // else rebuilt after the failed search
         rebuilt = true;
       }
       if (moved || rebuilt) Gradient();
