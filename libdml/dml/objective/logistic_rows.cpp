@@ -20,6 +20,15 @@ constexpr std::size_t kBlock = 256;
 #define DML_SIMD_CLONES
 #endif
 
+// 1/k! for k <= 13.
+constexpr double kInvFactorial[14] = {
+    1.0,           1.0,           1.0 / 2,           1.0 / 6,           1.0 / 24,
+    1.0 / 120,     1.0 / 720,     1.0 / 5040,        1.0 / 40320,       1.0 / 362880,
+    1.0 / 3628800, 1.0 / 39916800, 1.0 / 479001600, 1.0 / 6227020800.0};
+
+// log(1 + e^{-z}), stable for any z.
+double Loss(double z) { return std::log1p(std::exp(-std::abs(z))) + std::max(-z, 0.0); }
+
 }  // namespace
 
 DML_SIMD_CLONES
@@ -50,31 +59,33 @@ double LogisticLossSum(const double* m, std::size_t n) {
 DML_SIMD_CLONES
 double LogisticLossChangeSum(const double* m, const double* sigma, const double* u, double t,
                              std::size_t n) {
-  // log(1 + e^{-|z|}) + max(-z, 0), the loss at margin z.
-  auto loss = [](double z) {
-    return loss::Log1pOfNormal(loss::ExpNonPositive(-std::abs(z))) + std::max(-z, 0.0);
-  };
   double sum = 0.0;
   double v[kBlock];
+  bool direct[kBlock];
   for (std::size_t b = 0; b < n; b += kBlock) {
     const std::size_t e = std::min(n, b + kBlock);
     for (std::size_t i = b; i < e; ++i) {
       const double x = -t * u[i];  // -s_i
-      // expm1(x) = (e^x - 1) x / log(e^x) (Kahan: the rounding of e^x
-      // cancels); e^x for x > 0 as 1 / e^{-x} (inf past 708, and the
-      // product overflows from about 703: the difference below takes over).
+      // expm1(x): its Taylor series below 0.3 (13 terms: under an ulp),
+      // e^x - 1 above (no cancellation there); e^x for x > 0 as 1 / e^{-x}
+      // (inf past 708: the difference below takes over).
       const double ex = loss::ExpNonPositive(-std::abs(x));
       const double ux = x > 0.0 ? 1.0 / ex : ex;
-      const double em1 =
-          ux == 1.0 ? x : ux == 0.0 ? -1.0 : (ux - 1.0) * x / loss::LogOfNormal(ux);
+      // x (1 + x (1/2! + x (1/3! + ... + x / 13!))), Horner.
+      double series = kInvFactorial[13];
+      for (int k = 12; k >= 1; --k) series = series * x + kInvFactorial[k];
+      series *= x;
+      const double em1 = std::abs(x) < 0.3 ? series : ux - 1.0;
       const double arg = sigma[i] * em1;
-      const bool direct = arg > -0.5 && arg < DBL_MAX;
-      const double argc = direct ? arg : 0.0;
-      const double change =
-          direct ? loss::Log1pOfNormal(argc) : loss(m[i] - x) - loss(m[i]);
-      v[i - b] = u[i] == 0.0 ? 0.0 : change;
+      direct[i - b] = arg > -0.5 && arg < DBL_MAX;
+      v[i - b] = loss::Log1pOfNormal(direct[i - b] ? arg : 0.0);
     }
-    for (std::size_t i = b; i < e; ++i) sum += v[i - b];
+    for (std::size_t i = b; i < e; ++i) {
+      if (u[i] == 0.0) continue;
+      // Where log1p's argument is near -1 or not finite: the difference of
+      // the two losses (rare; glibc's exp and log).
+      sum += direct[i - b] ? v[i - b] : Loss(m[i] + t * u[i]) - Loss(m[i]);
+    }
   }
   return sum;
 }

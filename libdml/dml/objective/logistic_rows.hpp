@@ -24,8 +24,8 @@ double LogisticLossSum(const double* m, std::size_t n);
 /// sum_i [log(1 + exp(-m_i - s_i)) - log(1 + exp(-m_i))], s_i = t u_i, over
 /// rows i < n, with sigma[i] = sigma(-m_i): newGLMNET's line search, as
 /// log1p(sigma(-m_i) expm1(-s_i)) (no cancellation for small steps) where
-/// that argument is above -1/2 and finite, else the two losses' difference.
-/// Rows with u_i = 0 add nothing.
+/// that argument is above -1/2 and finite, else the two losses' difference
+/// (glibc's exp and log). Rows with u_i = 0 add nothing.
 double LogisticLossChangeSum(const double* m, const double* sigma, const double* u, double t,
                              std::size_t n);
 

@@ -1199,18 +1199,24 @@ bool GlmnetL1::LineSearch() {
     ForChunks(row_bounds_, [&](std::size_t c, std::size_t b, std::size_t e) {
       // The change of m_i is t y_i (X d)_i; its exps and logs as vectors
       // (LogisticLossChangeSum), a block at a time.
+      // Only the rows X d touches, gathered in order.
       constexpr std::size_t kBlock = 512;
-      double sigma[kBlock], u[kBlock];
+      double m[kBlock], sigma[kBlock], u[kBlock];
       double sum = 0.0;
-      for (std::size_t bb = b; bb < e; bb += kBlock) {
-        const std::size_t ee = std::min(e, bb + kBlock);
-        for (std::size_t i = bb; i < ee; ++i) {
-          const double y = y_[i];
-          sigma[i - bb] = -y * gt_[i].b;
-          u[i - bb] = y * qt_[i].xd;
+      std::size_t k = 0;
+      for (std::size_t i = b; i < e; ++i) {
+        const double xd = qt_[i].xd;
+        if (xd == 0.0) continue;
+        const double y = y_[i];
+        m[k] = m_[i];
+        sigma[k] = -y * gt_[i].b;
+        u[k] = y * xd;
+        if (++k == kBlock) {
+          sum += LogisticLossChangeSum(m, sigma, u, t, k);
+          k = 0;
         }
-        sum += LogisticLossChangeSum(m_.data() + bb, sigma, u, t, ee - bb);
       }
+      if (k > 0) sum += LogisticLossChangeSum(m, sigma, u, t, k);
       part[c] = sum;
     });
     double loss_change = 0.0;
