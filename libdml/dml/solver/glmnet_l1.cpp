@@ -1197,9 +1197,9 @@ bool GlmnetL1::LineSearch() {
   double t = 1.0;
   for (int ls = 0; ls < kMaxLineSearch; ++ls) {
     ForChunks(row_bounds_, [&](std::size_t c, std::size_t b, std::size_t e) {
-      // The change of m_i is t y_i (X d)_i; its exps and logs as vectors
-      // (LogisticLossChangeSum), a block at a time.
-      // Only the rows X d touches, gathered in order.
+      // The change of m_i is t y_i (X d)_i. The rows X d touches are
+      // gathered in order, a block at a time, for LogisticLossChangeSum
+      // (its exps and logs as vectors).
       constexpr std::size_t kBlock = 512;
       double m[kBlock], sigma[kBlock], u[kBlock];
       double sum = 0.0;
