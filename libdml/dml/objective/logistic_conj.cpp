@@ -2,6 +2,7 @@
 
 #include <cfloat>
 
+#include "dml/objective/internal/vector_loops.hpp"
 #include "dml/objective/logistic_l2.hpp"
 #include "dml/objective/losses.hpp"
 
@@ -9,21 +10,6 @@ namespace dml {
 namespace {
 
 constexpr int kPoints = 8;
-
-// H(b) for b in [DBL_MIN, 1): NegConj's two terms, in its order.
-inline double Entropy(double b) {
-  double h = -(b * loss::LogOfNormal(b));
-  h -= (1.0 - b) * loss::Log1pOfNormal(-b);
-  return h;
-}
-
-// Both loops are built twice, for AVX2 (without FMA: the same roundings)
-// and for the baseline, and the CPU picks one when the library loads.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define DML_SIMD_CLONES __attribute__((target_clones("avx2", "default")))
-#else
-#define DML_SIMD_CLONES
-#endif
 
 }  // namespace
 
@@ -72,10 +58,11 @@ void AddLogisticNegConjSteps(const float* y, const double* alpha, const double* 
       }
       continue;
     }
+    // NegConj(b) = -(b log b) - (1 - b) log(1 - b): the same bits negated.
     double h[kPoints];
 #pragma GCC unroll 1  // as above
-    for (int k = 0; k < kPoints; ++k) h[k] = Entropy(b[k]);
-    for (int k = 0; k < kPoints; ++k) sums[k] += h[k];
+    for (int k = 0; k < kPoints; ++k) h[k] = internal::XLogXBinary(b[k]);
+    for (int k = 0; k < kPoints; ++k) sums[k] -= h[k];
   }
 }
 

@@ -4,6 +4,7 @@
 #include <cfloat>
 #include <cmath>
 
+#include "dml/objective/internal/vector_loops.hpp"
 #include "dml/objective/logistic_l1.hpp"
 #include "dml/objective/losses.hpp"
 
@@ -14,20 +15,11 @@ namespace {
 // then added in row order.
 constexpr std::size_t kBlock = 256;
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define DML_SIMD_CLONES __attribute__((target_clones("avx2", "default")))
-#else
-#define DML_SIMD_CLONES
-#endif
-
 // 1/k! for k <= 13.
 constexpr double kInvFactorial[14] = {
     1.0,           1.0,           1.0 / 2,           1.0 / 6,           1.0 / 24,
     1.0 / 120,     1.0 / 720,     1.0 / 5040,        1.0 / 40320,       1.0 / 362880,
     1.0 / 3628800, 1.0 / 39916800, 1.0 / 479001600, 1.0 / 6227020800.0};
-
-// log(1 + e^{-z}), stable for any z.
-double Loss(double z) { return std::log1p(std::exp(-std::abs(z))) + std::max(-z, 0.0); }
 
 }  // namespace
 
@@ -84,7 +76,9 @@ double LogisticLossChangeSum(const double* m, const double* sigma, const double*
       if (u[i] == 0.0) continue;
       // Where log1p's argument is near -1 or not finite: the difference of
       // the two losses (rare; glibc's exp and log).
-      sum += direct[i - b] ? v[i - b] : Loss(m[i] + t * u[i]) - Loss(m[i]);
+      sum += direct[i - b] ? v[i - b]
+                           : loss::Logistic::Value(1.0, m[i] + t * u[i]) -
+                                 loss::Logistic::Value(1.0, m[i]);
     }
   }
   return sum;
@@ -101,7 +95,7 @@ double LogisticConjugateSum(const float* y, const double* a, double t, std::size
       const double p = -static_cast<double>(y[i]) * (t * a[i]);
       inside[i - b] = p >= DBL_MIN && p < 1.0;
       const double pc = inside[i - b] ? p : 0.5;
-      v[i - b] = pc * loss::LogOfNormal(pc) + (1.0 - pc) * loss::Log1pOfNormal(-pc);
+      v[i - b] = internal::XLogXBinary(pc);
     }
     for (std::size_t i = b; i < e; ++i) {
       // The ends and outside the domain: the scalar formula (0, or +inf).
