@@ -32,20 +32,27 @@ double PureL1Weight(const LassoObjective& o) { return o.lambda; }
 double PureL1Weight(const LogisticL1Objective& o) { return o.lambda; }
 double PureL1Weight(const ElasticNetObjective& o) { return o.eta == 1.0 ? o.lambda : 0.0; }
 
+// The objective of w's certificate: its bounded-support B covers w.
+template <typename Obj>
+Obj ObjectiveFor(const ModelSpec& model, const std::vector<float>& y,
+                 const std::vector<double>& w) {
+  double w_max = 0.0;
+  for (double wj : w) w_max = std::max(w_max, std::abs(wj));
+  return Obj::Make(model, y, w_max);
+}
+
 // The certificate from the sums of one pass at w: loss_sum = sum_i
 // loss(y_i, x_i.w), s = A^T u (u_i = loss'(y_i, x_i.w) / n) and, for the
-// pure-L1 models' scaled dual, derivative[i] = loss'(y_i, x_i.w).
+// pure-L1 models' scaled dual, derivative[i] = loss'(y_i, x_i.w); obj is
+// ObjectiveFor(model, y, w).
 template <typename Obj>
-Certificate CertifyFromSums(const ModelSpec& model, const std::vector<float>& y,
+Certificate CertifyFromSums(const Obj& obj, const std::vector<float>& y,
                             const std::vector<double>& w, double loss_sum,
                             const std::vector<double>& s, const std::vector<double>& derivative,
                             bool per_coordinate) {
   const auto n = static_cast<int64_t>(y.size());
   const auto d = static_cast<int64_t>(w.size());
   const double inv_n = 1.0 / static_cast<double>(n);
-  double w_max = 0.0;
-  for (double wj : w) w_max = std::max(w_max, std::abs(wj));
-  const Obj obj = Obj::Make(model, y, w_max);
   const double l1 = PureL1Weight(obj);
 
   Certificate c;
@@ -96,9 +103,7 @@ Certificate Certify(const Dataset& data, const ModelSpec& model, const std::vect
   const int64_t d = data.x.cols();
   const double inv_n = 1.0 / static_cast<double>(n);
 
-  double w_max = 0.0;
-  for (double wj : w) w_max = std::max(w_max, std::abs(wj));
-  const Obj obj = Obj::Make(model, data.y, w_max);
+  const Obj obj = ObjectiveFor<Obj>(model, data.y, w);
 
   // v = A w row by row; the loss and u_i on the way; s = A^T u scattered.
   std::vector<double> s(static_cast<std::size_t>(d), 0.0);
@@ -118,7 +123,7 @@ Certificate Certify(const Dataset& data, const ModelSpec& model, const std::vect
     if (u == 0.0) continue;
     for (std::size_t k = 0; k < row.size; ++k) s[row.index[k]] += row.value[k] * u;
   }
-  return CertifyFromSums<Obj>(model, data.y, w, loss_sum, s, derivs, per_coordinate);
+  return CertifyFromSums(obj, data.y, w, loss_sum, s, derivs, per_coordinate);
 }
 
 }  // namespace
@@ -175,9 +180,10 @@ absl::StatusOr<Certificate> CertifyPrimalFromSums(const ModelSpec& model,
     }
   }
   return model.kind == ModelKind::kLasso
-             ? CertifyFromSums<LassoObjective>(model, y, w, loss_sum, grad, derivative, false)
-             : CertifyFromSums<LogisticL1Objective>(model, y, w, loss_sum, grad, derivative,
-                                                    false);
+             ? CertifyFromSums(ObjectiveFor<LassoObjective>(model, y, w), y, w, loss_sum, grad,
+                               derivative, false)
+             : CertifyFromSums(ObjectiveFor<LogisticL1Objective>(model, y, w), y, w, loss_sum,
+                               grad, derivative, false);
 }
 
 absl::StatusOr<double> L1LambdaMax(const Dataset& data, ModelKind kind) {
