@@ -31,10 +31,10 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "dml/net/local_cluster.hpp"
 #include "dml/net/payload_codec.hpp"
 #ifndef DML_TRAIN_ONE_PROCESS
 #include "dml/actors/runtime.hpp"
-#include "dml/net/local_cluster.hpp"
 #endif
 #include "dml/data/cache.hpp"
 #include "dml/data/libsvm.hpp"
@@ -1049,10 +1049,9 @@ Exit TrainOnRuntime(Run& run, std::shared_ptr<const dml::Dataset>& shared_data,
 // a runtime it never started.
 int ExecRuntime(char** argv) {
   constexpr const char* kRuntime = "dml-train-runtime";
-  char self[PATH_MAX];
-  const ssize_t len = ::readlink("/proc/self/exe", self, sizeof(self));
+  const std::string path = dml::net::LocalCluster::ProgramNextToSelf(kRuntime);
   // Never a bare name, which execv would look up in the working directory.
-  if (len <= 0 || static_cast<std::size_t>(len) >= sizeof(self)) {
+  if (path.empty()) {
     std::fflush(stdout);
     std::fprintf(stderr,
                  "dml-train: --mode runs on the actor runtime, in %s next to dml-train: cannot "
@@ -1060,8 +1059,6 @@ int ExecRuntime(char** argv) {
                  kRuntime);
     return 1;
   }
-  const std::string exe(self, static_cast<std::size_t>(len));
-  const std::string path = exe.substr(0, exe.rfind('/') + 1) + kRuntime;
   ::execv(path.c_str(), argv);
   const int err = errno;
   std::fflush(stdout);

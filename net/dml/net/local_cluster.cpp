@@ -45,13 +45,18 @@ bool WaitFor(pid_t pid, std::chrono::milliseconds timeout, int* status) {
 
 }  // namespace
 
-std::string LocalCluster::NodeBinaryNextToSelf() {
+std::string LocalCluster::ProgramNextToSelf(const std::string& name) {
   char buf[4096];
-  const ssize_t len = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  if (len <= 0) return "dml-node";
+  const ssize_t len = ::readlink("/proc/self/exe", buf, sizeof(buf));
+  if (len <= 0 || static_cast<std::size_t>(len) >= sizeof(buf)) return "";  // unread or cut
   std::string self(buf, static_cast<std::size_t>(len));
   const auto slash = self.rfind('/');
-  return (slash == std::string::npos ? std::string(".") : self.substr(0, slash)) + "/dml-node";
+  return (slash == std::string::npos ? std::string(".") : self.substr(0, slash)) + "/" + name;
+}
+
+std::string LocalCluster::NodeBinaryNextToSelf() {
+  const std::string path = ProgramNextToSelf("dml-node");
+  return path.empty() ? "dml-node" : path;
 }
 
 absl::StatusOr<LocalCluster> LocalCluster::Start(const std::string& node_binary, int n,

@@ -63,6 +63,9 @@ class LocalCluster {
   /// Path of "dml-node" in the running program's directory (not checked to
   /// exist; plain "dml-node" if /proc/self/exe cannot be read).
   static std::string NodeBinaryNextToSelf();
+  /// Path of the program `name` in the running program's directory (not
+  /// checked to exist); empty where /proc/self/exe cannot be read whole.
+  static std::string ProgramNextToSelf(const std::string& name);
 
  private:
   LocalCluster() = default;
