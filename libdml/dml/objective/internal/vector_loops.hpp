@@ -1,9 +1,10 @@
 #pragma once
 // What the vectorised per-example loops (logistic_conj.cpp,
 // logistic_rows.cpp) share: their two builds and the binary entropy's
-// branch-free form.
+// branch-free form. The solvers' blocked Cholesky (solver/cholesky.cpp)
+// takes the same two builds.
 //
-// Internal: included by objective/*.cpp only.
+// Internal: included by objective/*.cpp and solver/cholesky.cpp only.
 
 #include "dml/objective/losses.hpp"
 

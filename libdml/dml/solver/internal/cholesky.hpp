@@ -30,20 +30,10 @@ inline double DotN(const double* a, const double* b, std::size_t n) {
 
 /// A = L L^T in place over A's lower triangle. False where a pivot is not
 /// finite or not above `min_pivot` (A numerically singular there); A is
-/// then partly overwritten.
-inline bool CholeskyInPlace(double* a, std::size_t m, double min_pivot) {
-  for (std::size_t j = 0; j < m; ++j) {
-    const double* lj = a + j * m;
-    const double diag = a[j * m + j] - DotN(lj, lj, j);
-    if (!(diag > min_pivot) || !std::isfinite(diag)) return false;
-    const double ljj = std::sqrt(diag);
-    a[j * m + j] = ljj;
-    for (std::size_t i = j + 1; i < m; ++i) {
-      a[i * m + j] = (a[i * m + j] - DotN(a + i * m, lj, j)) / ljj;
-    }
-  }
-  return true;
-}
+/// then partly overwritten. Every entry is rounded as the column-by-column
+/// form with DotN rounds it (the same bits), computed in blocks of four
+/// columns (cholesky.cpp).
+bool CholeskyInPlace(double* a, std::size_t m, double min_pivot);
 
 /// x = (L L^T)^-1 x in place, L from CholeskyInPlace.
 inline void CholeskySolveInPlace(const double* l, std::size_t m, double* x) {
