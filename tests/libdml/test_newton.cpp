@@ -18,6 +18,7 @@
 #include "dml/objective/newton_certificate.hpp"
 #include "dml/solver/internal/solvers.hpp"
 #include "dml/solver/solver.hpp"
+#include "dml/util/rng.hpp"
 #include "unscaled_problem.hpp"
 
 namespace {
@@ -163,6 +164,65 @@ BOOST_AUTO_TEST_CASE(logistic_and_squared_hinge_meet_their_optimality_conditions
     }
     BOOST_TEST(std::abs(primal[0] - primal[1]) <= 1e-9 * primal[0]);
   }
+  }
+}
+
+// One-hot groups and other 0/1 columns, as a9a and w8a have them: rows
+// whose values are all 1 take the explicit Hessian's binary path
+// (AddBinaryRowPairs), every other row the products. With every value
+// doubled instead, no row is binary, and P(w; 2X, lambda) = P(2w; X,
+// lambda / 4): Newton's iterates correspond, so the two runs take the same
+// iterations to the same primal, with w halved. A Hessian summed wrongly on
+// either path would change the iterations or the optimum.
+BOOST_AUTO_TEST_CASE(binary_rows_form_the_same_hessian_as_their_products) {
+  dml::Rng rng(17);
+  const int64_t rows = 1500, cols = 26;
+  std::vector<int64_t> off{0};
+  std::vector<uint32_t> idx;
+  std::vector<float> ones, twos, y;
+  for (int64_t i = 0; i < rows; ++i) {
+    double margin = 0.0;
+    for (uint32_t g = 0; g < 3; ++g) {  // three one-hot groups of 4
+      const uint32_t j = 4 * g + static_cast<uint32_t>(rng.Uniform() * 4.0);
+      idx.push_back(j);
+      margin += (j % 3 == 0 ? 1.0 : -0.5);
+    }
+    for (uint32_t j = 12; j < cols; ++j) {
+      if (rng.Uniform() < 0.3) {
+        idx.push_back(j);
+        margin += (j % 2 == 0 ? 0.7 : -0.4);
+      }
+    }
+    off.push_back(static_cast<int64_t>(idx.size()));
+    y.push_back(margin + rng.Uniform() - 0.5 > 0 ? 1.0f : -1.0f);
+  }
+  ones.assign(idx.size(), 1.0f);
+  twos.assign(idx.size(), 2.0f);
+  auto x1 = dml::CsrMatrix::FromArrays(rows, cols, off, idx, ones);
+  auto x2 = dml::CsrMatrix::FromArrays(rows, cols, off, idx, twos);
+  BOOST_REQUIRE(x1.ok());
+  BOOST_REQUIRE(x2.ok());
+  const dml::Dataset binary{*std::move(x1), y, dml::Task::kClassification, {}};
+  const dml::Dataset doubled{*std::move(x2), y, dml::Task::kClassification, {}};
+  for (auto kind : {dml::ModelKind::kLogisticL2, dml::ModelKind::kSquaredHingeSvm}) {
+    for (int threads : {1, 2}) {
+      const double lambda = 1e-3;
+      auto a = dml::Train(binary, dml::ModelSpec{kind, lambda / 4.0, 0.5}, NewtonOptions(threads));
+      auto b = dml::Train(doubled, dml::ModelSpec{kind, lambda, 0.5}, NewtonOptions(threads));
+      BOOST_REQUIRE(a.ok());
+      BOOST_REQUIRE(b.ok());
+      BOOST_TEST((a->reason == dml::StopReason::kConverged));
+      BOOST_TEST((b->reason == dml::StopReason::kConverged));
+      BOOST_TEST(a->rounds == b->rounds, dml::ModelName(kind) << " iterations " << a->rounds
+                                                                << " vs " << b->rounds);
+      BOOST_TEST(a->rounds <= 12, dml::ModelName(kind) << " " << a->rounds << " iterations");
+      BOOST_TEST(std::abs(a->primal - b->primal) <= 1e-12 * a->primal,
+                 std::setprecision(17) << a->primal << " vs " << b->primal);
+      for (std::size_t j = 0; j < a->w.size(); ++j) {
+        BOOST_TEST(std::abs(a->w[j] - 2.0 * b->w[j]) <= 1e-7 * (MaxAbs(a->w) + 1e-12),
+                   "w[" << j << "] " << a->w[j] << " vs 2 x " << b->w[j]);
+      }
+    }
   }
 }
 

@@ -839,19 +839,7 @@ std::vector<double> GlmnetL1::FormHessian(const std::vector<int>& pos, std::size
       // Indices increase along a row and positions with them: at[k] <=
       // at[a] for k <= a, the lower triangle.
       if (binary) {
-        // One-hot and other 0/1 rows (a9a, w8a): no products; a third off.
-        const uint32_t* pa = at.data();
-        for (std::size_t a = 0; a < at.size(); ++a) {
-          double* row = h.data() + static_cast<std::size_t>(pa[a]) * m;
-          std::size_t k = 0;
-          for (; k + 4 <= a + 1; k += 4) {
-            row[pa[k]] += di;
-            row[pa[k + 1]] += di;
-            row[pa[k + 2]] += di;
-            row[pa[k + 3]] += di;
-          }
-          for (; k <= a; ++k) row[pa[k]] += di;
-        }
+        AddBinaryRowPairs(h.data(), m, at.data(), at.size(), di);
         continue;
       }
       if (at.size() == m) {

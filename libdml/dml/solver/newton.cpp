@@ -498,6 +498,12 @@ bool Newton<Obj>::ExplicitDirection() {
       const double hi = second_[i];
       if (hi == 0.0) continue;
       const SparseView r = data_.x.outer(static_cast<int64_t>(i));
+      bool binary = true;
+      for (std::size_t k = 0; k < r.size; ++k) binary = binary && r.value[k] == 1.0f;
+      if (binary) {
+        AddBinaryRowPairs(h.data(), d, r.index, r.size, hi);
+        continue;
+      }
       for (std::size_t a = 0; a < r.size; ++a) {
         const double va = hi * r.value[a];
         double* row = h.data() + static_cast<std::size_t>(r.index[a]) * d;

@@ -1,13 +1,14 @@
 #pragma once
 // Dense Cholesky factor and solve for the small explicit Hessians of the
 // Newton solver (newton.cpp) and newGLMNET's support step (glmnet_l1.cpp):
-// m x m row-major, lower triangle used.
+// m x m row-major, lower triangle used; and a row's share of forming them.
 //
 // Internal: included by solver/*.cpp only. Thread-safety: none needed (pure
 // functions of their arguments; the caller owns the arrays).
 
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 
 namespace dml::internal {
 
@@ -34,6 +35,25 @@ inline double DotN(const double* a, const double* b, std::size_t n) {
 /// form with DotN rounds it (the same bits), computed in blocks of four
 /// columns (cholesky.cpp).
 bool CholeskyInPlace(double* a, std::size_t m, double min_pivot);
+
+/// Adds v x x^T's lower triangle to h (row-major, `stride` columns) for a
+/// row x whose n nonzeros are all 1, at increasing positions pos[0, n):
+/// one add of v an entry. The same sums as the products v * 1 * 1 would
+/// give (one-hot and other 0/1 rows, a9a and w8a: a third less time).
+inline void AddBinaryRowPairs(double* h, std::size_t stride, const uint32_t* pos,
+                              std::size_t n, double v) {
+  for (std::size_t a = 0; a < n; ++a) {
+    double* row = h + static_cast<std::size_t>(pos[a]) * stride;
+    std::size_t k = 0;
+    for (; k + 4 <= a + 1; k += 4) {
+      row[pos[k]] += v;
+      row[pos[k + 1]] += v;
+      row[pos[k + 2]] += v;
+      row[pos[k + 3]] += v;
+    }
+    for (; k <= a; ++k) row[pos[k]] += v;
+  }
+}
 
 /// x = (L L^T)^-1 x in place, L from CholeskyInPlace.
 inline void CholeskySolveInPlace(const double* l, std::size_t m, double* x) {
