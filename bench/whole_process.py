@@ -7,11 +7,12 @@ its defaults otherwise: auto solver, paced certificates) at the loosest
 --tol of TOLS whose final primal is at or below LIBLINEAR's (the highest of
 its 3 runs' primals, computed by our objective code from its weights, as
 bench/solver_bench.py does), with --threads 1 and 2, each thread count at
-its own tolerance (two threads may sum in another order and stop elsewhere). Each time is a whole
-process (reading the file included, both sides), median of 3, the sides
-alternated. Prints time(dml-train)/time(liblinear-train).
+its own tolerance (two threads may sum in another order and stop
+elsewhere). Each time is a whole process (reading the file included, both
+sides), median of 3 rounds, the three runs of a round in rotating order. Prints time(dml-train)/time(liblinear-train).
 
 Usage: bench/whole_process.py [build-dir] [DATA[/MODEL] ...]  (default: every case)
+  WHOLE_PROCESS_REPS=N: medians of N rounds instead of 3 (a noisy machine).
 """
 import os, re, statistics, subprocess, sys, time
 
@@ -19,6 +20,7 @@ import solver_bench as sb  # reads the same arguments; its prepare(), CASES, LIB
 
 TOLS = ["1e-1", "3e-2", "1e-2", "3e-3", "1e-3", "3e-4", "1e-4", "3e-5", "1e-5", "1e-6", "1e-7", "1e-8"]
 DML = os.path.join(sb.BUILD, "samples", "dml-train")
+REPS = int(os.environ.get("WHOLE_PROCESS_REPS", "3"))
 
 
 def run(cmd):
@@ -78,18 +80,22 @@ def main():
                       flush=True)
                 continue
             ll, d1, d2, p1s, p2s = [], [], [], [], []
-            for _ in range(3):
+            def liblinear():
                 secs, out = run(["liblinear-train", "-q", "-s", str(s), "-c", "1", path,
                                  os.path.join(sb.DATA, "ll.model")])
                 if out.returncode != 0:
                     raise RuntimeError(f"liblinear-train failed: {out.stderr.strip()}")
                 ll.append(secs)
-                secs, p1 = dml(path, s, tols[1], 1)
-                d1.append(secs)
-                p1s.append(p1)
-                secs, p2 = dml(path, s, tols[2], 2)
-                d2.append(secs)
-                p2s.append(p2)
+
+            def ours(threads, times, primals):
+                secs, p = dml(path, s, tols[threads], threads)
+                times.append(secs)
+                primals.append(p)
+
+            sides = [liblinear, lambda: ours(1, d1, p1s), lambda: ours(2, d2, p2s)]
+            for r in range(REPS):  # each side first, second and third in turn
+                for k in range(3):
+                    sides[(r + k) % 3]()
             lm, m1, m2 = (statistics.median(v) for v in (ll, d1, d2))
             # Reruns can stop elsewhere (threads time-sliced differently).
             note = "".join(f" ({k} thread(s): a primal above the target)"
@@ -98,7 +104,7 @@ def main():
             rows.append((name, model, s, lm, tol, m1, m2, m1 / lm, m2 / lm, target, note))
             print(f"{name} {model} -s {s}: liblinear-train {lm:.3f} s; dml-train --tol {tol} "
                   f"1t {m1:.3f} s ({m1 / lm:.2f}), 2t {m2:.3f} s ({m2 / lm:.2f}){note}", flush=True)
-    print("whole processes, medians of 3; ratio = time(dml-train)/time(liblinear-train); "
+    print(f"whole processes, medians of {REPS}; ratio = time(dml-train)/time(liblinear-train); "
           "tol: the loosest reaching LIBLINEAR's primal (1 thread/2 threads where they differ)")
     print(f"{'data':<13}{'model':<13}{'-s':>3}{'liblinear_s':>12}{'tol':>12}{'dml1_s':>9}{'dml2_s':>9}"
           f"{'ratio1':>8}{'ratio2':>8}  {'P_liblinear':>14}")
