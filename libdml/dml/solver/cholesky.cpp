@@ -18,40 +18,32 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
-#include <cstring>
 
 #include "dml/objective/internal/vector_loops.hpp"
 
 namespace dml::internal {
 namespace {
 
-#if defined(__GNUC__)
-using V4 = double __attribute__((vector_size(32)));
-
-// Through a reference: a function returning a 32-byte vector has another
-// ABI in the baseline build (GCC warns).
-inline void Load4(V4& v, const double* p) { std::memcpy(&v, p, sizeof v); }
-
 /// acc[r][c] lane l = sum over k < len, k = l mod 4, of rows[r][k] cols[c][k];
 /// len a multiple of 4.
 template <int NR, int NC>
 inline void Lanes(const double* const* rows, const double* const* cols, std::size_t len,
-                  V4 (&out)[2][4]) {
+                  V4d (&out)[2][4]) {
   // Sums in locals (registers once the loops unroll), stored at the end.
-  V4 acc[NR][NC];
+  V4d acc[NR][NC];
 #pragma GCC unroll 2
   for (int r = 0; r < NR; ++r) {
 #pragma GCC unroll 4
-    for (int c = 0; c < NC; ++c) acc[r][c] = V4{0.0, 0.0, 0.0, 0.0};
+    for (int c = 0; c < NC; ++c) acc[r][c] = V4d{0.0, 0.0, 0.0, 0.0};
   }
   for (std::size_t k = 0; k < len; k += 4) {
-    V4 cv[NC];
+    V4d cv[NC];
 #pragma GCC unroll 4
-    for (int c = 0; c < NC; ++c) Load4(cv[c], cols[c] + k);
+    for (int c = 0; c < NC; ++c) LoadD(cv[c], cols[c] + k);
 #pragma GCC unroll 2
     for (int r = 0; r < NR; ++r) {
-      V4 rv;
-      Load4(rv, rows[r] + k);
+      V4d rv;
+      LoadD(rv, rows[r] + k);
 #pragma GCC unroll 4
       for (int c = 0; c < NC; ++c) acc[r][c] += rv * cv[c];
     }
@@ -63,34 +55,9 @@ inline void Lanes(const double* const* rows, const double* const* cols, std::siz
   }
 }
 
-inline double Lane(const V4& v, int l) { return v[l]; }
-#else
-// Without GCC's vector types: four scalar sums a lane, the same roundings.
-struct V4 {
-  double v[4];
-};
-
-template <int NR, int NC>
-inline void Lanes(const double* const* rows, const double* const* cols, std::size_t len,
-                  V4 (&acc)[2][4]) {
-  for (int r = 0; r < NR; ++r) {
-    for (int c = 0; c < NC; ++c) acc[r][c] = V4{{0.0, 0.0, 0.0, 0.0}};
-  }
-  for (std::size_t k = 0; k < len; k += 4) {
-    for (int r = 0; r < NR; ++r) {
-      for (int c = 0; c < NC; ++c) {
-        for (int l = 0; l < 4; ++l) acc[r][c].v[l] += rows[r][k + l] * cols[c][k + l];
-      }
-    }
-  }
-}
-
-inline double Lane(const V4& v, int l) { return v.v[l]; }
-#endif
-
 template <int NR>
 inline void LanesFor(int nc, const double* const* rows, const double* const* cols, std::size_t len,
-                     V4 (&acc)[2][4]) {
+                     V4d (&acc)[2][4]) {
   switch (nc) {
     case 1:
       Lanes<NR, 1>(rows, cols, len, acc);
@@ -109,22 +76,22 @@ inline void LanesFor(int nc, const double* const* rows, const double* const* col
 
 /// DotN(li, lc, jb + c) from the lanes over [0, jb) and the products in
 /// [jb, jb + c), in DotN's order.
-inline double Finish(const V4& lanes, const double* li, const double* lc, std::size_t jb,
+inline double Finish(const V4d& lanes, const double* li, const double* lc, std::size_t jb,
                      std::size_t c) {
   // At most three products, spelled out (as a loop GCC put them on lanes
   // and took them apart again).
-  double s0 = Lane(lanes, 0);
+  double s0 = lanes[0];
   if (c > 0) s0 += li[jb] * lc[jb];
   if (c > 1) s0 += li[jb + 1] * lc[jb + 1];
   if (c > 2) s0 += li[jb + 2] * lc[jb + 2];
-  return (s0 + Lane(lanes, 1)) + (Lane(lanes, 2) + Lane(lanes, 3));
+  return (s0 + lanes[1]) + (lanes[2] + lanes[3]);
 }
 
 }  // namespace
 
 DML_SIMD_CLONES
 bool CholeskyInPlace(double* a, std::size_t m, double min_pivot) {
-  V4 acc[2][4];
+  V4d acc[2][4];
   for (std::size_t jb = 0; jb < m; jb += 4) {
     const int nc = static_cast<int>(std::min<std::size_t>(4, m - jb));
     const double* cols[4] = {};
