@@ -81,13 +81,17 @@ double MaxAbs(const std::vector<double>& v) {
   return m;
 }
 
-/// Generated regression-task data of the given shape (labels unused by AutoSolver).
-dml::Dataset Generated(int64_t rows, int64_t cols, int64_t nnz_per_row, uint64_t seed) {
+/// Generated data of the given shape: regression labels (unused by
+/// AutoSolver) unless told otherwise.
+dml::Dataset Generated(int64_t rows, int64_t cols, int64_t nnz_per_row, uint64_t seed,
+                       dml::Task task = dml::Task::kRegression, double noise = 0.0) {
   dml::SyntheticOptions g;
   g.rows = rows;
   g.cols = cols;
   g.nnz_per_row = nnz_per_row;
   g.seed = seed;
+  g.task = task;
+  g.noise = noise;
   auto gen = dml::GenerateSynthetic(g);
   BOOST_REQUIRE_MESSAGE(gen.ok(), gen.status().ToString());
   return std::move(gen->data);
@@ -227,22 +231,15 @@ BOOST_AUTO_TEST_CASE(binary_rows_form_the_same_hessian_as_their_products) {
 }
 
 BOOST_AUTO_TEST_CASE(agrees_with_scd_where_scd_converges) {
-  dml::SyntheticOptions g;
-  g.rows = 600;
-  g.cols = 50;
-  g.nnz_per_row = 8;
-  g.noise = 0.2;
-  g.task = dml::Task::kClassification;
-  auto gen = dml::GenerateSynthetic(g);
-  BOOST_REQUIRE(gen.ok());
+  const dml::Dataset data = Generated(600, 50, 8, 1, dml::Task::kClassification, 0.2);
   for (auto kind : {dml::ModelKind::kLogisticL2, dml::ModelKind::kSquaredHingeSvm,
                     dml::ModelKind::kRidge}) {
     const dml::ModelSpec m{kind, 1e-3, 0.5};
     dml::SolverOptions scd;
     scd.stop.gap_rel = 1e-10;
     scd.stop.max_epochs = 20000;
-    auto a = dml::Train(gen->data, m, scd);
-    auto b = dml::Train(gen->data, m, NewtonOptions(2));
+    auto a = dml::Train(data, m, scd);
+    auto b = dml::Train(data, m, NewtonOptions(2));
     BOOST_REQUIRE(a.ok());
     BOOST_REQUIRE(b.ok());
     BOOST_TEST((a->reason == dml::StopReason::kConverged));
@@ -360,41 +357,30 @@ BOOST_AUTO_TEST_CASE(stops_on_target_epochs_and_cancel_and_refuses_nonsmooth_mod
   }
 }
 
-// Features of 1e20: the two parts of the dual are 1e37 and cancel. A
-// certificate must not claim more than its rounding allows: "converged"
-// came with a gap of 9e21 for squared hinge before the dual's rounding
-// bound (DualRoundingBound) entered the gap.
 // The result's certificate is the last iteration's, its primal summed over
 // margins recomputed from w (Newton's OnFreshMargins): the primal of w alone
 // (CertifyIterateNewton's, the same bits but for the threads' split of
 // the sum), and a gap that bounds the suboptimality.
 BOOST_AUTO_TEST_CASE(result_certificate_is_of_w_alone) {
-  dml::SyntheticOptions g;
-  g.rows = 3000;
-  g.cols = 40;
-  g.nnz_per_row = 10;
-  g.noise = 0.3;
-  g.task = dml::Task::kClassification;
-  auto gen = dml::GenerateSynthetic(g);
-  BOOST_REQUIRE(gen.ok());
+  const dml::Dataset data = Generated(3000, 40, 10, 1, dml::Task::kClassification, 0.3);
   for (auto kind : {dml::ModelKind::kLogisticL2, dml::ModelKind::kSquaredHingeSvm,
                     dml::ModelKind::kRidge}) {
     const dml::ModelSpec m{kind, 1e-4, 0.5};
-    auto tight = dml::Train(gen->data, m, NewtonOptions());
+    auto tight = dml::Train(data, m, NewtonOptions());
     BOOST_REQUIRE(tight.ok());
     const double p_top = tight->primal;  // above min P
     for (double rel : {1e-2, 1e-4, 1e-7}) {
       for (int threads : {1, 2}) {
         dml::SolverOptions o = NewtonOptions(threads);
         o.stop.gap_rel = rel;
-        auto r = dml::Train(gen->data, m, o);
+        auto r = dml::Train(data, m, o);
         BOOST_REQUIRE(r.ok());
         BOOST_TEST((r->reason == dml::StopReason::kConverged), dml::ModelName(kind) << " " << rel);
         BOOST_TEST(r->gap <= rel * r->primal);
         // P(w) - min P <= gap, min P <= p_top; D <= min P.
         BOOST_TEST(r->gap >= r->primal - p_top - 1e-15 * r->primal);
         BOOST_TEST(r->dual <= p_top + 1e-15 * r->primal);
-        auto c = dml::CertifyIterateNewton(gen->data, m, r->w, 20);
+        auto c = dml::CertifyIterateNewton(data, m, r->w, 20);
         BOOST_REQUIRE(c.ok());
         BOOST_TEST(std::abs(c->primal - r->primal) <= (threads == 1 ? 0.0 : 1e-14) * r->primal,
                    dml::ModelName(kind) << " " << rel << " " << threads << ": " << c->primal
@@ -404,6 +390,10 @@ BOOST_AUTO_TEST_CASE(result_certificate_is_of_w_alone) {
   }
 }
 
+// Features of 1e20: the two parts of the dual are 1e37 and cancel. A
+// certificate must not claim more than its rounding allows: "converged"
+// came with a gap of 9e21 for squared hinge before the dual's rounding
+// bound (DualRoundingBound) entered the gap.
 BOOST_AUTO_TEST_CASE(huge_features_never_converge_on_a_rounding_artifact) {
   auto x = dml::CsrMatrix::FromArrays(4, 2, {0, 2, 4, 6, 7}, {0, 1, 0, 1, 0, 1, 1},
                                       {1e20f, 1.0f, -1e20f, 2.0f, 3e19f, -1.0f, 5.0f});
