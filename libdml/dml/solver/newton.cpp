@@ -369,11 +369,10 @@ std::optional<Certificate> Newton<Obj>::OnFreshMargins(const Certificate& last,
     }
     loss[c] = sum;
   });
-  double loss_sum = 0.0, wsq = 0.0;
+  double loss_sum = 0.0;
   for (double v : loss) loss_sum += v;
-  for (std::size_t j = 0; j < d_; ++j) wsq += w_[j] * w_[j];
   Certificate c = last;
-  c.primal = loss_sum / static_cast<double>(n_) + 0.5 * model_.lambda * wsq;
+  c.primal = loss_sum / static_cast<double>(n_) + 0.5 * model_.lambda * Dot(w_, w_);
   // last.dual is a dual value (or below one): the gap grows by what the
   // primal rose, and never shrinks.
   c.gap = last.gap + std::max(0.0, c.primal - last.primal);
