@@ -16,6 +16,7 @@
 #include <cmath>
 #include <limits>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <functional>
@@ -29,6 +30,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "dml/net/local_cluster.hpp"
@@ -289,7 +291,10 @@ Data and output:
   --liblinear-model PATH  also write it in LIBLINEAR's format (none)
   --metrics-out FILE  JSON lines: the job, progress, events, result (none); scripts/dml-plot draws them
   --quiet | -q        only the final summary
-  --verbose           also the runtime's transport counters
+  --verbose           also the runtime's transport counters and the memory setting
+Environment: with a data file of 1 MiB or more, dml-train restarts itself once with
+GLIBC_TUNABLES=...:glibc.malloc.hugetlb=1 (transparent huge pages, where the kernel
+gives them on request); DML_TRAIN_HUGE_PAGES=0 keeps it as started.
 Exit status: 0 on success, 2 on a bad flag or bad data, 1 if training failed
 (or --mode's dml-train-runtime, next to dml-train, could not be run).
 )";
@@ -1090,6 +1095,70 @@ void Report(const Run& run, const char* name, const dml::Dataset& d,
 
 }  // namespace
 
+// Restarts this program (same pid, arguments and descriptors) with glibc's
+// malloc asked for transparent huge pages (GLIBC_TUNABLES, read only at
+// start-up), where the kernel gives them on request and the data file is
+// 1 MiB or more. On this project's VMs a fresh 4 KiB page costs 2-3 us on
+// first touch and a 2 MiB one about as much: w8a's whole runs took 11-19%
+// less time, news20's L1-logistic 11%; the restart itself costs a few ms,
+// more than small files gain. DML_TRAIN_HUGE_PAGES (set to 1 here, so a
+// restart happens once) set to anything beforehand keeps the process as it
+// is; so does any failure. Returns what --verbose says of it.
+std::string RestartWithHugePages(const Args& args, char** argv) {
+#if defined(__linux__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+  constexpr const char* kGuard = "DML_TRAIN_HUGE_PAGES";
+  const char* set = std::getenv("GLIBC_TUNABLES");
+  const std::optional<std::string> old =
+      set != nullptr ? std::optional<std::string>(set) : std::nullopt;
+  if (const char* guard = std::getenv(kGuard)) {
+    if (std::string_view(guard) != "1") return absl::StrCat("memory: as started (", kGuard, "=", guard, ")");
+    return absl::StrCat("memory: ", old ? "GLIBC_TUNABLES=" + *old : "GLIBC_TUNABLES unset", " (",
+                        kGuard, "=1)");
+  }
+  // A compressed file counts 8 times its size: LIBSVM text shrinks 5-15x.
+  struct stat data {};
+  const bool compressed = args.positional.size() == 1 &&
+                          (absl::EndsWith(args.positional[0], ".gz") ||
+                           absl::EndsWith(args.positional[0], ".bz2") ||
+                           absl::EndsWith(args.positional[0], ".xz"));
+  if (args.positional.size() != 1 || ::stat(args.positional[0].c_str(), &data) != 0 ||
+      !S_ISREG(data.st_mode) || data.st_size * (compressed ? 8 : 1) < (1 << 20)) {
+    return "memory: as started (no data file of 1 MiB or more)";
+  }
+  ::setenv(kGuard, "1", 1);  // children (dml-train-runtime) start as they are
+  char mode[128] = {};
+  if (std::FILE* f = std::fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r")) {
+    const std::size_t got = std::fread(mode, 1, sizeof mode - 1, f);
+    mode[got] = '\0';
+    std::fclose(f);
+  }
+  // "always" gives them without asking, "never" not at all.
+  if (std::strstr(mode, "[madvise]") == nullptr) {
+    return absl::StrCat("memory: as started (transparent huge pages: ",
+                        absl::StripAsciiWhitespace(mode), ")");
+  }
+  if (old && old->find("glibc.malloc.hugetlb") != std::string::npos) {
+    return absl::StrCat("memory: as started (GLIBC_TUNABLES=", *old, ")");
+  }
+  const std::string tunables =
+      old && !old->empty() ? *old + ":glibc.malloc.hugetlb=1" : "glibc.malloc.hugetlb=1";
+  ::setenv("GLIBC_TUNABLES", tunables.c_str(), 1);
+  ::execv("/proc/self/exe", argv);
+  const int err = errno;
+  // Not restarted (no /proc): the environment goes back to what it was.
+  if (old) {
+    ::setenv("GLIBC_TUNABLES", old->c_str(), 1);
+  } else {
+    ::unsetenv("GLIBC_TUNABLES");
+  }
+  return absl::StrCat("memory: as started (restart: ", std::strerror(err), ")");
+#else
+  (void)args;
+  (void)argv;
+  return "memory: as started (a sanitizer's malloc)";
+#endif
+}
+
 int main(int argc, char** argv) {
   Run run;
   std::string error;
@@ -1101,6 +1170,7 @@ int main(int argc, char** argv) {
   if (!ParseArgs(argc, argv, kValueFlags, switches, run.args, error)) {
     return Fail(error);
   }
+  const std::string memory_note = RestartWithHugePages(run.args, argv);
 #ifdef DML_TRAIN_ONE_PROCESS
   if (run.args.values.count("--mode") && !run.args.values.count("--help")) {
     // A mode name is checked here too: a typo is not a missing program.
@@ -1296,6 +1366,7 @@ int main(int argc, char** argv) {
       !run.metrics->Open(Get(run.args, "--metrics-out"))) {
     return Fail("--metrics-out: cannot open " + Get(run.args, "--metrics-out") + " for writing");
   }
+  if (given("--verbose") && !run.quiet) std::printf("%s\n", memory_note.c_str());
   if (Exit e = LoadData(run)) return *e;
   run.tty = isatty(fileno(stdout));
   if (!run.quiet || run.metrics->active()) {
