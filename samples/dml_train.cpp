@@ -293,8 +293,9 @@ Data and output:
   --quiet | -q        only the final summary
   --verbose           also the runtime's transport counters and the memory setting
 Environment: with a data file of 1 MiB or more, dml-train restarts itself once with
-GLIBC_TUNABLES=...:glibc.malloc.hugetlb=1 (transparent huge pages, where the kernel
-gives them on request); DML_TRAIN_HUGE_PAGES=0 keeps it as started.
+GLIBC_TUNABLES adding glibc.malloc.hugetlb=1 (transparent huge pages, where the kernel
+gives them on request), mmap_threshold=32 MiB, top_pad=16 MiB and trim_threshold=256 MiB
+(tunables already set are kept); DML_TRAIN_HUGE_PAGES=0 keeps it as started.
 Exit status: 0 on success, 2 on a bad flag or bad data, 1 if training failed
 (or --mode's dml-train-runtime, next to dml-train, could not be run).
 )";
@@ -1095,15 +1096,27 @@ void Report(const Run& run, const char* name, const dml::Dataset& d,
 
 }  // namespace
 
-// Restarts this program (same pid, arguments and descriptors) with glibc's
-// malloc asked for transparent huge pages (GLIBC_TUNABLES, read only at
-// start-up), where the kernel gives them on request and the data file is
-// 1 MiB or more. On this project's VMs a fresh 4 KiB page costs 2-3 us on
-// first touch and a 2 MiB one about as much: w8a's whole runs took 11-19%
-// less time, news20's L1-logistic 11%; the restart itself costs a few ms,
-// more than small files gain. DML_TRAIN_HUGE_PAGES (set to 1 here, so a
-// restart happens once) set to anything beforehand keeps the process as it
-// is; so does any failure. Returns what --verbose says of it.
+// Restarts this program once (same pid, arguments and descriptors) with
+// malloc settings for a process that loads data and trains, where the data
+// file is 1 MiB or more (GLIBC_TUNABLES is read only at start-up):
+//   hugetlb=1                transparent huge pages for malloc's memory
+//                            where the kernel gives them on request;
+//   mmap_threshold=32 MiB    blocks up to 32 MiB from the heap, which
+//                            hugetlb=1 grows in 2 MiB-aligned steps and
+//                            backs with huge pages; an mmapped block of a
+//                            few MiB (a9a's 1.8 MiB arrays) holds no
+//                            aligned 2 MiB page and stayed in 4 KiB ones;
+//   top_pad=16 MiB, trim_threshold=256 MiB: the heap grows in large steps
+//                            and keeps what it freed (without them news20
+//                            ran slower than with hugetlb alone).
+// On this project's VMs a fresh 4 KiB page costs 2-3 us on first touch and
+// a 2 MiB one about as much. Whole runs (medians, alternated): a9a -s 0 with
+// 2 threads 55 -> 34 ms, tab-4601x57 48 -> 36 ms, news20 -s 6 288 -> 272 ms
+// against hugetlb alone, which had taken 11-19% off w8a's runs. The restart
+// costs a few ms, more than files under 1 MiB gain. A tunable already set
+// keeps its value. DML_TRAIN_HUGE_PAGES (set to 1 here, so a restart
+// happens once) set beforehand keeps the process as started; so does any
+// failure. Returns what --verbose says of it.
 std::string RestartWithHugePages(const Args& args, char** argv) {
 #if defined(__linux__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
   constexpr const char* kGuard = "DML_TRAIN_HUGE_PAGES";
@@ -1126,22 +1139,14 @@ std::string RestartWithHugePages(const Args& args, char** argv) {
     return "memory: as started (no data file of 1 MiB or more)";
   }
   ::setenv(kGuard, "1", 1);  // children (dml-train-runtime) start as they are
-  char mode[128] = {};
-  if (std::FILE* f = std::fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r")) {
-    const std::size_t got = std::fread(mode, 1, sizeof mode - 1, f);
-    mode[got] = '\0';
-    std::fclose(f);
+  std::string tunables = old.value_or("");
+  for (const char* t : {"glibc.malloc.hugetlb=1", "glibc.malloc.mmap_threshold=33554432",
+                        "glibc.malloc.top_pad=16777216", "glibc.malloc.trim_threshold=268435456"}) {
+    const std::string_view name = std::string_view(t).substr(0, std::string_view(t).find('='));
+    if (tunables.find(name) != std::string::npos) continue;
+    absl::StrAppend(&tunables, tunables.empty() ? "" : ":", t);
   }
-  // "always" gives them without asking, "never" not at all.
-  if (std::strstr(mode, "[madvise]") == nullptr) {
-    return absl::StrCat("memory: as started (transparent huge pages: ",
-                        absl::StripAsciiWhitespace(mode), ")");
-  }
-  if (old && old->find("glibc.malloc.hugetlb") != std::string::npos) {
-    return absl::StrCat("memory: as started (GLIBC_TUNABLES=", *old, ")");
-  }
-  const std::string tunables =
-      old && !old->empty() ? *old + ":glibc.malloc.hugetlb=1" : "glibc.malloc.hugetlb=1";
+  if (old && tunables == *old) return absl::StrCat("memory: as started (GLIBC_TUNABLES=", *old, ")");
   ::setenv("GLIBC_TUNABLES", tunables.c_str(), 1);
   ::execv("/proc/self/exe", argv);
   const int err = errno;
