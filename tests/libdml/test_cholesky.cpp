@@ -136,3 +136,53 @@ BOOST_AUTO_TEST_CASE(refuses_where_the_column_form_does) {
     }
   }
 }
+
+// A row's products by AddRowProducts against the indexed loop, entry by
+// entry: dense runs at 0 and further in (where the contiguous loops take
+// them), rows with gaps, 0/1 rows, rows summed onto each other.
+BOOST_AUTO_TEST_CASE(row_products_give_the_indexed_loops_bits) {
+  const std::size_t d = 40;
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> u(-3.0f, 3.0f);
+  struct Row {
+    std::vector<uint32_t> pos;
+    std::vector<float> val;
+  };
+  std::vector<Row> rows;
+  for (uint32_t start : {0u, 5u, 33u}) {  // dense runs of lengths 7, 19, 1
+    const uint32_t len = start == 0 ? 7 : start == 5 ? 19 : 1;
+    Row r;
+    for (uint32_t k = 0; k < len; ++k) {
+      r.pos.push_back(start + k);
+      r.val.push_back(u(rng));
+    }
+    rows.push_back(r);
+  }
+  rows.push_back({{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19,
+                   20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39},
+                  std::vector<float>(40)});
+  for (float& v : rows.back().val) v = u(rng);
+  rows.push_back({{1, 2, 4, 9, 10, 11, 30}, {0.5f, -2.0f, 1.5f, 3.0f, -0.25f, 1.0f, 2.5f}});
+  rows.push_back({{3, 4, 5, 6, 20}, {1.0f, 1.0f, 1.0f, 1.0f, 1.0f}});
+  rows.push_back({{8, 9, 10}, {1.0f, 1.0f, 1.0f}});
+  std::vector<double> fast(d * d, 0.0), indexed(d * d, 0.0);
+  double v = 0.37;
+  for (const Row& r : rows) {
+    dml::internal::AddRowProducts(fast.data(), d, r.pos.data(), r.val.data(), r.pos.size(), v);
+    for (std::size_t a = 0; a < r.pos.size(); ++a) {
+      const double va = v * r.val[a];
+      for (std::size_t k = 0; k <= a; ++k) indexed[r.pos[a] * d + r.pos[k]] += va * r.val[k];
+    }
+    v *= 1.7;
+  }
+  std::size_t touched = 0;
+  for (std::size_t i = 0; i < d * d; ++i) {
+    BOOST_TEST(SameBits(fast[i], indexed[i]), "entry (" << i / d << ", " << i % d << ")");
+    touched += indexed[i] != 0.0;
+  }
+  BOOST_TEST(touched == 820u);  // the dense 40-feature row fills the lower triangle
+  // Nothing above the diagonal.
+  for (std::size_t i = 0; i < d; ++i) {
+    for (std::size_t j = i + 1; j < d; ++j) BOOST_TEST(fast[i * d + j] == 0.0);
+  }
+}

@@ -135,4 +135,30 @@ bool CholeskyInPlace(double* a, std::size_t m, double min_pivot) {
   return true;
 }
 
+DML_SIMD_CLONES
+void AddRowProducts(double* h, std::size_t stride, const uint32_t* pos, const float* val,
+                    std::size_t n, double v) {
+  bool binary = true;
+  for (std::size_t k = 0; k < n; ++k) binary = binary && val[k] == 1.0f;
+  if (binary) {
+    AddBinaryRowPairs(h, stride, pos, n, v);
+    return;
+  }
+  if (n != 0 && pos[n - 1] - pos[0] == n - 1) {
+    // Positions pos[0] + 0..n-1 (they increase): no index reads.
+    double* const base = h + static_cast<std::size_t>(pos[0]) * stride + pos[0];
+    for (std::size_t a = 0; a < n; ++a) {
+      double* const row = base + a * stride;
+      const double va = v * val[a];
+      for (std::size_t k = 0; k <= a; ++k) row[k] += va * val[k];
+    }
+    return;
+  }
+  for (std::size_t a = 0; a < n; ++a) {
+    double* const row = h + static_cast<std::size_t>(pos[a]) * stride;
+    const double va = v * val[a];
+    for (std::size_t k = 0; k <= a; ++k) row[pos[k]] += va * val[k];
+  }
+}
+
 }  // namespace dml::internal

@@ -106,11 +106,17 @@ constexpr double kLossCurvatureBound = 2.0;
 /// The explicit Hessian (Newton::ExplicitDirection) for at most this many
 /// features (its Cholesky factor costs d^3 / 6), where forming it (sum_i
 /// nnz_i (nnz_i + 1) / 2 multiply-adds) costs at most kExplicitFormPasses
-/// times nnz, i.e. half as many Hessian products (2 nnz each); a9a, w8a
-/// and the tabular sets but 4601x57 qualify, news20, real-sim-like and the
-/// dense 30000 x 300 set do not.
+/// times nnz, i.e. half as many Hessian products (2 nnz each), a row of
+/// consecutive features counting a quarter (kDenseRunLanes); a9a, w8a
+/// and the tabular sets qualify (4601x57 by that quarter: 4 CG iterations
+/// of 14 products each had cost twice the explicit form's 3 iterations),
+/// news20, real-sim-like and the dense 30000 x 300 set do not.
 constexpr std::size_t kExplicitMaxFeatures = 512;
 constexpr double kExplicitFormPasses = 16.0;
+/// What a row of consecutive features costs to form, as a fraction of the
+/// indexed products: AddRowProducts' contiguous loops take four doubles an
+/// instruction (AVX2).
+constexpr double kDenseRunLanes = 4.0;
 /// A thread's share of a pass: below this many nonzeros it costs more
 /// than it saves.
 constexpr std::size_t kNnzGrain = 65536;
@@ -174,8 +180,11 @@ class Newton {
     if (d_ <= kExplicitMaxFeatures) {
       double form = 0.0;
       for (int64_t i = 0; i < data.x.rows(); ++i) {
-        const double len = static_cast<double>(data.x.outer_nnz(i));
-        form += 0.5 * len * (len + 1.0);
+        const SparseView r = data.x.outer(i);
+        const double len = static_cast<double>(r.size);
+        // A dense run's products take vector lanes (AddRowProducts).
+        const bool run = r.size != 0 && r.index[r.size - 1] - r.index[0] == r.size - 1;
+        form += 0.5 * len * (len + 1.0) / (run ? kDenseRunLanes : 1.0);
       }
       explicit_ = form <= kExplicitFormPasses * static_cast<double>(data.x.nnz());
     }
@@ -497,17 +506,7 @@ bool Newton<Obj>::ExplicitDirection() {
       const double hi = second_[i];
       if (hi == 0.0) continue;
       const SparseView r = data_.x.outer(static_cast<int64_t>(i));
-      bool binary = true;
-      for (std::size_t k = 0; k < r.size; ++k) binary = binary && r.value[k] == 1.0f;
-      if (binary) {
-        AddBinaryRowPairs(h.data(), d, r.index, r.size, hi);
-        continue;
-      }
-      for (std::size_t a = 0; a < r.size; ++a) {
-        const double va = hi * r.value[a];
-        double* row = h.data() + static_cast<std::size_t>(r.index[a]) * d;
-        for (std::size_t k = 0; k <= a; ++k) row[r.index[k]] += va * r.value[k];
-      }
+      AddRowProducts(h.data(), d, r.index, r.value, r.size, hi);
     }
   });
   std::vector<double>& h = parts[0];

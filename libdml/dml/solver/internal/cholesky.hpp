@@ -55,6 +55,15 @@ inline void AddBinaryRowPairs(double* h, std::size_t stride, const uint32_t* pos
   }
 }
 
+/// Adds v x x^T's lower triangle to h (row-major, `stride` columns) for a
+/// row x with n nonzeros `val` at increasing positions pos[0, n): 0/1 rows
+/// as AddBinaryRowPairs, a row of consecutive positions (a dense run:
+/// tabular rows) by contiguous loops on vector lanes, others by index.
+/// Every entry gets the same products in the same order whichever way (the
+/// same bits). cholesky.cpp, AVX2 where the CPU has it.
+void AddRowProducts(double* h, std::size_t stride, const uint32_t* pos, const float* val,
+                    std::size_t n, double v);
+
 /// x = (L L^T)^-1 x in place, L from CholeskyInPlace.
 inline void CholeskySolveInPlace(const double* l, std::size_t m, double* x) {
   for (std::size_t i = 0; i < m; ++i) {  // L y = x
