@@ -224,7 +224,7 @@ Solver (one process, without --mode):
   --device N          tpa-scd: the CUDA device (0)
   --gpu-fallback      tpa-scd: without CUDA, a device or enough device memory, run its CPU
                       twin (async-scd on all cores) and say why, instead of failing
-  --threads T         newton and async-scd threads (2)
+  --threads T         newton and async-scd threads, and the parser's (2; parser: every core)
   --eval-every N      exact certificate every N epochs (SCD: every N passes' worth of work, an
                       epoch on a shrunk set counting its share; paced, below); 0 = when the
                       estimate says done (1; with --mode: N > 0)
@@ -579,6 +579,9 @@ Exit ParseModelAndSolver(Run& run) {
   }
   run.opt.sgd.feature_steps = feature_steps == 1;
   run.load_opts.task = run.task;
+  // --threads bounds the parser too (by default it takes every core): a
+  // run asked for one thread uses one.
+  if (run.args.values.count("--threads")) run.load_opts.threads = run.opt.threads;
   if (run.args.values.count("--binarize")) {
     double threshold = 0;
     if (!Number(run.args, {"--binarize"}, threshold, error)) return Fail(error);
