@@ -30,7 +30,6 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "dml/net/local_cluster.hpp"
