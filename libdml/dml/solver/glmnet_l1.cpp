@@ -821,42 +821,23 @@ std::vector<double> GlmnetL1::FormHessian(const std::vector<int>& pos, std::size
     std::vector<double>& h = part[c];
     h.assign(m * m, 0.0);
     std::vector<uint32_t> at;
-    std::vector<double> val;
+    std::vector<float> val;
     for (std::size_t i = b; i < e; ++i) {
       const double di = qt_[i].dd;
       if (di == 0.0) continue;
       const SparseView r = x.outer(static_cast<int64_t>(i));
       at.clear();
       val.clear();
-      bool binary = true;
       for (std::size_t k = 0; k < r.size; ++k) {
         const int p = pos[r.index[k]];
         if (p < 0) continue;
         at.push_back(static_cast<uint32_t>(p));
         val.push_back(r.value[k]);
-        binary = binary && r.value[k] == 1.0f;
       }
       // Indices increase along a row and positions with them: at[k] <=
-      // at[a] for k <= a, the lower triangle.
-      if (binary) {
-        AddBinaryRowPairs(h.data(), m, at.data(), at.size(), di);
-        continue;
-      }
-      if (at.size() == m) {
-        // Every feature: positions 0..m-1, the loop on SIMD lanes.
-        const double* v = val.data();
-        for (std::size_t a = 0; a < m; ++a) {
-          double* row = h.data() + a * m;
-          const double va = di * v[a];
-          for (std::size_t k = 0; k <= a; ++k) row[k] += va * v[k];
-        }
-        continue;
-      }
-      for (std::size_t a = 0; a < at.size(); ++a) {
-        double* row = h.data() + static_cast<std::size_t>(at[a]) * m;
-        const double va = di * val[a];
-        for (std::size_t k = 0; k <= a; ++k) row[at[k]] += va * val[k];
-      }
+      // at[a] for k <= a, the lower triangle. Every active feature of a row
+      // (positions 0..m-1) is a run: the loop on SIMD lanes.
+      AddRowProducts(h.data(), m, at.data(), val.data(), at.size(), di);
     }
   });
   std::vector<double> h = std::move(part[0]);

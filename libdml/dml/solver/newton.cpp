@@ -78,6 +78,7 @@
 #include "dml/objective/squared_hinge_svm.hpp"
 #include "dml/solver/internal/chunks.hpp"
 #include "dml/solver/internal/cholesky.hpp"
+#include "dml/solver/internal/dense_run.hpp"
 #include "dml/solver/internal/solvers.hpp"
 #include "dml/solver/internal/stopping.hpp"
 #include "dml/util/status.hpp"
@@ -183,8 +184,7 @@ class Newton {
         const SparseView r = data.x.outer(i);
         const double len = static_cast<double>(r.size);
         // A dense run's products take vector lanes (AddRowProducts).
-        const bool run = r.size != 0 && r.index[r.size - 1] - r.index[0] == r.size - 1;
-        form += 0.5 * len * (len + 1.0) / (run ? kDenseRunLanes : 1.0);
+        form += 0.5 * len * (len + 1.0) / (IsOneRun(r.index, r.size) ? kDenseRunLanes : 1.0);
       }
       explicit_ = form <= kExplicitFormPasses * static_cast<double>(data.x.nnz());
     }

@@ -37,30 +37,13 @@ inline double DotN(const double* a, const double* b, std::size_t n) {
 bool CholeskyInPlace(double* a, std::size_t m, double min_pivot);
 
 /// Adds v x x^T's lower triangle to h (row-major, `stride` columns) for a
-/// row x whose n nonzeros are all 1, at increasing positions pos[0, n):
-/// one add of v an entry. The same sums as the products v * 1 * 1 would
-/// give (one-hot and other 0/1 rows, a9a and w8a: a third less time).
-inline void AddBinaryRowPairs(double* h, std::size_t stride, const uint32_t* pos,
-                              std::size_t n, double v) {
-  for (std::size_t a = 0; a < n; ++a) {
-    double* row = h + static_cast<std::size_t>(pos[a]) * stride;
-    std::size_t k = 0;
-    for (; k + 4 <= a + 1; k += 4) {
-      row[pos[k]] += v;
-      row[pos[k + 1]] += v;
-      row[pos[k + 2]] += v;
-      row[pos[k + 3]] += v;
-    }
-    for (; k <= a; ++k) row[pos[k]] += v;
-  }
-}
-
-/// Adds v x x^T's lower triangle to h (row-major, `stride` columns) for a
 /// row x with n nonzeros `val` at increasing positions pos[0, n): 0/1 rows
-/// as AddBinaryRowPairs, a row of consecutive positions (a dense run:
-/// tabular rows) by contiguous loops on vector lanes, others by index.
-/// Every entry gets the same products in the same order whichever way (the
-/// same bits). cholesky.cpp, AVX2 where the CPU has it.
+/// by one add of v an entry (one-hot rows, a9a and w8a: a third less
+/// time), a row of consecutive positions (a dense run: tabular rows) by
+/// contiguous loops on vector lanes, others by index. Every entry gets the
+/// same sums in the same order whichever way (the same bits). Newton's
+/// explicit Hessian and newGLMNET's FormHessian; cholesky.cpp, AVX2 where
+/// the CPU has it.
 void AddRowProducts(double* h, std::size_t stride, const uint32_t* pos, const float* val,
                     std::size_t n, double v);
 

@@ -8,6 +8,7 @@
 // Internal: included by solver/*.cpp only. Thread-safety: none needed (pure
 // functions of their arguments); the caller owns w.
 
+#include <cstddef>
 #include <cstdint>
 
 namespace dml::internal {
@@ -25,9 +26,15 @@ double DenseRunDot(const float* v, uint32_t len, const double* w);
 /// w[k] += c v[k], k < len.
 void DenseRunAxpy(const float* v, uint32_t len, double c, double* w);
 
-/// True where a row's strictly increasing indices form one run.
+/// True where len > 0 strictly increasing indices form one run.
+inline bool IsOneRun(const uint32_t* ix, std::size_t len) {
+  return len != 0 && ix[len - 1] - ix[0] == len - 1;
+}
+
+/// True where a row's strictly increasing indices form one run long enough
+/// for the SIMD loops.
 inline bool IsDenseRun(const uint32_t* ix, uint32_t len) {
-  return len >= kDenseRunMinLen && ix[len - 1] - ix[0] == len - 1;
+  return len >= kDenseRunMinLen && IsOneRun(ix, len);
 }
 
 }  // namespace dml::internal
