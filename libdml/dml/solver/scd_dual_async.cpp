@@ -616,6 +616,7 @@ class AsyncEngine {
       sum.loss += part.loss;
       sum.gap += part.gap;
       sum.nc += part.nc;
+      sum.shrunk_gap += part.shrunk_gap;
     }
     return DualExactFrom(sum, wsq, lambda_, x_.rows());
   }

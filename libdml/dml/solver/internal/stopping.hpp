@@ -77,6 +77,9 @@ class StopChecker {
     return std::nullopt;
   }
 
+  /// The gap the gap rule accepts at `primal` (0 where only a target stops).
+  double GapAllowed(double primal) const { return GapTarget(rule_, primal); }
+
   /// After an exact certificate for an epoch: records it, reports it, and
   /// says whether to stop.
   std::optional<StopReason> AfterEpoch(Progress report) {
