@@ -1179,6 +1179,51 @@ BOOST_AUTO_TEST_CASE(dual_driver_unshrinks_where_the_shrunk_gaps_block_the_stop)
   BOOST_TEST(eng.unshrunk == (std::vector<int>{3, 4}), boost::test_tools::per_element());
 }
 
+// LIBLINEAR's end-of-epoch shrinking rule, and its one departure: the
+// epoch that shrank a full set does not count as the active set's
+// convergence (no unshrink there; its extremes become the thresholds).
+BOOST_AUTO_TEST_CASE(shrink_rule_waits_for_an_epoch_over_the_active_set) {
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  auto block = [](int64_t active) {
+    dml::internal::DualBlock b;
+    b.order.resize(10);
+    b.active = active;
+    b.pg_max_old = 0.5;
+    b.pg_min_old = -0.5;
+    return b;
+  };
+  {  // an epoch over the active set within eps: everything comes back
+    auto b = block(4);
+    dml::internal::ApplyShrinkRule(0.04, -0.05, /*full=*/false, /*began_full=*/false, b);
+    BOOST_TEST(b.active == 10);
+    BOOST_TEST(b.pg_max_old == kInf);
+    BOOST_TEST(b.pg_min_old == -kInf);
+    BOOST_TEST(b.eps_pg == 0.1);
+  }
+  {  // the epoch that shrank all rows to 4: the active set goes on
+    auto b = block(4);
+    dml::internal::ApplyShrinkRule(0.04, -0.05, /*full=*/false, /*began_full=*/true, b);
+    BOOST_TEST(b.active == 4);
+    BOOST_TEST(b.pg_max_old == 0.04);
+    BOOST_TEST(b.pg_min_old == -0.05);
+    BOOST_TEST(b.eps_pg == 0.1);
+  }
+  {  // nothing shrunk and within eps: eps tightens (LIBLINEAR stops here)
+    auto b = block(10);
+    dml::internal::ApplyShrinkRule(0.04, -0.05, /*full=*/true, /*began_full=*/true, b);
+    BOOST_TEST(b.active == 10);
+    BOOST_TEST(b.eps_pg == 0.1 * 0.1);
+    BOOST_TEST(b.pg_max_old == 0.04);
+  }
+  {  // beyond eps: the extremes are the thresholds (a non-positive max: none)
+    auto b = block(4);
+    dml::internal::ApplyShrinkRule(-0.01, -0.3, /*full=*/false, /*began_full=*/false, b);
+    BOOST_TEST(b.active == 4);
+    BOOST_TEST(b.pg_max_old == kInf);
+    BOOST_TEST(b.pg_min_old == -0.3);
+  }
+}
+
 // The certificate's shrunk part is the sum of the gaps of the coordinates
 // that shrinking took out, and those are the block's [active, size).
 BOOST_AUTO_TEST_CASE(certificate_tells_the_shrunk_coordinates_gap_apart) {
