@@ -5,9 +5,12 @@
 // decades, with 1 and 2 threads; stops, errors and the auto choice.
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <iomanip>
+#include <stdexcept>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -16,6 +19,7 @@
 #include "dml/objective/losses.hpp"
 #include "dml/objective/model.hpp"
 #include "dml/objective/newton_certificate.hpp"
+#include "dml/solver/internal/chunks.hpp"
 #include "dml/solver/internal/solvers.hpp"
 #include "dml/solver/solver.hpp"
 #include "dml/util/rng.hpp"
@@ -445,4 +449,56 @@ BOOST_AUTO_TEST_CASE(scd_out_of_epochs_on_unscaled_features_says_why) {
   auto s = dml::Train(scaled, {dml::ModelKind::kHingeSvm, 1.0 / 2000.0, 0.5}, o);
   BOOST_REQUIRE(s.ok());
   BOOST_TEST(s->note.find("units") == std::string::npos, s->note);
+}
+
+// ChunkRunner keeps its threads between passes: every chunk runs once a call,
+// with its bounds, chunk 0 on the caller, the others on its workers (the
+// same ones call after call, however many chunks each call has), and an
+// exception from any chunk reaches the caller after all chunks ended.
+BOOST_AUTO_TEST_CASE(chunk_runner_runs_every_chunk_on_kept_threads) {
+  dml::internal::ChunkRunner runner;
+  const std::thread::id caller = std::this_thread::get_id();
+  std::vector<std::thread::id> first_ids;
+  for (int call = 0; call < 200; ++call) {
+    const std::size_t chunks = 1 + static_cast<std::size_t>(call % 4);  // 1..4
+    const std::size_t n = 1000 + static_cast<std::size_t>(call);
+    const std::vector<std::size_t> bounds = dml::internal::EvenBounds(n, static_cast<int>(chunks), 1);
+    BOOST_REQUIRE(bounds.size() == chunks + 1);
+    std::vector<int> seen(n, 0);
+    std::vector<std::thread::id> ids(chunks);
+    std::vector<std::pair<std::size_t, std::size_t>> got(chunks);
+    runner.Run(bounds, [&](std::size_t c, std::size_t b, std::size_t e) {
+      ids[c] = std::this_thread::get_id();
+      got[c] = {b, e};
+      for (std::size_t i = b; i < e; ++i) ++seen[i];
+    });
+    for (std::size_t c = 0; c < chunks; ++c) {
+      BOOST_TEST(got[c].first == bounds[c]);
+      BOOST_TEST(got[c].second == bounds[c + 1]);
+    }
+    BOOST_TEST(std::count(seen.begin(), seen.end(), 1) == static_cast<std::ptrdiff_t>(n));
+    BOOST_TEST((ids[0] == caller));
+    for (std::size_t c = 1; c < chunks; ++c) BOOST_TEST((ids[c] != caller));
+    if (chunks == 4) {
+      if (first_ids.empty()) {
+        first_ids = ids;
+      } else {
+        BOOST_TEST((ids == first_ids));  // the same workers, not new threads
+      }
+    }
+  }
+  // A throwing chunk: rethrown on the caller, after the other chunks ran.
+  const std::vector<std::size_t> bounds{0, 10, 20, 30};
+  std::atomic<int> ran{0};
+  BOOST_CHECK_THROW(runner.Run(bounds,
+                               [&](std::size_t c, std::size_t, std::size_t) {
+                                 ++ran;
+                                 if (c == 2) throw std::runtime_error("chunk 2");
+                               }),
+                    std::runtime_error);
+  BOOST_TEST(ran.load() == 3);
+  // ... and the runner still works afterwards.
+  std::atomic<int> sum{0};
+  runner.Run(bounds, [&](std::size_t, std::size_t b, std::size_t e) { sum += static_cast<int>(e - b); });
+  BOOST_TEST(sum.load() == 30);
 }

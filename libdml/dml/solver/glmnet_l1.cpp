@@ -373,7 +373,8 @@ class GlmnetL1 {
   int outer_ = 0;          // outer iterations (epochs) started
   int64_t inner_nnz_ = 0;  // nonzeros the current inner CD read
   bool inner_split_ = false;  // an inner CD ran on two threads
-  bool inner_stalled_ = false;  // the last inner CD stopped on a stall or the cap
+  bool inner_stalled_ = false;  // the last inner CD stopped on a stall or the cap  // Last: destroyed first, its workers joined before what their passes read.
+  mutable ChunkRunner runner_;  // const passes run on it too
 };
 
 void GlmnetL1::SetRows(std::size_t b, std::size_t e) {
@@ -394,7 +395,7 @@ void GlmnetL1::SetRows(std::size_t b, std::size_t e) {
 void GlmnetL1::RebuildMargins() {
   const std::vector<double> v = ColumnTimes(a_, w_);
   for (std::size_t i = 0; i < n_; ++i) m_[i] = static_cast<double>(y_[i]) * v[i];
-  ForChunks(row_bounds_, [&](std::size_t, std::size_t b, std::size_t e) { SetRows(b, e); });
+  runner_.Run(row_bounds_, [&](std::size_t, std::size_t b, std::size_t e) { SetRows(b, e); });
 }
 
 // Step 1 over every feature: grad_, hdiag_, the gap and violation sums, and
@@ -410,7 +411,7 @@ void GlmnetL1::Gradient() {
   std::vector<Partial> part(chunks);
   const double margin = gmax_old_ * inv_n_;
   const bool shrinking = options_.shrinking;
-  ForChunks(col_bounds_, [&](std::size_t c, std::size_t jb, std::size_t je) {
+  runner_.Run(col_bounds_, [&](std::size_t c, std::size_t jb, std::size_t je) {
     Partial p;
     const GradTerms* gt = gt_.data();
     for (std::size_t j = jb; j < je; ++j) {
@@ -817,7 +818,7 @@ std::vector<double> GlmnetL1::FormHessian(const std::vector<int>& pos, std::size
   const std::size_t chunks = bounds.size() - 1;
   dense_threads_ = std::max(dense_threads_, static_cast<int>(chunks));
   std::vector<std::vector<double>> part(chunks);
-  ForChunks(bounds, [&](std::size_t c, std::size_t b, std::size_t e) {
+  runner_.Run(bounds, [&](std::size_t c, std::size_t b, std::size_t e) {
     std::vector<double>& h = part[c];
     h.assign(m * m, 0.0);
     std::vector<uint32_t> at;
@@ -1165,7 +1166,7 @@ bool GlmnetL1::LineSearch() {
   std::vector<double> part(chunks);
   double t = 1.0;
   for (int ls = 0; ls < kMaxLineSearch; ++ls) {
-    ForChunks(row_bounds_, [&](std::size_t c, std::size_t b, std::size_t e) {
+    runner_.Run(row_bounds_, [&](std::size_t c, std::size_t b, std::size_t e) {
       // The change of m_i is t y_i (X d)_i. The rows X d touches are
       // gathered in order, a block at a time, for LogisticLossChangeSum
       // (its exps and logs as vectors).
@@ -1193,7 +1194,7 @@ bool GlmnetL1::LineSearch() {
     loss_change *= inv_n_;
     if (loss_change + lambda_ * norm_change <= kSigma * delta) {
       for (uint32_t j : moved_) w_[j] = wpd_[j];
-      ForChunks(row_bounds_, [&](std::size_t, std::size_t b, std::size_t e) {
+      runner_.Run(row_bounds_, [&](std::size_t, std::size_t b, std::size_t e) {
         // Every row's terms anew (a row whose margin kept gets the same
         // bits): the loop vectorises.
         for (std::size_t i = b; i < e; ++i) m_[i] += static_cast<double>(y_[i]) * t * qt_[i].xd;
@@ -1220,7 +1221,7 @@ absl::StatusOr<Certificate> GlmnetL1::StateCertificate() {
   const std::size_t chunks = row_bounds_.size() - 1;
   std::vector<double> part(chunks);
   std::vector<double> derivative(n_);
-  ForChunks(row_bounds_, [&](std::size_t c, std::size_t b, std::size_t e) {
+  runner_.Run(row_bounds_, [&](std::size_t c, std::size_t b, std::size_t e) {
     for (std::size_t i = b; i < e; ++i) derivative[i] = gt_[i].b;
     part[c] = LogisticLossSum(m_.data() + b, e - b);
   });
@@ -1233,7 +1234,7 @@ double GlmnetL1::ScaledGapEstimate() const {
   const double t = grad_abs_max_ > lambda_ ? lambda_ / grad_abs_max_ : 1.0;
   const std::size_t chunks = row_bounds_.size() - 1;
   std::vector<double> part(chunks);
-  ForChunks(row_bounds_, [&](std::size_t c, std::size_t b, std::size_t e) {
+  runner_.Run(row_bounds_, [&](std::size_t c, std::size_t b, std::size_t e) {
     constexpr std::size_t kBlock = 512;
     double a[kBlock];
     double sum = 0.0;

@@ -251,7 +251,8 @@ class Newton {
   double loss_sum_ = 0.0;  // sum_i loss_i of the last GradientPass
   bool explicit_ = false;  // ExplicitDirection instead of CG (small d)
   int64_t passes_ = 0;
-  int cg_steps_ = 0;
+  int cg_steps_ = 0;  // Last: destroyed first, its workers joined before what their passes read.
+  ChunkRunner runner_;
 };
 
 template <typename Obj>
@@ -259,7 +260,7 @@ template <typename Part>
 void Newton<Obj>::Reduce(std::vector<double>& out, Part part) {
   const std::size_t chunks = rows_.size() - 1;
   if (chunks == 1) return;
-  ForChunks(cols_, [&](std::size_t, std::size_t jb, std::size_t je) {
+  runner_.Run(cols_, [&](std::size_t, std::size_t jb, std::size_t je) {
     for (std::size_t c = 1; c < chunks; ++c) {
       const double* p = part(c);
       for (std::size_t j = jb; j < je; ++j) out[j] += p[j];
@@ -273,7 +274,7 @@ void Newton<Obj>::GradientPass() {
   m_.assign(d_, 0.0);
   std::vector<std::vector<double>> curvature(partial_.size());
   std::vector<double> loss(partial_.size(), 0.0);
-  ForChunks(rows_, [&](std::size_t c, std::size_t b, std::size_t e) {
+  runner_.Run(rows_, [&](std::size_t c, std::size_t b, std::size_t e) {
     std::vector<double>& grad = c == 0 ? g_ : partial_[c];
     std::vector<double>& curv = c == 0 ? m_ : curvature[c];
     if (c != 0) {
@@ -322,7 +323,7 @@ Certificate Newton<Obj>::PrimalOnly() const {
 template <typename Obj>
 absl::StatusOr<Certificate> Newton<Obj>::PlainCertificate() {
   std::vector<std::array<double, kIterateDualScaleCount>> sums(rows_.size() - 1);
-  ForChunks(rows_, [&](std::size_t c, std::size_t b, std::size_t e) {
+  runner_.Run(rows_, [&](std::size_t c, std::size_t b, std::size_t e) {
     std::array<double, kIterateDualScaleCount> s{};
     if constexpr (std::is_same_v<Obj, LogisticL2Objective>) {
       // One log a row and eight log1p as one vector (the certificates' logs
@@ -369,7 +370,7 @@ std::optional<Certificate> Newton<Obj>::OnFreshMargins(const Certificate& last,
   // The primal over the fresh margins, summed as GradientPass and
   // CertifyIterate sum it: the same bits as a certificate from w alone.
   std::vector<double> loss(rows_.size() - 1, 0.0);
-  ForChunks(rows_, [&](std::size_t c, std::size_t b, std::size_t e) {
+  runner_.Run(rows_, [&](std::size_t c, std::size_t b, std::size_t e) {
     double sum = 0.0;
     for (std::size_t i = b; i < e; ++i) {
       double value, gi, hi;
@@ -393,7 +394,7 @@ std::optional<Certificate> Newton<Obj>::OnFreshMargins(const Certificate& last,
 template <typename Obj>
 void Newton<Obj>::HessianProduct(const std::vector<double>& v, std::vector<double>& out) {
   out.assign(d_, 0.0);
-  ForChunks(rows_, [&](std::size_t c, std::size_t b, std::size_t e) {
+  runner_.Run(rows_, [&](std::size_t c, std::size_t b, std::size_t e) {
     std::vector<double>& acc = c == 0 ? out : partial_[c];
     if (c != 0) acc.assign(d_, 0.0);
     for (std::size_t i = b; i < e; ++i) {
@@ -413,7 +414,7 @@ void Newton<Obj>::HessianProduct(const std::vector<double>& v, std::vector<doubl
 
 template <typename Obj>
 void Newton<Obj>::Margins(const std::vector<double>& v, std::vector<double>& into) {
-  ForChunks(rows_, [&](std::size_t, std::size_t b, std::size_t e) {
+  runner_.Run(rows_, [&](std::size_t, std::size_t b, std::size_t e) {
     for (std::size_t i = b; i < e; ++i) {
       const SparseView r = data_.x.outer(static_cast<int64_t>(i));
       double s = 0.0;
@@ -427,7 +428,7 @@ void Newton<Obj>::Margins(const std::vector<double>& v, std::vector<double>& int
 template <typename Obj>
 typename Newton<Obj>::Line Newton<Obj>::LineAt(double t, double wsq, double wd, double dd) {
   std::vector<Line> sums(rows_.size() - 1);
-  ForChunks(rows_, [&](std::size_t c, std::size_t b, std::size_t e) {
+  runner_.Run(rows_, [&](std::size_t c, std::size_t b, std::size_t e) {
     Line s;
     for (std::size_t i = b; i < e; ++i) {
       const double v = zd_[i];
@@ -499,7 +500,7 @@ bool Newton<Obj>::ExplicitDirection() {
   const std::size_t d = d_;
   // Lower triangles of sum_i loss''_i x_i x_i^T, one per chunk.
   std::vector<std::vector<double>> parts(rows_.size() - 1);
-  ForChunks(rows_, [&](std::size_t c, std::size_t b, std::size_t e) {
+  runner_.Run(rows_, [&](std::size_t c, std::size_t b, std::size_t e) {
     std::vector<double>& h = parts[c];
     h.assign(d * d, 0.0);
     for (std::size_t i = b; i < e; ++i) {
@@ -579,7 +580,7 @@ absl::StatusOr<Certificate> Newton<Obj>::Refine(const Certificate& plain) {
   if (!RefinesIterateCertificate(model_.kind)) return plain;
   std::vector<NewtonDualShare> shares(rows_.size() - 1);
   std::vector<absl::Status> status(rows_.size() - 1);
-  ForChunks(rows_, [&](std::size_t c, std::size_t b, std::size_t e) {
+  runner_.Run(rows_, [&](std::size_t c, std::size_t b, std::size_t e) {
     shares[c].step.assign(d_, 0.0);
     status[c] = AddNewtonDualRows(data_, model_, static_cast<int64_t>(b), static_cast<int64_t>(e),
                                   derivative_.data(), second_.data(), zd_.data(), -1.0,
