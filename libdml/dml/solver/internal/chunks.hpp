@@ -1,7 +1,7 @@
 #pragma once
 // Splitting a pass over rows or columns among threads, for the solvers whose
-// passes are sums (newGLMNET, truncated Newton): ForChunks starts threads
-// per pass; ChunkRunner keeps them between passes.
+// passes are sums (newGLMNET, truncated Newton), on threads kept between
+// passes (ChunkRunner).
 
 #include <algorithm>
 #include <atomic>
@@ -11,8 +11,6 @@
 #include <cstdint>
 #include <exception>
 #include <mutex>
-#include <new>
-#include <system_error>
 #include <thread>
 #include <type_traits>
 #include <vector>
@@ -21,51 +19,16 @@
 
 namespace dml::internal {
 
-/// Runs fn(chunk, begin, end) over `bounds` (chunks + 1 increasing offsets),
-/// chunk 0 on the calling thread. If a thread cannot be started, its chunk
-/// runs on the caller.
-/// An exception thrown by fn (std::bad_alloc of a partial vector) on any
-/// chunk is rethrown on the caller once every thread has joined.
-template <typename F>
-void ForChunks(const std::vector<std::size_t>& bounds, F&& fn) {
-  const std::size_t chunks = bounds.size() - 1;
-  std::vector<std::exception_ptr> errors(chunks);
-  auto run = [&fn, &bounds, &errors](std::size_t c) {
-    try {
-      fn(c, bounds[c], bounds[c + 1]);
-    } catch (...) {
-      errors[c] = std::current_exception();
-    }
-  };
-  std::vector<std::thread> pool;
-  std::vector<std::size_t> inline_chunks;
-  try {
-    pool.reserve(chunks);
-  } catch (const std::bad_alloc&) {
-  }
-  for (std::size_t c = 1; c < chunks; ++c) {
-    try {
-      pool.emplace_back(run, c);
-    } catch (...) {  // no thread (std::system_error) or no room for one
-      inline_chunks.push_back(c);
-    }
-  }
-  run(0);
-  for (std::size_t c : inline_chunks) run(c);
-  for (auto& t : pool) t.join();
-  for (const std::exception_ptr& e : errors) {
-    if (e) std::rethrow_exception(e);
-  }
-}
-
-/// ForChunks with threads kept between calls: a solver making hundreds of
-/// short passes (newGLMNET's line-search sums, Newton's CG products) paid
-/// a thread start and join, about 60 us here, per pass (w8a L1-logistic:
-/// 64 starts; news20 logistic -s 0: 288). Workers start on the first call
-/// that needs them, spin about 50 us after each chunk (passes come in
-/// bursts), then sleep on a condition variable. Run() has ForChunks'
-/// contract (chunk 0 on the caller; a worker that cannot be started runs
-/// its chunk on the caller; exceptions rethrown once all chunks ended).
+/// Runs fn(chunk, begin, end) over `bounds` (chunks + 1 increasing
+/// offsets), chunk 0 on the calling thread, the others on workers kept
+/// between calls: a solver making hundreds of short passes (newGLMNET's
+/// line-search sums, Newton's CG products) paid a thread start and join,
+/// about 60 us here, per pass when they were started per call (w8a
+/// L1-logistic: 64 starts; news20 logistic -s 0: 288). Workers start on the
+/// first call that needs them, spin about 50 us after each chunk (passes
+/// come in bursts), then sleep on a condition variable. A worker that
+/// cannot be started leaves its chunks to the caller; an exception thrown
+/// by fn on any chunk is rethrown on the caller once every chunk ended.
 /// One caller at a time (not thread-safe); the destructor joins.
 class ChunkRunner {
  public:
