@@ -373,7 +373,8 @@ class GlmnetL1 {
   int outer_ = 0;          // outer iterations (epochs) started
   int64_t inner_nnz_ = 0;  // nonzeros the current inner CD read
   bool inner_split_ = false;  // an inner CD ran on two threads
-  bool inner_stalled_ = false;  // the last inner CD stopped on a stall or the cap  // Last: destroyed first, its workers joined before what their passes read.
+  bool inner_stalled_ = false;  // the last inner CD stopped on a stall or the cap
+  // Last: destroyed first, its workers joined before what their passes read.
   mutable ChunkRunner runner_;  // const passes run on it too
 };
 

@@ -251,7 +251,8 @@ class Newton {
   double loss_sum_ = 0.0;  // sum_i loss_i of the last GradientPass
   bool explicit_ = false;  // ExplicitDirection instead of CG (small d)
   int64_t passes_ = 0;
-  int cg_steps_ = 0;  // Last: destroyed first, its workers joined before what their passes read.
+  int cg_steps_ = 0;
+  // Last: destroyed first, its workers joined before what their passes read.
   ChunkRunner runner_;
 };
 

@@ -336,7 +336,7 @@ DualEpochSums RunDualEpoch(const uint32_t* idx, const float* val, DualCoord* coo
     }
     DualCoord& c = coords[order[t]];
     if constexpr (kShrink) {
-      if (c.shrunk) c.shrunk = false;  // back after an unshrink (read-only otherwise)
+      if (c.shrunk) c.shrunk = false;  // back after an unshrink (else no store)
     }
     const uint32_t* ix = idx + c.begin;
     const float* vx = val + c.begin;
