@@ -552,15 +552,7 @@ double BoundedStep(double g, double h, double wpd, double w, double lambda, doub
 /// Waits (spinning, then yielding: the other thread may have lost its
 /// core) until `flag` holds `want` or more (counters only grow).
 void SpinUntil(const std::atomic<uint64_t>& flag, uint64_t want) {
-  for (int spins = 0; flag.load(std::memory_order_acquire) < want; ++spins) {
-    if (spins < 4096) {
-#if defined(__x86_64__) || defined(__i386__)
-      __builtin_ia32_pause();
-#endif
-    } else {
-      std::this_thread::yield();
-    }
-  }
+  internal::SpinUntil([&] { return flag.load(std::memory_order_acquire) >= want; }, 4096);
 }
 
 }  // namespace

@@ -19,6 +19,26 @@
 
 namespace dml::internal {
 
+/// One step of a spin-wait: the CPU's pause hint (x86), else nothing.
+inline void CpuPause() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+/// Waits until done() holds: `spins` pauses first, then yielding (the
+/// thread it waits for may have lost its core).
+template <typename Done>
+void SpinUntil(Done&& done, int spins) {
+  for (int k = 0; !done(); ++k) {
+    if (k < spins) {
+      CpuPause();
+    } else {
+      std::this_thread::yield();
+    }
+  }
+}
+
 /// Runs fn(chunk, begin, end) over `bounds` (chunks + 1 increasing
 /// offsets), chunk 0 on the calling thread, the others on workers kept
 /// between calls: a solver making hundreds of short passes (newGLMNET's
@@ -75,24 +95,13 @@ class ChunkRunner {
     cv_.notify_all();
     RunChunk(0);
     for (std::size_t c = workers_.size() + 1; c < chunks; ++c) RunChunk(c);
-    for (int spins = 0; pending_.load(std::memory_order_acquire) != 0; ++spins) {
-      if (spins < 1024) {
-        Pause();
-      } else {
-        std::this_thread::yield();
-      }
-    }
+    SpinUntil([this] { return pending_.load(std::memory_order_acquire) == 0; }, 1024);
     for (const std::exception_ptr& e : errors_) {
       if (e) std::rethrow_exception(e);
     }
   }
 
  private:
-  static void Pause() {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#endif
-  }
   void RunChunk(std::size_t c) {
     try {
       call_(obj_, c, bounds_[c], bounds_[c + 1]);
@@ -107,7 +116,7 @@ class ChunkRunner {
       for (int spins = 0;; ++spins) {
         if (gen_.load(std::memory_order_acquire) != seen) break;
         if (exit_.load(std::memory_order_acquire)) return;
-        Pause();
+        CpuPause();
         if ((spins & 63) == 63 && Clock::now() - idle > std::chrono::microseconds(50)) {
           std::unique_lock<std::mutex> lock(mu_);
           cv_.wait(lock, [&] {
