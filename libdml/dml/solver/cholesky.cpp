@@ -92,8 +92,8 @@ inline double Finish(const V4d& lanes, const double* li, const double* lc, std::
 /// row x whose n nonzeros are all 1, at increasing positions pos[0, n):
 /// one add of v an entry. The same sums as the products v * 1 * 1 would
 /// give (one-hot and other 0/1 rows, a9a and w8a: a third less time).
-void AddBinaryRowPairs(double* h, std::size_t stride, const uint32_t* pos,
-                              std::size_t n, double v) {
+void AddBinaryRowPairs(double* h, std::size_t stride, const uint32_t* pos, std::size_t n,
+                       double v) {
   for (std::size_t a = 0; a < n; ++a) {
     double* row = h + static_cast<std::size_t>(pos[a]) * stride;
     std::size_t k = 0;
