@@ -309,8 +309,10 @@ BOOST_AUTO_TEST_CASE(auto_runs_newton_for_smooth_models_and_scd_for_the_others) 
   BOOST_REQUIRE(hinge.ok());
   BOOST_TEST(hinge->note == "solver auto ran scd on 1 thread of 2 (hinge: per-thread copies of w "
                             "need at most 4096 features and rows of at least 128 nonzeros on "
-                            "average; elsewhere the asynchronous engine's threads lost to one)",
+                            "average; elsewhere the asynchronous engine's threads lost to one); "
+                            "its exact certificates ran on a second thread, beside the epochs",
              hinge->note);
+  BOOST_TEST(hinge->threads == 2);
   const dml::Dataset data = UnscaledProblem(40, 4.0);
   dml::SolverOptions o;
   o.kind = dml::SolverKind::kAuto;

@@ -27,6 +27,7 @@
 #include "dml/objective/ridge.hpp"
 #include "dml/objective/squared_hinge_svm.hpp"
 #include "dml/solver/cocoa_local.hpp"
+#include "dml/solver/internal/scd_dual_beside.hpp"
 #include "dml/solver/internal/scd_dual_kernel.hpp"
 #include "dml/solver/internal/solvers.hpp"
 #include "dml/solver/internal/stopping.hpp"
@@ -1280,6 +1281,123 @@ BOOST_AUTO_TEST_CASE(certificate_tells_the_shrunk_coordinates_gap_apart) {
                                                 coords.data(), w.data(), inv_ln, blk);
   BOOST_TEST(blk.active == blk.size());
   for (const auto& c : coords) BOOST_TEST(!c.shrunk);
+}
+
+// A certificate beside the epochs is exactly that of alpha when the
+// snapshot was taken, though the epochs go on meanwhile, and though the
+// snapshot copies only the rows that may have changed (shrinking and an
+// unshrink in between): the same values as the certificate taken there on
+// this thread, and w bitwise PrimalFromDual of its alpha.
+BOOST_AUTO_TEST_CASE(beside_certificate_is_that_of_its_snapshot) {
+  dml::Dataset data = DenseRegression(600, 20, 23);
+  for (float& y : data.y) y = y > 0 ? 1.0f : -1.0f;
+  data.task = dml::Task::kClassification;
+  const double lambda = 1e-2;
+  using Obj = dml::HingeSvmObjective;
+  auto coords = dml::internal::MakeDualCoords<Obj>(data, lambda);
+  std::vector<double> w(static_cast<std::size_t>(data.x.cols()));
+  dml::internal::DualStartState(data.x, coords.data(), lambda, w.data());
+  dml::internal::DualBlock blk;
+  blk.order.resize(coords.size());
+  for (std::size_t i = 0; i < coords.size(); ++i) blk.order[i] = static_cast<int64_t>(i);
+  blk.active = blk.size();
+  const double inv_ln = 1.0 / (lambda * static_cast<double>(data.x.rows()));
+  dml::internal::BesideCertifier<Obj> beside(data.x, data.y, lambda);
+  auto epoch = [&] {
+    beside.EpochStarts(blk.active);
+    dml::internal::RunDualEpoch<Obj, false, true>(data.x.indices().data(), data.x.values().data(),
+                                                  coords.data(), w.data(), inv_ln, blk);
+  };
+  bool saw_shrunk = false;
+  bool saw_shrunk_gap = false;  // the marks are copied too
+  for (int e = 1; e <= 24; ++e) {
+    epoch();
+    if (e == 13) blk.Unshrink();
+    if (e % 3 != 0) continue;
+    BOOST_TEST_CONTEXT("epoch " << e) {
+      BOOST_TEST(beside.Idle());
+      // Correctly shrunk coordinates have no gap at the epoch's end; marks
+      // on some active rows (the next epoch clears them) give the shrunk
+      // part a value to copy.
+      for (int64_t k = 0; k < blk.active; k += 7) coords[blk.order[k]].shrunk = true;
+      std::vector<dml::internal::DualCoord> at = coords;
+      std::vector<double> want_w(w.size());
+      const auto want =
+          dml::internal::CertifyDualCoords<Obj>(data.x, at.data(), lambda, want_w.data());
+      saw_shrunk = saw_shrunk || blk.active < blk.size();
+      saw_shrunk_gap = saw_shrunk_gap || want.shrunk_gap > 0.0;
+      BOOST_REQUIRE(beside.Snapshot(coords.data(), blk.order.data(), e, 7));
+      epoch();  // while it certifies
+      epoch();
+      const auto done = beside.Wait();
+      BOOST_REQUIRE(done.has_value());
+      BOOST_TEST(done->epoch == e);
+      BOOST_TEST(done->nnz == 7);
+      BOOST_TEST(done->exact.primal == want.primal, boost::test_tools::tolerance(1e-12));
+      BOOST_TEST(done->exact.gap == want.gap, boost::test_tools::tolerance(1e-12));
+      BOOST_TEST(done->exact.shrunk_gap == want.shrunk_gap, boost::test_tools::tolerance(1e-12));
+      BOOST_TEST(done->exact.negconj_sum == want.negconj_sum, boost::test_tools::tolerance(1e-12));
+      BOOST_TEST(done->exact.wsq == want.wsq);
+      BOOST_TEST(beside.w() == want_w, boost::test_tools::per_element());
+      std::vector<double> alpha(at.size());
+      for (std::size_t i = 0; i < at.size(); ++i) alpha[i] = at[i].alpha;
+      BOOST_TEST(beside.alpha() == alpha, boost::test_tools::per_element());
+      BOOST_TEST(beside.w() == dml::PrimalFromDual(data.x, alpha, lambda),
+                 boost::test_tools::per_element());
+      BOOST_TEST(beside.Idle());
+      BOOST_TEST(!beside.Poll().has_value());
+    }
+  }
+  BOOST_TEST(saw_shrunk);
+  BOOST_TEST(saw_shrunk_gap);
+}
+
+// Two threads for the sequential dual solver: the epochs on one, the
+// certificates beside them on the other. The result is a certified snapshot
+// (w bitwise PrimalFromDual of its alpha, the certificate Evaluate's), at the
+// optimum the one-thread run certifies; below kBesideMinNnz nonzeros the
+// certificates stay on the epochs' thread.
+BOOST_AUTO_TEST_CASE(two_threads_certify_beside_the_epochs) {
+  dml::Dataset data = DenseRegression(4000, 20, 29);  // 80000 nonzeros
+  for (float& y : data.y) y = y > 0 ? 1.0f : -1.0f;
+  data.task = dml::Task::kClassification;
+  for (auto kind : {dml::ModelKind::kHingeSvm, dml::ModelKind::kLogisticL2}) {
+    BOOST_TEST_CONTEXT(dml::ModelName(kind)) {
+      const dml::ModelSpec spec{kind, 1e-3, 0.5};
+      dml::SolverOptions o;
+      o.kind = dml::SolverKind::kScd;
+      o.stop.gap_rel = 1e-5;
+      const auto one = dml::Train(data, spec, o);
+      BOOST_REQUIRE(one.ok());
+      BOOST_TEST(one->threads == 1);
+      BOOST_TEST(one->note.empty());
+      o.threads = 2;
+      const auto two = dml::Train(data, spec, o);
+      BOOST_REQUIRE(two.ok());
+      BOOST_TEST((one->reason == dml::StopReason::kConverged));
+      BOOST_TEST((two->reason == dml::StopReason::kConverged));
+      BOOST_TEST(two->threads == 2);
+      BOOST_TEST(two->note == "its exact certificates ran on a second thread, beside the epochs");
+      BOOST_TEST(two->gap <= 1e-5 * two->primal);
+      BOOST_TEST(two->w == dml::PrimalFromDual(data.x, two->alpha, spec.lambda),
+                 boost::test_tools::per_element());
+      const auto cert = dml::Evaluate(data, spec, two->w, two->alpha);
+      BOOST_REQUIRE(cert.ok());
+      BOOST_TEST(cert->primal == two->primal, boost::test_tools::tolerance(1e-12));
+      BOOST_TEST(cert->dual == two->dual, boost::test_tools::tolerance(1e-12));
+      BOOST_TEST(std::abs(two->primal - one->primal) <= one->gap + two->gap);
+      BOOST_TEST(two->history.back().round == two->rounds);
+      BOOST_TEST(two->rounds == static_cast<int>(two->epochs));
+      // Small data: one thread does it all.
+      dml::Dataset small = DenseRegression(400, 20, 29);
+      for (float& y : small.y) y = y > 0 ? 1.0f : -1.0f;
+      small.task = dml::Task::kClassification;
+      const auto few = dml::Train(small, spec, o);
+      BOOST_REQUIRE(few.ok());
+      BOOST_TEST(few->threads == 1);
+      BOOST_TEST(few->note.empty());
+    }
+  }
 }
 
 // Dense rows (one contiguous run of features) take SIMD loops in the epochs

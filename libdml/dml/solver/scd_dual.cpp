@@ -11,18 +11,32 @@
 // are shrunk as in LIBLINEAR.
 // Stopping: StopRule; a gap or target stop only on an exact certificate
 // (w rebuilt from alpha, all margins recomputed), see DriveDualScd.
+// Threads: one for the epochs; with options.threads > 1 (on data of at least
+// kBesideMinNnz nonzeros) the certificates run on a second one, beside them
+// (scd_dual_beside.hpp), each of a snapshot of alpha that the run returns if
+// its certificate stops it. The epochs are those of one thread; which of
+// them is certified depends on the threads' timing, so such runs are not
+// bitwise reproducible (one thread is).
 // Papers: Shalev-Shwartz & Zhang, "Stochastic dual coordinate ascent methods
 // for regularized loss minimization", JMLR 2013; Hsieh, Chang, Lin, Keerthi,
 // Sundararajan, "A dual coordinate descent method for large-scale linear
 // SVM", ICML 2008 (Algorithm 3, shrinking); Yu, Huang, Lin, "Dual coordinate
 // descent methods for logistic regression ...", Machine Learning 2011.
+#include <memory>
 #include <numeric>
+#include <optional>
 
+#include "dml/solver/internal/scd_dual_beside.hpp"
 #include "dml/solver/internal/scd_dual_kernel.hpp"
 #include "dml/solver/internal/solvers.hpp"
 
 namespace dml::internal {
 namespace {
+
+/// Certificates go beside the epochs only where one costs far more than
+/// handing it to the other thread (a wake-up, tens of microseconds): from
+/// this many nonzeros (two passes over them).
+constexpr int64_t kBesideMinNnz = int64_t{1} << 16;
 
 template <typename Obj>
 class SequentialEngine {
@@ -41,9 +55,13 @@ class SequentialEngine {
     const DualExact e = DualStartState(x_, coords_.data(), lambda_, w_.data());
     negconj_sum_ = e.negconj_sum;
     wsq_ = e.wsq;
+    if (opt.threads > 1 && x_.nnz() >= kBesideMinNnz) {
+      beside_ = std::make_unique<BesideCertifier<Obj>>(x_, data.y, lambda_);
+    }
   }
 
   DualEpochSums RunEpoch() {
+    if (beside_) beside_->EpochStarts(blk_.active);
     const uint32_t* idx = x_.indices().data();
     const float* val = x_.values().data();
     return RunDualEpochMaybeShrink<Obj, false>(shrink_, idx, val, coords_.data(), w_.data(),
@@ -58,11 +76,24 @@ class SequentialEngine {
   int64_t Nnz() const { return x_.nnz(); }
   void Unshrink() { blk_.Unshrink(); }
   std::vector<double> Alpha() const {
+    if (adopted_) return beside_->alpha();
     std::vector<double> a(coords_.size());
     for (std::size_t i = 0; i < a.size(); ++i) a[i] = coords_[i].alpha;
     return a;
   }
-  std::vector<double> W() const { return w_; }
+  std::vector<double> W() const { return adopted_ ? beside_->w() : w_; }
+
+  // Certificates beside the epochs (options.threads > 1; DriveDualScd).
+  bool BesideOn() const { return beside_ != nullptr; }
+  bool BesideIdle() const { return beside_->Idle(); }
+  bool BesideStart(int epoch, int64_t nnz) {
+    if (beside_->Snapshot(coords_.data(), blk_.order.data(), epoch, nnz)) return true;
+    beside_.reset();  // no second thread: this one certifies from now on
+    return false;
+  }
+  std::optional<BesideDone> BesidePoll() { return beside_->Poll(); }
+  std::optional<BesideDone> BesideWait() { return beside_->Wait(); }
+  void BesideAdopt() { adopted_ = true; }
 
  private:
   const CsrMatrix& x_;
@@ -74,6 +105,8 @@ class SequentialEngine {
   DualBlock blk_;
   double negconj_sum_ = 0.0;
   double wsq_ = 0.0;
+  std::unique_ptr<BesideCertifier<Obj>> beside_;
+  bool adopted_ = false;
 };
 
 }  // namespace
@@ -87,7 +120,12 @@ absl::StatusOr<TrainResult> TrainScdDual(const Dataset& data, const ModelSpec& m
     using Obj = decltype(obj);
     StopChecker checker(options.stop, options.on_epoch);  // times include the setup
     SequentialEngine<Obj> engine(data, model, options);
-    return DriveDualScd<Obj>(options, model.lambda, data.x.rows(), engine, checker);
+    TrainResult r = DriveDualScd<Obj>(options, model.lambda, data.x.rows(), engine, checker);
+    if (engine.BesideOn()) {
+      r.threads = 2;
+      r.note = "its exact certificates ran on a second thread, beside the epochs";
+    }
+    return r;
   });
 }
 

@@ -17,6 +17,8 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <optional>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -573,6 +575,24 @@ std::vector<DualCoord> MakeDualCoords(const Dataset& data, double lambda) {
 /// time-sliced on a loaded machine); one thread converges from there.
 constexpr int kStallCertificates = 20;
 
+/// A certificate taken beside the epochs (scd_dual_beside.hpp): of the
+/// snapshot taken at the end of `epoch`.
+struct BesideDone {
+  int epoch = 0;
+  int64_t nnz = 0;  ///< what that epoch read (its progress entry)
+  DualExact exact;
+};
+
+/// Beside: the epochs' reads (in passes over the data) after which the
+/// certificate in flight is waited for.
+constexpr double kBesideMaxLagPasses = 4.0;
+
+/// Whether Engine may take its certificates beside its epochs (DriveDualScd).
+template <typename E, typename = void>
+struct HasBeside : std::false_type {};
+template <typename E>
+struct HasBeside<E, std::void_t<decltype(std::declval<E&>().BesideOn())>> : std::true_type {};
+
 /// The epoch loop shared by the sequential and asynchronous dual solvers.
 /// `checker` was made before the engine, so that times include the setup.
 /// Engine provides:
@@ -590,6 +610,16 @@ constexpr int kStallCertificates = 20;
 ///   void Stalled(int since, int epoch);  the certificates of epochs
 ///                                  (since, epoch], kStallCertificates of
 ///                                  them, did not cut the best gap by 10%
+/// and, where its certificates can run on another thread (HasBeside):
+///   bool BesideOn();               they do in this run
+///   bool BesideIdle();             none in flight or waiting
+///   bool BesideStart(int epoch, int64_t nnz);  snapshot alpha (the rows
+///                                  that changed) and certify it there;
+///                                  false: no thread for it (BesideOn()
+///                                  is false from then on)
+///   std::optional<BesideDone> BesidePoll();  a finished one, once
+///   std::optional<BesideDone> BesideWait();  the same, once none is in flight
+///   void BesideAdopt();            W() and Alpha() are then the snapshot's
 ///
 /// Running estimates (O(1) per step): D exactly (up to rounding; up to the
 /// races for several threads) from sum NegConj and ||w||^2 tracked through
@@ -601,6 +631,13 @@ constexpr int kStallCertificates = 20;
 /// shrunk or not; when the estimate was satisfied but the certificate is not,
 /// the shrunk coordinates are brought back if their own gaps (which the
 /// estimate takes as 0) are what stands in the way.
+///
+/// Beside (BesideOn): a certificate is started whenever none is in flight
+/// and the estimate satisfies the rule (or one is due), its calibration
+/// taken only where it lowers kappa, so that near the end one certificate
+/// follows another; the epochs go on meanwhile, and one that stops the run
+/// returns its snapshot (TrainResult::epochs is that snapshot's epoch).
+/// Which epoch that is depends on the threads' timing.
 template <typename Obj, typename Engine>
 TrainResult DriveDualScd(const SolverOptions& opt, double lambda, int64_t n, Engine& eng,
                          StopChecker& checker) {
@@ -631,6 +668,35 @@ TrainResult DriveDualScd(const SolverOptions& opt, double lambda, int64_t n, Eng
   double best_gap = std::numeric_limits<double>::infinity();
   int since_best = 0;  // certificates since best_gap was cut by 10%
   int best_epoch = 0;  // the epoch of that certificate
+  // Beside: the running sums when the certificate in flight was started,
+  // whether the estimate had asked for it, and the last unshrink (a
+  // certificate of an earlier snapshot does not ask for another).
+  double snap_negconj = 0.0, snap_wsq = 0.0, snap_gap_est = 0.0;
+  bool snap_estimated = false;
+  int unshrunk_at = 0;
+  int adopted_epoch = 0;  // the snapshot returned (0: the current iterate)
+  // After a certificate (the current iterate's, or beside a snapshot's of
+  // epoch `at`): the engine's warnings, the stall count, the report; the
+  // reason to stop, if any.
+  auto after_certificate = [&](int at, const DualExact& x,
+                               int64_t nnz) -> std::optional<StopReason> {
+    // Exact coordinate ascent never lowers the dual; asynchronous steps on
+    // a stale w can (PASSCoDe's bound on the delay fails on dense columns
+    // with many threads): the engine is told, and runs fewer threads.
+    if (x.dual < last_dual - 1e-9 * std::abs(last_dual)) eng.DualFell(at);
+    last_dual = x.dual;
+    if (x.gap < 0.9 * best_gap) {
+      best_gap = x.gap;
+      since_best = 0;
+      best_epoch = at;
+    } else if (++since_best >= kStallCertificates) {
+      eng.Stalled(best_epoch, at);
+      best_gap = x.gap;
+      since_best = 0;
+      best_epoch = at;
+    }
+    return checker.AfterEpoch(CertifiedProgress(at, x.primal, x.dual, x.gap, nnz));
+  };
   for (;;) {
     if (auto r = checker.BeforeEpoch(epoch + 1)) {
       reason = *r;
@@ -652,30 +718,66 @@ TrainResult DriveDualScd(const SolverOptions& opt, double lambda, int64_t n, Eng
     const bool est_ok = checker.Satisfied(p_est, kappa * gap_est).has_value();
     const bool periodic = PeriodicCertificateDue(opt.eval_every, work_since_cert, eng.Nnz(),
                                                  opt.eval_pacing, work_total);
+    if constexpr (HasBeside<Engine>::value) {
+      if (eng.BesideOn()) {
+        std::optional<BesideDone> done = eng.BesidePoll();
+        // A certificate is about two passes of streaming reads, so it lags
+        // this far behind only where its thread does not run (a virtual
+        // CPU descheduled by the host): waiting lets it run here.
+        if (!done && !eng.BesideIdle() &&
+            work_since_cert >= kBesideMaxLagPasses * static_cast<double>(eng.Nnz())) {
+          done = eng.BesideWait();
+        }
+        if (done) {
+          const DualExact& x = done->exact;
+          // The running sums take the drift the certificate found (it is
+          // of the snapshot; the steps since are in both).
+          negconj_sum += x.negconj_sum - snap_negconj;
+          wsq += x.wsq - snap_wsq;
+          if (auto r = after_certificate(done->epoch, x, done->nnz)) {
+            reason = *r;
+            exact = x;
+            certified = true;
+            adopted_epoch = done->epoch;
+            eng.BesideAdopt();
+            break;
+          }
+          if (snap_gap_est > 0.0) {
+            kappa_cal = std::min(4.0, std::max(0.25, 1.1 * x.gap / snap_gap_est));
+          }
+          if (snap_estimated && done->epoch >= unshrunk_at &&
+              x.shrunk_gap > 0.5 * checker.GapAllowed(x.primal)) {
+            eng.Unshrink();
+            unshrunk_at = epoch + 1;
+          }
+        }
+        // A certificate here costs this thread only the copy: a
+        // calibration that found the estimate low does not hold the next
+        // one back (one that found it high lets them come sooner).
+        const double kappa_b = std::min(kKappa0, kappa);
+        const bool est_b =
+            checker.Satisfied(d_est + kappa_b * gap_est, kappa_b * gap_est).has_value();
+        if (!((periodic || est_b) && eng.BesideIdle())) continue;
+        if (eng.BesideStart(epoch, s.nnz)) {
+          snap_negconj = negconj_sum;
+          snap_wsq = wsq;
+          snap_gap_est = gap_est;
+          snap_estimated = est_b;
+          work_since_cert = 0.0;
+          continue;
+        }
+        // No second thread after all (BesideOn() is now false): this one
+        // certifies from here on.
+      }
+    }
     if (!periodic && !est_ok) continue;
     exact = eng.Certify();
     certified = true;
-    // Exact coordinate ascent never lowers the dual; asynchronous steps on
-    // a stale w can (PASSCoDe's bound on the delay fails on dense columns
-    // with many threads): the engine is told, and runs fewer threads.
-    if (exact.dual < last_dual - 1e-9 * std::abs(last_dual)) eng.DualFell(epoch);
-    last_dual = exact.dual;
-    if (exact.gap < 0.9 * best_gap) {
-      best_gap = exact.gap;
-      since_best = 0;
-      best_epoch = epoch;
-    } else if (++since_best >= kStallCertificates) {
-      eng.Stalled(best_epoch, epoch);
-      best_gap = exact.gap;
-      since_best = 0;
-      best_epoch = epoch;
-    }
     if (gap_est > 0.0) kappa_cal = std::min(4.0, std::max(0.25, 1.1 * exact.gap / gap_est));
     work_since_cert = 0.0;
     negconj_sum = exact.negconj_sum;
     wsq = exact.wsq;
-    if (auto r = checker.AfterEpoch(
-            CertifiedProgress(epoch, exact.primal, exact.dual, exact.gap, s.nnz))) {
+    if (auto r = after_certificate(epoch, exact, s.nnz)) {
       reason = *r;
       break;
     }
@@ -686,6 +788,22 @@ TrainResult DriveDualScd(const SolverOptions& opt, double lambda, int64_t n, Eng
     // every such certificate cost more than it gained (w8a hinge at a gap of
     // 3e-5: 15 unshrunk passes in 23 epochs, 83 -> 72 ms without them).
     if (est_ok && exact.shrunk_gap > 0.5 * checker.GapAllowed(exact.primal)) eng.Unshrink();
+  }
+  if constexpr (HasBeside<Engine>::value) {
+    // The certificate in flight when epochs or time ran out may stop the
+    // run as well.
+    if (eng.BesideOn() && adopted_epoch == 0) {
+      std::optional<BesideDone> done = eng.BesideWait();
+      if (done && reason != StopReason::kCancelled) {
+        if (auto r = after_certificate(done->epoch, done->exact, done->nnz)) {
+          reason = *r;
+          exact = done->exact;
+          certified = true;
+          adopted_epoch = done->epoch;
+          eng.BesideAdopt();
+        }
+      }
+    }
   }
   if (!certified) {
     exact = eng.Certify();
@@ -699,8 +817,8 @@ TrainResult DriveDualScd(const SolverOptions& opt, double lambda, int64_t n, Eng
   result.primal = exact.primal;
   result.dual = exact.dual;
   result.gap = exact.gap;
-  result.epochs = epoch;
-  result.rounds = epoch;
+  result.epochs = adopted_epoch > 0 ? adopted_epoch : epoch;
+  result.rounds = static_cast<int>(result.epochs);
   result.reason = reason;
   result.seconds = checker.Elapsed();
   result.history = checker.TakeHistory();
