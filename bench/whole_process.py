@@ -8,7 +8,9 @@ its defaults otherwise: auto solver, paced certificates) at the loosest
 its 3 runs' primals, computed by our objective code from its weights, as
 bench/solver_bench.py does), with --threads 1 and 2, each thread count at
 its own tolerance (two threads may sum in another order and stop
-elsewhere). Each time is a whole process (reading the file included, both
+elsewhere; a thread count with a timed run above LIBLINEAR's primal is timed
+again at the next tighter --tol, as runs on two threads differ). Each time
+is a whole process (reading the file included, both
 sides), median of 3 rounds, the three runs of a round in rotating order. Prints time(dml-train)/time(liblinear-train).
 
 Usage: bench/whole_process.py [build-dir] [DATA[/MODEL] ...]  (default: every case)
@@ -93,13 +95,23 @@ def main():
                 primals.append(p)
 
             sides = [liblinear, lambda: ours(1, d1, p1s), lambda: ours(2, d2, p2s)]
-            for r in range(REPS):  # each side first, second and third in turn
-                for k in range(3):
-                    sides[(r + k) % 3]()
+            # Reruns can stop elsewhere (two threads: which snapshot the
+            # certificate thread certifies depends on timing): a thread count
+            # with a rerun above the target is timed again at the next
+            # tighter --tol, until every rerun reaches it.
+            while True:
+                for v in (ll, d1, d2, p1s, p2s):
+                    v.clear()
+                for r in range(REPS):  # each side first, second and third in turn
+                    for k in range(3):
+                        sides[(r + k) % 3]()
+                above = [k for k, ps in ((1, p1s), (2, p2s)) if max(ps) > target]
+                if not above or any(tols[k] == TOLS[-1] for k in above):
+                    break
+                for k in above:
+                    tols[k] = TOLS[TOLS.index(tols[k]) + 1]
             lm, m1, m2 = (statistics.median(v) for v in (ll, d1, d2))
-            # Reruns can stop elsewhere (threads time-sliced differently).
-            note = "".join(f" ({k} thread(s): a primal above the target)"
-                           for k, ps in ((1, p1s), (2, p2s)) if max(ps) > target)
+            note = "".join(f" ({k} thread(s): a primal above the target)" for k in above)
             tol = tols[1] if tols[1] == tols[2] else f"{tols[1]}/{tols[2]}"
             rows.append((name, model, s, lm, tol, m1, m2, m1 / lm, m2 / lm, target, note))
             print(f"{name} {model} -s {s}: liblinear-train {lm:.3f} s; dml-train --tol {tol} "
