@@ -307,7 +307,7 @@ BOOST_AUTO_TEST_CASE(auto_runs_newton_for_smooth_models_and_scd_for_the_others) 
   two.threads = 2;
   auto hinge = dml::Train(tall, {ModelKind::kHingeSvm, 1e-2, 0.5}, two);
   BOOST_REQUIRE(hinge.ok());
-  BOOST_TEST(hinge->note == "solver auto ran scd on 1 thread of 2 (hinge: per-thread copies of w "
+  BOOST_TEST(hinge->note == "solver auto ran scd's epochs on 1 thread of 2 (hinge: per-thread copies of w "
                             "need at most 4096 features and rows of at least 128 nonzeros on "
                             "average; elsewhere the asynchronous engine's threads lost to one); "
                             "its exact certificates ran on a second thread, beside the epochs",

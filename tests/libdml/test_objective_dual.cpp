@@ -10,6 +10,7 @@
 #include <cfloat>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -1119,6 +1120,144 @@ struct ScriptedEngine {
 };
 }  // namespace
 
+namespace {
+// A scripted engine whose certificates run "beside" the epochs: each one
+// started is finished when the script says (after `lag` epochs, or only
+// when waited for), with the scripted gap of its epoch.
+struct ScriptedBesideEngine : ScriptedEngine {
+  int lag = 1000;                   // epochs a certificate takes (1000: until waited for)
+  std::vector<double> beside_gaps;  // by the epoch of the snapshot (1-based)
+  std::optional<dml::internal::BesideDone> in_flight;
+  int finish_at = 0;
+  std::vector<int> started;
+  int sync_certificates = 0;
+  int abandoned = 0;
+  bool adopted = false;
+  dml::internal::DualExact Certify() {
+    ++sync_certificates;
+    return ScriptedEngine::Certify();
+  }
+  bool BesideOn() const { return true; }
+  bool BesideIdle() const { return !in_flight; }
+  bool BesideStart(int epoch, int64_t nnz) {
+    dml::internal::BesideDone d;
+    d.epoch = epoch;
+    d.nnz = nnz;
+    d.exact.gap = beside_gaps[epoch - 1];
+    d.exact.dual = 0.1 * epoch;
+    d.exact.primal = d.exact.dual + d.exact.gap;
+    in_flight = d;
+    finish_at = epochs + lag;
+    started.push_back(epoch);
+    return true;
+  }
+  std::optional<dml::internal::BesideDone> BesidePoll() {
+    if (!in_flight || epochs < finish_at) return std::nullopt;
+    return std::exchange(in_flight, std::nullopt);
+  }
+  std::optional<dml::internal::BesideDone> BesideWait() {
+    return std::exchange(in_flight, std::nullopt);
+  }
+  void BesideAbandon() {
+    if (in_flight) ++abandoned;
+    in_flight.reset();
+  }
+  dml::internal::DualExact BesideResync() { return {}; }
+  void BesideAdopt() { adopted = true; }
+};
+}  // namespace
+
+// Beside the epochs: a certificate that stops the run is of its snapshot's
+// epoch (the result's epochs), reported once; one in flight when the
+// epochs run out is waited for and, being of the last epoch, is the
+// result's certificate (no second one on the epoch thread, no repeated
+// entry); cancelled, it is dropped and the epoch thread certifies.
+BOOST_AUTO_TEST_CASE(dual_driver_takes_certificates_beside_the_epochs) {
+  dml::SolverOptions o;
+  o.eval_every = 1;
+  o.eval_pacing = 0.0;  // one due every epoch (a pass of the scripted work)
+  o.stop.gap_rel = 1e-3;
+  auto rounds = [](const dml::TrainResult& r) {
+    std::vector<int> v;
+    for (const dml::Progress& p : r.history) v.push_back(p.round);
+    return v;
+  };
+  {  // each certificate takes an epoch; epoch 2's stops the run in epoch 3
+    ScriptedBesideEngine eng;
+    eng.lag = 1;
+    eng.beside_gaps = {1.0, 1e-5, 1.0, 1.0};
+    dml::internal::StopChecker checker(o.stop, nullptr);
+    const dml::TrainResult r =
+        dml::internal::DriveDualScd<dml::RidgeObjective>(o, 1.0, 1, eng, checker);
+    BOOST_TEST((r.reason == dml::StopReason::kConverged));
+    BOOST_TEST(r.epochs == 2);
+    BOOST_TEST(eng.epochs == 3);  // the epochs went on meanwhile
+    BOOST_TEST(eng.adopted);
+    BOOST_TEST(eng.sync_certificates == 0);
+    BOOST_TEST(eng.started == (std::vector<int>{1, 2}), boost::test_tools::per_element());
+    BOOST_TEST(rounds(r) == (std::vector<int>{1, 2}), boost::test_tools::per_element());
+    BOOST_TEST(r.gap == 1e-5);
+  }
+  {  // epoch 3's certificate is in flight when the epochs run out: the result's
+    ScriptedBesideEngine eng;
+    eng.lag = 1;
+    eng.beside_gaps = {1.0, 1.0, 1.0};
+    o.stop.max_epochs = 3;
+    dml::internal::StopChecker checker(o.stop, nullptr);
+    const dml::TrainResult r =
+        dml::internal::DriveDualScd<dml::RidgeObjective>(o, 1.0, 1, eng, checker);
+    BOOST_TEST((r.reason == dml::StopReason::kMaxEpochs));
+    BOOST_TEST(eng.started == (std::vector<int>{1, 2, 3}), boost::test_tools::per_element());
+    BOOST_TEST(eng.sync_certificates == 0);
+    BOOST_TEST(eng.adopted);
+    BOOST_TEST(r.epochs == 3);
+    BOOST_TEST(rounds(r) == (std::vector<int>{1, 2, 3}), boost::test_tools::per_element());
+  }
+  {  // epoch 1's is still in flight at the end: reported, then epoch 3 certified here
+    ScriptedBesideEngine eng;
+    eng.lag = 1000;
+    eng.beside_gaps = {1.0, 1.0, 1.0};
+    eng.duals = {0.7};
+    o.stop.max_epochs = 3;
+    dml::internal::StopChecker checker(o.stop, nullptr);
+    const dml::TrainResult r =
+        dml::internal::DriveDualScd<dml::RidgeObjective>(o, 1.0, 1, eng, checker);
+    BOOST_TEST((r.reason == dml::StopReason::kMaxEpochs));
+    BOOST_TEST(eng.started == (std::vector<int>{1}), boost::test_tools::per_element());
+    BOOST_TEST(eng.sync_certificates == 1);
+    BOOST_TEST(!eng.adopted);
+    BOOST_TEST(r.epochs == 3);
+    BOOST_TEST(r.dual == 0.7);
+    BOOST_TEST(rounds(r) == (std::vector<int>{1, 3}), boost::test_tools::per_element());
+  }
+  {  // cancelled with one in flight: dropped, the epoch thread certifies
+    struct Cancelling : ScriptedBesideEngine {
+      std::atomic<bool>* flag = nullptr;
+      dml::internal::DualEpochSums RunEpoch() {
+        if (epochs == 1) *flag = true;  // during the second epoch
+        return ScriptedBesideEngine::RunEpoch();
+      }
+    } eng;
+    std::atomic<bool> cancel{false};
+    eng.flag = &cancel;
+    eng.lag = 1000;
+    eng.beside_gaps = {1.0, 1.0, 1.0};
+    eng.duals = {0.7};
+    o.stop.max_epochs = 1000;
+    o.stop.cancel = &cancel;
+    dml::internal::StopChecker checker(o.stop, nullptr);
+    const dml::TrainResult r =
+        dml::internal::DriveDualScd<dml::RidgeObjective>(o, 1.0, 1, eng, checker);
+    BOOST_TEST((r.reason == dml::StopReason::kCancelled));
+    BOOST_TEST(eng.abandoned == 1);
+    BOOST_TEST(eng.sync_certificates == 1);
+    BOOST_TEST(!eng.adopted);
+    BOOST_TEST(r.epochs == 2);
+    BOOST_TEST(r.dual == 0.7);
+    BOOST_TEST(rounds(r) == (std::vector<int>{2}), boost::test_tools::per_element());
+  }
+}
+
 BOOST_AUTO_TEST_CASE(dual_driver_reports_a_falling_dual_to_its_engine) {
   ScriptedEngine eng;
   eng.duals = {0.1, 0.2, 0.15, 0.3, 0.3 - 1e-12};
@@ -1309,7 +1448,8 @@ BOOST_AUTO_TEST_CASE(beside_certificate_is_that_of_its_snapshot) {
                                                   coords.data(), w.data(), inv_ln, blk);
   };
   bool saw_shrunk = false;
-  bool saw_shrunk_gap = false;  // the marks are copied too
+  bool saw_shrunk_gap = false;    // the marks are copied too
+  bool saw_partial_copy = false;  // a snapshot copied only some rows
   for (int e = 1; e <= 24; ++e) {
     epoch();
     if (e == 13) blk.Unshrink();
@@ -1326,6 +1466,7 @@ BOOST_AUTO_TEST_CASE(beside_certificate_is_that_of_its_snapshot) {
           dml::internal::CertifyDualCoords<Obj>(data.x, at.data(), lambda, want_w.data());
       saw_shrunk = saw_shrunk || blk.active < blk.size();
       saw_shrunk_gap = saw_shrunk_gap || want.shrunk_gap > 0.0;
+      saw_partial_copy = saw_partial_copy || beside.pending_rows() < blk.size();
       BOOST_REQUIRE(beside.Snapshot(coords.data(), blk.order.data(), e, 7));
       epoch();  // while it certifies
       epoch();
@@ -1345,11 +1486,11 @@ BOOST_AUTO_TEST_CASE(beside_certificate_is_that_of_its_snapshot) {
       BOOST_TEST(beside.w() == dml::PrimalFromDual(data.x, alpha, lambda),
                  boost::test_tools::per_element());
       BOOST_TEST(beside.Idle());
-      BOOST_TEST(!beside.Poll().has_value());
     }
   }
   BOOST_TEST(saw_shrunk);
   BOOST_TEST(saw_shrunk_gap);
+  BOOST_TEST(saw_partial_copy);
 }
 
 // Two threads for the sequential dual solver: the epochs on one, the
@@ -1387,7 +1528,6 @@ BOOST_AUTO_TEST_CASE(two_threads_certify_beside_the_epochs) {
       BOOST_TEST(cert->dual == two->dual, boost::test_tools::tolerance(1e-12));
       BOOST_TEST(std::abs(two->primal - one->primal) <= one->gap + two->gap);
       BOOST_TEST(two->history.back().round == two->rounds);
-      BOOST_TEST(two->rounds == static_cast<int>(two->epochs));
       // Small data: one thread does it all.
       dml::Dataset small = DenseRegression(400, 20, 29);
       for (float& y : small.y) y = y > 0 ? 1.0f : -1.0f;
@@ -1396,6 +1536,59 @@ BOOST_AUTO_TEST_CASE(two_threads_certify_beside_the_epochs) {
       BOOST_REQUIRE(few.ok());
       BOOST_TEST(few->threads == 1);
       BOOST_TEST(few->note.empty());
+    }
+  }
+}
+
+// Runs with certificates beside the epochs that end on a budget: the result
+// is certified (w bitwise PrimalFromDual of alpha, Evaluate's values), its
+// epoch the history's last entry, and the history's epochs increase (a
+// certificate in flight when the epochs ran out is not reported twice).
+BOOST_AUTO_TEST_CASE(beside_runs_end_on_their_budgets_certified) {
+  dml::Dataset data = DenseRegression(4000, 20, 31);
+  for (float& y : data.y) y = y > 0 ? 1.0f : -1.0f;
+  data.task = dml::Task::kClassification;
+  const dml::ModelSpec spec{dml::ModelKind::kHingeSvm, 1e-6, 0.5};
+  std::atomic<bool> cancel{false};
+  for (int budget = 0; budget < 3; ++budget) {
+    BOOST_TEST_CONTEXT("budget " << budget) {
+      dml::SolverOptions o;
+      o.kind = dml::SolverKind::kScd;
+      o.threads = 2;
+      o.eval_pacing = 0.0;  // certificates due every pass: one is in flight at the end
+      o.stop.gap_rel = 0.0;  // no gap stops these runs
+      dml::StopReason want = dml::StopReason::kMaxEpochs;
+      if (budget == 0) o.stop.max_epochs = 6;
+      if (budget == 1) {
+        o.stop.max_epochs = 1000000;
+        o.stop.max_seconds = 0.02;
+        want = dml::StopReason::kTimeBudget;
+      }
+      if (budget == 2) {
+        cancel = false;
+        o.stop.cancel = &cancel;
+        o.on_epoch = [&](const dml::Progress& p) {
+          if (p.round >= 3) cancel = true;
+        };
+        want = dml::StopReason::kCancelled;
+      }
+      const auto r = dml::Train(data, spec, o);
+      BOOST_REQUIRE(r.ok());
+      BOOST_TEST((r->reason == want));
+      BOOST_TEST(r->threads == 2);
+      if (budget == 0) BOOST_TEST(r->epochs == 6.0);
+      BOOST_TEST(r->w == dml::PrimalFromDual(data.x, r->alpha, spec.lambda),
+                 boost::test_tools::per_element());
+      const auto cert = dml::Evaluate(data, spec, r->w, r->alpha);
+      BOOST_REQUIRE(cert.ok());
+      BOOST_TEST(cert->primal == r->primal, boost::test_tools::tolerance(1e-12));
+      BOOST_TEST(cert->dual == r->dual, boost::test_tools::tolerance(1e-12));
+      BOOST_REQUIRE(!r->history.empty());
+      BOOST_TEST(r->history.back().round == r->rounds);
+      BOOST_TEST(r->rounds == static_cast<int>(r->epochs));
+      for (std::size_t k = 1; k < r->history.size(); ++k) {
+        BOOST_TEST(r->history[k].round > r->history[k - 1].round);
+      }
     }
   }
 }

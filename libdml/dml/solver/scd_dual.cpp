@@ -87,12 +87,19 @@ class SequentialEngine {
   bool BesideOn() const { return beside_ != nullptr; }
   bool BesideIdle() const { return beside_->Idle(); }
   bool BesideStart(int epoch, int64_t nnz) {
-    if (beside_->Snapshot(coords_.data(), blk_.order.data(), epoch, nnz)) return true;
+    if (beside_->Snapshot(coords_.data(), blk_.order.data(), epoch, nnz)) {
+      beside_used_ = true;
+      return true;
+    }
     beside_.reset();  // no second thread: this one certifies from now on
     return false;
   }
   std::optional<BesideDone> BesidePoll() { return beside_->Poll(); }
   std::optional<BesideDone> BesideWait() { return beside_->Wait(); }
+  void BesideAbandon() { beside_->Abandon(); }
+  DualExact BesideResync() { return DualStartState(x_, coords_.data(), lambda_, w_.data()); }
+  /// A certificate ran on the second thread.
+  bool BesideUsed() const { return beside_used_; }
   void BesideAdopt() { adopted_ = true; }
 
  private:
@@ -107,6 +114,7 @@ class SequentialEngine {
   double wsq_ = 0.0;
   std::unique_ptr<BesideCertifier<Obj>> beside_;
   bool adopted_ = false;
+  bool beside_used_ = false;
 };
 
 }  // namespace
@@ -121,7 +129,7 @@ absl::StatusOr<TrainResult> TrainScdDual(const Dataset& data, const ModelSpec& m
     StopChecker checker(options.stop, options.on_epoch);  // times include the setup
     SequentialEngine<Obj> engine(data, model, options);
     TrainResult r = DriveDualScd<Obj>(options, model.lambda, data.x.rows(), engine, checker);
-    if (engine.BesideOn()) {
+    if (engine.BesideUsed()) {
       r.threads = 2;
       r.note = "its exact certificates ran on a second thread, beside the epochs";
     }

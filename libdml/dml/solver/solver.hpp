@@ -183,7 +183,11 @@ inline bool AveragesIterates(const SgdOptions& o, const ModelSpec& model) {
 /// How Train runs; checked by Train (InvalidArgument naming the field).
 struct SolverOptions {
   SolverKind kind = SolverKind::kScd;
-  int threads = 1;  ///< for kAsyncScd, kNewton and kAuto (kScd: its column copy's conversion)
+  /// For kAsyncScd, kNewton and kAuto; kScd: its column copy's conversion,
+  /// and for the dual models > 1 runs the exact certificates on a second
+  /// thread beside the epochs (then not bitwise reproducible; eval_every
+  /// counts from the last certificate started there).
+  int threads = 1;
   /// kAsyncScd: run fewer threads where they cannot pay (data too small for
   /// a second thread, epochs shrunk to a few coordinates); TrainResult says
   /// what ran. false: always `threads` (tests of the concurrent paths).

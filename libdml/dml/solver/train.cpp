@@ -187,8 +187,11 @@ std::string AutoNote(const ModelSpec& model, SolverKind chosen, int threads) {
   std::string why = absl::StrCat("solver auto ran ", AsAbsl(SolverName(chosen)));
   if (chosen == SolverKind::kScd && threads > 1) {
     // Where a second thread did not pay (measured: bench/solver_bench.py).
+    // Dual models: the epochs on one thread; the certificates may take the
+    // other (the solver's note says so).
     absl::StrAppend(
-        &why, " on 1 thread of ", threads,
+        &why, FormulationOf(model.kind) == Formulation::kDual ? "'s epochs" : "",
+        " on 1 thread of ", threads,
         model.kind == ModelKind::kHingeSvm
             ? absl::StrCat(" (hinge: per-thread copies of w need at most ",
                            internal::kAsyncDualReplicaMaxCols, " features and rows of at least ",
@@ -218,7 +221,8 @@ SolverFootprint FootprintOf(SolverKind kind, const ModelSpec& model) {
                                                   : SolverFootprint{10, false};
     case SolverKind::kScd:
       if (model.kind == ModelKind::kLogisticL1) return {8, true};  // scd runs newGLMNET there
-      return dual ? SolverFootprint{2, false} : SolverFootprint{3, true};
+      // Dual: w, and the w of certificates beside the epochs (threads > 1).
+      return dual ? SolverFootprint{3, false} : SolverFootprint{3, true};
     case SolverKind::kAsyncScd:
       return dual ? SolverFootprint{3, false} : SolverFootprint{3, true};
     case SolverKind::kSgd:

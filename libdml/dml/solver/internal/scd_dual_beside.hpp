@@ -12,8 +12,8 @@
 // Thread-safety: one owner thread calls every member; while a certificate is
 // in flight the helper thread reads the snapshot and the data (never the
 // engine's coordinates, whose cache lines the epochs write) and writes only
-// its own w and result. Errors: none (a thread that cannot start leaves
-// Available() false, and the engine certifies on its own thread).
+// its own w and result. Errors: none (Snapshot says false where the thread
+// cannot start, and the engine then certifies on its own thread).
 #pragma once
 
 #include <algorithm>
@@ -41,7 +41,8 @@ class BesideCertifier {
         alpha_(static_cast<std::size_t>(x.rows()), 0.0),
         nc_(static_cast<std::size_t>(x.rows()), 0.0),
         shrunk_(static_cast<std::size_t>(x.rows()), 0),
-        changed_(x.rows()) {}
+        changed_(x.rows()),
+        w_(static_cast<std::size_t>(x.cols()), 0.0) {}
   ~BesideCertifier() {
     if (!thread_.joinable()) return;
     {
@@ -101,6 +102,17 @@ class BesideCertifier {
     state_.store(kIdle, std::memory_order_release);
     return d;
   }
+  /// Rows the next snapshot copies (tests).
+  int64_t pending_rows() const { return changed_; }
+
+  /// Ends the certificate in flight early (its result is dropped): a run
+  /// cancelled or out of time does not wait for two passes it cannot use.
+  void Abandon() {
+    abandon_.store(true, std::memory_order_relaxed);
+    Wait();
+    abandon_.store(false, std::memory_order_relaxed);
+  }
+
   /// Until no certificate is in flight; then as Poll().
   std::optional<BesideDone> Wait() {
     {
@@ -140,8 +152,9 @@ class BesideCertifier {
     const int64_t* off = x_.offsets().data();
     const uint32_t* idx = x_.indices().data();
     const float* val = x_.values().data();
-    w_.assign(static_cast<std::size_t>(x_.cols()), 0.0);
+    std::fill(w_.begin(), w_.end(), 0.0);  // sized once: no allocation on this thread
     for (int64_t i = 0; i < n; ++i) {
+      if ((i & 4095) == 0 && abandon_.load(std::memory_order_relaxed)) return {};
       const double a = alpha_[i];
       if (a == 0.0) continue;
       for (int64_t k = off[i]; k < off[i + 1]; ++k) w_[idx[k]] += a * static_cast<double>(val[k]);
@@ -154,6 +167,7 @@ class BesideCertifier {
     }
     DualMarginSums s;
     for (int64_t i = 0; i < n; ++i) {
+      if ((i & 4095) == 0 && abandon_.load(std::memory_order_relaxed)) return {};
       const auto len = static_cast<uint32_t>(off[i + 1] - off[i]);
       const double z = SparseDot<false>(idx + off[i], val + off[i], len, w_.data());
       double li, gi;
@@ -177,6 +191,7 @@ class BesideCertifier {
   std::mutex mu_;
   std::condition_variable cv_;
   std::atomic<int> state_{kIdle};
+  std::atomic<bool> abandon_{false};
   bool quit_ = false;
   int epoch_ = 0;
   int64_t nnz_ = 0;

@@ -586,6 +586,8 @@ struct BesideDone {
 /// Beside: the epochs' reads (in passes over the data) after which the
 /// certificate in flight is waited for.
 constexpr double kBesideMaxLagPasses = 4.0;
+/// Beside: the fewest passes' worth of epoch work between rebuilds of w.
+constexpr double kBesideResyncPasses = 4.0;
 
 /// Whether Engine may take its certificates beside its epochs (DriveDualScd).
 template <typename E, typename = void>
@@ -619,6 +621,10 @@ struct HasBeside<E, std::void_t<decltype(std::declval<E&>().BesideOn())>> : std:
 ///                                  is false from then on)
 ///   std::optional<BesideDone> BesidePoll();  a finished one, once
 ///   std::optional<BesideDone> BesideWait();  the same, once none is in flight
+///   void BesideAbandon();          stop the one in flight, dropping it
+///   DualExact BesideResync();      rebuild w from alpha (its drift: no
+///                                  certificate does it here); the exact
+///                                  sum NegConj and ||w||^2
 ///   void BesideAdopt();            W() and Alpha() are then the snapshot's
 ///
 /// Running estimates (O(1) per step): D exactly (up to rounding; up to the
@@ -675,6 +681,7 @@ TrainResult DriveDualScd(const SolverOptions& opt, double lambda, int64_t n, Eng
   bool snap_estimated = false;
   int unshrunk_at = 0;
   int adopted_epoch = 0;  // the snapshot returned (0: the current iterate)
+  double work_since_resync = 0.0;
   // After a certificate (the current iterate's, or beside a snapshot's of
   // epoch `at`): the engine's warnings, the stall count, the report; the
   // reason to stop, if any.
@@ -751,6 +758,19 @@ TrainResult DriveDualScd(const SolverOptions& opt, double lambda, int64_t n, Eng
             unshrunk_at = epoch + 1;
           }
         }
+        // The steps' rounding drifts w from w(alpha); a certificate on
+        // this thread rebuilt it, so here a pass does it now and then
+        // (every quarter of the work so far, at least 4 passes apart),
+        // between certificates (their drift correction assumes none).
+        work_since_resync += static_cast<double>(s.nnz);
+        if (work_since_resync >= std::max(kBesideResyncPasses * static_cast<double>(eng.Nnz()),
+                                          0.25 * work_total) &&
+            eng.BesideIdle()) {
+          const DualExact e = eng.BesideResync();
+          negconj_sum = e.negconj_sum;
+          wsq = e.wsq;
+          work_since_resync = 0.0;
+        }
         // A certificate here costs this thread only the copy: a
         // calibration that found the estimate low does not hold the next
         // one back (one that found it high lets them come sooner).
@@ -790,13 +810,17 @@ TrainResult DriveDualScd(const SolverOptions& opt, double lambda, int64_t n, Eng
     if (est_ok && exact.shrunk_gap > 0.5 * checker.GapAllowed(exact.primal)) eng.Unshrink();
   }
   if constexpr (HasBeside<Engine>::value) {
-    // The certificate in flight when epochs or time ran out may stop the
-    // run as well.
+    // Out of epochs, the certificate in flight may stop the run as well,
+    // and if it is of the last epoch it is the result's. Cancelled or out
+    // of time, it is dropped (its thread stops at once).
     if (eng.BesideOn() && adopted_epoch == 0) {
-      std::optional<BesideDone> done = eng.BesideWait();
-      if (done && reason != StopReason::kCancelled) {
-        if (auto r = after_certificate(done->epoch, done->exact, done->nnz)) {
-          reason = *r;
+      if (reason == StopReason::kCancelled || reason == StopReason::kTimeBudget) {
+        eng.BesideAbandon();
+      } else if (std::optional<BesideDone> done = eng.BesideWait()) {
+        const std::optional<StopReason> r =
+            after_certificate(done->epoch, done->exact, done->nnz);
+        if (r || done->epoch == epoch) {
+          if (r) reason = *r;
           exact = done->exact;
           certified = true;
           adopted_epoch = done->epoch;
