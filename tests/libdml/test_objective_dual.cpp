@@ -1364,22 +1364,42 @@ BOOST_AUTO_TEST_CASE(shrink_rule_waits_for_an_epoch_over_the_active_set) {
   }
 }
 
+// Labels by the sign of DenseRegression's targets: a classification set.
+dml::Dataset SignLabelled(int64_t n, int64_t d, uint64_t seed) {
+  dml::Dataset data = DenseRegression(n, d, seed);
+  for (float& y : data.y) y = y > 0 ? 1.0f : -1.0f;
+  data.task = dml::Task::kClassification;
+  return data;
+}
+
+// Hinge on SignLabelled(n, 20, seed): the dual coordinates at the start,
+// w(alpha), and one block holding every coordinate.
+struct HingeStart {
+  HingeStart(int64_t n, uint64_t seed, double lambda_)
+      : data(SignLabelled(n, 20, seed)),
+        lambda(lambda_),
+        coords(dml::internal::MakeDualCoords<dml::HingeSvmObjective>(data, lambda)),
+        w(static_cast<std::size_t>(data.x.cols())),
+        inv_ln(1.0 / (lambda * static_cast<double>(data.x.rows()))) {
+    dml::internal::DualStartState(data.x, coords.data(), lambda, w.data());
+    blk.order.resize(coords.size());
+    for (std::size_t i = 0; i < coords.size(); ++i) blk.order[i] = static_cast<int64_t>(i);
+    blk.active = blk.size();
+  }
+  dml::Dataset data;
+  double lambda;
+  std::vector<dml::internal::DualCoord> coords;
+  std::vector<double> w;
+  dml::internal::DualBlock blk;
+  double inv_ln;
+};
+
 // The certificate's shrunk part is the sum of the gaps of the coordinates
 // that shrinking took out, and those are the block's [active, size).
 BOOST_AUTO_TEST_CASE(certificate_tells_the_shrunk_coordinates_gap_apart) {
-  dml::Dataset data = DenseRegression(600, 20, 17);
-  for (float& y : data.y) y = y > 0 ? 1.0f : -1.0f;
-  data.task = dml::Task::kClassification;
-  const double lambda = 1e-2;
+  HingeStart h(600, 17, 1e-2);
+  auto& [data, lambda, coords, w, blk, inv_ln] = h;
   using Obj = dml::HingeSvmObjective;
-  auto coords = dml::internal::MakeDualCoords<Obj>(data, lambda);
-  std::vector<double> w(static_cast<std::size_t>(data.x.cols()));
-  dml::internal::DualStartState(data.x, coords.data(), lambda, w.data());
-  dml::internal::DualBlock blk;
-  blk.order.resize(coords.size());
-  for (std::size_t i = 0; i < coords.size(); ++i) blk.order[i] = static_cast<int64_t>(i);
-  blk.active = blk.size();
-  const double inv_ln = 1.0 / (lambda * static_cast<double>(data.x.rows()));
   bool saw_shrunk_gap = false;
   for (int epoch = 1; epoch <= 12; ++epoch) {
     dml::internal::RunDualEpoch<Obj, false, true>(data.x.indices().data(),
@@ -1428,24 +1448,15 @@ BOOST_AUTO_TEST_CASE(certificate_tells_the_shrunk_coordinates_gap_apart) {
 // unshrink in between): the same values as the certificate taken there on
 // this thread, and w bitwise PrimalFromDual of its alpha.
 BOOST_AUTO_TEST_CASE(beside_certificate_is_that_of_its_snapshot) {
-  dml::Dataset data = DenseRegression(600, 20, 23);
-  for (float& y : data.y) y = y > 0 ? 1.0f : -1.0f;
-  data.task = dml::Task::kClassification;
-  const double lambda = 1e-2;
+  HingeStart h(600, 23, 1e-2);
+  auto& [data, lambda, coords, w, blk, inv_ln] = h;
   using Obj = dml::HingeSvmObjective;
-  auto coords = dml::internal::MakeDualCoords<Obj>(data, lambda);
-  std::vector<double> w(static_cast<std::size_t>(data.x.cols()));
-  dml::internal::DualStartState(data.x, coords.data(), lambda, w.data());
-  dml::internal::DualBlock blk;
-  blk.order.resize(coords.size());
-  for (std::size_t i = 0; i < coords.size(); ++i) blk.order[i] = static_cast<int64_t>(i);
-  blk.active = blk.size();
-  const double inv_ln = 1.0 / (lambda * static_cast<double>(data.x.rows()));
   dml::internal::BesideCertifier<Obj> beside(data.x, data.y, lambda);
-  auto epoch = [&] {
-    beside.EpochStarts(blk.active);
-    dml::internal::RunDualEpoch<Obj, false, true>(data.x.indices().data(), data.x.values().data(),
-                                                  coords.data(), w.data(), inv_ln, blk);
+  auto epoch = [&] {  // h, not its bindings: C++17 lambdas cannot capture those
+    beside.EpochStarts(h.blk.active);
+    dml::internal::RunDualEpoch<Obj, false, true>(h.data.x.indices().data(),
+                                                  h.data.x.values().data(), h.coords.data(),
+                                                  h.w.data(), h.inv_ln, h.blk);
   };
   bool saw_shrunk = false;
   bool saw_shrunk_gap = false;    // the marks are copied too
@@ -1499,9 +1510,7 @@ BOOST_AUTO_TEST_CASE(beside_certificate_is_that_of_its_snapshot) {
 // optimum the one-thread run certifies; below kBesideMinNnz nonzeros the
 // certificates stay on the epochs' thread.
 BOOST_AUTO_TEST_CASE(two_threads_certify_beside_the_epochs) {
-  dml::Dataset data = DenseRegression(4000, 20, 29);  // 80000 nonzeros
-  for (float& y : data.y) y = y > 0 ? 1.0f : -1.0f;
-  data.task = dml::Task::kClassification;
+  const dml::Dataset data = SignLabelled(4000, 20, 29);  // 80000 nonzeros
   for (auto kind : {dml::ModelKind::kHingeSvm, dml::ModelKind::kLogisticL2}) {
     BOOST_TEST_CONTEXT(dml::ModelName(kind)) {
       const dml::ModelSpec spec{kind, 1e-3, 0.5};
@@ -1529,9 +1538,7 @@ BOOST_AUTO_TEST_CASE(two_threads_certify_beside_the_epochs) {
       BOOST_TEST(std::abs(two->primal - one->primal) <= one->gap + two->gap);
       BOOST_TEST(two->history.back().round == two->rounds);
       // Small data: one thread does it all.
-      dml::Dataset small = DenseRegression(400, 20, 29);
-      for (float& y : small.y) y = y > 0 ? 1.0f : -1.0f;
-      small.task = dml::Task::kClassification;
+      const dml::Dataset small = SignLabelled(400, 20, 29);
       const auto few = dml::Train(small, spec, o);
       BOOST_REQUIRE(few.ok());
       BOOST_TEST(few->threads == 1);
@@ -1545,9 +1552,7 @@ BOOST_AUTO_TEST_CASE(two_threads_certify_beside_the_epochs) {
 // epoch the history's last entry, and the history's epochs increase (a
 // certificate in flight when the epochs ran out is not reported twice).
 BOOST_AUTO_TEST_CASE(beside_runs_end_on_their_budgets_certified) {
-  dml::Dataset data = DenseRegression(4000, 20, 31);
-  for (float& y : data.y) y = y > 0 ? 1.0f : -1.0f;
-  data.task = dml::Task::kClassification;
+  const dml::Dataset data = SignLabelled(4000, 20, 31);
   const dml::ModelSpec spec{dml::ModelKind::kHingeSvm, 1e-6, 0.5};
   std::atomic<bool> cancel{false};
   for (int budget = 0; budget < 3; ++budget) {
