@@ -7,15 +7,16 @@
 # ships, from Debian's own orig tarball, checked by its sha256) with
 # -fsanitize=thread into $CAF_TSAN (default /opt/caf-0.17.6-tsan; reused when
 # present), configures libdml with DML_ENABLE_TSAN=ON against it in
-# build-tsan/, and runs test_runtime, test_cluster, test_node_loss and
-# test_bulk. Any TSan report fails the run.
+# build-tsan/, and runs test_runtime, test_cluster, test_node_loss,
+# test_bulk and test_objective_dual (the dual solver's certificates on a
+# second thread; no CAF there). Any TSan report fails the run.
 #
 # Usage: scripts/tsan.sh [ctest -R regex]     (needs curl, cmake, g++)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 prefix=${CAF_TSAN:-/opt/caf-0.17.6-tsan}
-tests=${1:-'^(test_runtime|test_cluster|test_node_loss|test_bulk)$'}
+tests=${1:-'^(test_runtime|test_cluster|test_node_loss|test_bulk|test_objective_dual)$'}
 jobs=${JOBS:-2}
 
 if [ ! -f "$prefix/lib/libcaf_core.so" ]; then
@@ -52,7 +53,7 @@ cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDML_ENABLE_TSAN=ON 
   -DCAF_IO_LIBRARY="$prefix/lib/libcaf_io.so" >build-tsan/configure.log 2>&1 \
   || { cat build-tsan/configure.log; exit 1; }
 cmake --build build-tsan -j"$jobs" --target test_runtime test_cluster test_node_loss test_bulk \
-  dml-node dml-train
+  test_objective_dual dml-node dml-train
 # halt_on_error: the first report fails the test that made it.
 export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 history_size=4 ${TSAN_OPTIONS:-}"
 export LD_LIBRARY_PATH="$prefix/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
