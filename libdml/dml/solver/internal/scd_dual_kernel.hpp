@@ -704,6 +704,19 @@ TrainResult DriveDualScd(const SolverOptions& opt, double lambda, int64_t n, Eng
     }
     return checker.AfterEpoch(CertifiedProgress(at, x.primal, x.dual, x.gap, nnz));
   };
+  // A certificate against the estimate it was taken at: kappa to 1.1x the
+  // ratio it saw (see above).
+  auto calibrate = [&](double gap, double estimate) {
+    if (estimate > 0.0) kappa_cal = std::min(4.0, std::max(0.25, 1.1 * gap / estimate));
+  };
+  // The run returns the snapshot a beside certificate was of (generic in
+  // the engine: only beside engines instantiate it).
+  auto adopt = [&](auto& beside_engine, const BesideDone& done) {
+    exact = done.exact;
+    certified = true;
+    adopted_epoch = done.epoch;
+    beside_engine.BesideAdopt();
+  };
   for (;;) {
     if (auto r = checker.BeforeEpoch(epoch + 1)) {
       reason = *r;
@@ -743,15 +756,10 @@ TrainResult DriveDualScd(const SolverOptions& opt, double lambda, int64_t n, Eng
           wsq += x.wsq - snap_wsq;
           if (auto r = after_certificate(done->epoch, x, done->nnz)) {
             reason = *r;
-            exact = x;
-            certified = true;
-            adopted_epoch = done->epoch;
-            eng.BesideAdopt();
+            adopt(eng, *done);
             break;
           }
-          if (snap_gap_est > 0.0) {
-            kappa_cal = std::min(4.0, std::max(0.25, 1.1 * x.gap / snap_gap_est));
-          }
+          calibrate(x.gap, snap_gap_est);
           if (snap_estimated && done->epoch >= unshrunk_at &&
               x.shrunk_gap > 0.5 * checker.GapAllowed(x.primal)) {
             eng.Unshrink();
@@ -793,7 +801,7 @@ TrainResult DriveDualScd(const SolverOptions& opt, double lambda, int64_t n, Eng
     if (!periodic && !est_ok) continue;
     exact = eng.Certify();
     certified = true;
-    if (gap_est > 0.0) kappa_cal = std::min(4.0, std::max(0.25, 1.1 * exact.gap / gap_est));
+    calibrate(exact.gap, gap_est);
     work_since_cert = 0.0;
     negconj_sum = exact.negconj_sum;
     wsq = exact.wsq;
@@ -821,10 +829,7 @@ TrainResult DriveDualScd(const SolverOptions& opt, double lambda, int64_t n, Eng
             after_certificate(done->epoch, done->exact, done->nnz);
         if (r || done->epoch == epoch) {
           if (r) reason = *r;
-          exact = done->exact;
-          certified = true;
-          adopted_epoch = done->epoch;
-          eng.BesideAdopt();
+          adopt(eng, *done);
         }
       }
     }
