@@ -1334,7 +1334,8 @@ BOOST_AUTO_TEST_CASE(shrink_rule_waits_for_an_epoch_over_the_active_set) {
   };
   {  // an epoch over the active set within eps: everything comes back
     auto b = block(4);
-    dml::internal::ApplyShrinkRule(0.04, -0.05, /*full=*/false, /*began_full=*/false, b);
+    BOOST_TEST(dml::internal::ApplyShrinkRule(0.04, -0.05, /*full=*/false,
+                                              /*began_full=*/false, b));
     BOOST_TEST(b.active == 10);
     BOOST_TEST(b.pg_max_old == kInf);
     BOOST_TEST(b.pg_min_old == -kInf);
@@ -1342,7 +1343,8 @@ BOOST_AUTO_TEST_CASE(shrink_rule_waits_for_an_epoch_over_the_active_set) {
   }
   {  // the epoch that shrank all rows to 4: the active set goes on
     auto b = block(4);
-    dml::internal::ApplyShrinkRule(0.04, -0.05, /*full=*/false, /*began_full=*/true, b);
+    BOOST_TEST(!dml::internal::ApplyShrinkRule(0.04, -0.05, /*full=*/false,
+                                               /*began_full=*/true, b));
     BOOST_TEST(b.active == 4);
     BOOST_TEST(b.pg_max_old == 0.04);
     BOOST_TEST(b.pg_min_old == -0.05);
@@ -1350,14 +1352,16 @@ BOOST_AUTO_TEST_CASE(shrink_rule_waits_for_an_epoch_over_the_active_set) {
   }
   {  // nothing shrunk and within eps: eps tightens (LIBLINEAR stops here)
     auto b = block(10);
-    dml::internal::ApplyShrinkRule(0.04, -0.05, /*full=*/true, /*began_full=*/true, b);
+    BOOST_TEST(!dml::internal::ApplyShrinkRule(0.04, -0.05, /*full=*/true,
+                                               /*began_full=*/true, b));
     BOOST_TEST(b.active == 10);
     BOOST_TEST(b.eps_pg == 0.1 * 0.1);
     BOOST_TEST(b.pg_max_old == 0.04);
   }
   {  // beyond eps: the extremes are the thresholds (a non-positive max: none)
     auto b = block(4);
-    dml::internal::ApplyShrinkRule(-0.01, -0.3, /*full=*/false, /*began_full=*/false, b);
+    BOOST_TEST(!dml::internal::ApplyShrinkRule(-0.01, -0.3, /*full=*/false,
+                                               /*began_full=*/false, b));
     BOOST_TEST(b.active == 4);
     BOOST_TEST(b.pg_max_old == kInf);
     BOOST_TEST(b.pg_min_old == -0.3);

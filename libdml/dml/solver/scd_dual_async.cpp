@@ -490,8 +490,7 @@ class AsyncEngine {
   void SharedShrinkRule(const DualEpochSums& s) {
     bool full = true;
     for (const DualBlock& b : blocks_) full = full && b.active == b.size();
-    const bool unshrink = !full && !s.began_full && s.pg_max - s.pg_min <= rule_.eps_pg;
-    ApplyShrinkRule(s.pg_max, s.pg_min, full, s.began_full, rule_);
+    const bool unshrink = ApplyShrinkRule(s.pg_max, s.pg_min, full, s.began_full, rule_);
     for (DualBlock& b : blocks_) {
       if (unshrink) b.Unshrink();
       b.pg_max_old = rule_.pg_max_old;

@@ -270,7 +270,8 @@ struct DualEpochSums {
 /// above 0.1 again, so full passes alternated (w8a hinge: 12 in a row, 13 ms
 /// of a 78 ms solve) where epochs over the active set cost 1/100 of one.
 /// `blk` holds the rule's state (the one block, or the engine's).
-inline void ApplyShrinkRule(double pg_max, double pg_min, bool full, bool began_full,
+/// Returns whether it unshrank (the engine's other blocks follow).
+inline bool ApplyShrinkRule(double pg_max, double pg_min, bool full, bool began_full,
                             DualBlock& blk) {
   constexpr double kInf = std::numeric_limits<double>::infinity();
   if (pg_max - pg_min <= blk.eps_pg) {
@@ -278,11 +279,12 @@ inline void ApplyShrinkRule(double pg_max, double pg_min, bool full, bool began_
       blk.eps_pg *= 0.1;
     } else if (!began_full) {
       blk.Unshrink();
-      return;
+      return true;
     }
   }
   blk.pg_max_old = pg_max <= 0.0 ? kInf : pg_max;
   blk.pg_min_old = pg_min >= 0.0 ? -kInf : pg_min;
+  return false;
 }
 
 /// No synchronisation inside an epoch (one thread, or a w shared by atomics).
