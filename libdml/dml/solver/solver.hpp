@@ -28,12 +28,14 @@ enum class SolverKind {
   kScd,       ///< sequential stochastic coordinate descent (dual or primal by model)
   kAsyncScd,  ///< T threads, lock-free shared vector (PASSCoDe-wild)
   kSgd,       ///< minibatch SGD on the primal (subgradient for hinge)
-  /// truncated Newton on the primal (ridge, logistic, squared hinge; T
-  /// threads share its passes); logistic-l1: newGLMNET. Unaffected by the
-  /// features' scales, where SCD's rate is not.
+  /// truncated Newton on the primal (ridge, logistic, squared hinge; hinge
+  /// through a smoothing cut in stages; T threads share its passes);
+  /// logistic-l1: newGLMNET. Unaffected by the features' scales, where
+  /// SCD's rate is not.
   kNewton,
   /// the solver that suits the model: kNewton (all `threads`) for ridge,
-  /// logistic and squared hinge; kScd for the others (logistic-l1: its
+  /// logistic and squared hinge, and for hinge on features whose units
+  /// differ by orders of magnitude; kScd for the others (logistic-l1: its
   /// newGLMNET; the asynchronous SCD rarely beats it on two cores).
   /// TrainResult::note says which ran.
   kAuto,
@@ -50,10 +52,11 @@ std::string_view SolverName(SolverKind kind);
 /// L2-logistic; for ridge and squared hinge, sequential dual coordinate
 /// descent where there are more features than examples (unless the
 /// features' units differ by orders of magnitude: FeatureStepFactors),
-/// newton otherwise; sequential coordinate descent for the others, except
+/// newton otherwise; newton for hinge where the units differ so;
+/// sequential coordinate descent for the others, except
 /// L1-logistic on threads > 1 with at least as many examples as features
 /// or columns long enough for two threads to share newGLMNET's inner CD
-/// (kAsyncScd). O(nnz) for ridge and squared hinge, O(1) for the others.
+/// (kAsyncScd). O(nnz) for ridge, squared hinge and hinge, O(1) for the others.
 SolverKind AutoSolver(const ModelSpec& model, const Dataset& data, int threads);
 /// Inverse of SolverName (also accepts "async"). Errors: InvalidArgument
 /// listing the valid names.
