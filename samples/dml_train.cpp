@@ -216,8 +216,10 @@ Model and stopping:
   --epochs N          at most N epochs (newton: iterations) (1000)
   --time-budget S     at most S seconds (none)
 Solver (one process, without --mode):
-  --solver NAME       auto: newton for ridge, logistic, svm-squared, else scd (the default);
-                      newton (truncated Newton, any feature scales), scd (coordinate
+  --solver NAME       auto: newton for ridge, logistic, svm-squared, and svm on features in
+                      units spread over orders of magnitude, else scd (the default);
+                      newton (truncated Newton, any feature scales; svm: on a smoothed
+                      hinge, cut in stages), scd (coordinate
                       descent), async-scd (lock-free threads), sgd (auto), tpa-scd
                       (asynchronous SCD on a GPU; says which device ran)
   --device N          tpa-scd: the CUDA device (0)
