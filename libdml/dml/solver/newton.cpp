@@ -726,6 +726,7 @@ absl::StatusOr<TrainResult> Newton<Obj>::RunSmoothed() {
   // of the line search).
   std::vector<double> best_w;
   double best_mu = mu_, best_gap = std::numeric_limits<double>::infinity();
+  int last_cert_iter = -1;
   for (;;) {
     const int64_t passes_before = passes_;
     GradientPass();
@@ -759,9 +760,12 @@ absl::StatusOr<TrainResult> Newton<Obj>::RunSmoothed() {
     const bool due = PeriodicCertificateDue(options_.eval_every, work_since_cert, data_.x.nnz(),
                                             options_.eval_pacing,
                                             static_cast<double>(passes_) * nnz);
-    if (stage_done || due || !have_direction) {
+    // (A due one waits for a step: after a cut the w is the one just
+    // certified.)
+    if (stage_done || !have_direction || (due && iter != last_cert_iter)) {
       DML_ASSIGN_OR_RETURN(const Certificate cert, PlainCertificate());
       work_since_cert = 0.0;
+      last_cert_iter = iter;
       Progress p;
       p.round = iter;
       p.epochs = static_cast<double>(passes_);
