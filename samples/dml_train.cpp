@@ -217,7 +217,8 @@ Model and stopping:
   --time-budget S     at most S seconds (none)
 Solver (one process, without --mode):
   --solver NAME       auto: newton for ridge, logistic, svm-squared, and svm on features in
-                      units spread over orders of magnitude, else scd (the default);
+                      units spread over orders of magnitude (no more features than
+                      examples), else scd (the default);
                       newton (truncated Newton, any feature scales; svm: on a smoothed
                       hinge, cut in stages), scd (coordinate
                       descent), async-scd (lock-free threads), sgd (auto), tpa-scd

@@ -400,8 +400,21 @@ BOOST_AUTO_TEST_CASE(auto_runs_newton_for_smooth_models_and_scd_for_the_others) 
   BOOST_TEST(r->note.rfind("solver auto ran newton", 0) == 0, r->note);
   BOOST_TEST((r->reason == dml::StopReason::kConverged));
   BOOST_TEST(r->gap <= 1e-6 * r->primal);
-  // Hinge on those units: newton on the smoothed hinge (dual CD crawls).
+  // Hinge on those units: newton on the smoothed hinge (dual CD crawls),
+  // but not on more features than examples (its CG crawls there).
   BOOST_TEST((pick(ModelKind::kHingeSvm, data, 2) == SolverKind::kNewton));
+  {
+    dml::SyntheticOptions g;
+    g.rows = 30;
+    g.cols = 40;
+    g.nnz_per_row = 40;
+    g.task = dml::Task::kClassification;
+    g.scale_decades = 4.0;
+    auto wide_unscaled = dml::GenerateSynthetic(g);
+    BOOST_REQUIRE(wide_unscaled.ok());
+    BOOST_TEST((pick(ModelKind::kHingeSvm, wide_unscaled->data, 1) == SolverKind::kScd));
+    BOOST_TEST((pick(ModelKind::kSquaredHingeSvm, wide_unscaled->data, 1) == SolverKind::kNewton));
+  }
   auto h = dml::Train(data, {dml::ModelKind::kHingeSvm, 1e-2, 0.5}, o);
   BOOST_REQUIRE(h.ok());
   BOOST_TEST(h->note.rfind("solver auto ran newton; truncated Newton on the hinge smoothed", 0) == 0,

@@ -35,7 +35,8 @@ enum class SolverKind {
   kNewton,
   /// the solver that suits the model: kNewton (all `threads`) for ridge,
   /// logistic and squared hinge, and for hinge on features whose units
-  /// differ by orders of magnitude; kScd for the others (logistic-l1: its
+  /// differ by orders of magnitude (no more of them than examples); kScd
+  /// for the others (logistic-l1: its
   /// newGLMNET; the asynchronous SCD rarely beats it on two cores).
   /// TrainResult::note says which ran.
   kAuto,
@@ -52,7 +53,8 @@ std::string_view SolverName(SolverKind kind);
 /// L2-logistic; for ridge and squared hinge, sequential dual coordinate
 /// descent where there are more features than examples (unless the
 /// features' units differ by orders of magnitude: FeatureStepFactors),
-/// newton otherwise; newton for hinge where the units differ so;
+/// newton otherwise; newton for hinge where the units differ so and there
+/// are no more features than examples;
 /// sequential coordinate descent for the others, except
 /// L1-logistic on threads > 1 with at least as many examples as features
 /// or columns long enough for two threads to share newGLMNET's inner CD
