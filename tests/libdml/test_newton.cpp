@@ -450,6 +450,34 @@ BOOST_AUTO_TEST_CASE(stops_on_target_epochs_and_cancel_and_refuses_nonsmooth_mod
   BOOST_REQUIRE(cr.ok());
   BOOST_TEST((cr->reason == dml::StopReason::kCancelled));
   BOOST_TEST(cr->rounds == 0);
+  // Hinge (its smoothed stages): the same rules.
+  const dml::ModelSpec hm{dml::ModelKind::kHingeSvm, 1.0 / 2000.0, 0.5};
+  dml::SolverOptions hf = NewtonOptions();
+  hf.stop.gap_rel = 1e-6;
+  auto hfull = dml::Train(data, hm, hf);
+  BOOST_REQUIRE(hfull.ok());
+  BOOST_TEST((hfull->reason == dml::StopReason::kConverged), hfull->note);
+  dml::SolverOptions ht = hf;
+  ht.stop.gap_rel = 0;
+  ht.stop.target_primal = hfull->primal * 1.01;
+  auto htr = dml::Train(data, hm, ht);
+  BOOST_REQUIRE(htr.ok());
+  BOOST_TEST((htr->reason == dml::StopReason::kTargetReached));
+  BOOST_TEST(htr->primal <= hfull->primal * 1.01);
+  BOOST_TEST(htr->rounds < hfull->rounds);
+  dml::SolverOptions he = hf;
+  he.stop.max_epochs = 2;
+  auto her = dml::Train(data, hm, he);
+  BOOST_REQUIRE(her.ok());
+  BOOST_TEST((her->reason == dml::StopReason::kMaxEpochs));
+  BOOST_TEST(her->rounds == 2);
+  BOOST_TEST(her->primal > hfull->primal);
+  dml::SolverOptions hc = hf;
+  hc.stop.cancel = &cancel;
+  auto hcr = dml::Train(data, hm, hc);
+  BOOST_REQUIRE(hcr.ok());
+  BOOST_TEST((hcr->reason == dml::StopReason::kCancelled));
+  BOOST_TEST(hcr->rounds == 0);
   for (auto kind : {dml::ModelKind::kLasso, dml::ModelKind::kElasticNet}) {
     auto bad = dml::Train(data, {kind, 1e-3, 0.5}, NewtonOptions());
     BOOST_REQUIRE(!bad.ok());

@@ -809,18 +809,20 @@ absl::StatusOr<TrainResult> Newton<Obj>::RunSmoothed() {
     damping_ = damping_ * kDampingLower >= kFirstDamping ? damping_ * kDampingLower : 0.0;
   }
   // The result's certificate from w alone: margins recomputed, not carried;
-  // where the loop certified a smaller gap elsewhere, that w if its own
-  // certificate (recomputed the same way) is still the smaller.
+  // where it misses the stop rule and the loop certified a smaller gap
+  // elsewhere, that w if its own certificate (recomputed the same way)
+  // meets the rule or is still the smaller.
   Margins(w_, z_);
   GradientPass();
   DML_ASSIGN_OR_RETURN(Certificate cert, PlainCertificate());
-  if (!best_w.empty() && best_gap < cert.gap && (best_w != w_ || best_mu != mu_)) {
+  if (!stop_.Satisfied(cert.primal, cert.gap) && !best_w.empty() && best_gap < cert.gap &&
+      (best_w != w_ || best_mu != mu_)) {
     std::swap(best_w, w_);
     std::swap(best_mu, mu_);
     Margins(w_, z_);
     GradientPass();
     DML_ASSIGN_OR_RETURN(Certificate other, PlainCertificate());
-    if (other.gap < cert.gap) {
+    if (stop_.Satisfied(other.primal, other.gap) || other.gap < cert.gap) {
       cert = other;
       trouble = absl::StrCat(trouble, trouble.empty() ? "" : "; ",
                              "the result is the iterate of the smoothing ", mu_,
