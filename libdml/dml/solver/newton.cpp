@@ -252,6 +252,11 @@ class Newton {
   /// mu_ cut at the end of each stage, certificates by EvaluateDual of the
   /// smoothed problem's dual point.
   absl::StatusOr<TrainResult> RunSmoothed();
+  /// The result: w_ with the certificate of it, the reason (converged or
+  /// target reached only where cert meets the rule), the notes (first_note,
+  /// the threads', trouble).
+  TrainResult Finish(const Certificate& cert, StopReason reason, int iter, std::string trouble,
+                     std::string first_note);
   /// The loss Newton minimises at (y, z) and its first two derivatives.
   void At(double y, double z, double* value, double* first, double* second) const {
     if constexpr (kSmoothed) {
@@ -264,6 +269,12 @@ class Newton {
   /// (phi0_), g, M, loss' and loss''; kSmoothed: also smooth_gap_ and
   /// smooth_bias_.
   void GradientPass();
+  /// |g| in the M^-1 norm (of the last GradientPass).
+  double GradientNorm() const {
+    double s = 0.0;
+    for (std::size_t j = 0; j < d_; ++j) s += g_[j] * g_[j] / m_[j];
+    return std::sqrt(s);
+  }
   /// The certificate of the margins' dual point at the last GradientPass
   /// (CertifyIterate of its sums): O(n), no pass over the data.
   absl::StatusOr<Certificate> PlainCertificate();
@@ -730,9 +741,7 @@ absl::StatusOr<TrainResult> Newton<Obj>::RunSmoothed() {
   for (;;) {
     const int64_t passes_before = passes_;
     GradientPass();
-    double gnorm = 0.0;
-    for (std::size_t j = 0; j < d_; ++j) gnorm += g_[j] * g_[j] / m_[j];
-    gnorm = std::sqrt(gnorm);
+    const double gnorm = GradientNorm();
     if (iter == 0) g0 = gnorm;
     if (!std::isfinite(phi0_) || !std::isfinite(gnorm)) {
       return absl::InternalError(absl::StrCat("truncated Newton: the smoothed hinge or its "
@@ -832,8 +841,20 @@ absl::StatusOr<TrainResult> Newton<Obj>::RunSmoothed() {
       std::swap(best_mu, mu_);
     }
   }
-  if ((*reason == StopReason::kConverged || *reason == StopReason::kTargetReached) &&
+  return Finish(cert, *reason, iter, std::move(trouble),
+                absl::StrCat("truncated Newton on the hinge smoothed within a margin of ", mu_,
+                             " of 1 (", smoothing_cuts_ + 1, " stage(s) from ",
+                             kInitialSmoothing, ")"));
+}
+
+template <typename Obj>
+TrainResult Newton<Obj>::Finish(const Certificate& cert, StopReason reason, int iter,
+                                std::string trouble, std::string first_note) {
+  if ((reason == StopReason::kConverged || reason == StopReason::kTargetReached) &&
       !stop_.Satisfied(cert.primal, cert.gap)) {
+    // Only the certificate of the final w (its margins recomputed, not
+    // carried) may say converged or target reached. StopReason has no
+    // "stalled": the note says what happened.
     reason = StopReason::kMaxEpochs;
     if (trouble.empty()) {
       trouble = absl::StrCat("the final certificate (primal ", cert.primal, ", gap ", cert.gap,
@@ -848,13 +869,11 @@ absl::StatusOr<TrainResult> Newton<Obj>::RunSmoothed() {
   result.epochs = static_cast<double>(passes_);
   result.rounds = iter;
   result.seconds = stop_.Elapsed();
-  result.reason = *reason;
+  result.reason = reason;
   result.history = stop_.TakeHistory();
   result.threads = static_cast<int>(rows_.size() - 1);
   std::vector<std::string> notes;
-  notes.push_back(absl::StrCat("truncated Newton on the hinge smoothed within a margin of ", mu_,
-                               " of 1 (", smoothing_cuts_ + 1, " stage(s) from ",
-                               kInitialSmoothing, ")"));
+  if (!first_note.empty()) notes.push_back(std::move(first_note));
   if (result.threads < options_.threads) {
     notes.push_back(absl::StrCat("truncated Newton ran ", result.threads, " thread(s) of ",
                                  options_.threads, ": a thread needs ", kNnzGrain,
@@ -880,9 +899,7 @@ absl::StatusOr<TrainResult> Newton<Obj>::Run() {
   for (;;) {
     GradientPass();
     direction_at_w = false;
-    double gnorm = 0.0;
-    for (std::size_t j = 0; j < d_; ++j) gnorm += g_[j] * g_[j] / m_[j];
-    gnorm = std::sqrt(gnorm);
+    const double gnorm = GradientNorm();
     if (iter == 0) g0 = gnorm;
     if (!std::isfinite(primal_) || !std::isfinite(gnorm)) {
       return absl::InternalError(absl::StrCat("truncated Newton: the objective or its gradient is "
@@ -997,37 +1014,7 @@ absl::StatusOr<TrainResult> Newton<Obj>::Run() {
       DML_ASSIGN_OR_RETURN(cert, Refine(cert));
     }
   }
-  if ((*reason == StopReason::kConverged || *reason == StopReason::kTargetReached) &&
-      !stop_.Satisfied(cert.primal, cert.gap)) {
-    // Only the certificate of the final w (its margins recomputed, not
-    // carried) may say converged or target reached. StopReason has no
-    // "stalled": the note says what happened.
-    reason = StopReason::kMaxEpochs;
-    if (trouble.empty()) {
-      trouble = absl::StrCat("the final certificate (primal ", cert.primal, ", gap ", cert.gap,
-                             ") misses the rule that an earlier one met (rounding)");
-    }
-  }
-  TrainResult result;
-  result.w = std::move(w_);
-  result.primal = cert.primal;
-  result.dual = cert.dual;
-  result.gap = cert.gap;
-  result.epochs = static_cast<double>(passes_);
-  result.rounds = iter;
-  result.seconds = stop_.Elapsed();
-  result.reason = *reason;
-  result.history = stop_.TakeHistory();
-  result.threads = static_cast<int>(rows_.size() - 1);
-  std::vector<std::string> notes;
-  if (result.threads < options_.threads) {
-    notes.push_back(absl::StrCat("truncated Newton ran ", result.threads, " thread(s) of ",
-                                 options_.threads, ": a thread needs ", kNnzGrain,
-                                 " nonzeros of a pass; the data has ", data_.x.nnz()));
-  }
-  if (!trouble.empty()) notes.push_back(trouble);
-  result.note = absl::StrJoin(notes, "; ");
-  return result;
+  return Finish(cert, *reason, iter, std::move(trouble), "");
 }
 
 }  // namespace
