@@ -308,6 +308,7 @@ BOOST_AUTO_TEST_CASE(hinge_is_certified_on_unscaled_rows_where_dual_cd_is_not) {
   BOOST_TEST(primal[0] - tight->primal <= 1e-4 * primal[0] + 1e-15);
   BOOST_TEST(tight->dual <= primal[0]);
   BOOST_TEST(tight->primal <= primal[0] + tight->gap);
+  BOOST_TEST(cd->dual <= tight->primal);
 }
 
 // Where dual CD converges (generated rows in one unit), the smoothed
@@ -413,6 +414,14 @@ BOOST_AUTO_TEST_CASE(auto_runs_newton_for_smooth_models_and_scd_for_the_others) 
     auto wide_unscaled = dml::GenerateSynthetic(g);
     BOOST_REQUIRE(wide_unscaled.ok());
     BOOST_TEST((pick(ModelKind::kHingeSvm, wide_unscaled->data, 1) == SolverKind::kScd));
+    dml::SolverOptions few;
+    few.kind = SolverKind::kAuto;
+    few.stop.max_epochs = 5;
+    auto wide_hinge = dml::Train(wide_unscaled->data, {ModelKind::kHingeSvm, 1e-4, 0.5}, few);
+    BOOST_REQUIRE(wide_hinge.ok());
+    BOOST_TEST(wide_hinge->note.find("scale the features (solver newton's smoothed hinge is slow "
+                                     "on more features than examples)") != std::string::npos,
+               wide_hinge->note);
     BOOST_TEST((pick(ModelKind::kSquaredHingeSvm, wide_unscaled->data, 1) == SolverKind::kNewton));
   }
   auto h = dml::Train(data, {dml::ModelKind::kHingeSvm, 1e-2, 0.5}, o);

@@ -295,11 +295,16 @@ absl::StatusOr<TrainResult> Train(const Dataset& data, const ModelSpec& model,
   if (dual_cd && (result->reason == StopReason::kMaxEpochs ||
                   result->reason == StopReason::kTimeBudget) &&
       !FeatureStepFactors(ColumnSquareSums(data), data.x.rows(), model).empty()) {
-    // Every dual model has solver newton (hinge: smoothed).
+    // Every dual model has solver newton (hinge: smoothed), but the
+    // smoothed hinge's CG crawls on more features than examples too.
+    const bool wide_hinge =
+        model.kind == ModelKind::kHingeSvm && data.x.cols() > data.x.rows();
     const std::string why = absl::StrCat(
         "the features' units differ by orders of magnitude (their mean squares spread over more "
-        "than ", kFeatureStepSpread, "x), where dual coordinate descent converges slowly: "
-        "solver newton is unaffected by the units");
+        "than ", kFeatureStepSpread, "x), where dual coordinate descent converges slowly: ",
+        wide_hinge ? "scale the features (solver newton's smoothed hinge is slow on more features "
+                     "than examples)"
+                   : "solver newton is unaffected by the units");
     result->note = result->note.empty() ? why : absl::StrCat(result->note, "; ", why);
   }
   return result;
