@@ -335,6 +335,54 @@ BOOST_AUTO_TEST_CASE(hinge_agrees_with_scd_where_scd_converges) {
   }
 }
 
+// auto's hinge by dual CD that uses its epochs up short of the rule (tall
+// rows in one unit, a tight rule) hands its w to the smoothed-hinge
+// Newton, which certifies the rule; the result's primal is P(w) and
+// within the gaps of dual CD's after 20000 epochs (whose gap stays above
+// 1e-8 there). With a target, no hand-over.
+BOOST_AUTO_TEST_CASE(auto_hinge_hands_a_stalled_dual_cd_over_to_newton) {
+  const dml::Dataset data = Generated(3000, 40, 8, 4, dml::Task::kClassification, 0.3);
+  const dml::ModelSpec m{dml::ModelKind::kHingeSvm, 1e-5, 0.5};
+  dml::SolverOptions o;
+  o.kind = dml::SolverKind::kAuto;
+  o.stop.gap_rel = 1e-8;
+  o.stop.max_epochs = 150;
+  auto r = dml::Train(data, m, o);
+  BOOST_REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+  BOOST_TEST((r->reason == dml::StopReason::kConverged), r->note);
+  BOOST_TEST(r->gap <= 1e-8 * r->primal);
+  BOOST_TEST(r->note.find("dual coordinate descent ended its 150 epochs at a gap of ") !=
+                 std::string::npos,
+             r->note);
+  BOOST_TEST(r->note.find("the smoothed-hinge Newton from its w then certified") !=
+                 std::string::npos,
+             r->note);
+  BOOST_TEST(r->epochs > 150.0);
+  auto p = dml::PrimalValue(data, m, r->w);
+  BOOST_REQUIRE(p.ok());
+  BOOST_TEST(std::abs(*p - r->primal) <= 1e-12 * r->primal);
+  dml::SolverOptions scd;
+  scd.stop.gap_rel = 1e-10;
+  scd.stop.max_epochs = 20000;
+  auto ref = dml::Train(data, m, scd);
+  BOOST_REQUIRE(ref.ok());
+  BOOST_TEST_MESSAGE("dual CD, 20000 epochs: " << dml::StopReasonName(ref->reason) << ", P "
+                                                << ref->primal << ", gap " << ref->gap);
+  // Each primal is within its own gap above min P.
+  BOOST_TEST(std::abs(ref->primal - r->primal) <= std::max(ref->gap, r->gap),
+             std::setprecision(17) << ref->primal << " (gap " << ref->gap << ") vs " << r->primal
+                                   << " (gap " << r->gap << ")");
+  BOOST_TEST(r->primal <= ref->primal, "newton's certified point is the better");
+  BOOST_TEST(r->dual <= ref->primal);
+  BOOST_TEST(ref->dual <= r->primal);
+  dml::SolverOptions t = o;
+  t.stop.target_primal = 0.0;  // never reached: dual CD's epochs, no hand-over
+  auto tr = dml::Train(data, m, t);
+  BOOST_REQUIRE(tr.ok());
+  BOOST_TEST((tr->reason == dml::StopReason::kMaxEpochs));
+  BOOST_TEST(tr->note.find("smoothed-hinge") == std::string::npos, tr->note);
+}
+
 BOOST_AUTO_TEST_CASE(auto_runs_newton_for_smooth_models_and_scd_for_the_others) {
   using dml::ModelKind;
   using dml::SolverKind;

@@ -246,6 +246,14 @@ class Newton {
   }
 
   absl::StatusOr<TrainResult> Run();
+  /// kSmoothed: start from w (margins computed here) on the smoothing mu
+  /// (clamped to [kMinSmoothing, kInitialSmoothing]) instead of w = 0 on
+  /// kInitialSmoothing. Before Run.
+  void WarmStart(const std::vector<double>& w, double mu) {
+    w_ = w;
+    Margins(w_, z_);
+    mu_ = std::clamp(mu, kMinSmoothing, kInitialSmoothing);
+  }
 
  private:
   /// Run for ridge, logistic and squared hinge.
@@ -1028,6 +1036,20 @@ absl::StatusOr<TrainResult> Newton<Obj>::RunSmooth() {
 }
 
 }  // namespace
+
+absl::StatusOr<TrainResult> TrainSmoothedHinge(const Dataset& data, const ModelSpec& model,
+                                               const SolverOptions& options,
+                                               const std::vector<double>& w, double mu) {
+  if (model.kind != ModelKind::kHingeSvm ||
+      w.size() != static_cast<std::size_t>(data.x.cols())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the smoothed hinge's warm start needs the svm model and a w of ", data.x.cols(),
+        " features; got ", std::string(ModelName(model.kind)), " and ", w.size()));
+  }
+  Newton<HingeSvmObjective> newton(data, model, options);
+  newton.WarmStart(w, mu);
+  return newton.Run();
+}
 
 absl::StatusOr<TrainResult> TrainNewton(const Dataset& data, const ModelSpec& model,
                                         const SolverOptions& options) {

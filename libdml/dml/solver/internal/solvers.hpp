@@ -4,6 +4,7 @@
 // assume a valid model, options and labels.
 
 #include <memory>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "dml/data/sparse.hpp"
@@ -52,6 +53,11 @@ absl::StatusOr<TrainResult> TrainGlmnetL1(const Dataset& data, const ModelSpec& 
 /// (newton.cpp); logistic-l1 goes to TrainGlmnetL1, the others are refused.
 absl::StatusOr<TrainResult> TrainNewton(const Dataset& data, const ModelSpec& model,
                                         const SolverOptions& options);
+/// The smoothed-hinge Newton of TrainNewton from w on the smoothing mu (a
+/// hand-over from dual CD). Errors: another model, w of the wrong length.
+absl::StatusOr<TrainResult> TrainSmoothedHinge(const Dataset& data, const ModelSpec& model,
+                                               const SolverOptions& options,
+                                               const std::vector<double>& w, double mu);
 absl::StatusOr<TrainResult> TrainAsyncScdPrimal(const Dataset& data, const ModelSpec& model,
                                                 const SolverOptions& options);
 absl::StatusOr<TrainResult> TrainSgd(const Dataset& data, const ModelSpec& model,
