@@ -685,4 +685,48 @@ BOOST_AUTO_TEST_CASE(chunk_runner_runs_every_chunk_on_kept_threads) {
   std::atomic<int> sum{0};
   runner.Run(bounds, [&](std::size_t, std::size_t b, std::size_t e) { sum += static_cast<int>(e - b); });
   BOOST_TEST(sum.load() == 30);
+  // More chunks than threads: thread t runs chunks t, t + T, ... once each;
+  // one thread runs them all on the caller.
+  for (std::size_t threads : {2u, 1u}) {
+    dml::internal::ChunkRunner limited;
+    limited.LimitThreads(threads);
+    const std::vector<std::size_t> five = dml::internal::EvenBounds(500, 5, 1);
+    BOOST_REQUIRE(five.size() == 6);
+    std::vector<int> runs(5, 0);
+    std::vector<std::thread::id> on(5);
+    limited.Run(five, [&](std::size_t c, std::size_t, std::size_t) {
+      ++runs[c];
+      on[c] = std::this_thread::get_id();
+    });
+    for (std::size_t c = 0; c < 5; ++c) {
+      BOOST_TEST(runs[c] == 1);
+      BOOST_TEST((on[c] == on[c % threads]), "chunk " << c);
+      BOOST_TEST(((on[c] == caller) == (c % threads == 0)), "chunk " << c);
+    }
+  }
+}
+
+// Fitting the threads, the passes split in two wherever two threads could
+// share them, one thread included: one and two threads give the same bits.
+BOOST_AUTO_TEST_CASE(one_and_two_threads_give_the_same_bits) {
+  const dml::Dataset data = Generated(16000, 60, 10, 8, dml::Task::kClassification, 0.3);
+  BOOST_REQUIRE(data.x.nnz() >= 2 * 65536);
+  for (auto kind : {dml::ModelKind::kLogisticL2, dml::ModelKind::kHingeSvm}) {
+    const dml::ModelSpec m{kind, 1e-4, 0.5};
+    std::vector<dml::TrainResult> runs;
+    for (int threads : {1, 2}) {
+      dml::SolverOptions o;
+      o.kind = dml::SolverKind::kNewton;
+      o.threads = threads;
+      o.stop.gap_rel = 1e-3;
+      auto r = dml::Train(data, m, o);
+      BOOST_REQUIRE(r.ok());
+      BOOST_TEST(r->threads == threads);
+      runs.push_back(*std::move(r));
+    }
+    BOOST_TEST(runs[0].primal == runs[1].primal, dml::ModelName(kind));
+    BOOST_TEST(runs[0].gap == runs[1].gap, dml::ModelName(kind));
+    BOOST_TEST(runs[0].rounds == runs[1].rounds, dml::ModelName(kind));
+    BOOST_TEST((runs[0].w == runs[1].w), dml::ModelName(kind));
+  }
 }

@@ -49,6 +49,9 @@ void SpinUntil(Done&& done, int spins) {
 /// come in bursts), then sleep on a condition variable. A worker that
 /// cannot be started leaves its chunks to the caller; an exception thrown
 /// by fn on any chunk is rethrown on the caller once every chunk ended.
+/// With more chunks than threads (LimitThreads), thread t runs chunks t,
+/// t + T, t + 2T, ...: a solver can split its sums the same way whatever
+/// the thread count, so its runs are the same bits on 1 thread as on 2.
 /// One caller at a time (not thread-safe); the destructor joins.
 class ChunkRunner {
  public:
@@ -64,14 +67,18 @@ class ChunkRunner {
     for (std::thread& t : workers_) t.join();
   }
 
+  /// At most this many threads (the caller's included) from now on.
+  void LimitThreads(std::size_t threads) { max_threads_ = std::max<std::size_t>(threads, 1); }
+
   template <typename F>
   void Run(const std::vector<std::size_t>& bounds, F&& fn) {
     const std::size_t chunks = bounds.size() - 1;
-    if (chunks <= 1) {
-      if (chunks == 1) fn(std::size_t{0}, bounds[0], bounds[1]);
+    const std::size_t want = std::min(chunks, max_threads_);
+    if (want <= 1) {
+      for (std::size_t c = 0; c < chunks; ++c) fn(c, bounds[c], bounds[c + 1]);
       return;
     }
-    while (workers_.size() + 1 < chunks && !start_failed_) {
+    while (workers_.size() + 1 < want && !start_failed_) {
       try {
         const std::size_t c = workers_.size() + 1;
         const uint64_t now = gen_.load(std::memory_order_relaxed);  // jobs before it: not its
@@ -83,6 +90,7 @@ class ChunkRunner {
     errors_.assign(chunks, nullptr);
     bounds_ = bounds.data();
     chunks_ = chunks;
+    stride_ = std::min(workers_.size() + 1, want);
     obj_ = &fn;
     call_ = [](void* o, std::size_t c, std::size_t b, std::size_t e) {
       (*static_cast<std::remove_reference_t<F>*>(o))(c, b, e);
@@ -93,8 +101,7 @@ class ChunkRunner {
       gen_.fetch_add(1, std::memory_order_release);
     }
     cv_.notify_all();
-    RunChunk(0);
-    for (std::size_t c = workers_.size() + 1; c < chunks; ++c) RunChunk(c);
+    for (std::size_t c = 0; c < chunks; c += stride_) RunChunk(c);
     SpinUntil([this] { return pending_.load(std::memory_order_acquire) == 0; }, 1024);
     for (const std::exception_ptr& e : errors_) {
       if (e) std::rethrow_exception(e);
@@ -126,7 +133,9 @@ class ChunkRunner {
         }
       }
       seen = gen_.load(std::memory_order_acquire);
-      if (c < chunks_) RunChunk(c);
+      if (c < stride_) {
+        for (std::size_t k = c; k < chunks_; k += stride_) RunChunk(k);
+      }
       pending_.fetch_sub(1, std::memory_order_acq_rel);
     }
   }
@@ -141,6 +150,8 @@ class ChunkRunner {
   // The job, written before gen_ moves (release) and read after (acquire).
   const std::size_t* bounds_ = nullptr;
   std::size_t chunks_ = 0;
+  std::size_t stride_ = 1;  // the threads of this job: thread t runs chunks t mod stride_
+  std::size_t max_threads_ = static_cast<std::size_t>(-1);
   void* obj_ = nullptr;
   void (*call_)(void*, std::size_t, std::size_t, std::size_t) = nullptr;
   std::vector<std::exception_ptr> errors_;
