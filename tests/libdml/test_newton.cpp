@@ -358,6 +358,13 @@ BOOST_AUTO_TEST_CASE(auto_hinge_hands_a_stalled_dual_cd_over_to_newton) {
                  std::string::npos,
              r->note);
   BOOST_TEST(r->epochs > 150.0);
+  // Newton's progress continues dual CD's (rounds and seconds go on).
+  BOOST_REQUIRE(!r->history.empty());
+  for (std::size_t k = 1; k < r->history.size(); ++k) {
+    BOOST_TEST(r->history[k].round >= r->history[k - 1].round);
+    BOOST_TEST(r->history[k].seconds >= r->history[k - 1].seconds);
+  }
+  BOOST_TEST(r->history.back().round > 150);
   auto p = dml::PrimalValue(data, m, r->w);
   BOOST_REQUIRE(p.ok());
   BOOST_TEST(std::abs(*p - r->primal) <= 1e-12 * r->primal);

@@ -290,6 +290,19 @@ absl::Status HandOverHinge(const Dataset& data, const ModelSpec& model,
   rest.kind = SolverKind::kNewton;
   rest.stop.max_seconds = options.stop.max_seconds - result.seconds;
   if (!(rest.stop.max_seconds > 0.0)) return absl::OkStatus();
+  // Newton's progress continues dual CD's: its rounds, passes and seconds
+  // after those.
+  const int rounds_before = result.rounds;
+  const double epochs_before = result.epochs, seconds_before = result.seconds;
+  const auto continued = [=](Progress p) {
+    p.round += rounds_before;
+    p.epochs += epochs_before;
+    p.seconds += seconds_before;
+    return p;
+  };
+  if (options.on_epoch) {
+    rest.on_epoch = [&options, continued](const Progress& p) { options.on_epoch(continued(p)); };
+  }
   // The smoothing's share of the gap is at most mu / 4 a row in its zone.
   absl::StatusOr<TrainResult> newton =
       internal::TrainSmoothedHinge(data, model, rest, result.w, 4.0 * result.gap);
@@ -300,7 +313,7 @@ absl::Status HandOverHinge(const Dataset& data, const ModelSpec& model,
       " in ", result.seconds, " s; the smoothed-hinge Newton from its w then certified ",
       newton->gap, " in ", newton->rounds, " iterations (", newton->note, ")");
   std::vector<Progress> history = std::move(result.history);
-  history.insert(history.end(), newton->history.begin(), newton->history.end());
+  for (const Progress& p : newton->history) history.push_back(continued(p));
   const double seconds = result.seconds + newton->seconds;
   const double epochs = result.epochs + newton->epochs;  // passes, for Newton
   const int rounds = result.rounds + newton->rounds;
