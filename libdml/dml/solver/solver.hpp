@@ -36,9 +36,10 @@ enum class SolverKind {
   /// the solver that suits the model: kNewton (all `threads`) for ridge,
   /// logistic and squared hinge, and for hinge on features whose units
   /// differ by orders of magnitude (no more of them than examples); kScd
-  /// for the others (logistic-l1: its
-  /// newGLMNET; the asynchronous SCD rarely beats it on two cores).
-  /// TrainResult::note says which ran.
+  /// for the others (logistic-l1: its newGLMNET; the asynchronous SCD
+  /// rarely beats it on two cores). Hinge by dual CD that ends its epochs
+  /// short of the gap rule on no more features than examples goes on with
+  /// the smoothed-hinge Newton from its w. TrainResult::note says what ran.
   kAuto,
   /// TPA-SCD on a GPU (dml/gpu/tpa_scd.hpp): run through dml::gpu::Train,
   /// which links the GPU library; dml::Train refuses it.
@@ -191,7 +192,8 @@ struct SolverOptions {
   /// For kAsyncScd, kNewton and kAuto; kScd: its column copy's conversion,
   /// and for the dual models > 1 runs the exact certificates on a second
   /// thread beside the epochs (then not bitwise reproducible; eval_every
-  /// counts from the last certificate started there).
+  /// counts from the last certificate started there). kNewton (fitting
+  /// the threads): 1 and 2 give the same bits.
   int threads = 1;
   /// kAsyncScd: run fewer threads where they cannot pay (data too small for
   /// a second thread, epochs shrunk to a few coordinates); TrainResult says
