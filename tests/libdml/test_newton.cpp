@@ -311,6 +311,29 @@ BOOST_AUTO_TEST_CASE(hinge_is_certified_on_unscaled_rows_where_dual_cd_is_not) {
   BOOST_TEST(cd->dual <= tight->primal);
 }
 
+// Asked for more than the smallest smoothing can give, the smoothed hinge
+// stops once its P_mu no longer moves (not after max_epochs iterations), on
+// the best certificate it had, and says so.
+BOOST_AUTO_TEST_CASE(hinge_stops_where_its_smallest_smoothing_stalls) {
+  const dml::Dataset data = dml::testing::OffsetProblem(569, 30);
+  const dml::ModelSpec m{dml::ModelKind::kHingeSvm, 1.0 / 569.0, 0.5};
+  dml::SolverOptions o = NewtonOptions();
+  o.stop.gap_rel = 1e-14;
+  auto r = dml::Train(data, m, o);
+  BOOST_REQUIRE(r.ok());
+  BOOST_TEST_MESSAGE("1e-14: " << dml::StopReasonName(r->reason) << " after " << r->rounds
+                               << " iterations, gap " << r->gap << "; " << r->note);
+  BOOST_TEST((r->reason == dml::StopReason::kMaxEpochs));
+  BOOST_TEST(r->rounds < 500);
+  BOOST_TEST(r->note.find("no progress over 10 iterations at the smallest smoothing") !=
+                 std::string::npos,
+             r->note);
+  BOOST_TEST(r->gap <= 1e-6 * r->primal);
+  auto p = dml::PrimalValue(data, m, r->w);
+  BOOST_REQUIRE(p.ok());
+  BOOST_TEST(std::abs(*p - r->primal) <= 1e-12 * r->primal);
+}
+
 // Where dual CD converges (generated rows in one unit), the smoothed
 // hinge's optimum is dual CD's: objectives within 1e-6 relative.
 BOOST_AUTO_TEST_CASE(hinge_agrees_with_scd_where_scd_converges) {

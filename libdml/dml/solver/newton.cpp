@@ -162,6 +162,10 @@ constexpr double kFirstDamping = 1e-6;
 constexpr double kDampingRaise = 100.0;
 constexpr double kMaxDamping = 1e2;
 constexpr double kDampingLower = 0.1;
+/// Hinge: a stage whose P_mu fell by less than kStallDecrease of itself
+/// over kStallIterations iterations is done.
+constexpr int kStallIterations = 10;
+constexpr double kStallDecrease = 1e-12;
 
 /// The hinge smoothed by mu > 0 (a Huber-like loss): with r = 1 - y z,
 /// 0 for r <= 0, r^2 / (2 mu) for 0 < r < mu, r - mu / 2 beyond; its
@@ -753,6 +757,7 @@ absl::StatusOr<TrainResult> Newton<Obj>::RunSmoothed() {
   std::vector<double> best_w;
   double best_mu = mu_, best_gap = std::numeric_limits<double>::infinity();
   int last_cert_iter = -1;
+  std::vector<double> stage_phi;  // P_mu at each iteration of this stage
   for (;;) {
     const int64_t passes_before = passes_;
     GradientPass();
@@ -778,8 +783,17 @@ absl::StatusOr<TrainResult> Newton<Obj>::RunSmoothed() {
     // P_mu(w) - min P_mu, is a small share of P_mu (the next stage starts
     // from here: from w = 0 on a large mu the first test can hold at once).
     const double decrement = have_direction ? -0.5 * Dot(g_, dir_) : 0.0;
-    const bool stage_done = smooth_gap_ <= kSmoothingSwitch * smooth_bias_ &&
-                            decrement <= kStageShare * phi0_;
+    // Or it stalled: P_mu fell by less than kStallDecrease of itself over
+    // its last kStallIterations steps (the smoothed gap, 1/lambda times the
+    // gradient's square, can stay above the bias at rounding level: w8a
+    // from dual CD's w on a smoothing of 40x its gap ran 1000 iterations
+    // without moving P).
+    const bool stalled = stage_phi.size() > static_cast<std::size_t>(kStallIterations) &&
+                         stage_phi[stage_phi.size() - 1 - kStallIterations] - phi0_ <=
+                             kStallDecrease * phi0_;
+    stage_phi.push_back(phi0_);
+    const bool stage_done = stalled || (smooth_gap_ <= kSmoothingSwitch * smooth_bias_ &&
+                                        decrement <= kStageShare * phi0_);
     work_since_cert += static_cast<double>(passes_ - passes_before) * nnz;
     const bool due = PeriodicCertificateDue(options_.eval_every, work_since_cert, data_.x.nnz(),
                                             options_.eval_pacing,
@@ -811,7 +825,14 @@ absl::StatusOr<TrainResult> Newton<Obj>::RunSmoothed() {
       mu_ = std::max(kMinSmoothing, mu_ * kSmoothingCut);
       ++smoothing_cuts_;
       damping_ = 0.0;
+      stage_phi.clear();
       continue;
+    }
+    if (stalled) {
+      trouble = absl::StrCat("no progress over ", kStallIterations,
+                             " iterations at the smallest smoothing: stopped at iteration ", iter);
+      reason = StopReason::kConverged;  // the final certificate decides
+      break;
     }
     if (!have_direction) {
       reason = StopReason::kConverged;  // the final certificate decides
