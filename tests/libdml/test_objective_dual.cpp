@@ -1376,6 +1376,20 @@ dml::Dataset SignLabelled(int64_t n, int64_t d, uint64_t seed) {
   return data;
 }
 
+// A run that returned a certified snapshot: its w is w(alpha), bitwise,
+// its certificate Evaluate's of that pair, its history ends on its rounds.
+void CheckCertifiedSnapshot(const dml::Dataset& data, const dml::ModelSpec& spec,
+                            const dml::TrainResult& r) {
+  BOOST_TEST(r.w == dml::PrimalFromDual(data.x, r.alpha, spec.lambda),
+             boost::test_tools::per_element());
+  const auto cert = dml::Evaluate(data, spec, r.w, r.alpha);
+  BOOST_REQUIRE(cert.ok());
+  BOOST_TEST(cert->primal == r.primal, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(cert->dual == r.dual, boost::test_tools::tolerance(1e-12));
+  BOOST_REQUIRE(!r.history.empty());
+  BOOST_TEST(r.history.back().round == r.rounds);
+}
+
 // Hinge on SignLabelled(n, 20, seed): the dual coordinates at the start,
 // w(alpha), and one block holding every coordinate.
 struct HingeStart {
@@ -1533,14 +1547,8 @@ BOOST_AUTO_TEST_CASE(two_threads_certify_beside_the_epochs) {
       BOOST_TEST(two->threads == 2);
       BOOST_TEST(two->note == "its exact certificates ran on a second thread, beside the epochs");
       BOOST_TEST(two->gap <= 1e-5 * two->primal);
-      BOOST_TEST(two->w == dml::PrimalFromDual(data.x, two->alpha, spec.lambda),
-                 boost::test_tools::per_element());
-      const auto cert = dml::Evaluate(data, spec, two->w, two->alpha);
-      BOOST_REQUIRE(cert.ok());
-      BOOST_TEST(cert->primal == two->primal, boost::test_tools::tolerance(1e-12));
-      BOOST_TEST(cert->dual == two->dual, boost::test_tools::tolerance(1e-12));
+      CheckCertifiedSnapshot(data, spec, *two);
       BOOST_TEST(std::abs(two->primal - one->primal) <= one->gap + two->gap);
-      BOOST_TEST(two->history.back().round == two->rounds);
       // Small data: one thread does it all.
       const dml::Dataset small = SignLabelled(400, 20, 29);
       const auto few = dml::Train(small, spec, o);
@@ -1586,14 +1594,7 @@ BOOST_AUTO_TEST_CASE(beside_runs_end_on_their_budgets_certified) {
       BOOST_TEST((r->reason == want));
       BOOST_TEST(r->threads == 2);
       if (budget == 0) BOOST_TEST(r->epochs == 6.0);
-      BOOST_TEST(r->w == dml::PrimalFromDual(data.x, r->alpha, spec.lambda),
-                 boost::test_tools::per_element());
-      const auto cert = dml::Evaluate(data, spec, r->w, r->alpha);
-      BOOST_REQUIRE(cert.ok());
-      BOOST_TEST(cert->primal == r->primal, boost::test_tools::tolerance(1e-12));
-      BOOST_TEST(cert->dual == r->dual, boost::test_tools::tolerance(1e-12));
-      BOOST_REQUIRE(!r->history.empty());
-      BOOST_TEST(r->history.back().round == r->rounds);
+      CheckCertifiedSnapshot(data, spec, *r);
       BOOST_TEST(r->rounds == static_cast<int>(r->epochs));
       for (std::size_t k = 1; k < r->history.size(); ++k) {
         BOOST_TEST(r->history[k].round > r->history[k - 1].round);
