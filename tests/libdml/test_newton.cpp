@@ -87,9 +87,10 @@ double MaxAbs(const std::vector<double>& v) {
 }
 
 /// Generated data of the given shape: regression labels (unused by
-/// AutoSolver) unless told otherwise.
+/// AutoSolver) unless told otherwise, features in units over `decades`.
 dml::Dataset Generated(int64_t rows, int64_t cols, int64_t nnz_per_row, uint64_t seed,
-                       dml::Task task = dml::Task::kRegression, double noise = 0.0) {
+                       dml::Task task = dml::Task::kRegression, double noise = 0.0,
+                       double decades = 0.0) {
   dml::SyntheticOptions g;
   g.rows = rows;
   g.cols = cols;
@@ -97,6 +98,7 @@ dml::Dataset Generated(int64_t rows, int64_t cols, int64_t nnz_per_row, uint64_t
   g.seed = seed;
   g.task = task;
   g.noise = noise;
+  g.scale_decades = decades;
   auto gen = dml::GenerateSynthetic(g);
   BOOST_REQUIRE_MESSAGE(gen.ok(), gen.status().ToString());
   return std::move(gen->data);
@@ -483,24 +485,17 @@ BOOST_AUTO_TEST_CASE(auto_runs_newton_for_smooth_models_and_scd_for_the_others) 
   // but not on more features than examples (its CG crawls there).
   BOOST_TEST((pick(ModelKind::kHingeSvm, data, 2) == SolverKind::kNewton));
   {
-    dml::SyntheticOptions g;
-    g.rows = 30;
-    g.cols = 40;
-    g.nnz_per_row = 40;
-    g.task = dml::Task::kClassification;
-    g.scale_decades = 4.0;
-    auto wide_unscaled = dml::GenerateSynthetic(g);
-    BOOST_REQUIRE(wide_unscaled.ok());
-    BOOST_TEST((pick(ModelKind::kHingeSvm, wide_unscaled->data, 1) == SolverKind::kScd));
+    const dml::Dataset wide_unscaled = Generated(30, 40, 40, 1, dml::Task::kClassification, 0.0, 4.0);
+    BOOST_TEST((pick(ModelKind::kHingeSvm, wide_unscaled, 1) == SolverKind::kScd));
     dml::SolverOptions few;
     few.kind = SolverKind::kAuto;
     few.stop.max_epochs = 5;
-    auto wide_hinge = dml::Train(wide_unscaled->data, {ModelKind::kHingeSvm, 1e-4, 0.5}, few);
+    auto wide_hinge = dml::Train(wide_unscaled, {ModelKind::kHingeSvm, 1e-4, 0.5}, few);
     BOOST_REQUIRE(wide_hinge.ok());
     BOOST_TEST(wide_hinge->note.find("scale the features (solver newton's smoothed hinge is slow "
                                      "on more features than examples)") != std::string::npos,
                wide_hinge->note);
-    BOOST_TEST((pick(ModelKind::kSquaredHingeSvm, wide_unscaled->data, 1) == SolverKind::kNewton));
+    BOOST_TEST((pick(ModelKind::kSquaredHingeSvm, wide_unscaled, 1) == SolverKind::kNewton));
   }
   auto h = dml::Train(data, {dml::ModelKind::kHingeSvm, 1e-2, 0.5}, o);
   BOOST_REQUIRE(h.ok());
@@ -512,59 +507,41 @@ BOOST_AUTO_TEST_CASE(auto_runs_newton_for_smooth_models_and_scd_for_the_others) 
 BOOST_AUTO_TEST_CASE(stops_on_target_epochs_and_cancel_and_refuses_nonsmooth_models) {
   const dml::Dataset data = UnscaledProblem(40, 4.0);
   const dml::ModelSpec m{dml::ModelKind::kLogisticL2, 1.0 / 2000.0, 0.5};
-  auto full = dml::Train(data, m, NewtonOptions());
-  BOOST_REQUIRE(full.ok());
-  // Target: a primal 1% above the optimum is reached before convergence.
-  dml::SolverOptions t = NewtonOptions();
-  t.stop.gap_rel = 0;
-  t.stop.target_primal = full->primal * 1.01;
-  auto tr = dml::Train(data, m, t);
-  BOOST_REQUIRE(tr.ok());
-  BOOST_TEST((tr->reason == dml::StopReason::kTargetReached));
-  BOOST_TEST(tr->primal <= full->primal * 1.01);
-  BOOST_TEST(tr->rounds < full->rounds);
-  dml::SolverOptions e = NewtonOptions();
-  e.stop.max_epochs = 2;
-  auto er = dml::Train(data, m, e);
-  BOOST_REQUIRE(er.ok());
-  BOOST_TEST((er->reason == dml::StopReason::kMaxEpochs));
-  BOOST_TEST(er->rounds == 2);
-  BOOST_TEST(er->primal > full->primal);
+  // Target: a primal 1% above the optimum is reached before convergence;
+  // two iterations end on max epochs above it; a set cancel flag stops at
+  // once. For logistic, and for hinge (its smoothed stages).
   std::atomic<bool> cancel{true};
-  dml::SolverOptions c = NewtonOptions();
-  c.stop.cancel = &cancel;
-  auto cr = dml::Train(data, m, c);
-  BOOST_REQUIRE(cr.ok());
-  BOOST_TEST((cr->reason == dml::StopReason::kCancelled));
-  BOOST_TEST(cr->rounds == 0);
-  // Hinge (its smoothed stages): the same rules.
-  const dml::ModelSpec hm{dml::ModelKind::kHingeSvm, 1.0 / 2000.0, 0.5};
-  dml::SolverOptions hf = NewtonOptions();
-  hf.stop.gap_rel = 1e-6;
-  auto hfull = dml::Train(data, hm, hf);
-  BOOST_REQUIRE(hfull.ok());
-  BOOST_TEST((hfull->reason == dml::StopReason::kConverged), hfull->note);
-  dml::SolverOptions ht = hf;
-  ht.stop.gap_rel = 0;
-  ht.stop.target_primal = hfull->primal * 1.01;
-  auto htr = dml::Train(data, hm, ht);
-  BOOST_REQUIRE(htr.ok());
-  BOOST_TEST((htr->reason == dml::StopReason::kTargetReached));
-  BOOST_TEST(htr->primal <= hfull->primal * 1.01);
-  BOOST_TEST(htr->rounds < hfull->rounds);
-  dml::SolverOptions he = hf;
-  he.stop.max_epochs = 2;
-  auto her = dml::Train(data, hm, he);
-  BOOST_REQUIRE(her.ok());
-  BOOST_TEST((her->reason == dml::StopReason::kMaxEpochs));
-  BOOST_TEST(her->rounds == 2);
-  BOOST_TEST(her->primal > hfull->primal);
-  dml::SolverOptions hc = hf;
-  hc.stop.cancel = &cancel;
-  auto hcr = dml::Train(data, hm, hc);
-  BOOST_REQUIRE(hcr.ok());
-  BOOST_TEST((hcr->reason == dml::StopReason::kCancelled));
-  BOOST_TEST(hcr->rounds == 0);
+  auto rules = [&](const dml::ModelSpec& spec, const dml::SolverOptions& base) {
+    const std::string name(dml::ModelName(spec.kind));
+    auto full = dml::Train(data, spec, base);
+    BOOST_REQUIRE(full.ok());
+    BOOST_TEST((full->reason == dml::StopReason::kConverged), name << ": " << full->note);
+    dml::SolverOptions t = base;
+    t.stop.gap_rel = 0;
+    t.stop.target_primal = full->primal * 1.01;
+    auto tr = dml::Train(data, spec, t);
+    BOOST_REQUIRE(tr.ok());
+    BOOST_TEST((tr->reason == dml::StopReason::kTargetReached), name);
+    BOOST_TEST(tr->primal <= full->primal * 1.01, name);
+    BOOST_TEST(tr->rounds < full->rounds, name);
+    dml::SolverOptions e = base;
+    e.stop.max_epochs = 2;
+    auto er = dml::Train(data, spec, e);
+    BOOST_REQUIRE(er.ok());
+    BOOST_TEST((er->reason == dml::StopReason::kMaxEpochs), name);
+    BOOST_TEST(er->rounds == 2, name);
+    BOOST_TEST(er->primal > full->primal, name);
+    dml::SolverOptions c = base;
+    c.stop.cancel = &cancel;
+    auto cr = dml::Train(data, spec, c);
+    BOOST_REQUIRE(cr.ok());
+    BOOST_TEST((cr->reason == dml::StopReason::kCancelled), name);
+    BOOST_TEST(cr->rounds == 0, name);
+  };
+  rules(m, NewtonOptions());
+  dml::SolverOptions hinge = NewtonOptions();
+  hinge.stop.gap_rel = 1e-6;
+  rules({dml::ModelKind::kHingeSvm, 1.0 / 2000.0, 0.5}, hinge);
   for (auto kind : {dml::ModelKind::kLasso, dml::ModelKind::kElasticNet}) {
     auto bad = dml::Train(data, {kind, 1e-3, 0.5}, NewtonOptions());
     BOOST_REQUIRE(!bad.ok());
