@@ -14,6 +14,8 @@ SOLVER_BENCH_SOLVER=scd times the older pair: sequential SCD, async SCD.
 
 Usage: bench/solver_bench.py [build-dir] [DATA[/MODEL] ...]
   e.g. bench/solver_bench.py build a9a/logistic dense   (default: every case)
+  BENCH_EXTRA="name=path.svm name2=path2.svm": more binary LIBSVM files to
+  run beside the built-in sets (data that is not in this repo).
 """
 import os, random, re, statistics, subprocess, sys, time
 
@@ -64,6 +66,11 @@ def prepare():
         if not os.path.exists(path):
             write_tabular(path, rows, cols, seed)
         files[name] = path
+    for spec in os.environ.get("BENCH_EXTRA", "").split():
+        name, sep, path = spec.partition("=")
+        if not sep or not os.path.exists(path):
+            sys.exit(f"BENCH_EXTRA: '{spec}' is not name=existing-file")
+        files[name] = os.path.abspath(path)
     return files
 
 

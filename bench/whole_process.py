@@ -15,6 +15,7 @@ sides), median of 3 rounds, the three runs of a round in rotating order. Prints 
 
 Usage: bench/whole_process.py [build-dir] [DATA[/MODEL] ...]  (default: every case)
   WHOLE_PROCESS_REPS=N: medians of N rounds instead of 3 (a noisy machine).
+  BENCH_EXTRA: more data files, as bench/solver_bench.py says.
 """
 import os, re, statistics, subprocess, sys, time
 
