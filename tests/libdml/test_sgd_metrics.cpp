@@ -79,15 +79,16 @@ BOOST_AUTO_TEST_CASE(predict_margins_with_narrower_and_wider_models) {
   BOOST_TEST(none == (std::vector<double>{0.0, 0.0}), boost::test_tools::per_element());
 }
 
-BOOST_AUTO_TEST_CASE(accuracy_zero_margin_predicts_positive) {
+BOOST_AUTO_TEST_CASE(accuracy_zero_margin_predicts_negative_as_liblinear) {
   const std::vector<float> y = {1, -1, 1, -1};
-  // Predictions +1 (0.5), +1 (0 goes to +1), -1, -1: right, wrong, wrong, right.
+  // Predictions +1 (0.5), -1 (0 goes to -1), -1, -1: right, right, wrong, right.
   auto acc = dml::Accuracy(y, std::vector<double>{0.5, 0.0, -2.0, -1.0});
   BOOST_REQUIRE(acc.ok());
-  BOOST_TEST(*acc == 0.5);
-  auto zero_pos = dml::Accuracy(std::vector<float>{1}, std::vector<double>{0.0});
-  BOOST_REQUIRE(zero_pos.ok());
-  BOOST_TEST(*zero_pos == 1.0);
+  BOOST_TEST(*acc == 0.75);
+  // -0.0 too (the sign bit is not a prediction).
+  auto zero_neg = dml::Accuracy(std::vector<float>{-1, 1}, std::vector<double>{0.0, -0.0});
+  BOOST_REQUIRE(zero_neg.ok());
+  BOOST_TEST(*zero_neg == 0.5);
   CheckError(dml::Accuracy(y, std::vector<double>{1, 2, 3}), "4 labels but 3 margins");
   CheckError(dml::Accuracy(std::vector<float>{1, 0}, std::vector<double>{1, 2}),
              "label of example 1 is 0");

@@ -90,7 +90,7 @@ absl::StatusOr<double> Accuracy(absl::Span<const float> y, absl::Span<const doub
   if (auto s = CheckClassification(y, margins, "margins"); !s.ok()) return s;
   int64_t correct = 0;
   for (std::size_t i = 0; i < y.size(); ++i) {
-    const float predicted = margins[i] >= 0.0 ? 1.0f : -1.0f;
+    const float predicted = margins[i] > 0.0 ? 1.0f : -1.0f;
     correct += predicted == y[i];
   }
   return static_cast<double>(correct) / static_cast<double>(y.size());

@@ -24,8 +24,9 @@ namespace dml {
 std::vector<double> Predict(const CsrMatrix& x, const std::vector<double>& w);
 
 /// Fraction of examples whose predicted sign matches the label. A margin of
-/// exactly 0 predicts +1 (so the all-zero model predicts the positive
-/// class everywhere rather than matching no label at all).
+/// exactly 0 predicts -1, as LIBLINEAR's predict and dml-predict do (dec > 0
+/// is the first label), so a model scores the same here and there: rows
+/// whose features are all new to the model score exactly 0.
 /// Errors: size mismatch, empty input, a label not in {-1,+1}, a non-finite
 /// margin.
 absl::StatusOr<double> Accuracy(absl::Span<const float> y, absl::Span<const double> margins);
