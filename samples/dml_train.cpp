@@ -1502,7 +1502,13 @@ int main(int argc, char** argv) {
   }
   // After the model files: a bad test file loses nothing trained.
   if (run.args.values.count("--test")) {
-    auto t = dml::ReadLibsvm(Get(run.args, "--test"), run.load_opts);
+    // The test labels map as the training set's did (its -1 and +1 values),
+    // so a test file of one class is not taken as the other.
+    dml::LibsvmOptions test_opts = run.load_opts;
+    if (run.task == dml::Task::kClassification && !test_opts.binarize_threshold) {
+      test_opts.classes = trained_on.classes;
+    }
+    auto t = dml::ReadLibsvm(Get(run.args, "--test"), test_opts);
     if (!t.ok()) return Fail(std::string(t.status().message()));
     if (run.bias >= 0) {  // the bias weight is the model's last
       t->x = dml::WithConstantColumn(t->x, static_cast<float>(run.bias), trained_on.x.cols() - 1);

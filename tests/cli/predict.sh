@@ -34,6 +34,21 @@ printf -- '-1 1:1\n0 2:1\n1 3:1\n' >"$tmp/three.svm"
 err=$("$predict" "$tmp/three.svm" "$tmp/gen.dml" "$tmp/three.out" 2>&1) && { echo "FAIL: -1/0/1 accepted"; exit 1; }
 grep -qx "dml-predict: test labels include both -1 and 0: a binary model needs two label values" <<<"$err" ||
   { echo "FAIL: labels error: $err"; exit 1; }
+# dml-train's --test and train metrics agree with dml-predict's: a test file
+# of the one class 2 (it used to map to +1, the model's 4) and rows with no
+# feature (score 0: the -1 class in both, as LIBLINEAR predicts).
+grep '^2 ' "$tmp/test.svm" >"$tmp/only2.svm"
+{ cat "$tmp/train.svm"; for i in $(seq 40); do echo "4"; done; } >"$tmp/zeros.svm"
+"$train" --model logistic -c 1 "$tmp/zeros.svm" -o "$tmp/z.dml" --test "$tmp/only2.svm" \
+  --quiet >"$tmp/z.txt" 2>&1 || { echo "FAIL: --test run: $(cat "$tmp/z.txt")"; exit 1; }
+frac() { awk -v a="$1" 'BEGIN {split(a, p, "/"); printf "%.6f", p[1] / p[2]}'; }
+right() { sed -n 's/^accuracy [0-9.]*% (\([0-9/]*\)).*/\1/p'; }
+got=$(sed -n 's/^test: accuracy \([0-9.]*\).*/\1/p' "$tmp/z.txt")
+want=$("$predict" "$tmp/only2.svm" "$tmp/z.dml" "$tmp/only2.out" | right)
+[ "$got" = "$(frac "$want")" ] || { echo "FAIL: --test accuracy $got, dml-predict $want"; exit 1; }
+got=$(sed -n 's/^train: accuracy \([0-9.]*\).*/\1/p' "$tmp/z.txt")
+want=$("$predict" "$tmp/zeros.svm" "$tmp/z.dml" "$tmp/zeros.out" | right)
+[ "$got" = "$(frac "$want")" ] || { echo "FAIL: train accuracy $got, dml-predict $want"; exit 1; }
 # The Cap'n Proto model file: the same predictions; the Python example
 # (through the capnp tool) gets dml-predict's accuracy.
 "$train" --model logistic -c 1 "$tmp/train.svm" -o "$tmp/m.capnp" --model-format capnp --quiet >/dev/null

@@ -467,6 +467,14 @@ BOOST_AUTO_TEST_CASE(missing_files_are_not_found) {
               {tmp("none.svm")});
 }
 
+BOOST_AUTO_TEST_CASE(given_label_classes_are_refused_as_a_cache_does_not_record_them) {
+  TmpDir tmp;
+  LibsvmOptions o;
+  o.classes = {1, 2};
+  ExpectError(LoadWithCache(tmp("none.svm"), tmp("none.cache"), o),
+              absl::StatusCode::kInvalidArgument, {"does not record given label classes"});
+}
+
 BOOST_AUTO_TEST_CASE(write_errors_are_reported_and_leave_nothing_behind) {
   TmpDir tmp;
   Dataset d = Synthetic(Task::kRegression, 30, 10, 3);

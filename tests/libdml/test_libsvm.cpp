@@ -140,6 +140,36 @@ BOOST_AUTO_TEST_CASE(maps_classification_labels) {
   BOOST_TEST(r.classes.empty());
 }
 
+// A test file maps as the training set did: one class, or the +1 class
+// first, must not flip (the smaller value of a one-class file used to become -1).
+BOOST_AUTO_TEST_CASE(given_classes_map_labels_as_the_model_does) {
+  using V = std::vector<float>;
+  using D = std::vector<double>;
+  LibsvmOptions o;
+  o.classes = {1, 2};  // 1 -> -1, 2 -> +1
+  BOOST_TEST(MustParse("1 1:1\n1\n", o).y == (V{-1, -1}), boost::test_tools::per_element());
+  BOOST_TEST(MustParse("2 1:1\n2\n", o).y == (V{1, 1}), boost::test_tools::per_element());
+  BOOST_TEST(MustParse("2\n1\n", o).y == (V{1, -1}), boost::test_tools::per_element());
+  BOOST_TEST(MustParse("2\n", o).classes == (D{1, 2}), boost::test_tools::per_element());
+  // Either order: the first value is -1's (a LIBLINEAR model may list +1 first).
+  o.classes = {5, -3};
+  BOOST_TEST(MustParse("-3\n5\n5\n", o).y == (V{1, -1, -1}), boost::test_tools::per_element());
+  // Without them, the same one-class file maps by sign.
+  BOOST_TEST(MustParse("1\n1\n").y == (V{1, 1}), boost::test_tools::per_element());
+  o.classes = {1, 2};
+  BOOST_TEST(ErrorOf("1 1:1\n2\n\n  3 1:1\n", o) ==
+             "t:4:3: label 3 is neither of the model's classes 1 (-1) and 2 (+1)");
+  o.classes = {1};
+  BOOST_TEST(ErrorOf("1\n", o) ==
+             "classes must be two distinct finite label values (-1's, then +1's), got 1 values");
+  o.classes = {2, 2};
+  BOOST_TEST(ErrorOf("1\n", o).rfind("classes must be two distinct", 0) == 0);
+  // A threshold decides alone.
+  o.classes = {1, 2};
+  o.binarize_threshold = 1.5;
+  BOOST_TEST(MustParse("3\n0\n", o).y == (V{1, -1}), boost::test_tools::per_element());
+}
+
 BOOST_AUTO_TEST_CASE(third_class_is_an_error_at_its_first_line) {
   BOOST_TEST(ErrorOf("1 1:1\n2 1:1\n\n1\n3 1:1\n3\n") ==
              "t:5:1: label 3 is a third distinct value (after 1 and 2); classification takes "

@@ -581,6 +581,11 @@ absl::StatusOr<Dataset> ReadCache(const std::string& cache_path, const CacheSour
 absl::StatusOr<Dataset> LoadWithCache(const std::string& path, const std::string& cache_path,
                                       const LibsvmOptions& options, std::string* rebuilt) {
   if (rebuilt != nullptr) rebuilt->clear();
+  if (!options.classes.empty()) {
+    return absl::InvalidArgumentError(
+        "LoadWithCache: a cache does not record given label classes (LibsvmOptions::classes); "
+        "read such a file with ReadLibsvm");
+  }
   // Stat before parsing: if the text changes while it is parsed, the cache
   // records the old identity and the next load rebuilds it.
   DML_ASSIGN_OR_RETURN(CacheSource source, StatSource(path));

@@ -82,7 +82,8 @@ absl::StatusOr<Dataset> ReadCache(const std::string& cache_path,
 /// stale. Failing to write the cache does not fail the load. `rebuilt`
 /// (optional) receives why the cache was not used (ReadCache's error: no
 /// cache, stale, or corrupt naming the file and field), or "" when it was.
-/// Errors: those of StatSource(path) and ReadLibsvm.
+/// Errors: those of StatSource(path) and ReadLibsvm; InvalidArgument for
+/// options.classes (not recorded in a cache).
 absl::StatusOr<Dataset> LoadWithCache(const std::string& path, const std::string& cache_path,
                                       const LibsvmOptions& options = {},
                                       std::string* rebuilt = nullptr);

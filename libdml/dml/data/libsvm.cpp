@@ -30,6 +30,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -190,7 +191,7 @@ struct LabelClasses {
 
 // Merge: global line numbers, the first error, the label classes. Returns
 // the first error (its line global), if any.
-std::optional<Error> FirstError(std::vector<ChunkResult>* chunks, bool track,
+std::optional<Error> FirstError(std::vector<ChunkResult>* chunks, bool track, bool fixed,
                                 LabelClasses* classes_out) {
   bool have_error = false;
   Error err;
@@ -215,11 +216,16 @@ std::optional<Error> FirstError(std::vector<ChunkResult>* chunks, bool track,
         have_error = true;
         err.line = line_base + s.line;
         err.col = s.col;
-        err.what = absl::StrCat(
-            "label ", FormatLabel(s.value), " is a third distinct value (after ",
-            FormatLabel(std::min(classes[0].value, classes[1].value)), " and ",
-            FormatLabel(std::max(classes[0].value, classes[1].value)),
-            "); classification takes two classes: set binarize_threshold or use regression");
+        err.what =
+            fixed ? absl::StrCat("label ", FormatLabel(s.value),
+                                 " is neither of the model's classes ", FormatLabel(classes[0].value),
+                                 " (-1) and ", FormatLabel(classes[1].value), " (+1)")
+                  : absl::StrCat("label ", FormatLabel(s.value),
+                                 " is a third distinct value (after ",
+                                 FormatLabel(std::min(classes[0].value, classes[1].value)),
+                                 " and ", FormatLabel(std::max(classes[0].value, classes[1].value)),
+                                 "); classification takes two classes: set binarize_threshold or "
+                                 "use regression");
       }
     }
     if (have_error) break;
@@ -270,12 +276,10 @@ Packed CloseGaps(const std::vector<ChunkResult>& chunks, Arrays* a) {
 }
 
 // Rebase the row ends and map the label codes, in parallel.
-// Classification without a threshold: two classes map smaller -> -1, one
+// Classification without a threshold: two classes map `lo` -> -1, one
 // class maps by sign (<= 0 -> -1).
 void RebaseRowsAndLabels(const std::vector<ChunkResult>& chunks, const Packed& packed, bool track,
-                         const LabelClasses& classes, Arrays* a) {
-  const double lo =
-      classes.num == 2 ? std::min(classes.seen[0].value, classes.seen[1].value) : 0.0;
+                         const LabelClasses& classes, double lo, Arrays* a) {
   RunParallel(static_cast<int>(chunks.size()), [&](int k) {
     const ChunkResult& c = chunks[k];
     const int64_t base = static_cast<int64_t>(packed.nnz_base[k]);
@@ -321,6 +325,13 @@ absl::StatusOr<Dataset> ParseLibsvm(std::string_view text, const LibsvmOptions& 
     return absl::InvalidArgumentError(
         absl::StrCat("num_features must be >= 0, got ", options.num_features));
   }
+  if (!options.classes.empty() &&
+      (options.classes.size() != 2 || !std::isfinite(options.classes[0]) ||
+       !std::isfinite(options.classes[1]) || options.classes[0] == options.classes[1])) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("classes must be two distinct finite label values (-1's, then +1's), got ",
+                     options.classes.size(), " values"));
+  }
   constexpr uint64_t kMaxCols = uint64_t{1} << 32;
   const uint64_t index_limit =
       options.num_features > 0 ? std::min<uint64_t>(static_cast<uint64_t>(options.num_features), kMaxCols)
@@ -337,7 +348,15 @@ absl::StatusOr<Dataset> ParseLibsvm(std::string_view text, const LibsvmOptions& 
 
   const bool track = options.task == Task::kClassification && !options.binarize_threshold;
   LabelClasses classes;
-  if (std::optional<Error> err = FirstError(&chunks, track, &classes)) {
+  // Given classes: both are known from the start (-1 first), so any other
+  // label is the error FirstError reports.
+  const bool fixed = track && !options.classes.empty();
+  if (fixed) {
+    classes.seen[0].value = options.classes[0];
+    classes.seen[1].value = options.classes[1];
+    classes.num = 2;
+  }
+  if (std::optional<Error> err = FirstError(&chunks, track, fixed, &classes)) {
     return absl::InvalidArgumentError(absl::StrCat(Position(name, err->line, err->col), err->what));
   }
 
@@ -347,7 +366,11 @@ absl::StatusOr<Dataset> ParseLibsvm(std::string_view text, const LibsvmOptions& 
     return absl::InvalidArgumentError(absl::StrCat(Position(name, 1, 1), "empty file: no examples"));
   }
   const int64_t cols = options.num_features > 0 ? options.num_features : packed.max_index + 1;
-  RebaseRowsAndLabels(chunks, packed, track, classes, &a);
+  // The -1 class: the given one, else the smaller of the two.
+  const double lo = fixed             ? options.classes[0]
+                    : classes.num == 2 ? std::min(classes.seen[0].value, classes.seen[1].value)
+                                       : 0.0;
+  RebaseRowsAndLabels(chunks, packed, track, classes, lo, &a);
   Shrink(packed.rows, packed.nnz, &a);
 
   Dataset out;
@@ -356,7 +379,9 @@ absl::StatusOr<Dataset> ParseLibsvm(std::string_view text, const LibsvmOptions& 
                                          std::move(a.values));
   out.y = std::move(a.y);
   out.task = options.task;
-  if (track && classes.num == 2) {
+  if (fixed) {
+    out.classes = options.classes;
+  } else if (track && classes.num == 2) {
     out.classes = {std::min(classes.seen[0].value, classes.seen[1].value),
                    std::max(classes.seen[0].value, classes.seen[1].value)};
   }

@@ -17,6 +17,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "dml/data/sparse.hpp"
@@ -32,6 +33,12 @@ struct LibsvmOptions {
   /// Classification only: label > threshold becomes +1, else -1 (e.g. 10.5
   /// to split news20's classes 1-10 vs 11-20).
   std::optional<double> binarize_threshold;
+  /// Classification without a threshold: the two label values that become
+  /// -1 and +1, in that order (a model's classes, e.g. the training set's
+  /// Dataset::classes), so a test file of one class, or of the other class
+  /// first, maps as the model does. A label that is neither is an error at
+  /// its line and column. Empty: as the file's labels come (above).
+  std::vector<double> classes;
   /// Declared feature count: widens the matrix; data with a larger index is
   /// an error. 0 = as many columns as the largest index.
   int64_t num_features = 0;
