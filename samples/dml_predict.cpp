@@ -18,6 +18,7 @@
 // Exit status: 0 on success, 2 on a bad flag, model or data file.
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -126,14 +127,14 @@ absl::StatusOr<dml::LiblinearModel> FromDmlModel(absl::StatusOr<dml::LinearModel
 }
 
 void PrintMetrics(const dml::LiblinearModel& m, const dml::Dataset& test,
-                  const std::vector<double>& dec) {
+                  const std::vector<double>& dec, FILE* to) {
   auto show = [](const absl::StatusOr<double>& v) {
     return v.ok() ? absl::StrCat(*v) : absl::StrCat("n/a (", v.status().message(), ")");
   };
   const std::size_t n = test.y.size();
   if (m.regression()) {
     auto rmse = dml::Rmse(test.y, dec);
-    std::printf("mse %s  rmse %s  r2 %s  (%zu examples)\n",
+    std::fprintf(to, "mse %s  rmse %s  r2 %s  (%zu examples)\n",
                 rmse.ok() ? absl::StrCat(*rmse * *rmse).c_str() : "n/a", show(rmse).c_str(),
                 show(dml::R2(test.y, dec)).c_str(), n);
     return;
@@ -144,7 +145,7 @@ void PrintMetrics(const dml::LiblinearModel& m, const dml::Dataset& test,
     y_pm[i] = test.y[i] == m.labels[0] ? 1.0f : -1.0f;
     right += m.Label(dec[i]) == test.y[i];
   }
-  std::printf("accuracy %.4f%% (%zu/%zu)  auc %s  log-loss %s\n",
+  std::fprintf(to, "accuracy %.4f%% (%zu/%zu)  auc %s  log-loss %s\n",
               n ? 100.0 * static_cast<double>(right) / static_cast<double>(n) : 0.0, right, n,
               show(dml::Auc(y_pm, dec)).c_str(),
               m.probabilistic() ? show(dml::LogLoss(y_pm, dec)).c_str() : "n/a (not a logistic model)");
@@ -239,6 +240,14 @@ int main(int argc, char** argv) {
     }
   }
   if (std::fflush(out.get()) != 0) return Fail(opts->output + ": write failed");
-  if (!opts->quiet) PrintMetrics(*model, *test, dec);
+  // Predictions written to standard output (/dev/stdout, or the file stdout
+  // goes to, not a device): the metrics line goes to stderr, so that the
+  // stream holds the predictions alone (it had overwritten the first ones).
+  struct stat out_info {}, stdout_info {};
+  const bool out_is_stdout = ::stat(opts->output.c_str(), &out_info) == 0 &&
+                             ::fstat(STDOUT_FILENO, &stdout_info) == 0 &&
+                             out_info.st_dev == stdout_info.st_dev &&
+                             out_info.st_ino == stdout_info.st_ino && !S_ISCHR(stdout_info.st_mode);
+  if (!opts->quiet) PrintMetrics(*model, *test, dec, out_is_stdout ? stderr : stdout);
   return 0;
 }

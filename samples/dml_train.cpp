@@ -1353,16 +1353,27 @@ int main(int argc, char** argv) {
   }
   if (Exit e = CheckNodeList(run.args)) return *e;
   if (Exit e = CheckFiles(run.args)) return *e;
-  // A model written to standard output (-o /dev/stdout, or the file stdout
-  // goes to): the run's own lines go to stderr instead, so that the stream
-  // holds the model alone (they had overwritten its first lines).
-  for (const char* f : {"-o", "--output", "--liblinear-model"}) {
+  // A model or the metrics written to standard output (-o /dev/stdout, or
+  // the file stdout goes to): the run's own lines go to stderr instead, so
+  // that the stream holds that output alone (they had overwritten its first
+  // lines). Two such outputs cannot share the stream. A device (a terminal,
+  // /dev/null) has no file offset to clash over and takes them all.
+  std::vector<const char*> to_stdout;
+  for (const char* f : {"-o", "--output", "--liblinear-model", "--metrics-out"}) {
     if (!given(f)) continue;
     struct stat path_info {}, out_info {};
     if (::stat(Get(run.args, f).c_str(), &path_info) != 0 || ::fstat(STDOUT_FILENO, &out_info) != 0 ||
-        path_info.st_dev != out_info.st_dev || path_info.st_ino != out_info.st_ino) {
+        path_info.st_dev != out_info.st_dev || path_info.st_ino != out_info.st_ino ||
+        S_ISCHR(out_info.st_mode)) {
       continue;
     }
+    to_stdout.push_back(f);
+  }
+  if (to_stdout.size() > 1) {
+    return Fail(std::string(to_stdout[0]) + " and " + to_stdout[1] +
+                " both name standard output; one stream cannot hold both");
+  }
+  for (const char* f : to_stdout) {
     std::fflush(stdout);
     const int model_fd = ::dup(STDOUT_FILENO);
     if (model_fd < 0 || ::dup2(STDERR_FILENO, STDOUT_FILENO) < 0) {
@@ -1370,7 +1381,6 @@ int main(int argc, char** argv) {
                   std::strerror(errno));
     }
     run.args.values[f] = "/dev/fd/" + std::to_string(model_fd);
-    break;  // stdout is stderr from here on
   }
   if (run.args.values.count("--metrics-out") &&
       !run.metrics->Open(Get(run.args, "--metrics-out"))) {

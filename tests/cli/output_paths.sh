@@ -123,6 +123,24 @@ if [[ $(head -1 stdout_model.txt) == "dml-model 1" ]] && grep -q '^done: ' stdou
 else
   echo "FAIL: -o /dev/stdout: $(head -2 stdout_model.txt)"; fails=$((fails + 1))
 fi
+# Metrics to standard output: JSON lines alone; dml-predict's predictions to
+# standard output: the predictions alone (the metrics line goes to stderr);
+# two outputs naming standard output are refused.
+"$train" --epochs 3 --metrics-out /dev/stdout d.svm >stdout_metrics.txt 2>/dev/null
+if /usr/bin/env python3 -c 'import json, sys; [json.loads(l) for l in open(sys.argv[1])]' \
+     stdout_metrics.txt 2>/dev/null && [[ -s stdout_metrics.txt ]]; then
+  echo "ok: --metrics-out /dev/stdout"
+else
+  echo "FAIL: --metrics-out /dev/stdout: $(head -c 200 stdout_metrics.txt)"; fails=$((fails + 1))
+fi
+"$predict" d.svm stdout_model.txt /dev/stdout >stdout_pred2.txt 2>stdout_pred2_err.txt
+if cmp -s stdout_pred.txt stdout_pred2.txt && grep -q '^accuracy ' stdout_pred2_err.txt; then
+  echo "ok: dml-predict to /dev/stdout"
+else
+  echo "FAIL: dml-predict to /dev/stdout: $(head -2 stdout_pred2.txt)"; fails=$((fails + 1))
+fi
+expect 2 "dml-train: -o and --liblinear-model both name standard output; one stream cannot hold both" \
+  bash -o pipefail -c "'$train' -q d.svm -o /dev/stdout --liblinear-model /dev/stdout | cat"
 # Newton's --epochs counts its iterations: the done line says both counts.
 out=$("$train" --solver newton --epochs 2 d.svm 2>&1)
 if grep -qE '^done: max epochs after 2 iterations \([0-9]+ passes over the data\)' <<<"$out"; then
