@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "dml/data/synthetic.hpp"
 #include "dml/objective/evaluate.hpp"
@@ -181,24 +182,83 @@ BOOST_AUTO_TEST_CASE(a_model_over_the_memory_is_refused_before_any_vector) {
              "the model has 134217728 weights (the data's largest feature index + 1): training "
              "needs about 3.0 GiB for its vectors, more than the 1.0 GiB of memory here; renumber "
              "the features (or hash them into fewer), or drop the examples with stray indices");
-  // 2^23 weights: 64 MiB a vector. Newton's ten are 640 MiB, under the
-  // limit: trained. At 2^24 they are 1.25 GiB: refused, naming the solver,
-  // while dual SCD's two (256 MiB) train.
+  // 2^24 weights, 2 of them used: Newton's ten vectors would be 1.25 GiB,
+  // but it trains on the used columns (DropUnusedColumns) and the rest of w
+  // is 0.
   opt.kind = dml::SolverKind::kNewton;
   opt.stop.gap_rel = 1e-6;
-  auto fits = dml::Train(StrayIndex(int64_t{1} << 23), spec, opt);
-  BOOST_REQUIRE_MESSAGE(fits.ok(), fits.status().message());
-  BOOST_TEST(fits->w.size() == std::size_t{1} << 23);
-  auto over = dml::Train(StrayIndex(int64_t{1} << 24), spec, opt);
+  auto stray = dml::Train(StrayIndex(int64_t{1} << 24), spec, opt);
+  BOOST_REQUIRE_MESSAGE(stray.ok(), stray.status().message());
+  BOOST_TEST(stray->w.size() == std::size_t{1} << 24);
+  BOOST_TEST(stray->note.find("16777214 of the 16777216 features occur in no example") !=
+                 std::string::npos,
+             stray->note);
+  // 2^25 used features (one row holds them all): 256 MiB a vector. Newton's
+  // ten are 2.5 GiB: refused, naming the solver, while dual SCD's two train.
+  const int64_t d = int64_t{1} << 25;
+  std::vector<uint32_t> idx(static_cast<std::size_t>(d) + 1);
+  for (int64_t j = 0; j < d; ++j) idx[static_cast<std::size_t>(j) + 1] = static_cast<uint32_t>(j);
+  dml::Dataset wide;
+  wide.x = dml::CsrMatrix::FromArraysUnchecked(2, d, {0, 1, d + 1}, std::move(idx),
+                                               std::vector<float>(static_cast<std::size_t>(d) + 1,
+                                                                  1.0f));
+  wide.y = {-1.0f, 1.0f};
+  wide.task = dml::Task::kClassification;
+  const dml::ScopedMemoryLimit two_gib(int64_t{2} << 30);
+  auto over = dml::Train(wide, spec, opt);
   BOOST_TEST((over.status().code() == absl::StatusCode::kResourceExhausted));
-  BOOST_TEST(over.status().message().find("solver newton needs about 1.2 GiB for its vectors, "
-                                          "more than the 1.0 GiB") != std::string::npos,
+  BOOST_TEST(over.status().message().find("solver newton needs about 2.5 GiB for its vectors, "
+                                          "more than the 2.0 GiB") != std::string::npos,
              over.status().message());
   spec.kind = dml::ModelKind::kHingeSvm;
   opt.kind = dml::SolverKind::kScd;
-  auto dual = dml::Train(StrayIndex(int64_t{1} << 24), spec, opt);
+  auto dual = dml::Train(wide, spec, opt);
   BOOST_REQUIRE_MESSAGE(dual.ok(), dual.status().message());
   BOOST_TEST((dual->reason == dml::StopReason::kConverged));
+}
+
+// Features no example uses are left out of training and come back as 0:
+// the data with its 20 columns spread over 100k indices trains to the very
+// same bits as the compact data, for every model; a few unused columns are
+// kept (no note).
+BOOST_AUTO_TEST_CASE(unused_features_are_dropped_and_come_back_as_zero) {
+  for (auto k : {dml::ModelKind::kRidge, dml::ModelKind::kLasso, dml::ModelKind::kElasticNet,
+                 dml::ModelKind::kLogisticL2, dml::ModelKind::kLogisticL1,
+                 dml::ModelKind::kHingeSvm, dml::ModelKind::kSquaredHingeSvm}) {
+    const dml::Dataset d = Small(dml::TaskOf(k));
+    for (int64_t stride : {5000, 2}) {
+      dml::Dataset spread = d;
+      std::vector<uint32_t> idx = d.x.indices();
+      for (uint32_t& j : idx) j = static_cast<uint32_t>(j * stride);
+      spread.x = dml::CsrMatrix::FromArraysUnchecked(d.x.rows(), d.x.cols() * stride,
+                                                     d.x.offsets(), idx, d.x.values());
+      const dml::ModelSpec spec{k, 1e-2, 0.5};
+      dml::SolverOptions opt;
+      opt.kind = dml::SolverKind::kAuto;
+      opt.stop.gap_rel = 1e-8;
+      auto a = dml::Train(d, spec, opt);
+      auto b = dml::Train(spread, spec, opt);
+      BOOST_REQUIRE(a.ok());
+      BOOST_REQUIRE_MESSAGE(b.ok(), b.status().message());
+      BOOST_TEST(b->w.size() == static_cast<std::size_t>(spread.x.cols()));
+      const bool dropped = b->note.find("features occur in no example") != std::string::npos;
+      BOOST_TEST(dropped == (stride == 5000), dml::ModelName(k) << ": " << b->note);
+      // The result's primal is that of the wide w on the wide data.
+      auto p = dml::PrimalValue(spread, spec, b->w);
+      BOOST_REQUIRE_MESSAGE(p.ok(), dml::ModelName(k) << ": " << p.status().message());
+      BOOST_TEST(*p == b->primal, boost::test_tools::tolerance(1e-12));
+      BOOST_TEST(b->gap <= 1e-8 * std::abs(b->primal) + 1e-12);
+      BOOST_TEST((b->reason == dml::StopReason::kConverged));
+      if (stride != 5000) continue;
+      // The compact data is the same matrix: the same run, bit for bit.
+      BOOST_TEST(b->primal == a->primal);
+      BOOST_TEST(b->dual == a->dual);
+      for (std::size_t j = 0; j < b->w.size(); ++j) {
+        const double want = j % 5000 == 0 ? a->w[j / 5000] : 0.0;
+        if (b->w[j] != want) BOOST_FAIL(dml::ModelName(k) << ": w[" << j << "] " << b->w[j]);
+      }
+    }
+  }
 }
 
 BOOST_AUTO_TEST_CASE(the_memory_limit_defaults_to_the_machine) {

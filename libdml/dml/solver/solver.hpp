@@ -267,6 +267,9 @@ absl::Status CheckTrainInputs(const Dataset& data, const ModelSpec& model,
 /// Trains `model` on `data` with the chosen solver. Errors: invalid model or
 /// options (InvalidArgument naming the field), labels not in {-1,+1} for a
 /// classification model, SGD asked for a dual-only quantity, etc.
+/// Features no example uses (at least 4096 of them, and an eighth of the
+/// nonzeros) are left out of the solve, on a renumbered copy of the data;
+/// their weights are 0 in the result (as at any optimum), and the note says so.
 absl::StatusOr<TrainResult> Train(const Dataset& data, const ModelSpec& model,
                                   const SolverOptions& options);
 
