@@ -18,6 +18,13 @@ head -2000 "$tmp/d.svm" >"$tmp/train.svm"
 tail -1000 "$tmp/d.svm" >"$tmp/test.svm"
 "$train" --model logistic -c 1 "$tmp/train.svm" -o "$tmp/m.dml" --liblinear-model "$tmp/m.ll" --quiet >/dev/null
 grep -qx 'labels 2 4' "$tmp/m.dml" || { echo "FAIL: no labels line in the model"; exit 1; }
+# Through --cache, the second run (from the cache) writes the same model.
+for run in 1 2; do
+  "$train" --model logistic -c 1 "$tmp/train.svm" --cache "$tmp/train.cache" -o "$tmp/c$run.dml" \
+    --quiet >/dev/null
+done
+cmp "$tmp/c1.dml" "$tmp/m.dml" && cmp "$tmp/c2.dml" "$tmp/m.dml" ||
+  { echo "FAIL: a model trained through --cache differs: $(grep labels "$tmp/c2.dml")"; exit 1; }
 "$predict" "$tmp/test.svm" "$tmp/m.dml" "$tmp/ours.out" | tee "$tmp/ours.txt"
 "$predict" "$tmp/test.svm" "$tmp/m.ll" "$tmp/ours_ll.out" >/dev/null
 sort -u "$tmp/ours.out" | tr '\n' ' ' | grep -qx '2 4 ' || { echo "FAIL: predicted labels are not 2 and 4"; exit 1; }

@@ -29,7 +29,8 @@ namespace {
 
 // Header field offsets, as documented in cache.hpp.
 constexpr std::size_t kVersionAt = 8, kEndianAt = 12, kRowsAt = 16, kColsAt = 24, kNnzAt = 32,
-                      kTaskAt = 40, kPayloadSumAt = 80, kHeaderSumAt = 120;
+                      kTaskAt = 40, kFlagsAt = 44, kPayloadSumAt = 80, kClassesAt = 88,
+                      kHeaderSumAt = 120;
 
 // A fresh directory per test case, removed afterwards.
 struct TmpDir {
@@ -118,6 +119,7 @@ void ExpectEqual(const Dataset& a, const Dataset& b) {
   BOOST_CHECK(a.x == b.x);
   BOOST_CHECK(a.y == b.y);
   BOOST_CHECK(a.task == b.task);
+  BOOST_CHECK(a.classes == b.classes);
 }
 
 // Status code and message fragments.
@@ -240,6 +242,57 @@ BOOST_AUTO_TEST_CASE(header_bytes_follow_the_documented_layout) {
   std::string copy = b;
   Reseal(copy);
   BOOST_CHECK(copy == b);
+}
+
+// The label values that became -1 and +1 come back from a cache (a model
+// names them): a second run through --cache wrote a model without them.
+BOOST_AUTO_TEST_CASE(label_classes_round_trip_and_an_older_cache_is_rebuilt) {
+  TmpDir tmp;
+  Dataset d = Synthetic(Task::kClassification, 40, 9, 3);
+  d.classes = {4, 2};  // any order: the first is -1's
+  const std::string b = CacheBytes(tmp, d);
+  BOOST_CHECK_EQUAL(Get<uint32_t>(b, kFlagsAt), 0xCu);  // classes recorded, two of them
+  BOOST_CHECK_EQUAL(Get<double>(b, kClassesAt), 4.0);
+  BOOST_CHECK_EQUAL(Get<double>(b, kClassesAt + 8), 2.0);
+  const std::string path = tmp("classes.cache");
+  WriteBytes(path, b);
+  auto r = ReadCache(path);
+  BOOST_REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+  ExpectEqual(*r, d);
+  // Equal classes under bit 3: corrupt, naming the field.
+  std::string bad = b;
+  Put<double>(bad, kClassesAt + 8, 4.0);
+  ResealHeader(bad);
+  WriteBytes(path, bad);
+  ExpectError(ReadCache(path), absl::StatusCode::kDataLoss, {path, "bad classes 4 and 4"});
+
+  // Through LoadWithCache: labels 2 and 4 in the text, the same classes
+  // from the text and from the cache; a cache without bit 2 (older) is
+  // rebuilt.
+  const std::string src = tmp("24.svm");
+  const std::string cache = tmp("24.cache");
+  WriteBytes(src, "4 1:1\n2 2:1\n4 1:2\n");
+  auto first = LoadWithCache(src, cache);
+  BOOST_REQUIRE_MESSAGE(first.ok(), first.status().ToString());
+  BOOST_CHECK((first->classes == std::vector<double>{2, 4}));
+  std::string why = "not cleared";
+  auto second = LoadWithCache(src, cache, {}, &why);
+  BOOST_REQUIRE(second.ok());
+  BOOST_CHECK_EQUAL(why, "");
+  ExpectEqual(*second, *first);
+  std::string old = ReadBytes(cache);
+  Put<uint32_t>(old, kFlagsAt, Get<uint32_t>(old, kFlagsAt) & ~0xCu);
+  Put<double>(old, kClassesAt, 0.0);
+  Put<double>(old, kClassesAt + 8, 0.0);
+  ResealHeader(old);
+  WriteBytes(cache, old);
+  const auto stat = *StatSource(src);
+  BOOST_CHECK(ReadCache(cache, stat).ok());  // readable, without classes
+  BOOST_CHECK(ReadCache(cache, stat)->classes.empty());
+  auto third = LoadWithCache(src, cache, {}, &why);
+  BOOST_REQUIRE(third.ok());
+  ExpectEqual(*third, *first);
+  BOOST_CHECK_MESSAGE(why.find("the cache records no label classes") != std::string::npos, why);
 }
 
 BOOST_AUTO_TEST_CASE(overwriting_a_cache_replaces_it) {

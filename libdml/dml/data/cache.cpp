@@ -89,7 +89,13 @@ constexpr char kMagic[8] = {'D', 'M', 'L', 'C', 'A', 'C', 'H', 'E'};
 constexpr uint32_t kEndianMarker = 0x01020304u;
 constexpr uint32_t kFlagHasOptions = 1u << 0;
 constexpr uint32_t kFlagHasThreshold = 1u << 1;
-constexpr uint32_t kKnownFlags = kFlagHasOptions | kFlagHasThreshold;
+/// Written by a writer that records Dataset::classes (every cache since they
+/// are): a cache without it may have lost them and is stale for LoadWithCache.
+constexpr uint32_t kFlagClassesRecorded = 1u << 2;
+/// classes[] holds the label values that became -1 and +1.
+constexpr uint32_t kFlagTwoClasses = 1u << 3;
+constexpr uint32_t kKnownFlags =
+    kFlagHasOptions | kFlagHasThreshold | kFlagClassesRecorded | kFlagTwoClasses;
 constexpr uint32_t kTaskClassification = 0;
 constexpr uint32_t kTaskRegression = 1;
 
@@ -107,7 +113,8 @@ struct FileHeader {
   int64_t source_size;
   int64_t source_mtime_ns;
   uint64_t payload_checksum;
-  uint64_t reserved[4];
+  double classes[2];
+  uint64_t reserved[2];
   uint64_t header_checksum;
 };
 static_assert(sizeof(FileHeader) == kCacheHeaderBytes, "cache header must be 128 bytes");
@@ -116,6 +123,7 @@ static_assert(offsetof(FileHeader, version) == 8 && offsetof(FileHeader, rows) =
                   offsetof(FileHeader, threshold) == 48 &&
                   offsetof(FileHeader, source_size) == 64 &&
                   offsetof(FileHeader, payload_checksum) == 80 &&
+                  offsetof(FileHeader, classes) == 88 &&
                   offsetof(FileHeader, header_checksum) == 120,
               "cache header layout is documented in cache.hpp");
 
@@ -303,6 +311,12 @@ absl::Status WriteCacheImpl(const Dataset& data, const CacheSource& source,
     h.threshold = key->has_threshold ? key->threshold : 0.0;
     h.num_features = key->num_features;
   }
+  h.flags |= kFlagClassesRecorded;
+  if (data.classes.size() == 2) {
+    h.flags |= kFlagTwoClasses;
+    h.classes[0] = data.classes[0];
+    h.classes[1] = data.classes[1];
+  }
   h.source_size = source.size;
   h.source_mtime_ns = source.mtime_ns;
   h.payload_checksum =
@@ -403,6 +417,11 @@ absl::StatusOr<Dataset> ReadCacheImpl(const std::string& path, const CacheSource
     return Corrupt(path, absl::StrCat("bad task ", h.task));
   }
   if ((h.flags & ~kKnownFlags) != 0) return Corrupt(path, absl::StrCat("bad flags ", h.flags));
+  if ((h.flags & kFlagTwoClasses) != 0 &&
+      (h.task != kTaskClassification || !std::isfinite(h.classes[0]) ||
+       !std::isfinite(h.classes[1]) || h.classes[0] == h.classes[1])) {
+    return Corrupt(path, absl::StrCat("bad classes ", h.classes[0], " and ", h.classes[1]));
+  }
   Sections sec;
   if (!ComputeSections(h.rows, h.nnz, &sec)) {
     return Corrupt(path, absl::StrCat("sizes overflow: rows ", h.rows, ", nnz ", h.nnz));
@@ -437,6 +456,8 @@ absl::StatusOr<Dataset> ReadCacheImpl(const std::string& path, const CacheSource
     std::string what;
     if (!has_options) {
       what = "the cache records no parse options";
+    } else if ((h.flags & kFlagClassesRecorded) == 0) {
+      what = "the cache records no label classes (written by an older libdml)";
     } else if (task != key->task) {
       what = absl::StrCat("task ", TaskName(key->task), ", cache has ", TaskName(task));
     } else if (has_threshold != key->has_threshold ||
@@ -508,6 +529,7 @@ absl::StatusOr<Dataset> ReadCacheImpl(const std::string& path, const CacheSource
   out.x = std::move(x).value();
   out.y.assign(labels, labels + rows);
   out.task = task;
+  if ((h.flags & kFlagTwoClasses) != 0) out.classes = {h.classes[0], h.classes[1]};
   return out;
 }
 

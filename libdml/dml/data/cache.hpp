@@ -10,11 +10,14 @@
 //       12  uint32 endianness marker 0x01020304
 //       16  int64 rows, 24 int64 cols, 32 int64 nnz
 //       40  uint32 task (0 classification, 1 regression)
-//       44  uint32 flags (bit 0: parse options recorded, bit 1: threshold set)
+//       44  uint32 flags (bit 0: parse options recorded, bit 1: threshold set,
+//           bit 2: label classes recorded, bit 3: two classes at 88)
 //       48  float64 binarize_threshold, 56 int64 num_features (parse options)
 //       64  int64 source size, 72 int64 source mtime (ns since the epoch)
 //       80  uint64 payload checksum
-//       88  32 reserved bytes (zero)
+//       88  float64 the label value that became -1, 96 the one that became +1
+//           (Dataset::classes; zero without bit 3)
+//      104  16 reserved bytes (zero)
 //      120  uint64 header checksum: Checksum64 of bytes [0, 120)
 //      128  offsets (int64, rows + 1), indices (uint32, nnz),
 //           values (float32, nnz), labels (float32, rows)
