@@ -68,6 +68,14 @@ int main(int argc, char** argv) {
   }
   auto s = dml::GenerateSynthetic(o);
   if (!s.ok()) return Fail(std::string(s.status().message()));
+  for (float y : s->data.y) {
+    if (!std::isfinite(y)) {
+      char noise[32];
+      std::snprintf(noise, sizeof noise, "%g", o.noise);
+      return Fail(std::string("the generated labels are not finite (--noise ") + noise +
+                  " and the planted model overflow float); " + out + " is left as it was");
+    }
+  }
   if (auto st = dml::WriteLibsvm(s->data, out); !st.ok()) return Fail(std::string(st.message()));
   if (!planted.empty()) {
     std::ofstream p(planted);

@@ -141,6 +141,11 @@ else
 fi
 expect 2 "dml-train: -o and --liblinear-model both name standard output; one stream cannot hold both" \
   bash -o pipefail -c "'$train' -q d.svm -o /dev/stdout --liblinear-model /dev/stdout | cat"
+# dml-gen whose labels overflow: an error naming --noise, the old file kept.
+echo keep >gen_keep.svm
+expect 2 "dml-gen: the generated labels are not finite (--noise 1e+308 and the planted model" \
+  "$build/samples/dml-gen" --rows 3 --cols 2 --noise 1e308 --task regression --out gen_keep.svm
+[[ $(cat gen_keep.svm) == keep ]] || { echo "FAIL: dml-gen emptied its --out"; fails=$((fails + 1)); }
 # Newton's --epochs counts its iterations: the done line says both counts.
 out=$("$train" --solver newton --epochs 2 d.svm 2>&1)
 if grep -qE '^done: max epochs after 2 iterations \([0-9]+ passes over the data\)' <<<"$out"; then

@@ -577,4 +577,16 @@ BOOST_AUTO_TEST_CASE(write_read_round_trip_is_exact) {
   BOOST_TEST(*text == "1 1:2.5 3:0.1\n-1\n");
   // An unwritable path is an error.
   BOOST_TEST(!dml::WriteLibsvm(small, kTmp + "/no/such/dir/out.svm").ok());
+  // Non-finite data: an error naming the row, and the file left as it was.
+  Dataset bad = small;
+  bad.y[1] = std::numeric_limits<float>::infinity();
+  auto st = dml::WriteLibsvm(bad, path);
+  BOOST_TEST(st.message() == "WriteLibsvm: row 1: non-finite label");
+  bad = small;
+  auto values = bad.x.values();
+  values[1] = std::nanf("");
+  bad.x = dml::CsrMatrix::FromArraysUnchecked(2, 3, bad.x.offsets(), bad.x.indices(), values);
+  st = dml::WriteLibsvm(bad, path);
+  BOOST_TEST(st.message() == "WriteLibsvm: row 0, column 2: non-finite value");
+  BOOST_TEST(*dml::ReadFileContents(path) == "1 1:2.5 3:0.1\n-1\n");
 }

@@ -64,8 +64,8 @@ absl::StatusOr<std::string> ReadFileContents(const std::string& path);
 /// Writes a dataset in LIBSVM format (1-based indices, shortest round-trip
 /// float text), so that ReadLibsvm gives back the same matrix and labels.
 /// Errors: InvalidArgument for a label count that differs from the rows or a
-/// non-finite value (naming the row); the errno of a failed open, write or
-/// close.
+/// non-finite value (naming the row; nothing is written, `path` is left as
+/// it was); the errno of a failed open, write or close.
 absl::Status WriteLibsvm(const Dataset& data, const std::string& path);
 
 }  // namespace dml

@@ -2,6 +2,7 @@
 // float (std::to_chars), so that ReadLibsvm gives back the same matrix and
 // labels; non-finite labels and values are refused.
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
@@ -21,6 +22,20 @@ absl::Status WriteLibsvm(const Dataset& data, const std::string& path) {
   if (static_cast<int64_t>(data.y.size()) != x.rows()) {
     return absl::InvalidArgumentError(absl::StrCat("WriteLibsvm: ", data.y.size(), " labels for ",
                                                    x.rows(), " rows"));
+  }
+  // Checked before the file is opened, so that bad data leaves whatever
+  // was at `path` alone (a generator's overflow had emptied it).
+  for (int64_t r = 0; r < x.rows(); ++r) {
+    if (!std::isfinite(data.y[r])) {
+      return absl::InvalidArgumentError(absl::StrCat("WriteLibsvm: row ", r, ": non-finite label"));
+    }
+  }
+  for (std::size_t k = 0; k < x.values().size(); ++k) {
+    if (std::isfinite(x.values()[k])) continue;
+    const auto row = std::upper_bound(x.offsets().begin(), x.offsets().end(),
+                                      static_cast<int64_t>(k)) - x.offsets().begin() - 1;
+    return absl::InvalidArgumentError(absl::StrCat("WriteLibsvm: row ", row, ", column ",
+                                                   x.indices()[k], ": non-finite value"));
   }
   std::FILE* f = std::fopen(path.c_str(), "wb");
   if (f == nullptr) return absl::ErrnoToStatus(errno, path);
