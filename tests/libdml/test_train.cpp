@@ -77,6 +77,10 @@ BOOST_AUTO_TEST_CASE(rejects_bad_model_options_and_labels) {
   spec.lambda = -1;
   BOOST_TEST(dml::Train(cls, spec, opt).status().message() ==
              "lambda must be positive and finite, got -1");
+  spec.lambda = 1e-320;
+  BOOST_TEST(dml::Train(cls, spec, opt).status().message() ==
+             "lambda 9.99989e-321 is below the smallest normal double (2.22507e-308): the "
+             "weights' scale 1/lambda overflows");
   spec.lambda = 1e-3;
   spec.kind = dml::ModelKind::kElasticNet;
   spec.l1_ratio = 1.5;
