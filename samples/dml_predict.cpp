@@ -3,17 +3,19 @@
 //   dml-predict [-b 0|1] [-q] TEST_FILE MODEL_FILE OUTPUT_FILE
 //
 // Like liblinear-predict: OUTPUT_FILE gets one prediction per line, the
-// label (classification, as %g) or the value (regression, as %.17g); with
+// label (classification, as the shortest text of its double: %g for the
+// integers below a million) or the value (regression, as %.17g); with
 // -b 1 (logistic models) a "labels A B" header and then "label p_A p_B"
 // lines. MODEL_FILE is a dml-train model (`dml-model 1`) or a LIBLINEAR one
 // (`solver_type ...`), told apart by its first line. Prints accuracy, AUC and
 // log-loss (classification) or MSE, RMSE and R^2 (regression) unless -q.
 //
 // Labels: a LIBLINEAR model names its two labels, and so does a dml model
-// trained on a file with two label values (its "labels" line). Without that
-// line (generated or cached training data) the test file's labels are mapped
-// as the trainer maps them: two distinct values, the smaller one -1; or
-// values within {-1, 0, +1} with 0 as -1.
+// trained on a file with two label values (its "labels" line); the test
+// labels are compared with them as doubles, and one that is neither is an
+// error at its line and column. Without that line (generated training data)
+// the test file's labels are mapped as the trainer maps them: two distinct
+// values, the smaller one -1; or values within {-1, 0, +1} with 0 as -1.
 //
 // Exit status: 0 on success, 2 on a bad flag, model or data file.
 
@@ -21,6 +23,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
+#include <functional>
 #include <cerrno>
 #include <cstring>
 #include <cmath>
@@ -95,9 +99,11 @@ std::string FirstWord(const std::string& path) {
   return w;
 }
 
-// A dml model as a LIBLINEAR one over the test file's label values.
-absl::StatusOr<dml::LiblinearModel> FromDmlModel(absl::StatusOr<dml::LinearModel> m,
-                                                 const dml::Dataset& test) {
+// A dml model as a LIBLINEAR one over the test file's label values (read
+// by `raw_test`, as written, only where the model names none).
+absl::StatusOr<dml::LiblinearModel> FromDmlModel(
+    absl::StatusOr<dml::LinearModel> m,
+    const std::function<absl::StatusOr<const dml::Dataset*>()>& raw_test) {
   if (!m.ok()) return m.status();
   if (dml::TaskOf(m->spec.kind) == dml::Task::kRegression) {
     return dml::ToLiblinear(m->spec, m->w, -1.0, 1.0, m->bias);
@@ -105,6 +111,9 @@ absl::StatusOr<dml::LiblinearModel> FromDmlModel(absl::StatusOr<dml::LinearModel
   if (m->classes.size() == 2) {
     return dml::ToLiblinear(m->spec, m->w, m->classes[0], m->classes[1], m->bias);
   }
+  absl::StatusOr<const dml::Dataset*> raw = raw_test();
+  if (!raw.ok()) return raw.status();
+  const dml::Dataset& test = **raw;
   std::set<float> values(test.y.begin(), test.y.end());
   double negative = -1, positive = 1;
   const bool signs = std::all_of(values.begin(), values.end(),
@@ -126,6 +135,15 @@ absl::StatusOr<dml::LiblinearModel> FromDmlModel(absl::StatusOr<dml::LinearModel
   return dml::ToLiblinear(m->spec, m->w, negative, positive, m->bias);
 }
 
+// A label as the shortest text that reads back as the same double: the
+// data's own value (%g as LIBLINEAR prints made 16777217 "1.67772e+07"),
+// the same text as %g for the integers below a million that labels mostly are.
+std::string LabelText(double label) {
+  char buf[32];
+  const auto r = std::to_chars(buf, buf + sizeof buf, label);
+  return std::string(buf, r.ptr);
+}
+
 void PrintMetrics(const dml::LiblinearModel& m, const dml::Dataset& test,
                   const std::vector<double>& dec, FILE* to) {
   auto show = [](const absl::StatusOr<double>& v) {
@@ -142,8 +160,8 @@ void PrintMetrics(const dml::LiblinearModel& m, const dml::Dataset& test,
   std::vector<float> y_pm(n);
   std::size_t right = 0;
   for (std::size_t i = 0; i < n; ++i) {
-    y_pm[i] = test.y[i] == m.labels[0] ? 1.0f : -1.0f;
-    right += m.Label(dec[i]) == test.y[i];
+    y_pm[i] = test.y[i];  // -1/+1: the model's labels mapped when read
+    right += (dec[i] > 0 ? 1.0f : -1.0f) == test.y[i];
   }
   std::fprintf(to, "accuracy %.4f%% (%zu/%zu)  auc %s  log-loss %s\n",
               n ? 100.0 * static_cast<double>(right) / static_cast<double>(n) : 0.0, right, n,
@@ -172,10 +190,19 @@ int main(int argc, char** argv) {
       return Fail(opts->output + " is also " + what + "; writing the predictions would destroy it");
     }
   }
-  dml::LibsvmOptions lo;
-  lo.task = dml::Task::kRegression;  // labels as written; mapped per model below
-  auto test = dml::ReadLibsvm(opts->test, lo);
-  if (!test.ok()) return Fail(std::string(test.status().message()));
+  // The test file as written (labels as floats): read only for a dml
+  // classifier that names no labels, which takes them from the file.
+  std::optional<dml::Dataset> raw;
+  auto raw_test = [&]() -> absl::StatusOr<const dml::Dataset*> {
+    if (!raw) {
+      dml::LibsvmOptions lo;
+      lo.task = dml::Task::kRegression;
+      auto t = dml::ReadLibsvm(opts->test, lo);
+      if (!t.ok()) return t.status();
+      raw = *std::move(t);
+    }
+    return &*raw;
+  };
   if (struct stat info {}; ::stat(opts->model.c_str(), &info) != 0 || S_ISDIR(info.st_mode)) {
     return Fail(opts->model + ": " +
                 (S_ISDIR(info.st_mode) ? std::string("is a directory, not a model file")
@@ -184,7 +211,7 @@ int main(int argc, char** argv) {
   const std::string kind = FirstWord(opts->model);
   absl::StatusOr<dml::LiblinearModel> model = absl::UnknownError("");
   if (kind == "dml-model") {
-    model = FromDmlModel(dml::ReadModelText(opts->model), *test);
+    model = FromDmlModel(dml::ReadModelText(opts->model), raw_test);
   } else if (kind == "solver_type") {
     model = dml::ReadLiblinearModel(opts->model);
   } else {
@@ -193,7 +220,7 @@ int main(int argc, char** argv) {
     // A file that decoded as a model file but whose contents changed since
     // it was written: say that, not "none of the formats".
     const bool changed = !file.ok() && dml::net::ChangedSinceWritten(file.status());
-    model = file.ok() ? FromDmlModel(file->model, *test)
+    model = file.ok() ? FromDmlModel(file->model, raw_test)
             : changed ? absl::Status(file.status())
                       : absl::InvalidArgumentError(absl::StrCat(
                             opts->model, ": neither a dml text model (\"dml-model 1\"), a LIBLINEAR "
@@ -201,6 +228,27 @@ int main(int argc, char** argv) {
                             file.status().message(), ")"));
   }
   if (!model.ok()) return Fail(std::string(model.status().message()));
+  // Classification: the labels map to the model's +1 (labels[0], dec > 0)
+  // and -1 as doubles, in the parser (a label that is neither is an error
+  // at its line); taken from the file itself, the raw floats map exactly.
+  absl::StatusOr<dml::Dataset> test = absl::UnknownError("");
+  if (raw && !model->regression()) {
+    dml::Dataset t = *std::move(raw);
+    for (float& y : t.y) {
+      if (y != model->labels[0] && y != model->labels[1]) {
+        return Fail(absl::StrCat(opts->test, ": a label is ", y, "; the model's labels are ",
+                                 model->labels[0], " and ", model->labels[1]));
+      }
+      y = y == model->labels[0] ? 1.0f : -1.0f;
+    }
+    test = std::move(t);
+  } else {
+    dml::LibsvmOptions lo;
+    lo.task = model->regression() ? dml::Task::kRegression : dml::Task::kClassification;
+    if (!model->regression()) lo.classes = {model->labels[1], model->labels[0]};
+    test = dml::ReadLibsvm(opts->test, lo);
+  }
+  if (!test.ok()) return Fail(std::string(test.status().message()));
   // LIBLINEAR's predict gives features the model never saw weight 0; so do
   // we, but not without a word (a model of other data predicts nonsense).
   if (test->x.cols() > model->nr_feature) {
@@ -214,29 +262,21 @@ int main(int argc, char** argv) {
   if (opts->probabilities && !model->probabilistic()) {
     return Fail("-b 1: probabilities need a logistic model; this one is " + model->solver_type);
   }
-  if (!model->regression()) {
-    for (std::size_t i = 0; i < test->y.size(); ++i) {
-      if (test->y[i] != model->labels[0] && test->y[i] != model->labels[1]) {
-        return Fail(absl::StrCat(opts->test, ": example ", i + 1, " has label ", test->y[i],
-                                 "; the model's labels are ", model->labels[0], " and ",
-                                 model->labels[1]));
-      }
-    }
-  }
   const std::vector<double> dec = model->Decisions(test->x);
   std::unique_ptr<FILE, int (*)(FILE*)> out(std::fopen(opts->output.c_str(), "w"), &std::fclose);
   if (!out) return Fail(opts->output + ": cannot open for writing");
   if (opts->probabilities) {
-    std::fprintf(out.get(), "labels %g %g\n", model->labels[0], model->labels[1]);
+    std::fprintf(out.get(), "labels %s %s\n", LabelText(model->labels[0]).c_str(),
+                 LabelText(model->labels[1]).c_str());
   }
   for (double d : dec) {
     if (model->regression()) {
       std::fprintf(out.get(), "%.17g\n", d);
     } else if (opts->probabilities) {
       const double p = 1.0 / (1.0 + std::exp(-d));
-      std::fprintf(out.get(), "%g %g %g\n", model->Label(d), p, 1.0 - p);
+      std::fprintf(out.get(), "%s %g %g\n", LabelText(model->Label(d)).c_str(), p, 1.0 - p);
     } else {
-      std::fprintf(out.get(), "%g\n", model->Label(d));
+      std::fprintf(out.get(), "%s\n", LabelText(model->Label(d)).c_str());
     }
   }
   if (std::fflush(out.get()) != 0) return Fail(opts->output + ": write failed");

@@ -41,6 +41,26 @@ printf -- '-1 1:1\n0 2:1\n1 3:1\n' >"$tmp/three.svm"
 err=$("$predict" "$tmp/three.svm" "$tmp/gen.dml" "$tmp/three.out" 2>&1) && { echo "FAIL: -1/0/1 accepted"; exit 1; }
 grep -qx "dml-predict: test labels include both -1 and 0: a binary model needs two label values" <<<"$err" ||
   { echo "FAIL: labels error: $err"; exit 1; }
+# Labels that float32 cannot tell apart or print (16777216/16777217, and
+# 0.123456789/0.5): the model applies to its own training file, and the
+# predictions are the labels' own text.
+for pair in "16777216 16777217" "0.123456789 0.5"; do
+  set -- $pair
+  printf '%s 1:1\n%s 1:-1\n%s 2:1\n%s 2:-1\n' "$1" "$2" "$1" "$2" >"$tmp/lab.svm"
+  "$train" --model logistic -c 10 "$tmp/lab.svm" -o "$tmp/lab.dml" --quiet >/dev/null
+  out=$("$predict" "$tmp/lab.svm" "$tmp/lab.dml" "$tmp/lab.out" 2>&1) ||
+    { echo "FAIL: labels $pair: $out"; exit 1; }
+  [ "$(tr '\n' ' ' <"$tmp/lab.out")" = "$1 $2 $1 $2 " ] ||
+    { echo "FAIL: labels $pair predicted as $(tr '\n' ' ' <"$tmp/lab.out")"; exit 1; }
+  grep -q '^accuracy 100.0000% (4/4)' <<<"$out" || { echo "FAIL: labels $pair: $out"; exit 1; }
+  cp "$tmp/lab.dml" "$tmp/lab_$1.dml"
+done
+# A label that is neither of the model's: an error at its line.
+printf '16777216 1:1\n\n16777218 2:1\n' >"$tmp/lab3.svm"
+err=$("$predict" "$tmp/lab3.svm" "$tmp/lab_16777216.dml" "$tmp/lab3.out" 2>&1) &&
+  { echo "FAIL: label 16777218 accepted"; exit 1; }
+grep -qx "dml-predict: $tmp/lab3.svm:3:1: label 16777218 is neither of the model's classes 16777216 (-1) and 16777217 (+1)" <<<"$err" ||
+  { echo "FAIL: label error: $err"; exit 1; }
 # dml-train's --test and train metrics agree with dml-predict's: a test file
 # of the one class 2 (it used to map to +1, the model's 4) and rows with no
 # feature (score 0: the -1 class in both, as LIBLINEAR predicts).
