@@ -803,8 +803,11 @@ Exit CheckFiles(const Args& args) {
     const std::size_t slash = o.path.rfind('/');
     const std::string dir =
         slash == std::string::npos ? "." : o.path.substr(0, std::max<std::size_t>(slash, 1));
-    if (::stat(dir.c_str(), &info) != 0 || !S_ISDIR(info.st_mode)) {
+    if (::stat(dir.c_str(), &info) != 0) {
       return Fail(o.flag + ": " + o.path + ": its directory " + dir + " does not exist");
+    }
+    if (!S_ISDIR(info.st_mode)) {
+      return Fail(o.flag + ": " + o.path + ": " + dir + " is not a directory");
     }
     // The cache is replaced by a renamed copy: a device there would be replaced.
     if (o.flag == "--cache" && ::stat(o.path.c_str(), &info) == 0 && !S_ISREG(info.st_mode)) {
