@@ -30,6 +30,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <set>
@@ -103,14 +104,16 @@ std::string FirstWord(const std::string& path) {
 // by `raw_test`, as written, only where the model names none).
 absl::StatusOr<dml::LiblinearModel> FromDmlModel(
     absl::StatusOr<dml::LinearModel> m,
-    const std::function<absl::StatusOr<const dml::Dataset*>()>& raw_test) {
+    const std::function<absl::StatusOr<const dml::Dataset*>()>& raw_test, double* binarize) {
   if (!m.ok()) return m.status();
+  *binarize = m->binarize;
   if (dml::TaskOf(m->spec.kind) == dml::Task::kRegression) {
     return dml::ToLiblinear(m->spec, m->w, -1.0, 1.0, m->bias);
   }
   if (m->classes.size() == 2) {
     return dml::ToLiblinear(m->spec, m->w, m->classes[0], m->classes[1], m->bias);
   }
+  if (std::isfinite(m->binarize)) return dml::ToLiblinear(m->spec, m->w, -1.0, 1.0, m->bias);
   absl::StatusOr<const dml::Dataset*> raw = raw_test();
   if (!raw.ok()) return raw.status();
   const dml::Dataset& test = **raw;
@@ -209,9 +212,10 @@ int main(int argc, char** argv) {
                                        : "cannot open the model: " + std::string(std::strerror(errno))));
   }
   const std::string kind = FirstWord(opts->model);
+  double binarize = std::numeric_limits<double>::quiet_NaN();  // the model's --binarize
   absl::StatusOr<dml::LiblinearModel> model = absl::UnknownError("");
   if (kind == "dml-model") {
-    model = FromDmlModel(dml::ReadModelText(opts->model), raw_test);
+    model = FromDmlModel(dml::ReadModelText(opts->model), raw_test, &binarize);
   } else if (kind == "solver_type") {
     model = dml::ReadLiblinearModel(opts->model);
   } else {
@@ -220,7 +224,7 @@ int main(int argc, char** argv) {
     // A file that decoded as a model file but whose contents changed since
     // it was written: say that, not "none of the formats".
     const bool changed = !file.ok() && dml::net::ChangedSinceWritten(file.status());
-    model = file.ok() ? FromDmlModel(file->model, raw_test)
+    model = file.ok() ? FromDmlModel(file->model, raw_test, &binarize)
             : changed ? absl::Status(file.status())
                       : absl::InvalidArgumentError(absl::StrCat(
                             opts->model, ": neither a dml text model (\"dml-model 1\"), a LIBLINEAR "
@@ -245,7 +249,11 @@ int main(int argc, char** argv) {
   } else {
     dml::LibsvmOptions lo;
     lo.task = model->regression() ? dml::Task::kRegression : dml::Task::kClassification;
-    if (!model->regression()) lo.classes = {model->labels[1], model->labels[0]};
+    if (std::isfinite(binarize)) {
+      lo.binarize_threshold = binarize;  // as the model was trained: label > it is +1
+    } else if (!model->regression()) {
+      lo.classes = {model->labels[1], model->labels[0]};
+    }
     test = dml::ReadLibsvm(opts->test, lo);
   }
   if (!test.ok()) return Fail(std::string(test.status().message()));

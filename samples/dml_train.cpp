@@ -587,6 +587,10 @@ Exit ParseModelAndSolver(Run& run) {
   if (run.args.values.count("--binarize")) {
     double threshold = 0;
     if (!Number(run.args, {"--binarize"}, threshold, error)) return Fail(error);
+    if (run.task != dml::Task::kClassification) {
+      return Fail("--binarize: model " + std::string(dml::ModelName(run.spec.kind)) +
+                  " is a regression; the threshold would be ignored");
+    }
     run.load_opts.binarize_threshold = threshold;
   }
   return std::nullopt;
@@ -1493,7 +1497,9 @@ int main(int argc, char** argv) {
   // whole.
   if (!out.empty()) {
     const InterruptibleTemp tmp(dml::TemporaryPathFor(out));
-    const dml::LinearModel model{run.spec, result->w, trained_on.classes, run.bias};
+    dml::LinearModel model{run.spec, result->w, trained_on.classes, run.bias};
+    // dml-predict reads a test file with the same threshold.
+    if (run.load_opts.binarize_threshold) model.binarize = *run.load_opts.binarize_threshold;
     const std::string format = Get(run.args, "--model-format", "text");
     const absl::Status st = format == "capnp"
                                 ? dml::net::WriteModelFile(out, {model, result->primal, result->gap})

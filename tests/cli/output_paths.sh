@@ -41,6 +41,8 @@ expect 2 "--cache: $tmp/d.svm is also the data file" "$train" -q --cache "$tmp/d
 expect 2 "-o and --metrics-out name the same file, m.txt" "$train" -q d.svm -o m.txt --metrics-out m.txt
 expect 2 "-o: $tmp/no/m.txt: its directory $tmp/no does not exist" "$train" -q d.svm -o "$tmp/no/m.txt"
 expect 2 "-o: d.svm/m.txt: d.svm is not a directory" "$train" -q d.svm -o d.svm/m.txt
+expect 2 "--binarize: model ridge is a regression; the threshold would be ignored" \
+  "$train" -q --model ridge --binarize 0.5 d.svm
 expect 2 "--test: $tmp is a directory" "$train" -q d.svm --test "$tmp"
 [[ $(md5sum <d.svm) == "$sum" ]] || { echo "FAIL: the data file changed"; fails=$((fails + 1)); }
 [[ ! -e m.txt ]] || { echo "FAIL: a refused run wrote m.txt"; fails=$((fails + 1)); }

@@ -55,6 +55,17 @@ for pair in "16777216 16777217" "0.123456789 0.5"; do
   grep -q '^accuracy 100.0000% (4/4)' <<<"$out" || { echo "FAIL: labels $pair: $out"; exit 1; }
   cp "$tmp/lab.dml" "$tmp/lab_$1.dml"
 done
+# --binarize: the threshold travels with the model (text and Cap'n Proto),
+# so the multi-class file it was trained on is read the same way.
+printf '1 1:1\n2 1:-1 3:2\n3 2:1\n5 3:1 2:0.5\n1 1:0.8\n5 2:0.7 3:1\n' >"$tmp/multi.svm"
+for format in text capnp; do
+  "$train" --model logistic --binarize 2.5 "$tmp/multi.svm" -o "$tmp/bin.$format" \
+    --model-format "$format" --quiet >/dev/null
+  out=$("$predict" "$tmp/multi.svm" "$tmp/bin.$format" "$tmp/bin.out" 2>&1) ||
+    { echo "FAIL: --binarize model ($format): $out"; exit 1; }
+  [ "$(tr '\n' ' ' <"$tmp/bin.out")" = "-1 -1 1 1 -1 1 " ] ||
+    { echo "FAIL: --binarize predictions ($format): $(tr '\n' ' ' <"$tmp/bin.out")"; exit 1; }
+done
 # A label that is neither of the model's: an error at its line.
 printf '16777216 1:1\n\n16777218 2:1\n' >"$tmp/lab3.svm"
 err=$("$predict" "$tmp/lab3.svm" "$tmp/lab_16777216.dml" "$tmp/lab3.out" 2>&1) &&

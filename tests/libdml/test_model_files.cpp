@@ -175,6 +175,32 @@ BOOST_AUTO_TEST_CASE(our_text_models_keep_the_label_values) {
              path + ":5: labels: expected two increasing numbers, got \"labels 7 3\"");
 }
 
+// --binarize's threshold travels with the model (dml-predict reads a test
+// file with it); without labels, and finite.
+BOOST_AUTO_TEST_CASE(our_text_models_keep_the_binarize_threshold) {
+  const std::string path = TmpPath("binarize.dml");
+  dml::LinearModel m{{dml::ModelKind::kLogisticL2, 0.5}, {0.0, 2.5}, {}};
+  m.binarize = 10.5;
+  BOOST_REQUIRE(dml::WriteModelText(m, path).ok());
+  BOOST_TEST(Slurp(path) == "dml-model 1\nmodel logistic\nlambda 0.5\nl1_ratio 0.5\nbinarize 10.5\n"
+                            "features 2\nweights 1\n2 2.5\n");
+  auto back = dml::ReadModelText(path);
+  BOOST_REQUIRE_MESSAGE(back.ok(), back.status().ToString());
+  BOOST_TEST(back->binarize == 10.5);
+  m.binarize = std::numeric_limits<double>::quiet_NaN();
+  BOOST_REQUIRE(dml::WriteModelText(m, path).ok());
+  BOOST_TEST(Slurp(path).find("binarize") == std::string::npos);
+  BOOST_TEST(std::isnan(dml::ReadModelText(path)->binarize));
+  Write("binarize.dml", "dml-model 1\nmodel logistic\nlambda 0.5\nl1_ratio 0.5\nbinarize inf\n"
+                        "features 2\nweights 0\n");
+  BOOST_TEST(std::string(dml::ReadModelText(path).status().message()) ==
+             path + ":5: binarize: expected a finite number, got \"binarize inf\"");
+  Write("binarize.dml", "dml-model 1\nmodel logistic\nlambda 0.5\nl1_ratio 0.5\nlabels 1 2\n"
+                        "binarize 1.5\nfeatures 2\nweights 0\n");
+  BOOST_TEST(std::string(dml::ReadModelText(path).status().message()) ==
+             path + ":6: binarize: a model trained with a threshold has no labels line");
+}
+
 // A model the reader would refuse is not written: no file at all.
 BOOST_AUTO_TEST_CASE(models_the_reader_would_refuse_are_not_written) {
   const std::string path = TmpPath("refused.model");

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <limits>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -216,6 +217,13 @@ BOOST_AUTO_TEST_CASE(model_files_round_trip_and_refuse_bad_models) {
   BOOST_TEST(back.model.bias == -1.0);
   BOOST_TEST(back.model.classes.empty());
   BOOST_TEST(std::isnan(back.primal));
+  BOOST_TEST(std::isnan(back.model.binarize));  // none
+  plain.model.binarize = 10.5;  // --binarize 10.5 travels with the model
+  BOOST_REQUIRE(FromWire(*ToWire(plain), &back).ok());
+  BOOST_TEST(back.model.binarize == 10.5);
+  plain.model.binarize = -std::numeric_limits<double>::infinity();
+  CheckError(ToWire(plain).status(), absl::StatusCode::kInvalidArgument,
+             "ModelFile.binarize: infinite; expected a finite threshold or NaN (none)");
 
   m.model.w[1] = std::nan("");
   CheckError(ToWire(m).status(), absl::StatusCode::kInvalidArgument,

@@ -51,6 +51,9 @@ absl::Status WriteModelText(const LinearModel& model, const std::string& path) {
     absl::StrAppend(&out, "labels ", ShortestDouble(model.classes[0]), " ",
                     ShortestDouble(model.classes[1]), "\n");
   }
+  if (std::isfinite(model.binarize)) {
+    absl::StrAppend(&out, "binarize ", ShortestDouble(model.binarize), "\n");
+  }
   if (model.bias >= 0) absl::StrAppend(&out, "bias ", ShortestDouble(model.bias), "\n");
   absl::StrAppend(&out, "features ", model.w.size(),
                   "\nweights ", nnz, "\n");
@@ -70,6 +73,7 @@ absl::StatusOr<LinearModel> ReadModelText(const std::string& path) {
   LinearModel m;
   int line_no = 0;
   int64_t features = -1, weights = -1, read_weights = 0, last_index = 0;
+  int binarize_line = 0;
   int stage = 0;  // 0 header, 1 model, 2 lambda, 3 l1_ratio, 4 features, 5 weights, 6 body
   auto err = [&](absl::string_view what) {
     return absl::InvalidArgumentError(absl::StrCat(path, ":", line_no, ": ", what));
@@ -85,6 +89,13 @@ absl::StatusOr<LinearModel> ReadModelText(const std::string& path) {
         return err(absl::StrCat("labels: expected two increasing numbers, got \"", line, "\""));
       }
       m.classes = {neg, pos};
+      continue;
+    }
+    if (stage == 4 && !tok.empty() && tok[0] == "binarize") {
+      if (tok.size() != 2 || !ParseDouble(tok[1], m.binarize) || !std::isfinite(m.binarize)) {
+        return err(absl::StrCat("binarize: expected a finite number, got \"", line, "\""));
+      }
+      binarize_line = line_no;
       continue;
     }
     if (stage == 4 && !tok.empty() && tok[0] == "bias") {
@@ -155,6 +166,10 @@ absl::StatusOr<LinearModel> ReadModelText(const std::string& path) {
     return err(absl::StrCat("unexpected end of file: missing \"", kKeys[stage], "\""));
   }
   if (m.bias >= 0 && features == 0) return err("bias: a model with a bias needs its weight");
+  if (std::isfinite(m.binarize) && !m.classes.empty()) {
+    line_no = binarize_line;
+    return err("binarize: a model trained with a threshold has no labels line");
+  }
   if (read_weights != weights) {
     return err(absl::StrCat("declared ", weights, " weights, found ", read_weights));
   }

@@ -7,6 +7,7 @@
 //   lambda <float>
 //   l1_ratio <float>            elastic net's eta (written for every model)
 //   [labels <neg> <pos>]        optional: the data's label values that were -1 and +1
+//   [binarize <t>]              optional: trained with labels > t as +1 (--binarize t)
 //   [bias <b>]                  optional (b >= 0): the last feature is the constant b (-B b)
 //   features <d>                length of w
 //   weights <k>                 number of nonzero weights that follow
@@ -16,6 +17,7 @@
 // Errors: ReadModelText returns InvalidArgument "path:line: ..." naming the
 // field that is wrong. Thread-safety: reentrant.
 
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -34,6 +36,9 @@ struct LinearModel {
   /// >= 0: the last weight belongs to a constant feature of this value that
   /// the trainer appended to every example (LIBLINEAR's -B); -1: none.
   double bias = -1.0;
+  /// Classification read with a threshold (LibsvmOptions::binarize_threshold):
+  /// label > it was +1. A test file is read the same way. Finite, or NaN: none.
+  double binarize = std::numeric_limits<double>::quiet_NaN();
 };
 
 /// Writes `model` to `path` in the format above: through

@@ -272,6 +272,9 @@ absl::Status Check(const model_file& x) {
   if (!(x.model.bias == -1.0 || (x.model.bias >= 0 && std::isfinite(x.model.bias)))) {
     return Invalid("ModelFile.bias", absl::StrCat(x.model.bias, "; expected -1 (none) or a finite value >= 0"));
   }
+  if (std::isinf(x.model.binarize)) {
+    return Invalid("ModelFile.binarize", "infinite; expected a finite threshold or NaN (none)");
+  }
   if (x.model.bias >= 0 && x.model.w.empty()) {
     return Invalid("ModelFile.bias", "a bias needs its weight (the weights are empty)");
   }

@@ -170,6 +170,7 @@ void Build(const model_file& x, wire::Envelope::Builder env) {
   b.setGap(x.gap);
   PutList<double>(b.initLabels(static_cast<unsigned>(x.model.classes.size())), &x.model.classes);
   b.setBias(x.model.bias);
+  b.setBinarize(x.model.binarize);
 }
 
 void Build(const dvec& x, wire::Envelope::Builder env) {
@@ -488,6 +489,7 @@ absl::Status Read(wire::Envelope::Reader env, model_file* out) {
   out->gap = r.getGap();
   out->model.classes = CopyList<double>(r.getLabels());
   out->model.bias = r.getBias();
+  out->model.binarize = r.getBinarize();
   return Check(*out);
 }
 

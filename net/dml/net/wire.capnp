@@ -242,6 +242,7 @@ struct ModelFile {
   gap @3 :Float64;            # its duality gap; +inf where no dual is tracked, NaN when unknown
   labels @4 :List(Float64);   # classification: the data's values that were -1 and +1, or empty
   bias @5 :Float64 = -1;      # >= 0: the last weight's feature is this constant (-B); -1: none
+  binarize @6 :Float64 = nan; # classification read with label > binarize as +1; NaN: none
 }
 
 struct Checkpoint {
