@@ -6,6 +6,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <charconv>
@@ -120,6 +121,17 @@ inline bool SameFile(const std::string& a, const std::string& b) {
   }
   const std::string ca = Canonical(a);
   return a == b || (!ca.empty() && ca == Canonical(b));
+}
+
+/// Whether `path` is the file standard output goes to (/dev/stdout, or the
+/// file or pipe behind `> FILE` / `|`), other than a device: the program's
+/// own lines there would be interleaved with, or overwrite, what is written
+/// to `path`. A device (a terminal, /dev/null) has no offset to clash over.
+inline bool IsStandardOutput(const std::string& path) {
+  struct stat path_info {}, out_info {};
+  return ::stat(path.c_str(), &path_info) == 0 && ::fstat(STDOUT_FILENO, &out_info) == 0 &&
+         path_info.st_dev == out_info.st_dev && path_info.st_ino == out_info.st_ino &&
+         !S_ISCHR(out_info.st_mode);
 }
 
 /// Whether writing `path` would replace a file's contents: it is a regular

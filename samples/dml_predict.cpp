@@ -288,14 +288,12 @@ int main(int argc, char** argv) {
     }
   }
   if (std::fflush(out.get()) != 0) return Fail(opts->output + ": write failed");
-  // Predictions written to standard output (/dev/stdout, or the file stdout
-  // goes to, not a device): the metrics line goes to stderr, so that the
-  // stream holds the predictions alone (it had overwritten the first ones).
-  struct stat out_info {}, stdout_info {};
-  const bool out_is_stdout = ::stat(opts->output.c_str(), &out_info) == 0 &&
-                             ::fstat(STDOUT_FILENO, &stdout_info) == 0 &&
-                             out_info.st_dev == stdout_info.st_dev &&
-                             out_info.st_ino == stdout_info.st_ino && !S_ISCHR(stdout_info.st_mode);
-  if (!opts->quiet) PrintMetrics(*model, *test, dec, out_is_stdout ? stderr : stdout);
+  // Predictions written to standard output: the metrics line goes to
+  // stderr, so that the stream holds the predictions alone (it had
+  // overwritten the first ones).
+  if (!opts->quiet) {
+    PrintMetrics(*model, *test, dec,
+                 dml::samples::IsStandardOutput(opts->output) ? stderr : stdout);
+  }
   return 0;
 }

@@ -1363,18 +1363,10 @@ int main(int argc, char** argv) {
   // A model or the metrics written to standard output (-o /dev/stdout, or
   // the file stdout goes to): the run's own lines go to stderr instead, so
   // that the stream holds that output alone (they had overwritten its first
-  // lines). Two such outputs cannot share the stream. A device (a terminal,
-  // /dev/null) has no file offset to clash over and takes them all.
+  // lines). Two such outputs cannot share the stream.
   std::vector<const char*> to_stdout;
   for (const char* f : {"-o", "--output", "--liblinear-model", "--metrics-out"}) {
-    if (!given(f)) continue;
-    struct stat path_info {}, out_info {};
-    if (::stat(Get(run.args, f).c_str(), &path_info) != 0 || ::fstat(STDOUT_FILENO, &out_info) != 0 ||
-        path_info.st_dev != out_info.st_dev || path_info.st_ino != out_info.st_ino ||
-        S_ISCHR(out_info.st_mode)) {
-      continue;
-    }
-    to_stdout.push_back(f);
+    if (given(f) && dml::samples::IsStandardOutput(Get(run.args, f))) to_stdout.push_back(f);
   }
   if (to_stdout.size() > 1) {
     return Fail(std::string(to_stdout[0]) + " and " + to_stdout[1] +
