@@ -50,21 +50,10 @@ absl::Status WriteLibsvm(const Dataset& data, const std::string& path) {
     if (n > 0 && std::fwrite(buf.get(), 1, n, f) != n) io_error = true;
     p = buf.get();
   };
-  absl::Status status;
-  for (int64_t r = 0; r < x.rows() && status.ok() && !io_error; ++r) {
-    const float label = data.y[r];
-    if (!std::isfinite(label)) {
-      status = absl::InvalidArgumentError(absl::StrCat("WriteLibsvm: row ", r, ": non-finite label"));
-      break;
-    }
-    p = std::to_chars(p, p + kSlack, label).ptr;
+  for (int64_t r = 0; r < x.rows() && !io_error; ++r) {
+    p = std::to_chars(p, p + kSlack, data.y[r]).ptr;
     const SparseView row = x.outer(r);
     for (std::size_t k = 0; k < row.size; ++k) {
-      if (!std::isfinite(row.value[k])) {
-        status = absl::InvalidArgumentError(
-            absl::StrCat("WriteLibsvm: row ", r, ", column ", row.index[k], ": non-finite value"));
-        break;
-      }
       *p++ = ' ';
       p = std::to_chars(p, p + kSlack, uint64_t{row.index[k]} + 1).ptr;
       *p++ = ':';
@@ -74,12 +63,11 @@ absl::Status WriteLibsvm(const Dataset& data, const std::string& path) {
     *p++ = '\n';
     if (static_cast<std::size_t>(p - buf.get()) >= kBuf) flush();
   }
-  if (status.ok() && !io_error) flush();
+  if (!io_error) flush();
   const int werr = errno;
-  if (std::fclose(f) != 0 && status.ok() && !io_error) {
+  if (std::fclose(f) != 0 && !io_error) {
     return absl::ErrnoToStatus(errno, absl::StrCat(path, ": close failed"));
   }
-  if (!status.ok()) return status;
   if (io_error) return absl::ErrnoToStatus(werr != 0 ? werr : EIO, absl::StrCat(path, ": write failed"));
   return absl::OkStatus();
 }
