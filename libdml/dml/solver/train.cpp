@@ -369,31 +369,8 @@ std::optional<UsedColumns> DropUnusedColumns(const Dataset& data) {
   return u;
 }
 
-absl::StatusOr<TrainResult> TrainChecked(const Dataset& data, const ModelSpec& model,
-                                         const SolverOptions& options);
-
-}  // namespace
-
-absl::StatusOr<TrainResult> Train(const Dataset& data, const ModelSpec& model,
-                                  const SolverOptions& options) {
-  DML_RETURN_IF_ERROR(CheckTrainInputs(data, model, options));
-  std::optional<UsedColumns> used = DropUnusedColumns(data);
-  if (!used) return TrainChecked(data, model, options);
-  absl::StatusOr<TrainResult> result = TrainChecked(used->data, model, options);
-  if (!result.ok()) return result;
-  std::vector<double> w(static_cast<std::size_t>(data.x.cols()), 0.0);
-  for (std::size_t k = 0; k < used->kept.size(); ++k) w[used->kept[k]] = result->w[k];
-  result->w = std::move(w);
-  const std::string why =
-      absl::StrCat(data.x.cols() - static_cast<int64_t>(used->kept.size()), " of the ",
-                   data.x.cols(), " features occur in no example: trained on the other ",
-                   used->kept.size(), ", their weights are 0");
-  result->note = result->note.empty() ? why : absl::StrCat(result->note, "; ", why);
-  return result;
-}
-
-namespace {
-
+// Train on inputs CheckTrainInputs passed (the used columns only, where
+// DropUnusedColumns left some out).
 absl::StatusOr<TrainResult> TrainChecked(const Dataset& data, const ModelSpec& model,
                                          const SolverOptions& options) {
   // auto is resolved once (for ridge and squared hinge it reads the data).
@@ -437,4 +414,23 @@ absl::StatusOr<TrainResult> TrainChecked(const Dataset& data, const ModelSpec& m
 }
 
 }  // namespace
+
+absl::StatusOr<TrainResult> Train(const Dataset& data, const ModelSpec& model,
+                                  const SolverOptions& options) {
+  DML_RETURN_IF_ERROR(CheckTrainInputs(data, model, options));
+  std::optional<UsedColumns> used = DropUnusedColumns(data);
+  if (!used) return TrainChecked(data, model, options);
+  absl::StatusOr<TrainResult> result = TrainChecked(used->data, model, options);
+  if (!result.ok()) return result;
+  std::vector<double> w(static_cast<std::size_t>(data.x.cols()), 0.0);
+  for (std::size_t k = 0; k < used->kept.size(); ++k) w[used->kept[k]] = result->w[k];
+  result->w = std::move(w);
+  const std::string why =
+      absl::StrCat(data.x.cols() - static_cast<int64_t>(used->kept.size()), " of the ",
+                   data.x.cols(), " features occur in no example: trained on the other ",
+                   used->kept.size(), ", their weights are 0");
+  result->note = result->note.empty() ? why : absl::StrCat(result->note, "; ", why);
+  return result;
+}
+
 }  // namespace dml
